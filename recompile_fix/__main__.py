@@ -1,0 +1,3 @@
+from recompile_fix.cli import main
+
+main()

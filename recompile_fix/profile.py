@@ -1,0 +1,290 @@
+"""The Profile: what one run of the user's program compiled, and why it compiled again.
+
+This is the first stage of the flow (Profile -> Finding -> Edit). It is plain data: dataclasses
+that round-trip through versioned JSON. Nothing here imports torch or libcst.
+
+Paths inside a Profile are relative to the directory the program was profiled from when the
+file lies under it (so a Profile can travel with a checkout), absolute otherwise; ``resolve``
+turns them back into paths against a project root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recompile_fix.errors import UserError
+
+SCHEMA = "recompile-fix/profile"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Location:
+    """A span of user source. ``col``/``end_col`` are 0-based UTF-8 offsets, as CPython gives them."""
+
+    file: str
+    line: int
+    end_line: int | None = None
+    col: int | None = None
+    end_col: int | None = None
+    function: str | None = None
+
+
+@dataclass
+class Reason:
+    """One guard failure, typed. ``kind`` is one of REASON_KINDS; ``text`` is torch's own words."""
+
+    kind: str
+    text: str
+    entry: str | None = None  # compile id of the cache entry whose guard failed
+    source: str | None = None  # the guarded expression, e.g. ``x``, ``self.scale``, ``G['LR']``
+    dim: int | None = None
+    expected: Any = None
+    actual: Any = None
+    value: Any = None  # the value the failed entry was specialised on (value guards)
+    value_type: str | None = None  # float / int / bool / str / None
+    first_use: Location | None = None  # the user line that first used the guarded value
+
+
+REASON_KINDS = {
+    "size_mismatch": "tensor size changed",
+    "size_specialization": "size 0/1 specialised",
+    "rank_mismatch": "tensor rank changed",
+    "dtype_mismatch": "tensor dtype changed",
+    "device_mismatch": "tensor device changed",
+    "stride_mismatch": "tensor strides changed",
+    "requires_grad_mismatch": "requires_grad changed",
+    "dispatch_key_mismatch": "tensor dispatch keys changed",
+    "scalar_value": "Python scalar argument changed",
+    "module_attribute": "nn.Module attribute changed",
+    "attribute_presence": "attribute added or removed",
+    "global_value": "module global changed",
+    "optimizer_param_group": "optimizer hyper-parameter changed",
+    "training_flag": "train/eval mode flipped",
+    "grad_mode": "grad mode changed",
+    "global_state": "global torch state changed",
+    "container_length": "list/tuple/dict length changed",
+    "type_mismatch": "argument type changed",
+    "id_mismatch": "object identity changed",
+    "limit_hit": "recompile limit hit: frame runs eagerly from here on",
+    "other": "other guard",
+}
+
+
+@dataclass
+class GraphBreak:
+    location: Location
+    reason: str
+    count: int = 1
+
+
+@dataclass
+class Compile:
+    """One compile attempt of a frame (one ``compile_id``)."""
+
+    id: str
+    reasons: list[Reason] = field(default_factory=list)
+    # The user frames on the stack when the compile started, outermost first. The last one is
+    # the call site: the user line that called into the compiled code.
+    stack: list[Location] = field(default_factory=list)
+    seconds: dict[str, float | None] = field(default_factory=dict)
+    fail_type: str | None = None
+    fail_reason: str | None = None
+    limit_hit: bool = False
+    rank: int | None = None
+
+    @property
+    def call_site(self) -> Location | None:
+        return self.stack[-1] if self.stack else None
+
+    @property
+    def is_recompile(self) -> bool:
+        return not self.id.endswith("/0")
+
+
+@dataclass
+class Frame:
+    """A compiled code object: (file, first line, name), and every compile of it."""
+
+    file: str
+    first_line: int
+    name: str
+    compiles: list[Compile] = field(default_factory=list)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.file, self.first_line, self.name)
+
+    @property
+    def recompiles(self) -> int:
+        return sum(1 for c in self.compiles if c.is_recompile and not c.limit_hit)
+
+    @property
+    def limit_hits(self) -> int:
+        return sum(1 for c in self.compiles if c.limit_hit)
+
+    @property
+    def compile_seconds(self) -> float:
+        total = 0.0
+        for c in self.compiles:
+            total += c.seconds.get("dynamo") or 0.0
+        return total
+
+    def reasons(self) -> list[Reason]:
+        """Every guard failure of every compile (all cache entries, not only the newest)."""
+        return [r for c in self.compiles for r in c.reasons]
+
+
+@dataclass
+class Profile:
+    command: list[str]
+    torch_version: str | None
+    python_version: str
+    frames: list[Frame] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # path -> sha256 of its bytes
+    exit_code: int | None = None
+    processes: list[dict] = field(default_factory=list)  # pid / rank / how each process ended
+    tool_version: str | None = None
+    schema: str = SCHEMA
+    schema_version: int = SCHEMA_VERSION
+
+    # -- queries ----------------------------------------------------------------------
+    def frame(self, name: str) -> Frame | None:
+        for f in self.frames:
+            if f.name == name:
+                return f
+        return None
+
+    @property
+    def total_compiles(self) -> int:
+        return sum(len(f.compiles) for f in self.frames)
+
+    # -- JSON -------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return _strip_none(dataclasses.asdict(self))
+
+    def dump(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Profile":
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise UserError("not a recompile-fix Profile (no 'schema': 'recompile-fix/profile')")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise UserError(
+                f"Profile schema version {version} is not supported (this recompile-fix reads "
+                f"version {SCHEMA_VERSION}); profile the program again"
+            )
+        try:
+            frames = [_frame_from_json(f) for f in data["frames"]]
+            return cls(
+                command=list(data["command"]),
+                torch_version=data.get("torch_version"),
+                python_version=data.get("python_version", ""),
+                frames=frames,
+                sources=dict(data.get("sources", {})),
+                exit_code=data.get("exit_code"),
+                processes=list(data.get("processes", [])),
+                tool_version=data.get("tool_version"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"malformed Profile: {exc!r}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Profile":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"{path}: no Profile here; run `recompile-fix profile -- python your_script.py` first") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read Profile: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}: Profile is truncated or not JSON ({exc.msg} at line {exc.lineno})") from None
+        try:
+            return cls.from_json(data)
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
+
+
+def _strip_none(value):
+    if isinstance(value, dict):
+        return {k: _strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_none(v) for v in value]
+    return value
+
+
+def _location(data: dict | None) -> Location | None:
+    if data is None:
+        return None
+    return Location(**{k: data.get(k) for k in ("file", "line", "end_line", "col", "end_col", "function")})
+
+
+def _reason_from_json(data: dict) -> Reason:
+    values = {f.name: data.get(f.name) for f in dataclasses.fields(Reason)}
+    values["first_use"] = _location(data.get("first_use"))
+    if values["kind"] not in REASON_KINDS:
+        raise ValueError(f"unknown reason kind {values['kind']!r}")
+    return Reason(**values)
+
+
+def _frame_from_json(data: dict) -> Frame:
+    compiles = [
+        Compile(
+            id=c["id"],
+            reasons=[_reason_from_json(r) for r in c.get("reasons", [])],
+            stack=[_location(s) for s in c.get("stack", [])],
+            seconds=dict(c.get("seconds", {})),
+            fail_type=c.get("fail_type"),
+            fail_reason=c.get("fail_reason"),
+            limit_hit=bool(c.get("limit_hit", False)),
+            rank=c.get("rank"),
+        )
+        for c in data.get("compiles", [])
+    ]
+    breaks = [
+        GraphBreak(location=_location(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
+        for b in data.get("graph_breaks", [])
+    ]
+    return Frame(file=data["file"], first_line=int(data["first_line"]), name=data["name"],
+                 compiles=compiles, graph_breaks=breaks)
+
+
+def sha256_file(path: str | os.PathLike) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def relative_to_root(path: str, root: str) -> str:
+    """How a Profile spells ``path``: relative to ``root`` when it lies under it."""
+    absolute = os.path.abspath(path)
+    root = os.path.abspath(root)
+    if absolute == root or absolute.startswith(root + os.sep):
+        return os.path.relpath(absolute, root)
+    return absolute
+
+
+def resolve(path: str, root: str | os.PathLike) -> Path:
+    """The file a Profile path names, for a project rooted at ``root``."""
+    return Path(path) if os.path.isabs(path) else Path(root, path)

@@ -1,0 +1,176 @@
+"""Typed recompile reasons from torch's guard-failure text.
+
+torch gives each failure as ``"<entry id>: <guard text>"`` plus, for non-tensor guards,
+``  # <source line>  # <path tail>:<line> in <fn>`` and a ``User stack trace:`` block naming the
+line that first used the value. Tensor guards name only the argument. Torch 2.13 spells locals
+bare (``tensor 'x'``); older releases spell them ``L['x']``; both parse to the same Reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from recompile_fix.profile import Location, Reason
+
+_LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
+_ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
+_USER_STACK = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)(?:\n\s+(?P<code>.*))?')
+_TENSOR = re.compile(r"^tensor '(?P<src>.+?)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$", re.S)
+_AT_INDEX = re.compile(r"at index (\d+)\. expected (\S+), actual (\S+)")
+_EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
+_EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
+_OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\]$")
+_GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
+_ATTRIBUTE = re.compile(r"^(\w+)((?:\.\w+)+)$")
+_SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
+_STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
+_LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
+_HASATTR = re.compile(r"""^(?:not )?hasattr\((?P<obj>.+?), ['"](?P<attr>\w+)['"]\)$""")
+_DICT_CONTAINS = re.compile(r"""___dict_contains\(['"](?P<attr>\w+)['"], (?P<obj>.+?)\.__dict__\)""")
+_TYPE_ID = re.compile(r"___check_type_id\((?P<src>.+?), \d+\)(?:, type=<class '(?P<type>[^']+)'>)?")
+_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>.+?), \d+\)")
+_LIMIT = "recompile limit exceeded"
+_GUARD_SPLIT = re.compile(r"; (?=tensor '|GLOBAL_STATE|___|not |len\(|\d+ <=|[\w.\[\]'\"]+ == )")
+
+_TENSOR_KINDS = {
+    "size": "size_mismatch",
+    "stride": "stride_mismatch",
+    "dtype": "dtype_mismatch",
+    "device": "device_mismatch",
+    "rank": "rank_mismatch",
+    "requires_grad": "requires_grad_mismatch",
+    "dispatch key set": "dispatch_key_mismatch",
+}
+
+
+def strip_local_scope(text: str) -> str:
+    """``L['x']`` (torch < 2.13) -> ``x``, as torch 2.13 prints it."""
+    return _LOCAL_SCOPE.sub(r"\1", text)
+
+
+def parse_reasons(text: str) -> list[Reason]:
+    """All guard failures in one torch failure string (usually one)."""
+    text = strip_local_scope(text)
+    entry = None
+    match = _ENTRY.match(text)
+    body = text
+    if match:
+        entry = match.group(1)
+        body = text[match.end():]
+    body, _, stack_block = body.partition("\nUser stack trace:\n")
+    first_use = _first_use(stack_block)
+    head = body.split("\n", 1)[0]
+    guard = head.split("  # ", 1)[0].strip()
+    parts = _GUARD_SPLIT.split(guard) if "; " in guard else [guard]
+    reasons = []
+    for part in parts:
+        reason = _parse_guard(part.strip(), body)
+        reason.entry = entry
+        reason.text = text
+        reason.first_use = first_use
+        reasons.append(reason)
+    return reasons
+
+
+def parse_reason(text: str) -> Reason:
+    return parse_reasons(text)[0]
+
+
+def limit_hit_reason(fail_reason: str, entry: str | None = None) -> Reason:
+    limit = "accumulated_recompile_limit" if "accumulated" in fail_reason else "recompile_limit"
+    return Reason(kind="limit_hit", text=fail_reason.split("\n", 1)[0], entry=entry, source=limit)
+
+
+def is_limit_hit(fail_reason: str | None) -> bool:
+    return bool(fail_reason) and _LIMIT in fail_reason.lower()
+
+
+def _first_use(stack_block: str) -> Location | None:
+    frames = list(_USER_STACK.finditer(stack_block))
+    if not frames:
+        return None
+    last = frames[-1]
+    return Location(file=last.group("file"), line=int(last.group("line")), function=last.group("fn"))
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return text.strip()
+
+
+def _value_type(value) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _parse_guard(guard: str, body: str) -> Reason:
+    tensor = _TENSOR.match(guard)
+    if tensor:
+        kind = _TENSOR_KINDS.get(tensor.group("what").strip(), "other")
+        reason = Reason(kind=kind, text="", source=tensor.group("src"))
+        rest = tensor.group("rest")
+        at_index = _AT_INDEX.search(rest)
+        if at_index:
+            reason.dim = int(at_index.group(1))
+            reason.expected = _literal(at_index.group(2))
+            reason.actual = _literal(at_index.group(3))
+        else:
+            expected = _EXPECTED_ACTUAL.search(rest)
+            if expected:
+                reason.expected = _literal(expected.group(1))
+                if expected.group(2) is not None:
+                    reason.actual = _literal(expected.group(2))
+        return reason
+
+    if guard.startswith("GLOBAL_STATE changed"):
+        state = guard.split(":", 1)[1].strip() if ":" in guard else ""
+        return Reason(kind="grad_mode" if "grad_mode" in state else "global_state", text="", source=state)
+
+    if "0/1 specialization" in body:
+        size = _SIZE_GUARD.search(guard)
+        if size:
+            return Reason(kind="size_specialization", text="", source=size.group("src"), dim=int(size.group("dim")))
+
+    stride = _STRIDE_GUARD.search(guard)
+    if stride:
+        return Reason(kind="stride_mismatch", text="", source=stride.group("src"), dim=int(stride.group("dim")))
+
+    length = _LEN.match(guard)
+    if length:
+        return Reason(kind="container_length", text="", source=length.group("src"), value=int(length.group("value")))
+
+    presence = _HASATTR.match(guard) or _DICT_CONTAINS.search(guard)
+    if presence:
+        obj, attr = presence.group("obj"), presence.group("attr")
+        return Reason(kind="attribute_presence", text="", source=f"{obj}.{attr}")
+
+    type_id = _TYPE_ID.search(guard)
+    if type_id:
+        return Reason(kind="type_mismatch", text="", source=type_id.group("src"), expected=type_id.group("type"))
+    obj_id = _OBJ_ID.search(guard)
+    if obj_id:
+        return Reason(kind="id_mismatch", text="", source=obj_id.group("src"))
+
+    size = _SIZE_GUARD.search(guard)
+    if size:  # a symbolic shape guard such as ``x.size()[0] == 16``
+        return Reason(kind="size_mismatch", text="", source=size.group("src"), dim=int(size.group("dim")))
+
+    equals = _EQUALS.match(guard)
+    if equals:
+        return _parse_value_guard(equals.group("src").strip(), _literal(equals.group("value")))
+    return Reason(kind="other", text="")
+
+
+def _parse_value_guard(source: str, value) -> Reason:
+    reason = Reason(kind="scalar_value", text="", source=source, value=value, value_type=_value_type(value))
+    if _OPTIMIZER.search(source):
+        reason.kind = "optimizer_param_group"
+    elif _GLOBAL.match(source):
+        reason.kind = "global_value"
+    elif source.endswith(".training"):
+        reason.kind = "training_flag"
+    elif _ATTRIBUTE.match(source):
+        reason.kind = "module_attribute"
+    return reason

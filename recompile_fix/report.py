@@ -1,0 +1,105 @@
+"""`recompile-fix report`: a Profile as one table a person reads in ten seconds (or as JSON)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from recompile_fix.profile import REASON_KINDS, Frame, Profile, Reason
+
+
+def _reason_phrase(reason: Reason) -> str:
+    words = REASON_KINDS.get(reason.kind, reason.kind)
+    source = f" `{reason.source}`" if reason.source and reason.kind != "limit_hit" else ""
+    dim = f" dim {reason.dim}" if reason.dim is not None else ""
+    return f"{words}:{source}{dim}" if (source or dim) else words
+
+
+def _reason_example(reason: Reason) -> str:
+    if reason.expected is not None and reason.actual is not None:
+        return f"{reason.expected} -> {reason.actual}"
+    if reason.value is not None:
+        return f"was {reason.value!r}"
+    return ""
+
+
+def grouped_reasons(frame: Frame) -> list[tuple[str, int, str]]:
+    """(plain-words reason, count, an example) per distinct reason, most frequent first."""
+    counts: Counter = Counter()
+    examples: dict[str, str] = {}
+    # One reason per compile: the failure of the newest cache entry (torch's own
+    # `recompile_reason`); the Profile keeps every entry's failure for the rules.
+    for compile_ in frame.compiles:
+        if not compile_.reasons:
+            continue
+        reason = compile_.reasons[0]
+        phrase = _reason_phrase(reason)
+        counts[phrase] += 1
+        examples.setdefault(phrase, _reason_example(reason))
+    return [(phrase, n, examples[phrase]) for phrase, n in counts.most_common()]
+
+
+def frame_label(frame: Frame) -> str:
+    return f"{frame.name} ({frame.file}:{frame.first_line})"
+
+
+def render_text(profile: Profile, *, notes: list[str] | None = None) -> str:
+    lines = [f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
+             f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"]
+    if not profile.frames:
+        lines.append("No torch.compile compilation was recorded: nothing recompiles.")
+        return "\n".join(lines) + "\n"
+    header = ("frame", "compiles", "recompiles", "compile s", "limit hits", "graph breaks")
+    rows = []
+    for frame in sorted(profile.frames, key=lambda f: (-len(f.compiles), -f.compile_seconds)):
+        rows.append((frame, (frame_label(frame), str(len(frame.compiles)), str(frame.recompiles),
+                             f"{frame.compile_seconds:.2f}", str(frame.limit_hits),
+                             str(sum(b.count for b in frame.graph_breaks)))))
+    widths = [max(len(header[i]), *(len(r[1][i]) for r in rows)) for i in range(len(header))]
+
+    def fmt(cells):
+        first = cells[0].ljust(widths[0])
+        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
+
+    lines.append(fmt(header))
+    lines.append("  ".join("-" * w for w in widths))
+    for frame, cells in rows:
+        lines.append(fmt(cells))
+        for phrase, count, example in grouped_reasons(frame):
+            suffix = f" ({example})" if example else ""
+            lines.append(f"    {count}x {phrase}{suffix}")
+        for gb in frame.graph_breaks:
+            lines.append(f"    graph break x{gb.count} at {gb.location.file}:{gb.location.line}: {gb.reason}")
+    total_recompiles = sum(f.recompiles for f in profile.frames)
+    total_seconds = sum(f.compile_seconds for f in profile.frames)
+    lines.append("")
+    lines.append(f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
+                 f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
+                 f"{sum(f.limit_hits for f in profile.frames)} limit hits")
+    for note in notes or []:
+        lines.append(note)
+    return "\n".join(lines) + "\n"
+
+
+def render_json(profile: Profile) -> dict:
+    return {
+        "command": profile.command,
+        "torch_version": profile.torch_version,
+        "exit_code": profile.exit_code,
+        "frames": [
+            {
+                "file": f.file,
+                "line": f.first_line,
+                "name": f.name,
+                "compiles": len(f.compiles),
+                "recompiles": f.recompiles,
+                "compile_seconds": round(f.compile_seconds, 6),
+                "limit_hits": f.limit_hits,
+                "graph_breaks": [
+                    {"file": b.location.file, "line": b.location.line, "reason": b.reason, "count": b.count}
+                    for b in f.graph_breaks
+                ],
+                "reasons": [{"reason": p, "count": n, "example": e} for p, n, e in grouped_reasons(f)],
+            }
+            for f in profile.frames
+        ],
+    }

@@ -1,0 +1,1 @@
+"""The rule catalogue: one file per rule."""
