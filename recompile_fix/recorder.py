@@ -34,6 +34,8 @@ BACKEND_ENV = "RECOMPILE_FIX_BACKEND"
 # Frames from these trees are torch's (or ours), never the user's call site.
 _TORCH_DIR = None
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+# The standard library's wrappers (contextlib, functools, runpy) are never the user's call site.
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _MAX_STACK = 12
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 _GRAPH_BREAK_AT = re.compile(r"Graph break (?:\(user stack suppressed[^)]*\) )?in user code at (.+):(\d+)")
@@ -44,6 +46,8 @@ def _is_internal(filename: str) -> bool:
     if filename.startswith("<"):
         return True
     path = os.path.abspath(filename)
+    if "site-packages" not in path and path.startswith(_STDLIB_DIR + os.sep):
+        return True
     return (_TORCH_DIR is not None and path.startswith(_TORCH_DIR)) or path.startswith(_OWN_DIR)
 
 

@@ -1,0 +1,75 @@
+"""`recompile-fix profile` as a wrapper: the program keeps its output and exit code, a crash
+leaves a partial Profile, nothing compiled gives an empty one, bad commands exit 2."""
+
+import json
+
+from conftest import PROGRAMS, ROOT
+from recompile_fix.profile import Profile
+
+EDGE = PROGRAMS / "edge"
+
+
+def test_crash_after_compiling_leaves_a_partial_profile(tmp_path, cli):
+    out = tmp_path / "p.json"
+    result = cli("profile", "-o", str(out), "--backend", "eager", "--", "python",
+                 str(EDGE / "crash_after_compile.py"), check=1)
+    assert "the training run fell over" in result.stderr  # the program's own traceback
+    profile = Profile.load(out)
+    assert profile.exit_code == 1
+    assert len(profile.frame("fn").compiles) == 2
+    assert profile.processes[0]["exit"] == "raised"
+
+
+def test_program_that_compiles_nothing(tmp_path, cli):
+    out = tmp_path / "p.json"
+    result = cli("profile", "-o", str(out), "--", "python", str(EDGE / "no_compile.py"), check=3)
+    assert "plain eager 2.0" in result.stdout and "to stderr" in result.stderr
+    assert "compiled nothing" in result.stderr
+    profile = Profile.load(out)
+    assert profile.frames == [] and profile.exit_code == 3
+    report = cli("report", str(out), check=0)
+    assert "No torch.compile compilation was recorded" in report.stdout
+
+
+def test_command_not_found(tmp_path, cli):
+    out = tmp_path / "p.json"
+    result = cli("profile", "-o", str(out), "--", "no-such-program-xyz", "arg", check=2)
+    assert result.stderr.strip() == "recompile-fix: error: command not found: no-such-program-xyz"
+    assert not out.exists()
+
+
+def test_no_command(cli):
+    result = cli("profile", check=2)
+    assert result.stderr.count("\n") == 1 and "no command given" in result.stderr
+
+
+def test_python_dash_m_and_bare_script(tmp_path, cli):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(
+        "import torch\nf = torch.compile(lambda x: x + 1)\nf(torch.ones(2)); f(torch.ones(3))\n")
+    out = tmp_path / "p.json"
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", "-m", "pkg", cwd=tmp_path, check=0)
+    assert Profile.load(out).total_compiles == 2
+    out2 = tmp_path / "p2.json"
+    cli("profile", "-o", str(out2), "--backend", "eager", "--", str(PROGRAMS / "seeds" / "shape_change.py"), check=0)
+    assert Profile.load(out2).total_compiles == 2
+
+
+def test_report_text_and_json(tmp_path, cli):
+    out = tmp_path / "p.json"
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python",
+        str(PROGRAMS / "seeds" / "limit_hit.py"), check=0)
+    text = cli("report", str(out), check=0).stdout
+    assert "7x tensor size changed: `x` dim 0" in text and "recompile limit hit" in text
+    data = json.loads(cli("report", "--json", str(out), check=0).stdout)
+    (frame,) = data["frames"]
+    assert (frame["compiles"], frame["recompiles"], frame["limit_hits"]) == (9, 7, 1)
+
+
+def test_report_on_truncated_profile(tmp_path, cli):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"schema": "recompile-fix/profile", "frames": [')
+    result = cli("report", str(bad), check=2)
+    assert result.stderr.count("\n") == 1 and "truncated" in result.stderr
