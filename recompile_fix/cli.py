@@ -76,3 +76,66 @@ def report(profile_file, as_json) -> None:
         click.echo(json.dumps(render_json(loaded), indent=1))
     else:
         click.echo(render_text(loaded), nl=False)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--profile", "profile_file", default=None, metavar="FILE",
+              help="The Profile to fix from [default: .recompile-fix/profile.json].")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when fixes are pending.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
+def apply(paths, profile_file, show_diff, check, unsafe_fixes) -> None:
+    """Edit the files under PATHS so the recompiles in the Profile stop."""
+    from recompile_fix.apply import describe, diff_text, run_apply
+    from recompile_fix.findings import Safety
+    from recompile_fix.profile import Profile
+    from recompile_fix.profile_run import DEFAULT_PROFILE
+    from recompile_fix.rules import ALL_RULES
+
+    profile_path = profile_file or DEFAULT_PROFILE
+    loaded = Profile.load(profile_path)
+    write = not (show_diff or check)
+    result = run_apply(list(paths), loaded, ALL_RULES, unsafe_fixes=unsafe_fixes, write=write)
+    if show_diff:
+        click.echo(diff_text(result), nl=False)
+    else:
+        for finding in result.findings:
+            click.echo(describe(finding, unsafe_fixes=unsafe_fixes))
+    for error in result.errors:
+        click.echo(f"recompile-fix: error: {error}", err=True)
+    fixed = len(result.pending)
+    files = len(result.rewrites)
+    unsafe_left = sum(1 for f in result.findings if f.safety is Safety.UNSAFE) if not unsafe_fixes else 0
+    if write:
+        if result.rewrites:
+            loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
+        summary = f"Fixed {fixed} finding(s) in {files} file(s)."
+    else:
+        summary = f"Would fix {fixed} finding(s) in {files} file(s)."
+    if result.already_applied:
+        summary += f" {len(result.already_applied)} file(s) already fixed."
+    if unsafe_left:
+        summary += f" {unsafe_left} more with --unsafe-fixes."
+    click.echo(summary, err=True)
+    if result.errors:
+        sys.exit(2)
+    if check and fixed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("rule_id", required=False)
+def rules(rule_id) -> None:
+    """List the rules, or print one rule's docs."""
+    from recompile_fix.rules import ALL_RULES, rule_by_id
+
+    if rule_id:
+        rule = rule_by_id(rule_id)
+        if rule is None:
+            raise UserError(f"no rule {rule_id!r}; `recompile-fix rules` lists them")
+        click.echo(f"# {rule.id} {rule.name}\n\n{rule.docs()}")
+        return
+    for rule in ALL_RULES:
+        summary = rule.docs().split("## What it does", 1)[-1].strip().split("\n\n", 1)[0].replace("\n", " ")
+        click.echo(f"{rule.id}  {rule.name:<24} {summary}")

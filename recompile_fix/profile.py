@@ -152,6 +152,8 @@ class Profile:
     exit_code: int | None = None
     processes: list[dict] = field(default_factory=list)  # pid / rank / how each process ended
     tool_version: str | None = None
+    # path -> sha256 of the file as `apply` left it: a second apply knows it is already done.
+    applied: dict[str, str] = field(default_factory=dict)
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -198,6 +200,7 @@ class Profile:
                 exit_code=data.get("exit_code"),
                 processes=list(data.get("processes", [])),
                 tool_version=data.get("tool_version"),
+                applied=dict(data.get("applied", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None

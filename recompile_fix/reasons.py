@@ -18,6 +18,13 @@ _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
 _USER_STACK = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)(?:\n\s+(?P<code>.*))?')
 _TENSOR = re.compile(r"^tensor '(?P<src>.+?)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$", re.S)
 _AT_INDEX = re.compile(r"at index (\d+)\. expected (\S+), actual (\S+)")
+# ``Tensor device index mismatch. Expected device index to be 0, actual 1`` (cuda:0 -> cuda:1).
+_DEVICE_INDEX = re.compile(r"Expected device index to be (\S+), actual (\S+)")
+# ``requires_grad mismatch. expected requires_grad=0``: torch prints only the cached flag.
+_REQUIRES_GRAD = re.compile(r"expected requires_grad=(\d)")
+# The backend key leads a DispatchKeySet: ``DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU)``.
+# torch checks dispatch keys before the device index, so cpu -> cuda/meta shows up here.
+_BACKEND_KEY = re.compile(r"DispatchKeySet\((?:Sparse(?:Csr)?|Quantized|Nested)?(\w+)")
 _EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
 _EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
 _OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\]$")
@@ -27,9 +34,24 @@ _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
 _STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
 _LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
 _HASATTR = re.compile(r"""^(?:not )?hasattr\((?P<obj>.+?), ['"](?P<attr>\w+)['"]\)$""")
-_DICT_CONTAINS = re.compile(r"""___dict_contains\(['"](?P<attr>\w+)['"], (?P<obj>.+?)\.__dict__\)""")
+# ``___dict_contains('a', o.__dict__)`` is an instance attribute; ``___dict_contains('a', d)`` a dict key.
+_DICT_CONTAINS = re.compile(r"""___dict_contains\((?P<key>.+?), (?P<obj>.+?)(?P<instance>\.__dict__)?\)$""")
+# Accessor failures name only the source: ``getattr failed on source o.a``, ``KeyError on self.extra``.
+_MISSING = re.compile(r"^(?:getattr failed on source|KeyError on) (?P<src>.+)$")
 _TYPE_ID = re.compile(r"___check_type_id\((?P<src>.+?), \d+\)(?:, type=<class '(?P<type>[^']+)'>)?")
-_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>.+?), \d+\)")
+# A tensor argument became something else: ``expected type of 'b' to be a tensor type, ' but found
+# <class 'int'>`` (the stray quote is torch's).
+_NOT_TENSOR = re.compile(
+    r"^expected type of '(?P<src>.+?)' to be a tensor type, '? ?but found (?:<class '(?P<type>.+?)'>)?"
+)
+# A guarded function became a non-function: ``CodeGuardAccessor: Not a function on G['f'].__code__``.
+_NOT_FUNCTION = re.compile(r"^CodeGuardAccessor: Not a function on (?P<src>.+?)(?:\.__code__)?$")
+# Functions are guarded by their code object: ``___check_obj_id(G['act'].__code__, 1234)`` is ``G['act']``.
+_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>.+?)(?:\.__code__)?, \d+\)")
+# Two arguments that were (or were not) the same object: ``a is b``; ``Duplicate tensors found: ["a", "b"]``.
+_ALIAS = re.compile(r"^(?P<src>[\w.\[\]'\"]+) is [\w.\[\]'\"]+$")
+_DUPLICATE = re.compile(r"""^Duplicate tensors found: \[["'](?P<src>[^"']+)["']""")
+_LIMIT_TYPE = re.compile(r"Limit type: (\w+)")
 _LIMIT = "recompile limit exceeded"
 _GUARD_SPLIT = re.compile(r"; (?=tensor '|GLOBAL_STATE|___|not |len\(|\d+ <=|[\w.\[\]'\"]+ == )")
 
@@ -41,6 +63,7 @@ _TENSOR_KINDS = {
     "rank": "rank_mismatch",
     "requires_grad": "requires_grad_mismatch",
     "dispatch key set": "dispatch_key_mismatch",
+    "Tensor device index": "device_mismatch",
 }
 
 
@@ -78,7 +101,12 @@ def parse_reason(text: str) -> Reason:
 
 
 def limit_hit_reason(fail_reason: str, entry: str | None = None) -> Reason:
-    limit = "accumulated_recompile_limit" if "accumulated" in fail_reason else "recompile_limit"
+    # 2.13 ends the message with ``Developer debug context: Limit type: <limit>``.
+    limit_type = _LIMIT_TYPE.search(fail_reason)
+    if limit_type:
+        limit = limit_type.group(1)
+    else:
+        limit = "accumulated_recompile_limit" if "accumulated" in fail_reason else "recompile_limit"
     return Reason(kind="limit_hit", text=fail_reason.split("\n", 1)[0], entry=entry, source=limit)
 
 
@@ -112,7 +140,15 @@ def _parse_guard(guard: str, body: str) -> Reason:
         reason = Reason(kind=kind, text="", source=tensor.group("src"))
         rest = tensor.group("rest")
         at_index = _AT_INDEX.search(rest)
-        if at_index:
+        device_index = _DEVICE_INDEX.search(rest)
+        requires_grad = _REQUIRES_GRAD.search(rest)
+        if device_index:
+            reason.expected = _literal(device_index.group(1))
+            reason.actual = _literal(device_index.group(2))
+        elif requires_grad:
+            reason.expected = requires_grad.group(1) == "1"
+            reason.actual = not reason.expected
+        elif at_index:
             reason.dim = int(at_index.group(1))
             reason.expected = _literal(at_index.group(2))
             reason.actual = _literal(at_index.group(3))
@@ -122,7 +158,20 @@ def _parse_guard(guard: str, body: str) -> Reason:
                 reason.expected = _literal(expected.group(1))
                 if expected.group(2) is not None:
                     reason.actual = _literal(expected.group(2))
+        if kind == "dispatch_key_mismatch":
+            backends = [_BACKEND_KEY.match(str(v)) for v in (reason.expected, reason.actual)]
+            if all(backends) and backends[0].group(1) != backends[1].group(1):
+                reason.kind = "device_mismatch"
+                reason.expected, reason.actual = (b.group(1).lower() for b in backends)
         return reason
+
+    not_tensor = _NOT_TENSOR.match(guard)
+    if not_tensor:
+        return Reason(kind="type_mismatch", text="", source=not_tensor.group("src"), expected="Tensor",
+                      actual=not_tensor.group("type"))
+    not_function = _NOT_FUNCTION.match(guard)
+    if not_function:
+        return Reason(kind="type_mismatch", text="", source=not_function.group("src"), expected="function")
 
     if guard.startswith("GLOBAL_STATE changed"):
         state = guard.split(":", 1)[1].strip() if ":" in guard else ""
@@ -141,10 +190,18 @@ def _parse_guard(guard: str, body: str) -> Reason:
     if length:
         return Reason(kind="container_length", text="", source=length.group("src"), value=int(length.group("value")))
 
-    presence = _HASATTR.match(guard) or _DICT_CONTAINS.search(guard)
+    presence = _HASATTR.match(guard)
     if presence:
         obj, attr = presence.group("obj"), presence.group("attr")
         return Reason(kind="attribute_presence", text="", source=f"{obj}.{attr}")
+    contains = _DICT_CONTAINS.search(guard)
+    if contains:
+        obj, key = contains.group("obj"), _literal(contains.group("key"))
+        source = f"{obj}.{key}" if contains.group("instance") else f"{obj}[{key!r}]"
+        return Reason(kind="attribute_presence", text="", source=source)
+    missing = _MISSING.match(guard)
+    if missing:
+        return Reason(kind="attribute_presence", text="", source=missing.group("src"))
 
     type_id = _TYPE_ID.search(guard)
     if type_id:
@@ -152,6 +209,9 @@ def _parse_guard(guard: str, body: str) -> Reason:
     obj_id = _OBJ_ID.search(guard)
     if obj_id:
         return Reason(kind="id_mismatch", text="", source=obj_id.group("src"))
+    alias = _ALIAS.match(guard) or _DUPLICATE.match(guard)
+    if alias:
+        return Reason(kind="id_mismatch", text="", source=alias.group("src"))
 
     size = _SIZE_GUARD.search(guard)
     if size:  # a symbolic shape guard such as ``x.size()[0] == 16``

@@ -1,0 +1,139 @@
+"""`recompile-fix apply`: plan, rewrite and (unless asked for a diff) write, file by file.
+
+Bad input is reported per file in one line and that file is left alone; every other file is
+still processed. Writes are atomic and only touch files under the given paths whose bytes are
+the ones the Profile recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recompile_fix.edits import unified_diff
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.plan import plan
+from recompile_fix.profile import Profile, resolve, sha256_bytes
+from recompile_fix.rewrite import FileRewrite, rewrite
+from recompile_fix.rule import Project, Rule
+from recompile_fix.source import SourceError, SourceFile
+
+
+@dataclass
+class ApplyResult:
+    findings: list[Finding] = field(default_factory=list)
+    rewrites: list[FileRewrite] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    already_applied: list[str] = field(default_factory=list)
+    outside: list[Finding] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[Finding]:
+        return [f for r in self.rewrites for f in r.applied]
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    path = path.resolve()
+    return any(path == root or root in path.parents for root in roots)
+
+
+def run_apply(paths: list[str], profile: Profile, rules: tuple[Rule, ...], *, root: str | None = None,
+              unsafe_fixes: bool = False, write: bool = True) -> ApplyResult:
+    root_dir = Path(root or os.getcwd()).resolve()
+    roots = []
+    for p in paths:
+        resolved = Path(p).resolve()
+        if not resolved.exists():
+            raise SourceError(f"{p}: no such file or directory")
+        if not _inside(resolved, [root_dir]):
+            raise SourceError(f"{p}: outside the project ({root_dir}); run from the project root")
+        roots.append(resolved)
+    result = ApplyResult()
+    project = Project(root_dir, expected_hashes=profile.sources)
+    by_rule = {rule.id: rule for rule in rules}
+    status: dict[str, str] = {}  # path -> ok / applied / stale / outside / unreadable
+
+    def file_status(path: str) -> str:
+        if path not in status:
+            file = resolve(path, root_dir)
+            try:
+                digest = sha256_bytes(file.read_bytes())
+            except OSError:
+                status[path] = "unreadable"
+                return status[path]
+            if profile.applied.get(path) == digest:
+                status[path] = "applied"
+            elif profile.sources.get(path) != digest:
+                status[path] = "stale"
+            else:
+                status[path] = "ok" if _inside(file, roots) else "outside"
+        return status[path]
+
+    by_file: dict[str, list[Finding]] = {}
+    for finding in plan(profile, project, rules):
+        state = file_status(finding.file)
+        if state == "applied" or (state in ("outside", "unreadable") and finding.safety is Safety.NONE):
+            continue  # nothing to say about a file we already fixed, or one we were not asked about
+        if state == "stale":
+            if finding.file not in [e.split(":", 1)[0] for e in result.errors]:
+                result.errors.append(f"{finding.file}: changed since it was profiled (stale Profile); "
+                                     "run `recompile-fix profile` again; not changed")
+            continue
+        if state == "outside":
+            result.outside.append(finding)
+            if finding.file not in [e.split(":", 1)[0] for e in result.errors]:
+                result.errors.append(f"{finding.file}: outside the given paths ({', '.join(paths)}); not changed")
+            continue
+        result.findings.append(finding)
+        if finding.safety is Safety.SAFE or (finding.safety is Safety.UNSAFE and unsafe_fixes):
+            by_file.setdefault(finding.file, []).append(finding)
+    result.already_applied = sorted(p for p, s in status.items() if s == "applied")
+    for path, file_findings in sorted(by_file.items()):
+        file = resolve(path, root_dir)
+        try:
+            source = SourceFile.read(file)
+            file_rewrite = rewrite(path, source, file_findings, by_rule)
+        except SourceError as exc:
+            result.errors.append(str(exc))
+            continue
+        except Exception as exc:  # a crash in one file never loses another file's work
+            result.errors.append(f"{path}: internal error, not changed: {exc!r}")
+            continue
+        for finding, why in file_rewrite.skipped:
+            result.errors.append(f"{path}:{finding.location.line}: {finding.rule} not applied: {why}")
+        if not file_rewrite.changed:
+            continue
+        result.rewrites.append(file_rewrite)
+        if write:
+            _write_atomic(file, file_rewrite.after)
+            profile.applied[path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+    return result
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    mode = path.stat().st_mode
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def diff_text(result: ApplyResult) -> str:
+    return "".join(unified_diff(r.path, r.before, r.after) for r in result.rewrites)
+
+
+def describe(finding: Finding, *, unsafe_fixes: bool) -> str:
+    loc = finding.location
+    marker = {Safety.SAFE: "[*] ", Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
+              Safety.NONE: "[no fix] "}[finding.safety]
+    lines = [f"{finding.file}:{loc.line}:{(loc.col or 0) + 1}: {finding.rule} {marker}{finding.message}"]
+    lines.extend(f"    note: {note}" for note in finding.notes)
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""Findings: the second stage of the flow. A Finding says which rule fires where, with what
+parameters, on what evidence, and how safe its fix is. Rules make them from a Profile (or from
+the source alone, in static mode); rewriting turns them into Edits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from recompile_fix.profile import Location
+
+
+class Safety(str, Enum):
+    SAFE = "safe"  # applied by `apply`, offered in fix-all
+    UNSAFE = "unsafe"  # applied only with --unsafe-fixes; may change behaviour or speed
+    NONE = "none"  # no edit: the finding explains why (a negative case)
+
+
+@dataclass
+class Finding:
+    rule: str
+    file: str  # as the Profile spells it (relative to the project root when under it)
+    location: Location  # where the fix goes; what editors underline
+    message: str
+    safety: Safety
+    params: dict[str, Any] = field(default_factory=dict)  # what the rule's fix needs
+    evidence: dict[str, Any] = field(default_factory=dict)  # guard texts, compiles, seconds
+    notes: list[str] = field(default_factory=list)  # e.g. why torch will still recompile
+    confidence: str = "profile"  # "profile" (seen at run time) or "static" (seen in source)
+
+    @property
+    def fixable(self) -> bool:
+        return self.safety is not Safety.NONE
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["safety"] = self.safety.value
+        return data

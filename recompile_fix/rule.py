@@ -1,0 +1,78 @@
+"""The shape every rule in rules/ has. A rule is one file: its docs (the class docstring, in the
+shape What it does / Why is this bad? / Example / Fix safety / Profile evidence), the reasons it
+consumes, how it plans Findings, how it turns one into Edits, and its examples."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding
+from recompile_fix.profile import Profile
+from recompile_fix.source import SourceFile
+
+
+@dataclass(frozen=True)
+class Example:
+    """A before/after pair for the docs (the golden files hold the full, recorded cases)."""
+
+    before: str
+    after: str
+
+
+class Project:
+    """The sources a rule may read, parsed once each. Resolves Profile paths against a root."""
+
+    def __init__(self, root, expected_hashes: dict[str, str] | None = None):
+        from pathlib import Path
+
+        self.root = Path(root)
+        self.expected_hashes = expected_hashes
+        self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
+        self._cache: dict[str, SourceFile | Exception] = {}
+
+    def source(self, path: str) -> SourceFile | None:
+        """The parsed file, or None when it is unreadable, unparsable or changed since profiling
+        (a rule must not place a fix by line numbers that no longer hold)."""
+        from recompile_fix.profile import resolve, sha256_bytes
+
+        if path not in self._cache:
+            try:
+                file = resolve(path, self.root)
+                data = file.read_bytes()
+                if self.expected_hashes is not None and self.expected_hashes.get(path) != sha256_bytes(data):
+                    self.stale.add(path)
+                    raise LookupError(f"{path} changed since it was profiled")
+                self._cache[path] = SourceFile.read(file, data)
+            except Exception as exc:  # apply reports unreadable files on its own
+                self._cache[path] = exc
+        value = self._cache[path]
+        return None if isinstance(value, Exception) else value
+
+
+class Rule:
+    id: str = ""
+    name: str = ""
+    message: str = ""
+    # Reason kinds (see recompile_fix.profile.REASON_KINDS) this rule turns into fixes.
+    consumes: tuple[str, ...] = ()
+    # Substrings without which the rule cannot fire in a file (a cheap prefilter).
+    triggers: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
+
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        """Findings from a Profile."""
+        return []
+
+    def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
+        """Findings from the source alone (static mode); most rules need a Profile."""
+        return []
+
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        """The edits for one finding. ``torch_name`` is how the file spells ``torch``."""
+        raise NotImplementedError
+
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")

@@ -1,0 +1,222 @@
+"""A parsed source file and the questions the rules ask of it (libcst, positions, torch alias).
+
+Shared by planning (where does the fix go?) and rewriting (what text goes there?). Parsing is
+done once per file and kept on the SourceFile.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from recompile_fix.errors import UserError
+
+
+class SourceError(UserError):
+    """A file that cannot be read or parsed: reported for that file alone."""
+
+
+@dataclass
+class SourceFile:
+    path: Path
+    text: str
+    module: cst.Module
+    _wrapper: MetadataWrapper = field(repr=False)
+
+    @classmethod
+    def read(cls, path: Path, data: bytes | None = None) -> "SourceFile":
+        try:
+            data = path.read_bytes() if data is None else data
+        except OSError as exc:
+            raise SourceError(f"{path}: cannot read: {exc.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{path}: not UTF-8 (byte {exc.start}); not changed") from None
+        return cls.parse(path, text)
+
+    @classmethod
+    def parse(cls, path: Path, text: str) -> "SourceFile":
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            raise SourceError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse "
+                              f"({exc.message}); not changed") from None
+        return cls(path=path, text=text, module=module,
+                   _wrapper=MetadataWrapper(module, unsafe_skip_copy=True))
+
+    # -- metadata ---------------------------------------------------------------------
+    @functools.cached_property
+    def positions(self):
+        return self._wrapper.resolve(PositionProvider)
+
+    @functools.cached_property
+    def parents(self):
+        return self._wrapper.resolve(ParentNodeProvider)
+
+    @functools.cached_property
+    def line_offsets(self) -> list[int]:
+        offsets = [0]
+        for line in self.text.splitlines(keepends=True):
+            offsets.append(offsets[-1] + len(line))
+        return offsets
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def offset(self, line: int, column: int) -> int:
+        """Character offset of a libcst (1-based line, 0-based character column) position."""
+        return self.line_offsets[line - 1] + column
+
+    def char_column(self, line: int, byte_column: int) -> int:
+        """CPython reports columns in UTF-8 bytes; libcst in characters."""
+        text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
+        return len(text.encode("utf-8")[:byte_column].decode("utf-8", errors="ignore"))
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.positions[node]
+        return self.offset(pos.start.line, pos.start.column), self.offset(pos.end.line, pos.end.column)
+
+    def code(self, node: cst.CSTNode) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    # -- queries ----------------------------------------------------------------------
+    def nodes(self, kind: type) -> list:
+        return [node for node in self.positions if isinstance(node, kind)]
+
+    def call_at(self, line: int, col: int | None, end_line: int | None, end_col: int | None) -> cst.Call | None:
+        """The call expression CPython reported at this span (columns in bytes), else the
+        outermost call that starts on ``line``."""
+        calls = [n for n in self.nodes(cst.Call) if self.positions[n].start.line == line]
+        if col is not None and end_col is not None and end_line is not None:
+            start, end = self.char_column(line, col), self.char_column(end_line, end_col)
+            for call in calls:
+                pos = self.positions[call]
+                if (pos.start.column, pos.end.line, pos.end.column) == (start, end_line, end):
+                    return call
+        calls.sort(key=lambda n: self.positions[n].start.column)
+        return calls[0] if calls else None
+
+    def function_def(self, first_line: int, name: str) -> cst.FunctionDef | None:
+        """The def a code object came from (``co_firstlineno`` counts decorators)."""
+        for node in self.nodes(cst.FunctionDef):
+            if node.name.value != name:
+                continue
+            pos = self.positions[node]
+            lines = {pos.start.line}
+            for decorator in node.decorators:
+                lines.add(self.positions[decorator].start.line)
+            if first_line in lines or self.positions[node.name].start.line == first_line:
+                return node
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        parent = self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, cst.ClassDef):
+                return parent
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda)) and parent is not node:
+                return None
+            parent = self.parents.get(parent)
+        return None
+
+    def ancestors(self, node: cst.CSTNode):
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def statement_of(self, node: cst.CSTNode):
+        """The statement a fix can be inserted before: (statement, None) or (None, why not)."""
+        child = node
+        for parent in self.ancestors(node):
+            if isinstance(parent, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+                return None, "the call is inside a lambda or comprehension"
+            if isinstance(parent, cst.While) and child is parent.test:
+                return None, "the call is in a while condition"
+            if isinstance(parent, cst.If) and child is parent.test and isinstance(self.parents.get(parent), cst.If):
+                return None, "the call is in an elif condition"
+            if isinstance(parent, cst.SimpleStatementLine):
+                return parent, None
+            if isinstance(parent, cst.SimpleStatementSuite):
+                return None, "the call is in a one-line block"
+            if isinstance(parent, (cst.If, cst.For, cst.With, cst.Return)) and not isinstance(child, cst.BaseSuite):
+                if isinstance(self.parents.get(parent), (cst.IndentedBlock, cst.Module)):
+                    return parent, None
+            child = parent
+        return None, "no enclosing statement"
+
+    def names_in_scope(self, node: cst.CSTNode) -> set[str]:
+        """The names bound or used in the function (or module) around ``node``, not counting
+        nested functions and classes: the names a new binding must avoid."""
+        scope = next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), self.module)
+        names: set[str] = set()
+
+        class Collect(cst.CSTVisitor):
+            def visit_Name(self, name: cst.Name) -> None:
+                names.add(name.value)
+
+            def visit_FunctionDef(self, func: cst.FunctionDef) -> bool:
+                names.add(func.name.value)
+                return func is scope
+
+            def visit_ClassDef(self, cls_: cst.ClassDef) -> bool:
+                names.add(cls_.name.value)
+                return False
+
+            def visit_Lambda(self, lam: cst.Lambda) -> bool:
+                return False
+
+        scope.visit(Collect())
+        return names
+
+    def statement_indent(self, statement: cst.CSTNode) -> str:
+        pos = self.positions[statement]
+        return self.lines[pos.start.line - 1][: pos.start.column]
+
+    @functools.cached_property
+    def torch_alias(self) -> str | None:
+        """The name ``torch`` is bound to at module level (``import torch as th`` -> ``th``)."""
+        for statement in self.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if _dotted(alias.name) == "torch":
+                            return alias.asname.name.value if alias.asname else "torch"
+                        if _dotted(alias.name).startswith("torch.") and alias.asname is None:
+                            return "torch"  # `import torch.nn` binds `torch` too
+        return None
+
+    def import_insertion_offset(self) -> int:
+        """Where ``import torch`` goes when the file lacks it: after the last top-level import
+        (or the docstring and ``__future__`` imports)."""
+        line = 0
+        for index, statement in enumerate(self.module.body):
+            is_docstring = index == 0 and isinstance(statement, cst.SimpleStatementLine) and \
+                isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString)
+            is_import = isinstance(statement, cst.SimpleStatementLine) and \
+                all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+            if is_docstring or is_import:
+                line = self.positions[statement].end.line
+            else:
+                break
+        return self.line_offsets[line] if line < len(self.line_offsets) else len(self.text)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+dotted_name = _dotted

@@ -1,0 +1,341 @@
+"""RF001 mark-dynamic: a tensor argument whose size changes makes its compiled frame recompile."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.format import format_statement
+from recompile_fix.profile import Frame, Location, Profile
+from recompile_fix.rule import Example, Project, Rule
+from recompile_fix.source import SourceFile
+
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+
+class MarkDynamic(Rule):
+    """
+    ## What it does
+    Marks the dimension of a tensor argument that changed size between calls as dynamic, with
+    `torch._dynamo.mark_dynamic(arg, dim)` right before the statement that calls the compiled
+    code, outside the compiled region.
+
+    ## Why is this bad?
+    `torch.compile` specialises a graph on the sizes it first sees. A growing sequence or a
+    ragged last batch then compiles the frame again (with `dynamic=False`, once per size, until
+    the recompile limit stops compiling it at all). Marking the dimension before the first call
+    compiles one graph that serves every size.
+
+    ## Example
+    ```python
+    for batch in loader:
+        out = model(batch)
+    ```
+    Use instead:
+    ```python
+    for batch in loader:
+        torch._dynamo.mark_dynamic(batch, 0)
+        out = model(batch)
+    ```
+
+    ## Fix safety
+    Safe: marking changes no value. Where the compiled code specialises the dimension
+    (`if x.shape[0] == 3`), a hard mark would raise `ConstraintViolationError`, so the fix uses
+    `torch._dynamo.maybe_mark_dynamic` instead. An argument that is not a plain name is bound to
+    a new name first; that is unsafe when other parts of the statement run before it and could
+    have side effects. The finding says when torch will still recompile after the edit: a
+    first call of size 0 or 1 is specialised anyway, and a stride guard on a sliced view is not
+    a size guard.
+
+    ## Profile evidence
+    `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, and
+    `args[0]` for a compiled `nn.Sequential`).
+    """
+
+    id = "RF001"
+    name = "mark-dynamic"
+    message = "`{param}` of compiled `{frame}` changes size in dim {dims} ({compiles} compiles): mark it dynamic before the call"
+    consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
+    triggers = ("compile",)
+    examples = (
+        Example(
+            before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
+            after="x = torch.ones(3)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n"
+                  "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings = []
+        for frame in profile.frames:
+            dims: dict[str, set[int]] = {}
+            for reason in frame.reasons():
+                if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
+                    dims.setdefault(reason.source, set()).add(reason.dim)
+            for source_expr, source_dims in dims.items():
+                findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project))
+        return findings
+
+    def _plan_argument(self, frame: Frame, source_expr: str, dims: list[int], project: Project) -> list[Finding]:
+        evidence = {
+            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+            "compiles": len(frame.compiles),
+            "recompiles": frame.recompiles,
+            "compile_seconds": round(frame.compile_seconds, 3),
+            "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
+                              if r.source == source_expr and r.kind in self.consumes})[:5],
+        }
+        notes = self._remaining_recompiles(frame, source_expr, dims)
+        target = _Target.resolve(frame, source_expr, project)
+        findings = []
+        seen = set()
+        for compile_ in frame.compiles:
+            site = compile_.call_site
+            if site is None or (site.file, site.line, site.col) in seen:
+                continue
+            seen.add((site.file, site.line, site.col))
+            finding = Finding(
+                rule=self.id, file=site.file, location=site, safety=Safety.SAFE,
+                message=self.message.format(param=target.param if target else source_expr, frame=frame.name,
+                                            dims=", ".join(map(str, dims)), compiles=len(frame.compiles)),
+                evidence=evidence, notes=list(notes),
+            )
+            if target is None or target.why_not:
+                finding.safety = Safety.NONE
+                finding.notes.insert(0, target.why_not if target else f"`{source_expr}` is not an argument of the call")
+                findings.append(finding)
+                break  # one explanation per frame is enough
+            self._locate(finding, target, dims, project)
+            findings.append(finding)
+        return findings
+
+    def _locate(self, finding: Finding, target: "_Target", dims: list[int], project: Project) -> None:
+        site = finding.location
+        source = project.source(site.file)
+        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+        if call is None:
+            finding.safety = Safety.NONE
+            finding.notes.insert(0, f"no call found at {site.file}:{site.line}")
+            return
+        arg, why_not = target.argument_of(call)
+        statement, why_not_statement = source.statement_of(call)
+        why_not = why_not or why_not_statement
+        if why_not:
+            finding.safety = Safety.NONE
+            finding.notes.insert(0, why_not)
+            return
+        pos = source.positions[call]
+        finding.location = Location(file=site.file, line=pos.start.line, end_line=pos.end.line,
+                                    col=pos.start.column, end_col=pos.end.column, function=site.function)
+        finding.params = {
+            "call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
+            "param": target.param,
+            "keyword": target.keyword_of(call),
+            "index": target.index,
+            "dims": dims,
+            "mark": "maybe_mark_dynamic" if target.specialized(dims) else "mark_dynamic",
+        }
+        if not isinstance(arg.value, cst.Name) and _runs_before(source, statement, call, arg):
+            finding.safety = Safety.UNSAFE
+            finding.notes.append("binding the argument to a name moves its evaluation before other "
+                                 "calls in the statement")
+
+    @staticmethod
+    def _remaining_recompiles(frame: Frame, source_expr: str, dims: list[int]) -> list[str]:
+        notes = []
+        reasons = [r for r in frame.reasons() if r.source == source_expr]
+        if any(r.kind == "size_specialization" or (r.kind == "size_mismatch" and r.expected in (0, 1))
+               for r in reasons):
+            notes.append("torch will still recompile once: the first call had size 0 or 1, which torch "
+                         "specialises even when marked (0/1 specialisation); start with a larger size, or "
+                         "set torch.fx.experimental._config.backed_size_oblivious = True")
+        if any(r.kind == "stride_mismatch" for r in reasons):
+            notes.append(f"a stride guard on `{source_expr}` remains: it is a view whose strides change "
+                         "(e.g. a crop `x[:, -n:]`); pass `.clone(memory_format=torch.contiguous_format)`")
+        return notes
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        call = next(n for n in source.nodes(cst.Call)
+                    if [source.positions[n].start.line, source.positions[n].start.column,
+                        source.positions[n].end.line, source.positions[n].end.column] == p["call"])
+        arg = _argument(call, p["keyword"], p["index"])
+        statement, _ = source.statement_of(call)
+        indent = source.statement_indent(statement)
+        at = source.offset(source.positions[statement].start.line, 0)
+        dims = p["dims"][0] if len(p["dims"]) == 1 else p["dims"]
+        edits = []
+        if isinstance(arg.value, cst.Name):
+            name = arg.value.value
+        else:
+            name = _fresh_name(p["param"], source.names_in_scope(call))
+            edits.append(Edit(finding.file, at, at, _indented(f"{name} = {source.code(arg.value)}", indent), self.id))
+            start, end = source.span(arg.value)
+            edits.append(Edit(finding.file, start, end, name, self.id))
+        mark = f"{torch_name}._dynamo.{p['mark']}({name}, {dims})"
+        edits.append(Edit(finding.file, at, at, _indented(mark, indent), self.id))
+        return edits
+
+
+class _Target:
+    """The compiled frame's parameter that a guard's source names, and how calls pass it."""
+
+    def __init__(self, param: str, index: int | None, keyword_only: bool, body: cst.CSTNode | None,
+                 why_not: str | None = None):
+        self.param, self.index, self.keyword_only, self.body, self.why_not = param, index, keyword_only, body, why_not
+
+    @classmethod
+    def resolve(cls, frame: Frame, source_expr: str, project: Project) -> "_Target | None":
+        if frame.name.startswith(RESUME_PREFIX):
+            return cls(source_expr, None, False, None,
+                       f"`{source_expr}` is a local of the code after a graph break, not an argument")
+        if source_expr.startswith("args[") and source_expr.endswith("]") and source_expr[5:-1].isdigit():
+            # A compiled builtin module (nn.Sequential): torch's wrapper takes *args.
+            return cls(f"input{source_expr[5:-1]}" if source_expr != "args[0]" else "x",
+                       int(source_expr[5:-1]), False, None)
+        if not source_expr.isidentifier():
+            return cls(source_expr, None, False, None,
+                       f"`{source_expr}` is not a plain argument of `{frame.name}`")
+        file = project.source(frame.file)
+        func = file.function_def(frame.first_line, frame.name) if file else None
+        if func is None:
+            return cls(source_expr, None, False, None, f"cannot read the source of `{frame.name}`")
+        params = func.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if file.enclosing_class(func) is not None and not _is_static(func):
+            positional = positional[1:]  # `self` is bound by the call
+        if source_expr in positional:
+            return cls(source_expr, positional.index(source_expr), False, func.body)
+        if source_expr in [p.name.value for p in params.kwonly_params]:
+            return cls(source_expr, None, True, func.body)
+        return cls(source_expr, None, False, None, f"`{source_expr}` is not a parameter of `{frame.name}`")
+
+    def argument_of(self, call: cst.Call) -> tuple[cst.Arg | None, str | None]:
+        if any(a.star for a in call.args):
+            return None, "the call passes *args or **kwargs"
+        arg = _argument(call, self.param, self.index)
+        if arg is None:
+            return None, f"the call does not pass `{self.param}`"
+        return arg, None
+
+    def keyword_of(self, call: cst.Call) -> str | None:
+        return self.param if any(a.keyword and a.keyword.value == self.param for a in call.args) else None
+
+    def specialized(self, dims: list[int]) -> bool:
+        """Does the compiled body compare this dimension for equality, or loop over it?
+        Then a hard mark would raise ConstraintViolationError."""
+        if self.body is None:
+            return True  # torch's own wrapper: we cannot see the code, so do not assert
+        found = False
+        param, wanted = self.param, set(dims)
+
+        def size_dim(node) -> int | None:
+            # x.shape[d] / x.size()[d]
+            if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+                index = node.slice[0].slice
+                value = node.value
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                    if (isinstance(value, cst.Attribute) and value.attr.value == "shape" and _is_name(value.value, param)) \
+                            or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
+                        return int(index.value.value)
+            # x.size(d)
+            if isinstance(node, cst.Call) and _is_method(node, param, "size") and len(node.args) == 1 \
+                    and isinstance(node.args[0].value, cst.Integer):
+                return int(node.args[0].value.value)
+            # len(x)
+            if isinstance(node, cst.Call) and _is_name(node.func, "len") and len(node.args) == 1 \
+                    and _is_name(node.args[0].value, param):
+                return 0
+            return None
+
+        class Finder(cst.CSTVisitor):
+            def visit_Comparison(self, node: cst.Comparison) -> None:
+                nonlocal found
+                if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                    found |= _contains(node, lambda n: size_dim(n) in wanted)
+
+            def visit_Call(self, node: cst.Call) -> None:
+                nonlocal found
+                if _is_name(node.func, "range"):
+                    found |= _contains(node, lambda n: size_dim(n) in wanted)
+
+        self.body.visit(Finder())
+        return found
+
+
+def _contains(root: cst.CSTNode, predicate) -> bool:
+    hit = False
+
+    class Walk(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal hit
+            if predicate(node):
+                hit = True
+            return not hit
+
+    root.visit(Walk())
+    return hit
+
+
+def _is_name(node, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_method(call: cst.Call, owner: str, method: str) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and _is_name(call.func.value, owner)
+
+
+def _is_static(func: cst.FunctionDef) -> bool:
+    return any(_is_name(d.decorator, "staticmethod") for d in func.decorators)
+
+
+def _argument(call: cst.Call, keyword: str | None, index: int | None) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if index is not None and index < len(positional):
+        return positional[index]
+    return None
+
+
+def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) -> bool:
+    """Does any other call in the statement run before ``arg`` is evaluated?"""
+    arg_start = source.span(arg)[0]
+    inside_arg = set()
+
+    class Mark(cst.CSTVisitor):
+        def on_visit(self, node):
+            inside_arg.add(id(node))
+            return True
+
+    arg.visit(Mark())
+    for node in source.nodes(cst.Call):
+        if node is call or id(node) in inside_arg:
+            continue
+        start = source.span(node)[0]
+        if start < arg_start and source.span(statement)[0] <= start:
+            if call in set(source.ancestors(node)) and not _contains(call.func, lambda n: n is node):
+                return True  # an earlier argument of the same call
+            if call not in set(source.ancestors(node)) and node not in set(source.ancestors(call)):
+                return True
+    return False
+
+
+def _fresh_name(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 1
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
+
+
+def _indented(statement: str, indent: str) -> str:
+    return "".join(indent + line + "\n" for line in format_statement(statement, len(indent)).splitlines())
+
+
+RULE = MarkDynamic()
