@@ -94,6 +94,8 @@ class Compile:
     # the call site: the user line that called into the compiled code.
     stack: list[Location] = field(default_factory=list)
     seconds: dict[str, float | None] = field(default_factory=dict)
+    # The compiled frame's arguments at this compile: tensors' shape/stride/dtype, scalars' values.
+    inputs: dict[str, dict] = field(default_factory=dict)
     fail_type: str | None = None
     fail_reason: str | None = None
     limit_hit: bool = False
@@ -253,6 +255,7 @@ def _frame_from_json(data: dict) -> Frame:
             reasons=[_reason_from_json(r) for r in c.get("reasons", [])],
             stack=[_location(s) for s in c.get("stack", [])],
             seconds=dict(c.get("seconds", {})),
+            inputs=dict(c.get("inputs", {})),
             fail_type=c.get("fail_type"),
             fail_reason=c.get("fail_reason"),
             limit_hit=bool(c.get("limit_hit", False)),

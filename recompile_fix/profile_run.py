@@ -165,6 +165,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
             compile_ = Compile(id=compile_id, rank=rank, seconds=dict(raw.get("seconds", {})),
+                               inputs=dict(raw.get("inputs", {})),
                                fail_type=raw.get("fail_type"))
             texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
             for text in texts:

@@ -84,11 +84,52 @@ def user_stack(skip_frames: int = 1) -> list[dict]:
     return frames
 
 
+def _describe_value(value) -> dict | None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"type": "Tensor", "shape": list(value.shape), "stride": list(value.stride()),
+                "dtype": str(value.dtype).replace("torch.", "")}
+    if isinstance(value, (bool, int, float)) and not isinstance(value, type):
+        return {"type": type(value).__name__, "value": value}
+    return None
+
+
+def _compiled_frame_inputs() -> dict:
+    """Shapes and scalar values of the arguments of the frame being compiled. Guard failures
+    name only the first changed dimension; comparing inputs across compiles finds them all.
+    Read from the locals of torch's ``_compile`` (convert_frame.py), which holds them."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "_compile" and "code" in frame.f_locals and "locals" in frame.f_locals:
+            code, values = frame.f_locals["code"], frame.f_locals["locals"]
+            count = code.co_argcount + code.co_kwonlyargcount
+            names = code.co_varnames[:count]
+            if code.co_flags & 0x04:  # *args
+                names = names + (code.co_varnames[count],)
+            inputs = {}
+            for name in names:
+                value = values.get(name) if isinstance(values, dict) else None
+                if isinstance(value, tuple):
+                    for i, item in enumerate(value):
+                        described = _describe_value(item)
+                        if described:
+                            inputs[f"{name}[{i}]"] = described
+                    continue
+                described = _describe_value(value)
+                if described:
+                    inputs[name] = described
+            return inputs
+        frame = frame.f_back
+    return {}
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.compiles: list[dict] = []
         self.graph_breaks: list[dict] = []
         self.start_stacks: dict[str, list[dict]] = {}
+        self.start_inputs: dict[str, dict] = {}
         self.seen_failures: dict[object, int] = {}
         self.frame_of_code: dict[int, dict] = {}
         self.started = time.time()
@@ -99,6 +140,7 @@ class _Recorder:
         # Signature changed from () to (CallbackArgs) in 2.8: accept both.
         compile_id = str(getattr(args[0], "compile_id", "")) if args else ""
         self.start_stacks[compile_id] = user_stack(2)
+        self.start_inputs[compile_id] = _compiled_frame_inputs()
         self._keep_graph_break_log_enabled()
 
     def on_metrics(self, metrics) -> None:
@@ -141,6 +183,7 @@ class _Recorder:
                 "fail_reason": getattr(metrics, "fail_reason", None),
                 "restart_reasons": sorted(getattr(metrics, "restart_reasons", None) or []),
                 "stack": stack,
+                "inputs": self.start_inputs.pop(compile_id, None) or {},
                 "seconds": {
                     "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
                     "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),

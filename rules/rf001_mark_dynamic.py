@@ -74,6 +74,8 @@ class MarkDynamic(Rule):
             for reason in frame.reasons():
                 if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
                     dims.setdefault(reason.source, set()).add(reason.dim)
+            for source_expr in dims:
+                dims[source_expr] |= _changed_dims(frame, source_expr)
             for source_expr, source_dims in dims.items():
                 findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project))
         return findings
@@ -264,6 +266,18 @@ class _Target:
 
         self.body.visit(Finder())
         return found
+
+
+def _changed_dims(frame: Frame, source_expr: str) -> set[int]:
+    """Dimensions of an argument whose size differed between compiles (the guard text names
+    only the first one that failed)."""
+    shapes = [c.inputs[source_expr]["shape"] for c in frame.compiles
+              if c.inputs.get(source_expr, {}).get("type") == "Tensor"]
+    changed: set[int] = set()
+    for shape in shapes[1:]:
+        if len(shape) == len(shapes[0]):
+            changed |= {d for d, (a, b) in enumerate(zip(shapes[0], shape)) if a != b}
+    return changed
 
 
 def _contains(root: cst.CSTNode, predicate) -> bool:

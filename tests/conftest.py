@@ -24,3 +24,8 @@ def run_cli(*args, cwd=None, check=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="Re-record golden Profiles and rewrite expected outputs (review the diff!).")
