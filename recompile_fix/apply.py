@@ -89,6 +89,9 @@ def run_apply(paths: list[str], profile: Profile, rules: tuple[Rule, ...], *, ro
         result.findings.append(finding)
         if finding.safety is Safety.SAFE or (finding.safety is Safety.UNSAFE and unsafe_fixes):
             by_file.setdefault(finding.file, []).append(finding)
+    for path, why in sorted(project.errors.items()):
+        if _inside(resolve(path, root_dir), roots) and not any(e.startswith(path + ":") for e in result.errors):
+            result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     for path, file_findings in sorted(by_file.items()):
         file = resolve(path, root_dir)

@@ -30,6 +30,7 @@ class Project:
         self.root = Path(root)
         self.expected_hashes = expected_hashes
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
+        self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
         self._cache: dict[str, SourceFile | Exception] = {}
 
     def source(self, path: str) -> SourceFile | None:
@@ -46,6 +47,8 @@ class Project:
                     raise LookupError(f"{path} changed since it was profiled")
                 self._cache[path] = SourceFile.read(file, data)
             except Exception as exc:  # apply reports unreadable files on its own
+                if not isinstance(exc, LookupError):
+                    self.errors[path] = str(exc)
                 self._cache[path] = exc
         value = self._cache[path]
         return None if isinstance(value, Exception) else value

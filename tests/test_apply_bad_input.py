@@ -1,0 +1,136 @@
+"""Bad input to `apply`: one clear line, exit 2, that file untouched, the other files still fixed."""
+
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli
+
+MAIN = '''import torch
+
+from helpers import run
+
+
+@torch.compile
+def fn(x):
+    return x + 1
+
+
+for n in (3, 4, 5):
+    fn(torch.ones(n))
+run()
+'''
+HELPERS = '''import torch
+
+
+@torch.compile
+def gn(y):
+    return y * 2
+
+
+def run():
+    for n in (6, 7):
+        y = torch.ones(n, 2)
+        gn(y)
+'''
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    project = tmp_path_factory.mktemp("project")
+    (project / "main.py").write_text(MAIN)
+    (project / "helpers.py").write_text(HELPERS)
+    run_cli("profile", "--backend", "eager", "--", "python", "main.py", cwd=project, check=0)
+    return project
+
+
+@pytest.fixture
+def project(recorded, tmp_path):
+    work = tmp_path / "proj"
+    shutil.copytree(recorded, work)
+    return work
+
+
+def _errors(result):
+    return [l for l in result.stderr.splitlines() if l.startswith("recompile-fix: error:")]
+
+
+def _set_source(project, name, data: bytes):
+    (project / name).write_bytes(data)
+    path = project / ".recompile-fix" / "profile.json"
+    profile = json.loads(path.read_text())
+    profile["sources"][name] = hashlib.sha256(data).hexdigest()
+    path.write_text(json.dumps(profile))
+
+
+def test_clean_project_fixes_both_files(project):
+    result = run_cli("apply", ".", cwd=project, check=0)
+    assert "mark_dynamic(x, 0)" in (project / "main.py").read_text()
+    assert "        torch._dynamo.mark_dynamic(y, 0)\n        gn(y)" in (project / "helpers.py").read_text()
+    assert _errors(result) == []
+
+
+@pytest.mark.parametrize("bad, message", [
+    (HELPERS.replace("def run():", "def run(:").encode(), "does not parse"),
+    (HELPERS.encode() + b"# caf\xe9\n", "not UTF-8"),
+])
+def test_unparsable_or_non_utf8_file(project, bad, message):
+    _set_source(project, "helpers.py", bad)
+    result = run_cli("apply", ".", cwd=project, check=2)
+    (error,) = _errors(result)
+    assert error.startswith("recompile-fix: error: ") and "helpers.py" in error and message in error
+    assert (project / "helpers.py").read_bytes() == bad
+    assert "mark_dynamic(x, 0)" in (project / "main.py").read_text()
+
+
+def test_file_outside_paths(project):
+    result = run_cli("apply", "main.py", cwd=project, check=2)
+    (error,) = _errors(result)
+    assert "helpers.py: outside the given paths" in error
+    assert (project / "helpers.py").read_text() == HELPERS
+    assert "mark_dynamic(x, 0)" in (project / "main.py").read_text()
+
+
+def test_stale_profile(project):
+    (project / "helpers.py").write_text(HELPERS + "# edited after profiling\n")
+    result = run_cli("apply", ".", cwd=project, check=2)
+    (error,) = _errors(result)
+    assert "helpers.py: changed since it was profiled" in error
+    assert (project / "helpers.py").read_text() == HELPERS + "# edited after profiling\n"
+    assert "mark_dynamic(x, 0)" in (project / "main.py").read_text()
+
+
+def test_truncated_profile_writes_nothing(project):
+    path = project / ".recompile-fix" / "profile.json"
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+    result = run_cli("apply", ".", cwd=project, check=2)
+    assert len(result.stderr.strip().splitlines()) == 1 and "truncated" in result.stderr
+    assert (project / "main.py").read_text() == MAIN and (project / "helpers.py").read_text() == HELPERS
+
+
+def test_foreign_profile(project):
+    path = project / ".recompile-fix" / "profile.json"
+    path.write_text(json.dumps({"schema": "something-else"}))
+    result = run_cli("apply", ".", cwd=project, check=2)
+    assert "not a recompile-fix Profile" in result.stderr
+    assert (project / "main.py").read_text() == MAIN
+
+
+def test_path_outside_project(project, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_cli("apply", str(elsewhere), cwd=project, check=2)
+    (error,) = _errors(result)
+    assert "outside the project" in error
+
+
+def test_diff_writes_nothing_and_check_exits_1(project):
+    diff = run_cli("apply", ".", "--diff", cwd=project, check=0)
+    assert diff.stdout.startswith("--- a/") and "+    torch._dynamo.mark_dynamic(" in diff.stdout
+    check = run_cli("apply", ".", "--check", cwd=project, check=1)
+    assert "RF001" in check.stdout
+    assert (project / "main.py").read_text() == MAIN
+    run_cli("apply", ".", cwd=project, check=0)
+    assert run_cli("apply", ".", "--check", cwd=project, check=0).returncode == 0
