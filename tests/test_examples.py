@@ -1,0 +1,39 @@
+"""The bundled examples: `profile` + `apply` on the growing-shape and ragged-last-batch programs
+compiles their frame once (from 2), with equal outputs; and `apply --diff` on examples/ is the
+reviewed diff kept in golden/examples.diff."""
+
+import shutil
+
+import pytest
+
+from conftest import ROOT, run_cli
+from equivalence import assert_same_outputs, run_recorded
+
+DIFF = ROOT / "golden" / "examples.diff"
+
+
+@pytest.fixture(scope="module")
+def fixed_examples(tmp_path_factory):
+    work = tmp_path_factory.mktemp("ex")
+    shutil.copytree(ROOT / "examples", work / "examples")
+    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
+    diff = run_cli("apply", "examples/", "--diff", cwd=work, check=0).stdout
+    run_cli("apply", "examples/", cwd=work, check=0)
+    return work, diff
+
+
+def test_examples_diff_is_the_reviewed_one(fixed_examples, request):
+    _, diff = fixed_examples
+    if request.config.getoption("--update-golden"):
+        DIFF.write_text(diff)
+    assert diff == DIFF.read_text()
+
+
+@pytest.mark.parametrize("program, frame", [("growing_shape.py", "forward"), ("ragged_batch.py", "forward")])
+def test_example_compiles_once_after_apply(fixed_examples, program, frame, tmp_path):
+    work, _ = fixed_examples
+    before = run_recorded(ROOT / "examples" / program, tmp_path)
+    after = run_recorded(work / "examples" / program, tmp_path)
+    assert before["compiles"][frame] >= 2
+    assert after["compiles"][frame] == 1
+    assert_same_outputs(before, after)
