@@ -131,12 +131,3 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def diff_text(result: ApplyResult) -> str:
     return "".join(unified_diff(r.path, r.before, r.after) for r in result.rewrites)
-
-
-def describe(finding: Finding, *, unsafe_fixes: bool) -> str:
-    loc = finding.location
-    marker = {Safety.SAFE: "[*] ", Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
-              Safety.NONE: "[no fix] "}[finding.safety]
-    lines = [f"{finding.file}:{loc.line}:{(loc.col or 0) + 1}: {finding.rule} {marker}{finding.message}"]
-    lines.extend(f"    note: {note}" for note in finding.notes)
-    return "\n".join(lines)

@@ -71,11 +71,16 @@ def report(profile_file, as_json) -> None:
     from recompile_fix.profile_run import DEFAULT_PROFILE
     from recompile_fix.report import render_json, render_text
 
+    from recompile_fix.plan import plan
+    from recompile_fix.rule import Project
+    from recompile_fix.rules import ALL_RULES
+
     loaded = Profile.load(profile_file or DEFAULT_PROFILE)
+    findings = plan(loaded, Project(".", expected_hashes=loaded.sources), ALL_RULES)
     if as_json:
-        click.echo(json.dumps(render_json(loaded), indent=1))
+        click.echo(json.dumps(render_json(loaded, findings), indent=1))
     else:
-        click.echo(render_text(loaded), nl=False)
+        click.echo(render_text(loaded, findings=findings), nl=False)
 
 
 @main.command()
@@ -87,7 +92,7 @@ def report(profile_file, as_json) -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
 def apply(paths, profile_file, show_diff, check, unsafe_fixes) -> None:
     """Edit the files under PATHS so the recompiles in the Profile stop."""
-    from recompile_fix.apply import describe, diff_text, run_apply
+    from recompile_fix.apply import diff_text, run_apply
     from recompile_fix.findings import Safety
     from recompile_fix.profile import Profile
     from recompile_fix.profile_run import DEFAULT_PROFILE
@@ -101,7 +106,7 @@ def apply(paths, profile_file, show_diff, check, unsafe_fixes) -> None:
         click.echo(diff_text(result), nl=False)
     else:
         for finding in result.findings:
-            click.echo(describe(finding, unsafe_fixes=unsafe_fixes))
+            click.echo(finding.describe(unsafe_fixes=unsafe_fixes))
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
     fixed = len(result.pending)

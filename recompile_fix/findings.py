@@ -37,3 +37,12 @@ class Finding:
         data = asdict(self)
         data["safety"] = self.safety.value
         return data
+
+    def describe(self, *, unsafe_fixes: bool = False) -> str:
+        """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note."""
+        loc = self.location
+        marker = {Safety.SAFE: "[*] ", Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
+                  Safety.NONE: "[no fix] "}[self.safety]
+        lines = [f"{self.file}:{loc.line}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
+        lines.extend(f"    note: {note}" for note in self.notes)
+        return "\n".join(lines)

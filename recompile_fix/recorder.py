@@ -225,7 +225,10 @@ class _Recorder:
         # torch._logging.set_logs() (called by user code) resets artifact levels; re-assert ours.
         logger = logging.getLogger(_GRAPH_BREAK_LOGGER)
         if logger.level > logging.DEBUG or logger.level == logging.NOTSET:
+            # Off (the user did not ask for TORCH_LOGS=graph_breaks): turn it on for our handler
+            # only, so the program's stderr stays as it would be without us.
             logger.setLevel(logging.DEBUG)
+            logger.propagate = False
 
     # -- output -------------------------------------------------------------------------
     def write(self, exit_info: dict) -> None:

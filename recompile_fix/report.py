@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from recompile_fix.findings import Finding
 from recompile_fix.profile import REASON_KINDS, Frame, Profile, Reason
 
 
@@ -25,7 +26,7 @@ def _reason_example(reason: Reason) -> str:
 def grouped_reasons(frame: Frame) -> list[tuple[str, int, str]]:
     """(plain-words reason, count, an example) per distinct reason, most frequent first."""
     counts: Counter = Counter()
-    examples: dict[str, str] = {}
+    examples: dict[str, list[str]] = {}
     # One reason per compile: the failure of the newest cache entry (torch's own
     # `recompile_reason`); the Profile keeps every entry's failure for the rules.
     for compile_ in frame.compiles:
@@ -34,15 +35,22 @@ def grouped_reasons(frame: Frame) -> list[tuple[str, int, str]]:
         reason = compile_.reasons[0]
         phrase = _reason_phrase(reason)
         counts[phrase] += 1
-        examples.setdefault(phrase, _reason_example(reason))
-    return [(phrase, n, examples[phrase]) for phrase, n in counts.most_common()]
+        examples.setdefault(phrase, []).append(_reason_example(reason))
+    return [(phrase, n, _first_and_last(examples[phrase])) for phrase, n in counts.most_common()]
+
+
+def _first_and_last(examples: list[str]) -> str:
+    examples = [e for e in examples if e]
+    if not examples:
+        return ""
+    return examples[0] if examples[0] == examples[-1] else f"{examples[0]} ... {examples[-1]}"
 
 
 def frame_label(frame: Frame) -> str:
     return f"{frame.name} ({frame.file}:{frame.first_line})"
 
 
-def render_text(profile: Profile, *, notes: list[str] | None = None) -> str:
+def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> str:
     lines = [f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
              f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"]
     if not profile.frames:
@@ -75,13 +83,16 @@ def render_text(profile: Profile, *, notes: list[str] | None = None) -> str:
     lines.append(f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
                  f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
                  f"{sum(f.limit_hits for f in profile.frames)} limit hits")
-    for note in notes or []:
-        lines.append(note)
+    if findings:
+        lines.append("")
+        lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
+        lines.extend(f.describe() for f in findings)
     return "\n".join(lines) + "\n"
 
 
-def render_json(profile: Profile) -> dict:
+def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict:
     return {
+        "findings": [f.to_json() for f in findings or []],
         "command": profile.command,
         "torch_version": profile.torch_version,
         "exit_code": profile.exit_code,
