@@ -86,34 +86,60 @@ def report(profile_file, as_json) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--profile", "profile_file", default=None, metavar="FILE",
-              help="The Profile to fix from [default: .recompile-fix/profile.json].")
+              help="The Profile to fix from [default: .recompile-fix/profile.json; without one, "
+                   "only the rules that need no Profile run].")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when fixes are pending.")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
-def apply(paths, profile_file, show_diff, check, unsafe_fixes) -> None:
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes marked unsafe.")
+@click.option("--select", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to run.")
+@click.option("--ignore", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to skip.")
+@click.option("--output-format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True, help="How findings are printed.")
+@click.option("--config", "config_file", default=None, metavar="FILE",
+              help="A pyproject.toml to read [tool.recompile-fix] from [default: the nearest one].")
+@click.option("-j", "--jobs", type=int, default=None, help="Processes for the static scan [default: cores].")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the static-scan cache.")
+def apply(paths, profile_file, show_diff, check, unsafe_fixes, select, ignore, output_format,
+          config_file, jobs, no_cache) -> None:
     """Edit the files under PATHS so the recompiles in the Profile stop."""
+    import os
+
     from recompile_fix.apply import diff_text, run_apply
+    from recompile_fix.config import load_config, split_ids
     from recompile_fix.findings import Safety
+    from recompile_fix.output import render
     from recompile_fix.profile import Profile
-    from recompile_fix.profile_run import DEFAULT_PROFILE
     from recompile_fix.rules import ALL_RULES
 
-    profile_path = profile_file or DEFAULT_PROFILE
-    loaded = Profile.load(profile_path)
+    config = load_config(explicit=config_file)
+    if select is not None:
+        config.select = split_ids(select)
+    if ignore is not None:
+        config.ignore = config.ignore + split_ids(ignore)
+    if unsafe_fixes is not None:
+        config.unsafe_fixes = unsafe_fixes
+    profile_path = profile_file or config.profile
+    loaded = None
+    if profile_file or os.path.exists(profile_path):
+        loaded = Profile.load(profile_path)
+    elif output_format == "text":
+        click.echo(f"recompile-fix: no Profile at {profile_path}: static mode, only the rules that need "
+                   "no Profile run (lower confidence)", err=True)
     write = not (show_diff or check)
-    result = run_apply(list(paths), loaded, ALL_RULES, unsafe_fixes=unsafe_fixes, write=write)
+    result = run_apply(list(paths), loaded, ALL_RULES, unsafe_fixes=config.unsafe_fixes, write=write,
+                       config=config, jobs=jobs, use_cache=not no_cache)
     if show_diff:
         click.echo(diff_text(result), nl=False)
     else:
-        for finding in result.findings:
-            click.echo(finding.describe(unsafe_fixes=unsafe_fixes))
+        click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes,
+                          rules=ALL_RULES), nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
     fixed = len(result.pending)
     files = len(result.rewrites)
-    unsafe_left = sum(1 for f in result.findings if f.safety is Safety.UNSAFE) if not unsafe_fixes else 0
+    unsafe_left = 0 if config.unsafe_fixes else sum(1 for f in result.findings if f.safety is Safety.UNSAFE)
     if write:
-        if result.rewrites:
+        if result.rewrites and loaded is not None:
             loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
         summary = f"Fixed {fixed} finding(s) in {files} file(s)."
     else:
@@ -122,7 +148,8 @@ def apply(paths, profile_file, show_diff, check, unsafe_fixes) -> None:
         summary += f" {len(result.already_applied)} file(s) already fixed."
     if unsafe_left:
         summary += f" {unsafe_left} more with --unsafe-fixes."
-    click.echo(summary, err=True)
+    if output_format == "text" or show_diff:
+        click.echo(summary, err=True)
     if result.errors:
         sys.exit(2)
     if check and fixed:

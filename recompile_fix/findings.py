@@ -38,6 +38,15 @@ class Finding:
         data["safety"] = self.safety.value
         return data
 
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        return cls(
+            rule=data["rule"], file=data["file"], location=Location(**data["location"]),
+            message=data["message"], safety=Safety(data["safety"]), params=data.get("params", {}),
+            evidence=data.get("evidence", {}), notes=list(data.get("notes", [])),
+            confidence=data.get("confidence", "profile"),
+        )
+
     def describe(self, *, unsafe_fixes: bool = False) -> str:
         """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note."""
         loc = self.location

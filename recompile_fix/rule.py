@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 
 from recompile_fix.edits import Edit
 from recompile_fix.findings import Finding
@@ -25,8 +26,6 @@ class Project:
     """The sources a rule may read, parsed once each. Resolves Profile paths against a root."""
 
     def __init__(self, root, expected_hashes: dict[str, str] | None = None):
-        from pathlib import Path
-
         self.root = Path(root)
         self.expected_hashes = expected_hashes
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
@@ -45,7 +44,7 @@ class Project:
                 if self.expected_hashes is not None and self.expected_hashes.get(path) != sha256_bytes(data):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
-                self._cache[path] = SourceFile.read(file, data)
+                self._cache[path] = SourceFile.read(Path(path), data)
             except Exception as exc:  # apply reports unreadable files on its own
                 if not isinstance(exc, LookupError):
                     self.errors[path] = str(exc)

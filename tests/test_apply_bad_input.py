@@ -8,49 +8,7 @@ import pytest
 
 from conftest import run_cli
 
-MAIN = '''import torch
-
-from helpers import run
-
-
-@torch.compile
-def fn(x):
-    return x + 1
-
-
-for n in (3, 4, 5):
-    fn(torch.ones(n))
-run()
-'''
-HELPERS = '''import torch
-
-
-@torch.compile
-def gn(y):
-    return y * 2
-
-
-def run():
-    for n in (6, 7):
-        y = torch.ones(n, 2)
-        gn(y)
-'''
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    project = tmp_path_factory.mktemp("project")
-    (project / "main.py").write_text(MAIN)
-    (project / "helpers.py").write_text(HELPERS)
-    run_cli("profile", "--backend", "eager", "--", "python", "main.py", cwd=project, check=0)
-    return project
-
-
-@pytest.fixture
-def project(recorded, tmp_path):
-    work = tmp_path / "proj"
-    shutil.copytree(recorded, work)
-    return work
+from conftest import HELPERS, MAIN
 
 
 def _errors(result):

@@ -1,0 +1,125 @@
+"""`[tool.recompile-fix]` in pyproject.toml, merged with the command line (the command line wins).
+
+    [tool.recompile-fix]
+    select = ["RF"]               # rule-id prefixes to run
+    ignore = ["RF005"]            # prefixes to leave out
+    unsafe-fixes = false
+    profile = ".recompile-fix/profile.json"
+    exclude = ["third_party/"]    # globs, added to the default excludes
+    per-file-ignores = { "tests/*" = ["RF001"] }
+
+An unknown key is an error (exit 2), as in ruff: a typo must not silently do nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recompile_fix.errors import UserError
+
+DEFAULT_PROFILE = ".recompile-fix/profile.json"
+DEFAULT_EXCLUDE = (".git", ".hg", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+                   "node_modules", "site-packages", ".recompile-fix", ".mypy_cache", ".pytest_cache")
+_KEYS = {"select", "ignore", "unsafe-fixes", "profile", "exclude", "per-file-ignores"}
+
+
+@dataclass
+class Config:
+    root: Path
+    select: list[str] = field(default_factory=lambda: ["RF"])
+    ignore: list[str] = field(default_factory=list)
+    unsafe_fixes: bool = False
+    profile: str = DEFAULT_PROFILE
+    exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    source: Path | None = None  # the pyproject.toml it came from
+
+    def rule_enabled(self, rule_id: str, path: str | None = None) -> bool:
+        rule_id = rule_id.upper()
+        if not any(rule_id.startswith(p.upper()) for p in self.select):
+            return False
+        ignored = list(self.ignore)
+        if path is not None:
+            for pattern, ids in self.per_file_ignores.items():
+                if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern):
+                    ignored.extend(ids)
+        return not any(rule_id.startswith(p.upper()) for p in ignored)
+
+    def excluded(self, relative: str) -> bool:
+        parts = Path(relative).parts
+        for pattern in (*DEFAULT_EXCLUDE, *self.exclude):
+            pattern = pattern.rstrip("/")
+            if any(fnmatch.fnmatch(part, pattern) for part in parts) or fnmatch.fnmatch(relative, pattern) \
+                    or fnmatch.fnmatch(relative, pattern + "/*"):
+                return True
+        return False
+
+    def fingerprint(self) -> str:
+        """What a cached result depends on besides the file and the tool version."""
+        data = json.dumps([self.select, self.ignore, self.per_file_ignores], sort_keys=True)
+        return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def find_pyproject(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _ids(value, key: str, where: Path) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: [tool.recompile-fix] {key} must be a list of rule-id prefixes")
+    return [v.strip().upper() for v in value]
+
+
+def load_config(start: str | os.PathLike | None = None, explicit: str | None = None) -> Config:
+    start_dir = Path(start or os.getcwd()).resolve()
+    path = Path(explicit) if explicit else find_pyproject(start_dir)
+    if path is None:
+        return Config(root=start_dir)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{path}: cannot read configuration: {exc}") from None
+    table = data.get("tool", {}).get("recompile-fix")
+    if table is None:
+        return Config(root=start_dir if not explicit else path.parent, source=None)
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise UserError(f"{path}: unknown key(s) in [tool.recompile-fix]: {', '.join(sorted(unknown))}")
+    config = Config(root=path.parent.resolve(), source=path)
+    if "select" in table:
+        config.select = _ids(table["select"], "select", path)
+    if "ignore" in table:
+        config.ignore = _ids(table["ignore"], "ignore", path)
+    if "unsafe-fixes" in table:
+        if not isinstance(table["unsafe-fixes"], bool):
+            raise UserError(f"{path}: [tool.recompile-fix] unsafe-fixes must be true or false")
+        config.unsafe_fixes = table["unsafe-fixes"]
+    if "profile" in table:
+        config.profile = str(table["profile"])
+    if "exclude" in table:
+        config.exclude = [str(e) for e in table["exclude"]]
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise UserError(f"{path}: [tool.recompile-fix] per-file-ignores must be a table of glob = [ids]")
+        config.per_file_ignores = {k: _ids(v, "per-file-ignores", path) for k, v in pfi.items()}
+    return config
+
+
+def split_ids(option: str | None) -> list[str] | None:
+    """`--select RF001,RF2` -> ['RF001', 'RF2']."""
+    if option is None:
+        return None
+    return [part.strip().upper() for part in option.split(",") if part.strip()]

