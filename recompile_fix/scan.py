@@ -42,11 +42,13 @@ def discover(paths: list[str], root: Path, excluded) -> list[Path]:
 _RULES = None
 
 
-def _init_worker(rule_ids: list[str]) -> None:
+def _init_worker(rule_ids: list[str], rules=None) -> None:
     global _RULES
-    from recompile_fix.rules import ALL_RULES
+    if rules is None:
+        from recompile_fix.rules import ALL_RULES
 
-    _RULES = [r for r in ALL_RULES if r.id in rule_ids]
+        rules = [r for r in ALL_RULES if r.id in rule_ids]
+    _RULES = list(rules)
 
 
 def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], str | None]:
@@ -153,7 +155,7 @@ class StaticScan:
         rule_ids = [r.id for r in self.rules]
         total = len(todo)
         if self.jobs <= 1 or total < 16:
-            _init_worker(rule_ids)
+            _init_worker(rule_ids, self.rules)
             for i, item in enumerate(todo):
                 yield _scan_one(*item)
                 if show_progress:

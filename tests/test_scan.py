@@ -1,0 +1,81 @@
+"""Static mode over many files: the prefilter skips files without a rule's trigger, the cache
+makes an unchanged re-run parse nothing, and content (not mtime) decides what is stale."""
+
+import os
+
+import libcst as cst
+
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.profile import Location
+from recompile_fix.rule import Rule
+from recompile_fix.scan import StaticScan, discover
+from conftest import ROOT
+
+
+class PrintInForward(Rule):
+    """A test-only static rule: flags `print(` calls."""
+
+    id = "RF900"
+    name = "test-print"
+    triggers = ("print(",)
+    parsed: list[str] = []
+
+    def plan_static(self, source, path):
+        PrintInForward.parsed.append(path)
+        return [Finding(rule=self.id, file=path, location=Location(path, source.positions[n].start.line),
+                        message="print", safety=Safety.SAFE, confidence="static")
+                for n in source.nodes(cst.Call) if isinstance(n.func, cst.Name) and n.func.value == "print"]
+
+
+def _tree(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\nprint(x)\n")
+    (tmp_path / "pkg" / "b.py").write_text("y = 2\n")  # no trigger: never parsed
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "c.py").write_text("print(3)\n")  # excluded by default
+    return tmp_path
+
+
+def _scan(root):
+    from recompile_fix.config import Config
+
+    config = Config(root=root)
+    scan = StaticScan(root, [PrintInForward()], config.fingerprint(), jobs=1)
+    PrintInForward.parsed = []
+    findings = scan.run(discover([str(root)], root, config.excluded), progress=False)
+    return scan, findings
+
+
+def test_prefilter_exclude_and_cache(tmp_path):
+    root = _tree(tmp_path)
+    scan, findings = _scan(root)
+    assert [(f.file, f.location.line) for f in findings] == [(os.path.join("pkg", "a.py"), 2)]
+    assert PrintInForward.parsed == [os.path.join("pkg", "a.py")]  # b.py has no trigger, .venv excluded
+
+    scan, findings = _scan(root)  # unchanged tree: nothing parsed, same findings
+    assert scan.parsed == 0 and PrintInForward.parsed == [] and len(findings) == 1
+
+    a = root / "pkg" / "a.py"
+    os.utime(a, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns + 10**9))  # touched, same content
+    scan, findings = _scan(root)
+    assert PrintInForward.parsed == [] and len(findings) == 1
+
+    a.write_text("print(1)\nprint(2)\n")  # changed content
+    scan, findings = _scan(root)
+    assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 2
+
+
+def test_progress_only_when_asked(tmp_path, capsys):
+    root = _tree(tmp_path)
+    from recompile_fix.config import Config
+
+    config = Config(root=root)
+    StaticScan(root, [PrintInForward()], config.fingerprint(), jobs=1, use_cache=False).run(
+        discover([str(root)], root, config.excluded), progress=True)
+    assert "scanned" in capsys.readouterr().err
+
+
+def test_pre_commit_hooks_file():
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "id: recompile-fix-check" in text and "entry: recompile-fix apply --check" in text
+    assert "id: recompile-fix\n" in text and "entry: recompile-fix apply\n" in text
