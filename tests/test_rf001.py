@@ -1,0 +1,44 @@
+"""RF001 mark-dynamic beyond the golden cases: the notes that say torch will still recompile, and
+the calls it must leave alone (with the reason)."""
+
+import pytest
+
+from conftest import PROGRAMS, run_cli
+from recompile_fix.findings import Safety
+from recompile_fix.plan import plan
+from recompile_fix.profile import Profile
+from recompile_fix.rule import Project
+from recompile_fix.rules import rule_by_id
+
+HERE = PROGRAMS / "rf001"
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory):
+    def profile(script):
+        out = tmp_path_factory.mktemp("p") / "profile.json"
+        run_cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(HERE / script), check=0)
+        loaded = Profile.load(out)
+        from conftest import ROOT
+
+        return plan(loaded, Project(ROOT, expected_hashes=loaded.sources), (rule_by_id("RF001"),))
+
+    return profile
+
+
+def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
+    (finding,) = findings("cropped_generate.py")
+    assert finding.safety is Safety.SAFE and finding.params["dims"] == [1]
+    assert finding.location.line == 19  # logits = self(idx_cond), inside generate
+    notes = " ".join(finding.notes)
+    assert "0/1 specialisation" in notes
+    assert "stride guard on `idx`" in notes and "contiguous_format" in notes
+
+
+def test_compiled_sequential_maps_args0_to_the_call(findings):
+    by_line = {f.location.line: f for f in findings("sequential_and_comprehension.py")}
+    seq = by_line[6]
+    assert seq.safety is Safety.SAFE and seq.params["index"] == 0 and seq.params["mark"] == "maybe_mark_dynamic"
+    comprehension = by_line[14]
+    assert comprehension.safety is Safety.NONE
+    assert "inside a lambda or comprehension" in comprehension.notes[0]
