@@ -35,19 +35,29 @@ def main() -> None:
               help="Where to write the Profile [default: .recompile-fix/profile.json].")
 @click.option("--backend", default=None, metavar="NAME",
               help="Compile with this backend instead of the program's own (e.g. eager: same guards, faster).")
+@click.option("--from-trace", "trace_dir", default=None, metavar="DIR",
+              help="Read a TORCH_TRACE directory (any number of ranks) instead of running a command.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def profile(output, backend, command) -> None:
+def profile(output, backend, trace_dir, command) -> None:
     """Run COMMAND under the recorder and write a Profile.
 
     \b
     recompile-fix profile -- python train.py --epochs 1
     recompile-fix profile -- python -m mypkg.train
-    recompile-fix profile -- train.py
+    recompile-fix profile -- torchrun --nproc-per-node 2 train.py
+    recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
     from recompile_fix.profile_run import DEFAULT_PROFILE, run_profiled
 
     output = output or DEFAULT_PROFILE
-    result, exit_code = run_profiled(list(command), backend=backend)
+    if trace_dir is not None:
+        from recompile_fix.trace_reader import profile_from_trace
+
+        if command or backend:
+            raise UserError("--from-trace reads a finished run: give no command and no --backend")
+        result, exit_code = profile_from_trace(trace_dir), 0
+    else:
+        result, exit_code = run_profiled(list(command), backend=backend)
     result.dump(output)
     frames = len(result.frames)
     if frames == 0:
@@ -99,8 +109,10 @@ def report(profile_file, as_json) -> None:
               help="A pyproject.toml to read [tool.recompile-fix] from [default: the nearest one].")
 @click.option("-j", "--jobs", type=int, default=None, help="Processes for the static scan [default: cores].")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the static-scan cache.")
+@click.option("--verify", "verify_fixes", is_flag=True,
+              help="Run the Profile's command before and after; apply only the fixes that make nothing worse.")
 def apply(paths, profile_file, show_diff, check, unsafe_fixes, select, ignore, output_format,
-          config_file, jobs, no_cache) -> None:
+          config_file, jobs, no_cache, verify_fixes) -> None:
     """Edit the files under PATHS so the recompiles in the Profile stop."""
     import os
 
@@ -126,6 +138,12 @@ def apply(paths, profile_file, show_diff, check, unsafe_fixes, select, ignore, o
         click.echo(f"recompile-fix: no Profile at {profile_path}: static mode, only the rules that need "
                    "no Profile run (lower confidence)", err=True)
     write = not (show_diff or check)
+    if verify_fixes:
+        from recompile_fix.verify import cli_apply_verified
+
+        sys.exit(cli_apply_verified(paths=list(paths), profile=loaded, profile_path=profile_path, rules=ALL_RULES,
+                                    unsafe_fixes=config.unsafe_fixes, write=write, show_diff=show_diff, check=check,
+                                    apply_options={"config": config, "jobs": jobs, "use_cache": not no_cache}))
     result = run_apply(list(paths), loaded, ALL_RULES, unsafe_fixes=config.unsafe_fixes, write=write,
                        config=config, jobs=jobs, use_cache=not no_cache)
     if show_diff:
@@ -171,3 +189,60 @@ def rules(rule_id) -> None:
     for rule in ALL_RULES:
         summary = rule.docs().split("## What it does", 1)[-1].strip().split("\n\n", 1)[0].replace("\n", " ")
         click.echo(f"{rule.id}  {rule.name:<24} {summary}")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--profile", "profile_file", default=None, metavar="FILE",
+              help="The Profile to fix from [default: .recompile-fix/profile.json].")
+@click.option("--backend", default=None, metavar="NAME",
+              help="Compile with this backend in both runs [default: the one the Profile was recorded with].")
+@click.option("--unsafe-fixes", is_flag=True, help="Also verify fixes marked unsafe.")
+@click.option("--exact", is_flag=True, help="Outputs must be equal bit for bit.")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance for outputs (with --atol; other is 0).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance for outputs.")
+@click.option("--calls", type=click.IntRange(1), default=8, show_default=True,
+              help="How many first calls of each compiled callable to compare.")
+@click.option("--fail-on-recompile", is_flag=True,
+              help="After warm-up (each compiled callable's first call), any compile fails the fixed run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+@click.option("--html", "html_file", default=None, metavar="FILE",
+              help="Also write a self-contained page with before/after bar charts.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def verify(profile_file, backend, unsafe_fixes, exact, rtol, atol, calls, fail_on_recompile, as_json,
+           html_file, command) -> None:
+    """Run COMMAND on your tree and on a fixed copy; compare compiles and outputs per frame.
+
+    \b
+    recompile-fix verify -- python train.py --epochs 1
+    recompile-fix verify --html verify.html --exact -- python train.py
+    Exit code: 0 verified, 1 a fix makes things worse, 2 error.
+    """
+    from recompile_fix.config import load_config
+    from recompile_fix.profile import Profile
+    from recompile_fix.rules import ALL_RULES
+    from recompile_fix.verify import Tolerance, cli_verify
+
+    if exact and (rtol is not None or atol is not None):
+        raise UserError("--exact and --rtol/--atol exclude each other")
+    config = load_config()
+    loaded = Profile.load(profile_file or config.profile)
+    sys.exit(cli_verify(command=list(command), profile=loaded, rules=ALL_RULES, backend=backend,
+                        unsafe_fixes=unsafe_fixes or config.unsafe_fixes, as_json=as_json,
+                        tolerance=Tolerance(exact=exact, rtol=rtol, atol=atol), html_file=html_file,
+                        fail_on_recompile=fail_on_recompile, calls=calls, apply_options={"config": config}))
+
+
+@main.command()
+@click.option("--debounce", type=click.FloatRange(0), default=None, metavar="SECONDS",
+              help="Quiet time after a change before a file is analysed again [default: 0.3].")
+def lsp(debounce) -> None:
+    """Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.
+
+    See docs/editors.md for VS Code, Neovim and Helix."""
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        raise UserError("the language server needs pygls: pip install 'recompile-fix[lsp]'") from None
+    from recompile_fix.lsp import DEFAULT_DEBOUNCE, serve
+
+    serve(DEFAULT_DEBOUNCE if debounce is None else debounce)

@@ -156,6 +156,8 @@ class Profile:
     tool_version: str | None = None
     # path -> sha256 of the file as `apply` left it: a second apply knows it is already done.
     applied: dict[str, str] = field(default_factory=dict)
+    # The backend `profile --backend` forced (None: the program's own); `apply --verify` reuses it.
+    backend: str | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -203,6 +205,7 @@ class Profile:
                 processes=list(data.get("processes", [])),
                 tool_version=data.get("tool_version"),
                 applied=dict(data.get("applied", {})),
+                backend=data.get("backend"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None

@@ -53,6 +53,10 @@ def resolve_command(command: list[str]) -> list[str]:
     if program.endswith(".py") and os.path.isfile(program):
         return [sys.executable, *command]
     if shutil.which(program) is None:
+        # A launcher installed beside our interpreter (torchrun in an unactivated venv).
+        beside = os.path.join(os.path.dirname(sys.executable), program)
+        if os.path.isfile(beside) and os.access(beside, os.X_OK):
+            return [beside, *command[1:]]
         raise UserError(f"command not found: {program}")
     return list(command)
 
@@ -67,15 +71,20 @@ def _bootstrap_dir(workdir: Path) -> Path:
 
 
 def run_profiled(command: list[str], *, backend: str | None = None,
-                 root: str | None = None) -> tuple[Profile, int]:
-    """Run ``command`` with the recorder; return its Profile and exit code."""
+                 root: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None,
+                 output=None) -> tuple[Profile, int]:
+    """Run ``command`` with the recorder; return its Profile and exit code.
+
+    ``cwd``: where the command runs (default: here); paths in the Profile are relative to
+    ``root`` (default: ``cwd``). ``env``: extra environment variables. ``output``: a file the
+    program's stdout and stderr go to (default: ours)."""
     argv = resolve_command(command)
-    root = os.path.abspath(root or os.getcwd())
+    root = os.path.abspath(root or cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="recompile-fix-") as tmp:
         workdir = Path(tmp)
         boot = _bootstrap_dir(workdir)
         parts = workdir / "parts"
-        env = dict(os.environ)
+        env = {**os.environ, **(env or {})}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(boot), env.get("PYTHONPATH", "")] if p)
         env[PARTS_DIR_ENV] = str(parts)
         if backend:
@@ -85,7 +94,7 @@ def run_profiled(command: list[str], *, backend: str | None = None,
         # The child shares our terminal: Ctrl-C reaches it directly; we wait for its Profile.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            completed = subprocess.run(argv, env=env)
+            completed = subprocess.run(argv, env=env, cwd=cwd, stdout=output, stderr=output)
         except OSError as exc:
             raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
         finally:
@@ -95,6 +104,7 @@ def run_profiled(command: list[str], *, backend: str | None = None,
         records = _read_parts(parts)
     profile = build_profile(records, command=list(command), root=root)
     profile.exit_code = exit_code
+    profile.backend = backend
     return profile, exit_code
 
 
@@ -134,8 +144,11 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
     frames: dict[tuple, Frame] = {}
     named: set[str] = set()
     ranked = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, r.get("pid", 0)))
+    any_rank = any(r.get("rank") is not None for r in records)
     for record in ranked:
         rank = record.get("rank")
+        if any_rank and rank is None and not record.get("compiles") and not record.get("graph_breaks"):
+            continue  # the launcher (torchrun imports torch too): it compiled nothing
         profile.processes.append({
             "pid": record.get("pid"),
             "rank": rank,
@@ -197,7 +210,13 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             breaks.setdefault(frame.key, (frame, Counter()))[1][key] += 1
         for frame, counts in breaks.values():
             for (file, line, reason), count in counts.items():
-                frame.graph_breaks.append(GraphBreak(location=Location(file=file, line=line), reason=reason, count=count))
+                same = next((b for b in frame.graph_breaks if (b.location.file, b.location.line, b.reason)
+                             == (file, line, reason)), None)  # the same break on another rank
+                if same is not None:
+                    same.count += count
+                else:
+                    frame.graph_breaks.append(GraphBreak(location=Location(file=file, line=line), reason=reason,
+                                                         count=count))
     profile.frames = sorted(frames.values(), key=lambda f: (f.file, f.first_line, f.name))
     for path in sorted(named):
         digest = sha256_file(path)

@@ -322,6 +322,11 @@ def install() -> _Recorder:
     if backend:
         _force_backend(torch, backend)
 
+    # `recompile-fix verify` also wants what each compiled callable returned.
+    from recompile_fix.compiled_outputs import install_from_env
+
+    install_from_env(torch)
+
     atexit.register(_write_at_exit)
     return recorder
 

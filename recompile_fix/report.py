@@ -46,6 +46,21 @@ def _first_and_last(examples: list[str]) -> str:
     return examples[0] if examples[0] == examples[-1] else f"{examples[0]} ... {examples[-1]}"
 
 
+def profile_ranks(profile: Profile) -> list[int]:
+    """The distributed ranks the Profile saw (torchrun workers, TORCH_TRACE rank files)."""
+    ranks = {p.get("rank") for p in profile.processes} | {c.rank for f in profile.frames for c in f.compiles}
+    return sorted(r for r in ranks if r is not None)
+
+
+def rank_counts(frame: Frame, ranks: list[int]) -> dict[int, int]:
+    """Compiles of the frame on each rank (0 where a rank never compiled it)."""
+    return {rank: sum(1 for c in frame.compiles if c.rank == rank) for rank in ranks}
+
+
+def _rank_line(counts: dict[int, int]) -> str:
+    return ", ".join(f"rank {rank}: {n} compile{'s' if n != 1 else ''}" for rank, n in counts.items())
+
+
 def frame_label(frame: Frame) -> str:
     return f"{frame.name} ({frame.file}:{frame.first_line})"
 
@@ -70,8 +85,13 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
 
     lines.append(fmt(header))
     lines.append("  ".join("-" * w for w in widths))
+    ranks = profile_ranks(profile)
     for frame, cells in rows:
         lines.append(fmt(cells))
+        if len(ranks) > 1:
+            counts = rank_counts(frame, ranks)
+            uneven = " (not the same on every rank)" if len(set(counts.values())) > 1 else ""
+            lines.append(f"    per rank: {_rank_line(counts)}{uneven}")
         for phrase, count, example in grouped_reasons(frame):
             suffix = f" ({example})" if example else ""
             lines.append(f"    {count}x {phrase}{suffix}")
@@ -83,6 +103,9 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
     lines.append(f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
                  f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
                  f"{sum(f.limit_hits for f in profile.frames)} limit hits")
+    if len(ranks) > 1:
+        totals = {rank: sum(rank_counts(f, ranks)[rank] for f in profile.frames) for rank in ranks}
+        lines.append(f"{len(ranks)} ranks: {_rank_line(totals)}")
     if findings:
         lines.append("")
         lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
@@ -91,6 +114,7 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
 
 
 def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict:
+    ranks = profile_ranks(profile)
     return {
         "findings": [f.to_json() for f in findings or []],
         "command": profile.command,
@@ -110,6 +134,7 @@ def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict
                     for b in f.graph_breaks
                 ],
                 "reasons": [{"reason": p, "count": n, "example": e} for p, n, e in grouped_reasons(f)],
+                **({"ranks": {str(r): n for r, n in rank_counts(f, ranks).items()}} if len(ranks) > 1 else {}),
             }
             for f in profile.frames
         ],

@@ -62,6 +62,10 @@ class Rule:
     # Substrings without which the rule cannot fire in a file (a cheap prefilter).
     triggers: tuple[str, ...] = ()
     examples: tuple[Example, ...] = ()
+    # What `verify` must not count against this rule's fix because the fix does it on purpose:
+    # "graph_breaks" (more graph breaks) and/or "resume_frames" (new torch_dynamo_resume_in_*
+    # frames compiling). E.g. a fix that inserts torch._dynamo.graph_break().
+    verify_allows: tuple[str, ...] = ()
 
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         """Findings from a Profile."""

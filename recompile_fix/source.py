@@ -7,6 +7,7 @@ done once per file and kept on the SourceFile.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from recompile_fix.errors import UserError
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 class SourceError(UserError):
@@ -60,14 +64,18 @@ class SourceFile:
 
     @functools.cached_property
     def line_offsets(self) -> list[int]:
+        # Python's own line ends only: str.splitlines() also breaks at form feeds and other
+        # separators that libcst and LSP treat as part of a line.
         offsets = [0]
-        for line in self.text.splitlines(keepends=True):
-            offsets.append(offsets[-1] + len(line))
+        for match in _LINE_END.finditer(self.text):
+            offsets.append(match.end())
+        if offsets[-1] != len(self.text):
+            offsets.append(len(self.text))
         return offsets
 
-    @property
+    @functools.cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return [self.text[a:b].rstrip("\r\n") for a, b in zip(self.line_offsets, self.line_offsets[1:])]
 
     def offset(self, line: int, column: int) -> int:
         """Character offset of a libcst (1-based line, 0-based character column) position."""
@@ -194,6 +202,40 @@ class SourceFile:
                         if _dotted(alias.name).startswith("torch.") and alias.asname is None:
                             return "torch"  # `import torch.nn` binds `torch` too
         return None
+
+    @functools.cached_property
+    def imports(self) -> dict[str, str]:
+        """Names bound by the file's imports -> what they name: ``F`` -> ``torch.nn.functional``,
+        ``Adam`` -> ``torch.optim.Adam``, ``np`` -> ``numpy`` (imports anywhere in the file)."""
+        bound: dict[str, str] = {}
+        for node in self.nodes(cst.Import):
+            for alias in node.names:
+                name = _dotted(alias.name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    bound[alias.asname.name.value] = name
+                else:
+                    bound.setdefault(name.split(".")[0], name.split(".")[0])
+        for node in self.nodes(cst.ImportFrom):
+            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+                continue
+            module = _dotted(node.module)
+            for alias in node.names:
+                name = _dotted(alias.name)
+                local = alias.asname.name.value if alias.asname is not None else name
+                bound[local] = f"{module}.{name}"
+        return bound
+
+    def qualified_name(self, node: cst.BaseExpression) -> str:
+        """``F.dropout`` -> ``torch.nn.functional.dropout`` through the file's imports; the
+        dotted text for names the file does not import; "" for other expressions."""
+        dotted = _dotted(node)
+        if not dotted:
+            return ""
+        head, _, rest = dotted.partition(".")
+        target = self.imports.get(head)
+        if target is None:
+            return dotted
+        return f"{target}.{rest}" if rest else target
 
     def import_insertion_offset(self) -> int:
         """Where ``import torch`` goes when the file lacks it: after the last top-level import

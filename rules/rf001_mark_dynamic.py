@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from recompile_fix.edits import Edit
@@ -69,7 +71,8 @@ class MarkDynamic(Rule):
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
-        for frame in profile.frames:
+        # The user's own frames first: a finding merged from several frames speaks of theirs.
+        for frame in sorted(profile.frames, key=lambda f: os.path.isabs(f.file)):
             dims: dict[str, set[int]] = {}
             for reason in frame.reasons():
                 if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
@@ -78,7 +81,7 @@ class MarkDynamic(Rule):
                 dims[source_expr] |= _changed_dims(frame, source_expr)
             for source_expr, source_dims in dims.items():
                 findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project))
-        return findings
+        return _merge_same_argument(findings)
 
     def _plan_argument(self, frame: Frame, source_expr: str, dims: list[int], project: Project) -> list[Finding]:
         evidence = {
@@ -266,6 +269,34 @@ class _Target:
 
         self.body.visit(Finder())
         return found
+
+
+def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
+    """One mark per argument of a call. Several compiled frames can see the same tensor through
+    one call: a compiled DDP or other torch wrapper (`inner(*args)`) and the user's `forward`
+    under it. Their findings merge; ``maybe_mark_dynamic`` wins when either frame needs it."""
+    merged: list[Finding] = []
+    by_argument: dict[tuple, Finding] = {}
+    for finding in findings:
+        p = finding.params
+        if not p.get("call"):
+            merged.append(finding)
+            continue
+        key = (finding.file, tuple(p["call"]), p.get("keyword"), p.get("index"))
+        first = by_argument.get(key)
+        if first is None:
+            by_argument[key] = finding
+            merged.append(finding)
+            continue
+        q = first.params
+        q["dims"] = sorted(set(q["dims"]) | set(p["dims"]))
+        if p["mark"] == "maybe_mark_dynamic":
+            q["mark"] = "maybe_mark_dynamic"
+        if finding.safety is Safety.UNSAFE:
+            first.safety = Safety.UNSAFE
+        first.evidence.setdefault("also_frames", []).append(finding.evidence.get("frame"))
+        first.notes.extend(n for n in finding.notes if n not in first.notes)
+    return merged
 
 
 def _changed_dims(frame: Frame, source_expr: str) -> set[int]:

@@ -1,5 +1,6 @@
 """Run an original and a rewritten program side by side and compare them."""
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -9,12 +10,20 @@ import torch
 HARNESS = Path(__file__).resolve().parent / "programs" / "run_recording.py"
 
 
+_RUNS: dict[tuple[str, str], dict] = {}
+
+
 def run_recorded(script: Path, tmp: Path) -> dict:
-    out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
-    done = subprocess.run([sys.executable, str(HARNESS), str(out), str(script)],
-                          capture_output=True, text=True, cwd=script.parent)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return torch.load(out, weights_only=True)
+    """The recording of one run of ``script``. Runs are deterministic (same seed, eager backend),
+    so a program whose bytes were already run in this test session is not run again."""
+    key = (str(Path(script).resolve()), hashlib.sha256(Path(script).read_bytes()).hexdigest())
+    if key not in _RUNS:
+        out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
+        done = subprocess.run([sys.executable, str(HARNESS), str(out), str(script)],
+                              capture_output=True, text=True, cwd=script.parent)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _RUNS[key] = torch.load(out, weights_only=True)
+    return _RUNS[key]
 
 
 def assert_same_outputs(before: dict, after: dict, *, exact: bool = False) -> int:

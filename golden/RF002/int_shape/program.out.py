@@ -1,0 +1,13 @@
+"""Negative: an int used as a shape cannot become a tensor."""
+
+import torch
+
+
+@torch.compile(dynamic=False)
+def row_sums(x, rows):
+    return x.view(rows, -1).sum(dim=1)
+
+
+x = torch.arange(12.0)
+for rows in (2, 3, 4, 6):
+    row_sums(x, rows)

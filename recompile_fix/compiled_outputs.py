@@ -1,0 +1,262 @@
+"""What each compiled callable returned: recorded in the user's process for `recompile-fix verify`.
+
+The recorder (``recorder.py``) installs this when ``RECOMPILE_FIX_RECORD_OUTPUTS=DIR`` is set. It
+wraps what ``torch.compile`` returns, outside the compiled region:
+
+* a function (``torch.compile(fn)``, ``@torch.compile``, ``@torch.compile(...)``): a
+  ``functools.wraps`` wrapper around the compiled function;
+* a module (``torch.compile(module)`` returns an ``OptimizedModule``): ``OptimizedModule.__call__``
+  is patched once, and records only for the instances this process compiled;
+* ``module.compile()``: torch calls ``torch.compile(self._call_impl)``; the wrapper it gets back
+  is stored as ``self._compiled_call_impl``, keyed by the module's class.
+
+It keeps the tensors of the first N calls of each callable (detached copies; Python scalars as
+0-d tensors) and writes them at exit with ``torch.save`` as plain lists of tensors and strings,
+which ``torch.load(weights_only=True)`` reads back: no pickle of a user object.
+
+With ``RECOMPILE_FIX_FAIL_ON_RECOMPILE=1`` it also asserts that nothing compiles after warm-up:
+the first call of each compiled callable is warm-up (it runs under the ``default`` stance, and
+may compile what it likes); once the first warm-up call has returned, the stance is
+``fail_on_recompile``, so any later compile (a recompile, or a frame first reached after
+warm-up) raises in the program. Feature-detected: a torch without ``torch.compiler.set_stance``
+prints one line and runs as usual.
+
+Only the standard library and torch, as in the recorder.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import functools
+import os
+import sys
+import weakref
+
+OUTPUTS_ENV = "RECOMPILE_FIX_RECORD_OUTPUTS"  # directory to write outputs-<pid>.pt into
+CALLS_ENV = "RECOMPILE_FIX_OUTPUT_CALLS"  # how many first calls of each callable to keep
+FAIL_ON_RECOMPILE_ENV = "RECOMPILE_FIX_FAIL_ON_RECOMPILE"
+DEFAULT_CALLS = 8
+MAX_BYTES = 256 * 1024 * 1024  # per process; past it, later outputs are not kept (and it says so)
+FORMAT = "recompile-fix/outputs"
+
+
+class OutputRecorder:
+    """The compiled callables of one process and the tensors their first calls returned."""
+
+    def __init__(self, torch, *, max_calls: int = DEFAULT_CALLS, max_bytes: int = MAX_BYTES,
+                 fail_on_recompile: bool = False, with_file: bool = True) -> None:
+        self.torch = torch
+        self.max_calls = max_calls
+        self.max_bytes = max_bytes
+        self.with_file = with_file
+        self.callables: list[dict] = []
+        self.outputs: list[list[list]] = []  # per callable, per call: tensors
+        self.bytes = 0
+        self.truncated = False
+        self._seen: collections.Counter = collections.Counter()
+        self._stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+        self.fail_on_recompile = fail_on_recompile and self._stance is not None
+        self.warm = False
+        if fail_on_recompile and self._stance is None:
+            print("recompile-fix: this torch has no torch.compiler.set_stance; "
+                  "--fail-on-recompile is not checked", file=sys.stderr)
+
+    # -- registration ---------------------------------------------------------------------
+    def register(self, kind: str, qualname: str, name: str, file: str | None, line: int | None) -> dict:
+        file = os.path.abspath(file) if file and not file.startswith("<") else (file or "?")
+        occurrence = self._seen[(file, qualname)]
+        self._seen[(file, qualname)] += 1
+        entry = {"index": len(self.callables), "kind": kind, "qualname": qualname, "name": name,
+                 "file": file, "line": line or 0, "occurrence": occurrence, "calls": 0, "skipped": 0}
+        self.callables.append(entry)
+        self.outputs.append([])
+        return entry
+
+    def key(self, entry: dict) -> str:
+        base = f"{entry['file']}::{entry['qualname']}" if self.with_file else entry["qualname"]
+        return f"{base}#{entry['occurrence']}"
+
+    # -- calls ------------------------------------------------------------------------------
+    def call(self, entry: dict, fn, args, kwargs):
+        compiler = getattr(self.torch, "compiler", None)
+        if compiler is not None and compiler.is_compiling():
+            return fn(*args, **kwargs)  # traced from inside another compiled region: not ours
+        first = entry["calls"] == 0
+        entry["calls"] += 1
+        if self.fail_on_recompile and first:
+            with self._stance("default"):
+                result = fn(*args, **kwargs)
+            if not self.warm:
+                self.warm = True
+                self._stance("fail_on_recompile")
+        else:
+            result = fn(*args, **kwargs)
+        try:
+            self.record(entry, result)
+        except Exception as exc:  # never break the user's program over bookkeeping
+            print(f"recompile-fix: output recorder error: {exc!r}", file=sys.stderr)
+        return result
+
+    def record(self, entry: dict, result) -> None:
+        calls = self.outputs[entry["index"]]
+        if len(calls) >= self.max_calls or self.truncated:
+            return
+        torch = self.torch
+        from torch.utils._pytree import tree_leaves
+
+        kept = []
+        size = 0
+        for leaf in tree_leaves(result):
+            if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, type):
+                kept.append(torch.tensor(leaf))
+                continue
+            if not isinstance(leaf, torch.Tensor):
+                continue
+            tensor = leaf.detach()
+            if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.device.type == "meta":
+                entry["skipped"] += 1  # a subclass, sparse or meta tensor: not compared
+                continue
+            size += tensor.numel() * tensor.element_size()
+            kept.append(tensor.clone())
+        if self.bytes + size > self.max_bytes:
+            self.truncated = True
+            return
+        self.bytes += size
+        calls.append(kept)
+
+    # -- output -----------------------------------------------------------------------------
+    def saveable(self) -> dict:
+        """Plain data: strings, numbers, lists and CPU tensors (``weights_only`` loads it)."""
+        rank = os.environ.get("RANK")
+        return {
+            "format": FORMAT,
+            "pid": os.getpid(),
+            "rank": int(rank) if rank and rank.isdigit() else -1,
+            "truncated": self.truncated,
+            "fail_on_recompile": self.fail_on_recompile,
+            "callables": [{k: v for k, v in e.items() if k != "index"} for e in self.callables],
+            "outputs": [[[t.cpu() for t in call] for call in calls] for calls in self.outputs],
+        }
+
+    def save(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = path + ".tmp"
+        self.torch.save(self.saveable(), tmp)
+        os.replace(tmp, path)
+
+    def by_key(self) -> dict[str, list[list]]:
+        return {self.key(e): self.outputs[e["index"]] for e in self.callables}
+
+
+def _code_of(obj):
+    import inspect
+
+    try:
+        obj = inspect.unwrap(obj)
+    except ValueError:
+        pass
+    return getattr(obj, "__code__", None) or getattr(getattr(obj, "__func__", None), "__code__", None)
+
+
+def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> None:
+    """Wrap ``torch.compile`` (and so ``nn.Module.compile``) to record what compiled code returns."""
+    original = torch.compile
+    module_entries: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def compile_recording(*args, **kwargs):
+        model = args[0] if args else kwargs.get("model")
+        if model is None:  # @torch.compile(...) with options: a decorator
+            kwargs.pop("model", None)
+            return lambda fn: compile_recording(fn, *args[1:], **kwargs)
+        if backend is not None:
+            kwargs["backend"] = backend
+        compiled = original(*args, **kwargs)
+        try:
+            return _wrap(model, compiled)
+        except Exception as exc:  # an odd callable: run it unrecorded rather than fail
+            print(f"recompile-fix: outputs of {model!r} not recorded: {exc!r}", file=sys.stderr)
+            return compiled
+
+    def _wrap(model, compiled):
+        owner = getattr(model, "__self__", None)
+        if isinstance(model, torch.nn.Module):
+            if isinstance(compiled, torch.nn.Module):
+                code = _code_of(type(model).forward)
+                module_entries[compiled] = recorder.register(
+                    "module", type(model).__qualname__, code.co_name if code else "forward",
+                    code.co_filename if code else None, code.co_firstlineno if code else None)
+            return compiled
+        if isinstance(owner, torch.nn.Module) and getattr(model, "__name__", "") == "_call_impl":
+            # nn.Module.compile(): torch.compile(self._call_impl); key it by the module's class.
+            code = _code_of(type(owner).forward)
+            entry = recorder.register("module", type(owner).__qualname__, code.co_name if code else "forward",
+                                      code.co_filename if code else None, code.co_firstlineno if code else None)
+        else:
+            code = _code_of(model)
+            qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
+            entry = recorder.register("function", qualname, code.co_name if code else qualname,
+                                      code.co_filename if code else None, code.co_firstlineno if code else None)
+        if not callable(compiled):
+            return compiled
+
+        @functools.wraps(compiled)
+        def call_recording(*args, **kwargs):
+            return recorder.call(entry, compiled, args, kwargs)
+
+        return call_recording
+
+    compile_recording.__wrapped__ = original
+    torch.compile = compile_recording
+
+    optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    optimized = getattr(optimized, "OptimizedModule", None)
+    if optimized is not None:
+        original_call = optimized.__call__
+
+        def optimized_module_call(self, *args, **kwargs):
+            entry = module_entries.get(self)
+            if entry is None:
+                return original_call(self, *args, **kwargs)
+            return recorder.call(entry, functools.partial(original_call, self), args, kwargs)
+
+        optimized.__call__ = optimized_module_call
+
+
+def install_from_env(torch) -> OutputRecorder | None:
+    """Start recording when ``RECOMPILE_FIX_RECORD_OUTPUTS`` names a directory; write at exit."""
+    directory = os.environ.get(OUTPUTS_ENV)
+    if not directory:
+        return None
+    calls = os.environ.get(CALLS_ENV, "")
+    recorder = OutputRecorder(torch, max_calls=int(calls) if calls.isdigit() else DEFAULT_CALLS,
+                              fail_on_recompile=os.environ.get(FAIL_ON_RECOMPILE_ENV) == "1")
+    install(torch, recorder)
+    path = os.path.join(directory, f"outputs-{os.getpid()}.pt")
+
+    def write() -> None:
+        try:
+            recorder.save(path)
+        except Exception as exc:
+            print(f"recompile-fix: could not write outputs: {exc!r}", file=sys.stderr)
+
+    atexit.register(write)
+    return recorder
+
+
+def load(directory: str) -> list[dict]:
+    """Every process's record in ``directory`` (what ``OutputRecorder.saveable`` wrote)."""
+    import torch
+
+    records = []
+    if not os.path.isdir(directory):
+        return records
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("outputs-") and name.endswith(".pt"):
+            try:
+                data = torch.load(os.path.join(directory, name), weights_only=True)
+            except Exception:
+                continue  # a process killed mid-write leaves nothing usable
+            if isinstance(data, dict) and data.get("format") == FORMAT:
+                records.append(data)
+    return records

@@ -1,0 +1,603 @@
+"""Would a Python number still do the same thing as a 0-d tensor? The question the rules that
+wrap constants in tensors (RF002, RF003, RF006) ask of the source before they edit it.
+
+A 0-d tensor computes the same as a Python number in tensor arithmetic (``x * c``,
+``torch.clamp(x, max=c)``), but not where Python or torch needs the number itself: ``range(c)``,
+``if c == 0``, ``math.sqrt(c)``, a dropout probability, an ``eps``, a shape. Those fail to
+compile or silently change the graph (torch-2.13-recompile-facts.md §8).
+
+``ScalarUses`` follows a value through one function with libcst: through Python arithmetic
+(``c * 2``), into locals it is assigned to, and into the functions it is passed to when their
+source is readable (same file, a method or submodule of the same class, or a file imported from
+next to it), and classifies every place it ends up:
+
+* ``TENSOR``: it meets a tensor in arithmetic (the rest of the expression was a tensor already);
+* ``BLOCKS``: a use a tensor breaks or changes; ``why`` says which;
+* ``UNKNOWN``: passed where the source cannot be read (a library function).
+
+Each Use also records whether Python-number arithmetic ran before the value met a tensor
+(``scalar_math``) and whether that arithmetic stays exact for an int64 tensor (``int_exact``:
+only ``+ - * // %`` with ints), so a rule can pick the tensor dtype that keeps results identical.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import libcst as cst
+
+from recompile_fix.source import SourceFile
+
+TENSOR = "tensor"
+BLOCKS = "blocks"
+UNKNOWN = "unknown"
+
+# Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
+ARITH_METHODS = frozenset({
+    "add", "add_", "sub", "sub_", "subtract", "mul", "mul_", "multiply", "div", "div_", "divide",
+    "true_divide", "pow", "pow_", "clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max",
+    "lerp", "lerp_", "maximum", "minimum", "fmod", "remainder", "where", "masked_fill",
+    "masked_fill_", "fill_", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "hypot", "copysign",
+    "xlogy", "float_power", "rsub",
+})
+# torch functions of the same kind: the number is a value in the arithmetic, not a setting.
+ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub", "full_like"})
+# Keywords that are never a value in the arithmetic.
+NOT_VALUE_KEYWORDS = frozenset({"dim", "out", "dtype", "keepdim", "alpha", "rounding_mode", "device"})
+SHAPE_METHODS = frozenset({
+    "view", "reshape", "expand", "repeat", "repeat_interleave", "narrow", "unflatten", "flatten",
+    "permute", "transpose", "split", "chunk", "unfold", "topk", "kthvalue", "new_zeros",
+    "new_ones", "new_empty", "new_full", "sum", "mean", "softmax", "log_softmax", "argmax",
+    "argmin", "max", "min", "cumsum", "squeeze", "unsqueeze", "roll", "tril", "triu", "select",
+    "index_select", "gather", "diagonal", "movedim", "tile", "to",
+})
+SHAPE_FUNCTIONS = frozenset({
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
+    "logspace", "eye", "pad", "interpolate", "topk", "kthvalue", "split", "chunk", "tril", "triu",
+    "roll", "one_hot", "softmax", "log_softmax", "cumsum", "flatten", "unflatten", "reshape",
+    "narrow", "repeat_interleave", "tile", "multinomial", "avg_pool1d", "avg_pool2d", "max_pool1d",
+    "max_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "unfold", "fold",
+})
+SHAPE_KEYWORDS = frozenset({
+    "size", "shape", "dim", "dims", "kernel_size", "stride", "padding", "output_size", "num_classes",
+    "k", "chunks", "sections", "split_size_or_sections", "repeats", "groups", "num_samples",
+    "scale_factor", "start_dim", "end_dim",
+})
+# Activation and normalisation settings torch reads as a Python number (§8: leaky_relu, layer_norm).
+NUMBER_SETTING_FUNCTIONS = frozenset({
+    "leaky_relu", "elu", "celu", "selu", "hardtanh", "softplus", "threshold", "rrelu", "gelu",
+    "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm", "normalize",
+    "local_response_norm", "clip_grad_norm_", "clip_grad_value_", "label_smoothing",
+})
+NOT_TENSOR_METHODS = frozenset({
+    "item", "tolist", "size", "dim", "ndimension", "numel", "nelement", "stride", "data_ptr",
+    "element_size", "is_contiguous", "is_floating_point", "is_complex", "get_device",
+    "storage_offset", "numpy", "untyped_storage", "equal", "allclose", "is_nonzero", "has_names",
+    "is_same_size", "__len__", "backward", "register_hook", "parameters", "named_parameters",
+    "state_dict", "train", "eval", "zero_grad", "step",
+})
+NOT_TENSOR_TORCH = frozenset({
+    "is_tensor", "numel", "is_floating_point", "is_complex", "is_nonzero", "get_default_dtype",
+    "equal", "allclose", "is_grad_enabled", "is_storage", "typename", "result_type", "promote_types",
+    "can_cast", "finfo", "iinfo", "device", "dtype", "Size", "compile", "no_grad", "enable_grad",
+    "manual_seed", "set_grad_enabled", "is_inference_mode_enabled", "graph_break", "mark_dynamic",
+})
+TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
+_CONVERTERS = frozenset({"int", "float", "round", "bool", "complex", "len", "str", "repr", "format",
+                         "hex", "oct", "bin", "chr", "hash", "divmod"})
+_PYTHON_REDUCERS = frozenset({"max", "min", "sum", "sorted", "any", "all"})
+_EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+
+
+@dataclass(frozen=True)
+class Use:
+    """One place a value ends up."""
+
+    verdict: str  # TENSOR / BLOCKS / UNKNOWN
+    kind: str  # arith, branch, compare, range, convert, math, shape, setting, dropout, index, ...
+    why: str  # plain words: "reaches `range()`"
+    file: str
+    line: int
+    code: str  # the source line, stripped
+    meets: tuple[str, ...] = ()  # the tensor expressions it meets
+    scalar_math: bool = False  # Python-number arithmetic ran before it met a tensor
+    int_exact: bool = True  # ... and that arithmetic is exact in int64 (+ - * // % with ints)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def describe(self) -> str:
+        return f"{self.why} at {self.where} (`{self.code}`)"
+
+
+@dataclass
+class Scope:
+    """A function (or module) the value flows through, and what is known to be a tensor there."""
+
+    source: SourceFile
+    file: str  # as the Profile spells it
+    node: cst.CSTNode  # FunctionDef or Module
+    tensors: set[str] = field(default_factory=set)
+    caller: tuple | None = None  # (Scope, Call) when this is a helper the value was passed into
+    # In a helper: its parameters -> the caller's argument text, so ``meets`` names what the
+    # first function sees (``x``), not the helper's own name for it.
+    aliases: dict[str, str] = field(default_factory=dict)
+    _tensor_attrs: set[str] | None = None
+
+    def outer_name(self, code: str) -> str:
+        if self.caller is None:
+            return code
+        return self.aliases.get(code, f"{self.node.name.value}:{code}")
+
+
+@dataclass(frozen=True)
+class _Path:
+    scalar_math: bool = False
+    int_exact: bool = True
+    depth: int = 0
+    visited: frozenset = frozenset()
+
+    def after(self, operator: cst.BaseBinaryOp, other: cst.BaseExpression) -> "_Path":
+        exact = self.int_exact and isinstance(operator, _EXACT_INT_OPS) and not isinstance(other, (cst.Float, cst.Imaginary))
+        return replace(self, scalar_math=True, int_exact=exact)
+
+
+class ScalarUses:
+    """Classify the uses of a Python number. ``read(file)`` gives another file of the project
+    (as the Profile spells paths) when a value is passed into a function defined there."""
+
+    def __init__(self, read: Callable[[str], SourceFile | None] | None = None, max_depth: int = 3):
+        self.read = read or (lambda file: None)
+        self.max_depth = max_depth
+
+    # -- entry points --------------------------------------------------------------------------
+    def of_parameter(self, source: SourceFile, file: str, func: cst.FunctionDef, param: str,
+                     tensors: set[str] = frozenset()) -> list[Use]:
+        """Every use of parameter ``param`` inside ``func`` (``tensors``: the parameters known
+        to be tensors, e.g. from the Profile's recorded inputs)."""
+        scope = self.scope(source, file, func, tensors)
+        uses: list[Use] = []
+        for name in name_loads(source, func, param):
+            uses.extend(self.classify(name, scope, _Path(visited=frozenset({(file, id(func), param)}))))
+        return uses
+
+    def of_expression(self, node: cst.BaseExpression, scope: Scope) -> list[Use]:
+        """Where the value of one expression (``self.num_iter``, a global's name) ends up."""
+        return self.classify(node, scope, _Path())
+
+    def scope(self, source: SourceFile, file: str, node: cst.CSTNode, seeds=frozenset()) -> Scope:
+        scope = Scope(source=source, file=file, node=node)
+        scope.tensors = self._tensor_names(scope, set(seeds) | _annotated_tensors(node))
+        return scope
+
+    # -- what is a tensor ----------------------------------------------------------------------
+    def tensorish(self, expr: cst.CSTNode, scope: Scope) -> bool:
+        source = scope.source
+        if isinstance(expr, cst.Name):
+            return expr.value in scope.tensors
+        if isinstance(expr, cst.Attribute):
+            if _is_name(expr.value, "self") and expr.attr.value in self._tensor_attributes(scope):
+                return True
+            return expr.attr.value in TENSOR_ATTRIBUTES and self.tensorish(expr.value, scope)
+        if isinstance(expr, cst.Subscript):
+            return self.tensorish(expr.value, scope)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.tensorish(expr.left, scope) or self.tensorish(expr.right, scope)
+        if isinstance(expr, cst.UnaryOperation):
+            return not isinstance(expr.operator, cst.Not) and self.tensorish(expr.expression, scope)
+        if isinstance(expr, cst.Comparison):
+            return self.tensorish(expr.left, scope) or any(self.tensorish(c.comparator, scope) for c in expr.comparisons)
+        if isinstance(expr, cst.IfExp):
+            return self.tensorish(expr.body, scope) and self.tensorish(expr.orelse, scope)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and self.tensorish(func.value, scope):
+                return func.attr.value not in NOT_TENSOR_METHODS
+            qualified = source.qualified_name(func)
+            if qualified.startswith("torch."):
+                last = qualified.rsplit(".", 1)[1]
+                if last[:1].isupper():
+                    return last in ("Tensor", "Parameter")
+                return last not in NOT_TENSOR_TORCH and not qualified.startswith(("torch.optim.", "torch._dynamo.", "torch.compiler."))
+            if qualified in _CONVERTERS or qualified in _PYTHON_REDUCERS or qualified.startswith(("math.", "numpy.", "random.")):
+                return False
+            if isinstance(func, cst.Attribute) and func.attr.value in NOT_TENSOR_METHODS:
+                return False
+            # A module or helper called on a tensor gives a tensor (``self.fc(x)``, ``block(h)``).
+            return any(self.tensorish(a.value, scope) for a in expr.args if not a.keyword)
+        return False
+
+    def _tensor_names(self, scope: Scope, seeds: set[str]) -> set[str]:
+        names = set(seeds)
+        scope.tensors = names
+        assigns = []
+        for node in _walk(scope.node):
+            if isinstance(node, cst.Assign):
+                assigns.append(([t.target for t in node.targets], node.value))
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None:
+                assigns.append(([node.target], node.value))
+        changed = True
+        while changed:
+            changed = False
+            for targets, value in assigns:
+                if not self.tensorish(value, scope):
+                    continue
+                for target in targets:
+                    for name in _target_names(target):
+                        if name not in names:
+                            names.add(name)
+                            changed = True
+        return names
+
+    def _tensor_attributes(self, scope: Scope) -> set[str]:
+        """``self.X`` known to be tensors: assigned a tensor expression in any method of the
+        class, or registered as a buffer or parameter."""
+        if scope._tensor_attrs is not None:
+            return scope._tensor_attrs
+        scope._tensor_attrs = set()
+        cls = scope.source.enclosing_class(scope.node) if isinstance(scope.node, cst.FunctionDef) else None
+        if cls is None:
+            return scope._tensor_attrs
+        empty = Scope(source=scope.source, file=scope.file, node=cls, _tensor_attrs=set())
+        found = set()
+        for node in _walk(cls):
+            if isinstance(node, cst.Assign) and self.tensorish(node.value, empty):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and _is_name(target.target.value, "self"):
+                        found.add(target.target.attr.value)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                    and node.func.attr.value in ("register_buffer", "register_parameter") and node.args \
+                    and isinstance(node.args[0].value, cst.SimpleString):
+                found.add(node.args[0].value.evaluated_value)
+        scope._tensor_attrs = found
+        return found
+
+    # -- following a value ---------------------------------------------------------------------
+    def classify(self, expr: cst.BaseExpression, scope: Scope, path: _Path) -> list[Use]:
+        source = scope.source
+        node = expr
+        while True:
+            parent = source.parents.get(node)
+            if isinstance(parent, cst.BinaryOperation):
+                if isinstance(parent.operator, cst.MatrixMultiply):
+                    return [self._use("matmul", "is an operand of `@`", parent, scope, path)]
+                other = parent.right if node is parent.left else parent.left
+                if self.tensorish(other, scope):
+                    return [self._use("arith", "tensor arithmetic", parent, scope, path, meets=(other,))]
+                path = path.after(parent.operator, other)
+                node = parent
+                continue
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, (cst.Minus, cst.Plus)):
+                node = parent
+                continue
+            if isinstance(parent, cst.IfExp) and node is not parent.test:
+                node = parent
+                continue
+            break
+        return self._context(node, scope, path)
+
+    def _context(self, node: cst.BaseExpression, scope: Scope, path: _Path) -> list[Use]:
+        source = scope.source
+        parent = source.parents.get(node)
+        if isinstance(parent, cst.Arg):
+            call = source.parents.get(parent)
+            if isinstance(call, cst.Call):
+                return self._call(call, parent, scope, path)
+        if isinstance(parent, cst.ComparisonTarget):
+            parent = source.parents.get(parent)
+        if isinstance(parent, cst.Comparison):
+            if self.tensorish(parent, scope):
+                others = [c.comparator for c in parent.comparisons] + [parent.left]
+                meets = tuple(o for o in others if o is not node and self.tensorish(o, scope))
+                return [self._use("arith", "tensor comparison", parent, scope, path, meets=meets)]
+            branch = self._branch(parent, scope)
+            if branch is not None:
+                return [self._use("branch", "decides a Python branch", parent, scope, path)]
+            return [self._use("compare", "is compared as a Python number", parent, scope, path)]
+        branch = self._branch(node, scope)
+        if branch is not None:
+            return [self._use("branch", "decides a Python branch", node, scope, path)]
+        if isinstance(parent, (cst.Index, cst.Slice, cst.SubscriptElement)):
+            return [self._use("index", "is used as an index or slice", node, scope, path)]
+        if isinstance(parent, cst.Return):
+            if scope.caller is not None:
+                caller_scope, call = scope.caller
+                return self.classify(call, caller_scope, replace(path, depth=path.depth - 1))
+            return [self._use("return", "is returned as a Python number", node, scope, path)]
+        if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and node is parent.value:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            if isinstance(parent, cst.AugAssign) and self.tensorish(parent.target, scope):
+                return [self._use("arith", "tensor arithmetic", parent, scope, path, meets=(parent.target,))]
+            if len(targets) == 1 and isinstance(targets[0], cst.Name):
+                return self._local(targets[0].value, scope, path)
+            return [self._use("store", f"is stored in `{source.code(targets[0])}`", node, scope, path)]
+        if isinstance(parent, cst.Expr):
+            return []  # computed and dropped
+        if isinstance(parent, (cst.Element, cst.StarredElement)):
+            return [self._use("store", f"is put in `{_one_line(source.code(source.parents.get(parent)))}`", node, scope, path)]
+        if isinstance(parent, cst.DictElement):
+            return [self._use("store", "is stored in a dict", node, scope, path)]
+        if isinstance(parent, cst.FormattedStringExpression):
+            return [self._use("print", "is formatted into a string", node, scope, path)]
+        return [self._use("unknown", f"is used in `{_one_line(source.code(parent or node))}`", node, scope, path)]
+
+    def _branch(self, node: cst.CSTNode, scope: Scope):
+        """The if/while/assert/conditional expression whose test this node decides, if any."""
+        child = node
+        for parent in scope.source.ancestors(node):
+            if isinstance(parent, (cst.BooleanOperation,)) or \
+                    (isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
+                child = parent
+                continue
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and child is parent.test:
+                return parent
+            return None
+        return None
+
+    def _local(self, name: str, scope: Scope, path: _Path) -> list[Use]:
+        key = (scope.file, id(scope.node), name)
+        if key in path.visited:
+            return []
+        path = replace(path, visited=path.visited | {key})
+        uses = []
+        for load in name_loads(scope.source, scope.node, name):
+            uses.extend(self.classify(load, scope, path))
+        return uses
+
+    def _call(self, call: cst.Call, arg: cst.Arg, scope: Scope, path: _Path) -> list[Use]:
+        source = scope.source
+        func = call.func
+        label = f"`{_one_line(source.code(func))}()`"
+        qualified = source.qualified_name(func)
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if arg.star:
+            return [self._use("unknown", f"is unpacked into {label}", call, scope, path)]
+        if qualified == "range":
+            return [self._use("range", "reaches `range()`", call, scope, path)]
+        if qualified in _CONVERTERS:
+            return [self._use("convert", f"is converted by {label}", call, scope, path)]
+        if qualified == "print":
+            return [self._use("print", "is printed", call, scope, path)]
+        if qualified in ("isinstance", "type", "id"):
+            return [self._use("type", f"is type-checked by {label}", call, scope, path)]
+        if qualified in _PYTHON_REDUCERS:
+            return [self._use("compare", f"is compared by Python's {label}", call, scope, path)]
+        if qualified in ("abs", "pow"):
+            return self.classify(call, scope, replace(path, scalar_math=True, int_exact=path.int_exact and qualified == "abs"))
+        if qualified.startswith(("math.", "numpy.", "random.", "statistics.")):
+            return [self._use("math", f"reaches {label}", call, scope, path)]
+        if isinstance(func, cst.Attribute) and self.tensorish(func.value, scope):
+            method = func.attr.value
+            if method in ARITH_METHODS and keyword not in NOT_VALUE_KEYWORDS:
+                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=(func.value,))]
+            if method in SHAPE_METHODS or keyword in SHAPE_KEYWORDS:
+                return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
+            return [self._use("setting", f"is passed to {label}, which takes a Python number", call, scope, path)]
+        if qualified.startswith("torch."):
+            name = qualified.rsplit(".", 1)[1]
+            if "dropout" in name:
+                return [self._use("dropout", f"sets the dropout probability of {label}", call, scope, path)]
+            if keyword == "eps":
+                return [self._use("setting", f"sets `eps` of {label}", call, scope, path)]
+            if name in ARITH_FUNCTIONS and keyword not in NOT_VALUE_KEYWORDS:
+                meets = tuple(a.value for a in call.args if a is not arg and self.tensorish(a.value, scope))
+                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=meets)]
+            if name in SHAPE_FUNCTIONS or keyword in SHAPE_KEYWORDS:
+                return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
+            if name in NUMBER_SETTING_FUNCTIONS:
+                what = f"`{keyword}` of " if keyword else ""
+                return [self._use("setting", f"sets {what}{label}, which torch reads as a Python number", call, scope, path)]
+            return [self._use("setting", f"is passed to {label}, which takes it as a Python number", call, scope, path)]
+        target = self._callee(call, scope)
+        if target is None:
+            return [self._use("unknown", f"is passed to {label}, whose source recompile-fix cannot read", call, scope, path)]
+        if path.depth >= self.max_depth:
+            return [self._use("unknown", f"is passed to {label}, deeper than recompile-fix follows", call, scope, path)]
+        callee_source, callee_file, callee, bound = target
+        params, param = _parameter_for(callee, arg, call, bound)
+        if param is None:
+            return [self._use("unknown", f"is passed to {label} as an argument it does not name", call, scope, path)]
+        seeds = {p for p, a in params.items() if a is not None and self.tensorish(a.value, scope)}
+        inner = self.scope(callee_source, callee_file, callee, seeds)
+        inner.caller = (scope, call)
+        inner.aliases = {p: scope.outer_name(source.code(a.value)) for p, a in params.items() if a is not None}
+        key = (callee_file, id(callee), param)
+        if key in path.visited:
+            return []
+        inner_path = replace(path, depth=path.depth + 1, visited=path.visited | {key})
+        uses = []
+        for load in name_loads(callee_source, callee, param):
+            uses.extend(self.classify(load, inner, inner_path))
+        return uses
+
+    def _callee(self, call: cst.Call, scope: Scope):
+        """(source, file, FunctionDef, binds_self) for a call whose target's source we can read."""
+        source, func = scope.source, call.func
+        if isinstance(func, cst.Name):
+            local = _function_named(source, source.module, func.value)
+            if local is not None:
+                return source, scope.file, local, False
+            imported = source.imports.get(func.value)
+            if imported and "." in imported:
+                module, _, name = imported.rpartition(".")
+                other_file = os.path.normpath(os.path.join(os.path.dirname(scope.file), *module.split("."))) + ".py"
+                other = self.read(other_file)
+                if other is not None:
+                    found = _function_named(other, other.module, name)
+                    if found is not None:
+                        return other, other_file, found, False
+            return None
+        if isinstance(func, cst.Attribute) and _is_name(func.value, "self") and isinstance(scope.node, cst.FunctionDef):
+            cls = source.enclosing_class(scope.node)
+            if cls is None:
+                return None
+            method = _function_named(source, cls.body, func.attr.value)
+            if method is not None:
+                return source, scope.file, method, True
+            submodule = _submodule_class(source, cls, func.attr.value)
+            if submodule is not None:
+                forward = _function_named(source, submodule.body, "forward")
+                if forward is not None:
+                    return source, scope.file, forward, True
+        return None
+
+    def _roots(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
+        """The tensors an elementwise expression takes its dtype and rank from (``x * (c * c)``
+        -> ``x``); any other expression stands for itself (``self.fc(x)``)."""
+        if isinstance(expr, cst.BinaryOperation):
+            return [r for side in (expr.left, expr.right) if self.tensorish(side, scope) for r in self._roots(side, scope)]
+        if isinstance(expr, cst.UnaryOperation):
+            return self._roots(expr.expression, scope)
+        return [scope.source.code(expr)]
+
+    def _use(self, kind: str, why: str, node: cst.CSTNode, scope: Scope, path: _Path, meets=()) -> Use:
+        source = scope.source
+        line = source.positions[node].start.line
+        code = source.lines[line - 1].strip() if line - 1 < len(source.lines) else ""
+        verdict = TENSOR if kind == "arith" else UNKNOWN if kind == "unknown" else BLOCKS
+        return Use(verdict=verdict, kind=kind, why=why, file=scope.file, line=line, code=code,
+                   meets=tuple(scope.outer_name(m) for node in meets for m in self._roots(node, scope)),
+                   scalar_math=path.scalar_math, int_exact=path.int_exact)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def name_loads(source: SourceFile, scope: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The places ``name`` is read inside ``scope`` (not counting nested functions that bind
+    their own ``name``, or class bodies)."""
+    found: list[cst.Name] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope or name not in _param_names(node)
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return name not in {p.name.value for p in node.params.params}
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return node is scope
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name and is_load(source, node):
+                found.append(node)
+
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body.visit(Collect())
+    return found
+
+
+def is_load(source: SourceFile, node: cst.CSTNode) -> bool:
+    """Is this Name (or Attribute) read, rather than bound, deleted or only a label?"""
+    parent = source.parents.get(node)
+    if isinstance(parent, cst.Attribute) and node is parent.attr:
+        return False
+    if isinstance(parent, cst.Arg) and node is parent.keyword:
+        return False
+    if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem,
+                           cst.AsName, cst.Del)):
+        return False
+    child = node
+    while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        child, parent = parent, source.parents.get(parent)
+    if isinstance(parent, cst.AssignTarget) and child is parent.target:
+        return False
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)) \
+            and child is getattr(parent, "target", None):
+        return False
+    return True
+
+
+def _param_names(func: cst.FunctionDef) -> set[str]:
+    p = func.params
+    names = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
+    for star in (p.star_arg, p.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
+def _parameter_for(func: cst.FunctionDef, arg: cst.Arg, call: cst.Call, bound: bool):
+    """The callee's parameters mapped to the call's arguments, and the one ``arg`` binds."""
+    p = func.params
+    positional = [x.name.value for x in (*p.posonly_params, *p.params)]
+    if bound and positional:
+        positional = positional[1:]
+    mapping: dict[str, cst.Arg | None] = {name: None for name in _param_names(func)}
+    index = 0
+    for a in call.args:
+        if a.star:
+            return mapping, None
+        if a.keyword is not None:
+            if a.keyword.value in mapping:
+                mapping[a.keyword.value] = a
+            continue
+        if index < len(positional):
+            mapping[positional[index]] = a
+        index += 1
+    param = next((name for name, a in mapping.items() if a is arg), None)
+    return mapping, param
+
+
+def _function_named(source: SourceFile, body_owner, name: str) -> cst.FunctionDef | None:
+    statements = body_owner.body if isinstance(body_owner, (cst.Module, cst.IndentedBlock)) else body_owner
+    for statement in statements:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _submodule_class(source: SourceFile, cls: cst.ClassDef, attr: str) -> cst.ClassDef | None:
+    """``self.block = Block(...)`` in the class -> the ClassDef of ``Block`` in the same file."""
+    for node in _walk(cls):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and _is_name(t.value, "self") and t.attr.value == attr:
+                    for statement in source.module.body:
+                        if isinstance(statement, cst.ClassDef) and statement.name.value == node.value.func.value:
+                            return statement
+    return None
+
+
+def _annotated_tensors(node: cst.CSTNode) -> set[str]:
+    if not isinstance(node, cst.FunctionDef):
+        return set()
+    names = set()
+    p = node.params
+    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+        annotation = param.annotation.annotation if param.annotation else None
+        text = ""
+        if isinstance(annotation, cst.Name):
+            text = annotation.value
+        elif isinstance(annotation, cst.Attribute):
+            text = annotation.attr.value
+        if text == "Tensor":
+            names.add(param.name.value)
+    return names
+
+
+def _target_names(target: cst.CSTNode) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def _walk(root: cst.CSTNode):
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def _is_name(node, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _one_line(code: str) -> str:
+    first = code.strip().splitlines()[0] if code.strip() else ""
+    return first if len(first) <= 60 else first[:57] + "..."

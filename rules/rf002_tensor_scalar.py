@@ -1,0 +1,366 @@
+"""RF002 tensor-scalar: a Python float or int argument whose value changes makes its compiled
+frame recompile."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import libcst as cst
+
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.profile import Compile, Frame, Location, Profile
+from recompile_fix.rule import Example, Project, Rule
+from recompile_fix.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use
+from recompile_fix.source import SourceFile
+
+RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>\w+?)_at_(?P<line>\d+)$")
+FLOATING = {"float16", "bfloat16", "float32", "float64"}
+
+
+class TensorScalar(Rule):
+    """
+    ## What it does
+    Passes a Python `float` or `int` argument of a compiled function as a 0-d tensor at the call
+    site, `fn(x, torch.tensor(c, dtype=torch.float64))`, when every use of it inside the compiled
+    function (and the functions it passes it to) is tensor arithmetic.
+
+    ## Why is this bad?
+    `torch.compile` guards a Python number on its value (`c == 0.5`). With `dynamic=False` every
+    new value compiles the frame again, until the recompile limit stops compiling it; with
+    `dynamic=None` the second value recompiles once more before the number becomes dynamic. A
+    0-d tensor is a graph input: one graph serves every value.
+
+    ## Example
+    ```python
+    @torch.compile(dynamic=False)
+    def fn(x, c):
+        return x + c
+
+    for i in range(5):
+        fn(x, 0.5 + i)
+    ```
+    Use instead:
+    ```python
+    for i in range(5):
+        fn(x, torch.tensor(0.5 + i, dtype=torch.float64))
+    ```
+
+    ## Fix safety
+    The rule reads how the compiled function uses the parameter (libcst, following it into
+    locals and into functions whose source it can read). Where the value reaches `range()`, a
+    Python branch (`if temperature == 0`), `math.*`, a dropout probability, an `eps`, an
+    activation setting or a shape, a tensor fails to compile or silently changes the graph: no
+    edit, and the finding says which use blocks it. Where it is passed to a function whose source
+    cannot be read, the fix is unsafe (`--unsafe-fixes`).
+
+    The tensor's dtype keeps the results the same: a float meeting only float tensors of known
+    rank >= 1 becomes a float64 0-d tensor (results keep their dtype and are bit-identical, even
+    after Python arithmetic on the number first, which float64 does as Python does); a float
+    that may meet an integer or 0-d tensor stays at the default dtype (a float64 one would turn
+    those results into float64), bit-identical when it meets the tensor directly and unsafe
+    when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
+    bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
+
+    ## Profile evidence
+    `c == 0.5   # return x + c  # program.py:6 in fn` (a value guard on an argument of the
+    compiled frame; `L['c']` on older torch), plus the argument's recorded values and the dtypes
+    and shapes of the frame's tensor arguments.
+    """
+
+    id = "RF002"
+    name = "tensor-scalar"
+    message = ("`{param}` of compiled `{frame}` is a Python {kind} that changes ({values}; {compiles} compiles): "
+               "pass it as a 0-d tensor")
+    consumes = ("scalar_value",)
+    triggers = ("compile",)
+    examples = (
+        Example(
+            before="for i in range(5):\n    fn(x, 0.5 + i)\n",
+            after="for i in range(5):\n    fn(x, torch.tensor(0.5 + i, dtype=torch.float64))\n",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings = []
+        for frame in profile.frames:
+            if os.path.isabs(frame.file):
+                continue  # library code (torch's own frames): not the user's to edit
+            guarded: dict[str, set[str]] = {}
+            for reason in frame.reasons():
+                # A plain argument; attribute chains (`G['m'].n`) are module state (RF006).
+                if reason.kind == "scalar_value" and reason.source and reason.source.isidentifier() \
+                        and reason.value_type in ("float", "int"):
+                    guarded.setdefault(reason.source, set()).add(reason.value_type)
+            for param in guarded:
+                findings.extend(self._plan_parameter(frame, param, project))
+        return findings
+
+    def _plan_parameter(self, frame: Frame, param: str, project: Project) -> list[Finding]:
+        values = _values(frame, param)
+        kind = "float" if any(isinstance(v, float) for v in values) else "int"
+        shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        evidence = {
+            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+            "compiles": len(frame.compiles),
+            "recompiles": frame.recompiles,
+            "compile_seconds": round(frame.compile_seconds, 3),
+            "values": values[:10],
+            "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
+                              if r.source == param and r.kind in self.consumes})[:5],
+        }
+        function_name = frame.name
+        resume = RESUME.match(frame.name)
+        if resume:
+            function_name = resume.group("name")
+        message = self.message.format(param=param, frame=function_name, kind=kind, values=shown,
+                                      compiles=len(frame.compiles))
+
+        def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
+            no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
+            return Finding(rule=self.id, file=site.file, location=site, message=no_fix, safety=safety,
+                           evidence=evidence, notes=notes)
+
+        sites = _call_sites(frame, function_name)
+        if not sites:
+            return []
+        source = project.source(frame.file)
+        func = _function(source, frame, function_name) if source else None
+        if func is None:
+            return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
+        position = _Parameter.of(source, func, param)
+        if position is None:
+            return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{function_name}`"])]
+        tensors = _tensor_inputs(frame)
+        analysis = ScalarUses(read=project.source)
+        uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
+        blocking = _dedupe(u for u in uses if u.verdict == BLOCKS)
+        if blocking:
+            notes = [f"`{param}` {u.describe()}: a 0-d tensor there fails to compile or changes the graph; no edit"
+                     for u in blocking]
+            return [finding(sites[0], Safety.NONE, notes)]
+        if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
+            return [finding(sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{function_name}`; no edit"])]
+        dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
+        safety = Safety.SAFE if exact else Safety.UNSAFE
+        notes = [why] + _masked_changes(frame, param)
+        for use in _dedupe(u for u in uses if u.verdict == UNKNOWN):
+            safety = Safety.UNSAFE
+            notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
+        findings = []
+        for site, call, compiled in self._calls(sites, project):
+            if call is None:
+                findings.append(finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"]))
+                continue
+            arg, why_not = position.argument_of(call)
+            if arg is None:
+                if compiled:
+                    findings.append(finding(site, Safety.NONE, [why_not]))
+                continue
+            if _is_tensor_call(arg.value, project.source(site.file)):
+                continue
+            file = project.source(site.file)
+            pos = file.positions[call]
+            location = Location(file=site.file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
+                                end_col=pos.end.column, function=site.function)
+            site_notes, site_safety = list(notes), safety
+            if not compiled:
+                site_notes.append(f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
+                                  "wrapped too, so every call passes the same type")
+                if not _is_number(arg.value):
+                    site_safety = Safety.UNSAFE
+                    site_notes.append("the profiled run did not show what it passes: if it is a tensor already, "
+                                      "`torch.tensor()` would copy it")
+            findings.append(Finding(rule=self.id, file=site.file, location=location, message=message, safety=site_safety,
+                                    params={"arg": list(file.span(arg.value)), "dtype": dtype, "param": param},
+                                    evidence=evidence, notes=site_notes))
+        return findings
+
+    @staticmethod
+    def _calls(sites: list[Location], project: Project):
+        """The compiled call sites, then the other calls of the same callee in those files."""
+        seen = set()
+        callees: dict[str, set[str]] = {}
+        for site in sites:
+            source = project.source(site.file)
+            call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+            if call is not None:
+                if id(call) in seen:
+                    continue
+                seen.add(id(call))
+                callees.setdefault(site.file, set()).add(source.code(call.func))
+            yield site, call, True
+        for file, names in callees.items():
+            source = project.source(file)
+            for call in source.nodes(cst.Call):
+                if id(call) not in seen and source.code(call.func) in names:
+                    seen.add(id(call))
+                    pos = source.positions[call]
+                    yield Location(file=file, line=pos.start.line, col=pos.start.column), call, False
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        start, end = finding.params["arg"]
+        value = source.text[start:end]
+        dtype = finding.params["dtype"]
+        wrapped = f"{torch_name}.tensor({value}, dtype={torch_name}.{dtype})" if dtype else f"{torch_name}.tensor({value})"
+        return [Edit(finding.file, start, end, wrapped, self.id)]
+
+
+class _Parameter:
+    """Where calls pass a parameter of the compiled function: by position or keyword."""
+
+    def __init__(self, name: str, index: int | None):
+        self.name, self.index = name, index
+
+    @classmethod
+    def of(cls, source: SourceFile, func: cst.FunctionDef, name: str) -> "_Parameter | None":
+        params = func.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if source.enclosing_class(func) is not None and not any(
+                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators):
+            positional = positional[1:]  # `self` is bound by the call
+        if name in positional:
+            return cls(name, positional.index(name))
+        if name in [p.name.value for p in params.kwonly_params]:
+            return cls(name, None)
+        return None
+
+    def argument_of(self, call: cst.Call) -> tuple[cst.Arg | None, str | None]:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == self.name:
+                return arg, None
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args):
+            return None, "the call passes *args or **kwargs"
+        if self.index is not None and self.index < len(positional):
+            return positional[self.index], None
+        return None, f"the call does not pass `{self.name}` (its default is used)"
+
+
+def _values(frame: Frame, param: str) -> list:
+    values = []
+    for compile_ in frame.compiles:
+        entry = compile_.inputs.get(param, {})
+        if entry.get("type") in ("float", "int") and entry.get("value") not in values:
+            values.append(entry["value"])
+    for reason in frame.reasons():
+        if reason.source == param and reason.value is not None and reason.value not in values:
+            values.append(reason.value)
+    return values
+
+
+def _tensor_inputs(frame: Frame) -> dict[str, dict]:
+    tensors: dict[str, dict] = {}
+    for compile_ in frame.compiles:
+        for name, entry in compile_.inputs.items():
+            if entry.get("type") == "Tensor" and name.isidentifier():
+                tensors.setdefault(name, entry)
+    return tensors
+
+
+def _masked_changes(frame: Frame, param: str) -> list[str]:
+    """Tensor arguments whose shape also changed between compiles: torch reports only the first
+    failing guard of each cache entry, so their recompiles show up once this one is fixed."""
+    notes = []
+    for name in _tensor_inputs(frame):
+        shapes = []
+        for compile_ in frame.compiles:
+            shape = compile_.inputs.get(name, {}).get("shape")
+            if shape is not None and shape not in shapes:
+                shapes.append(shape)
+        if len(shapes) > 1 and not any(r.source == name for r in frame.reasons()):
+            notes.append(f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
+                         f"hidden behind the guard on `{param}` (torch reports the first failing guard): "
+                         "profile again after this fix to see its recompiles")
+    return notes
+
+
+def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | None, bool, str]:
+    """The dtype of the 0-d tensor that keeps the results the same, whether they stay
+    bit-identical, and why (for the finding's notes)."""
+    met = {m for u in uses for m in u.meets}
+    known = {m: tensors[m] for m in met if m in tensors}
+    scalar_math = any(u.scalar_math for u in uses)
+    if kind == "int":
+        exact = all(u.int_exact for u in uses)
+        if exact:
+            return None, True, "wrapped as an int64 0-d tensor: int arithmetic on it is exact, results bit-identical"
+        return None, False, ("wrapped as an int64 0-d tensor: it goes through `/` or float arithmetic before it meets "
+                             "a tensor, which then runs in float32, not as a Python float: results may differ in the "
+                             "last bits")
+    if met and len(known) == len(met) and all(t.get("dtype") in FLOATING and t.get("shape") for t in known.values()):
+        return "float64", True, (f"float64 keeps the results bit-identical: it meets only {_names(known)} "
+                                 "(floating, rank >= 1), whose dtype wins over a 0-d tensor's")
+    dtypes = {t.get("dtype") for t in tensors.values()}
+    why = ("it meets tensors of unknown or integer dtype, or 0-d ones, where a float64 tensor would make "
+           "float64 results: the default float dtype keeps their dtype")
+    if not scalar_math and "float64" not in dtypes:
+        return None, True, f"{why}; it meets them directly, so results are bit-identical"
+    return None, False, f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits"
+
+
+def _names(tensors: dict) -> str:
+    return ", ".join(f"`{n}` ({t.get('dtype')}, {len(t.get('shape') or [])}-d)" for n, t in sorted(tensors.items()))
+
+
+def _dedupe(uses) -> list[Use]:
+    seen, out = set(), []
+    for use in uses:
+        key = (use.why, use.file, use.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(use)
+    return out
+
+
+def _call_sites(frame: Frame, function_name: str) -> list[Location]:
+    """Per compile, the user line that called the compiled function (for the code after a graph
+    break: the line that called the function the break is in)."""
+    sites, seen = [], set()
+    for compile_ in frame.compiles:
+        site = _site(compile_, function_name)
+        if site is not None and (site.file, site.line, site.col) not in seen:
+            seen.add((site.file, site.line, site.col))
+            sites.append(site)
+    return sites
+
+
+def _site(compile_: Compile, function_name: str) -> Location | None:
+    for location in reversed(compile_.stack):
+        resume = RESUME.match(location.function or "")
+        if location.function == function_name or (resume and resume.group("name") == function_name):
+            continue
+        return location
+    return None
+
+
+def _function(source: SourceFile, frame: Frame, function_name: str) -> cst.FunctionDef | None:
+    if function_name == frame.name:
+        return source.function_def(frame.first_line, frame.name)
+    for node in source.nodes(cst.FunctionDef):  # the function a resume frame was cut from
+        pos = source.positions[node]
+        if node.name.value == function_name and pos.start.line <= frame.first_line <= pos.end.line:
+            return node
+    return None
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    """A literal number, or arithmetic with one (``2.5``, ``0.5 + i``, ``-1``)."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return _is_number(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _is_number(node.left) or _is_number(node.right)
+    return False
+
+
+def _is_tensor_call(node: cst.BaseExpression, source: SourceFile | None) -> bool:
+    return source is not None and isinstance(node, cst.Call) and source.qualified_name(node.func) in (
+        "torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
+
+
+RULE = TensorScalar()

@@ -1,0 +1,458 @@
+"""RF003 tensor-lr: a learning rate that a scheduler changes recompiles the compiled optimizer
+step, because the optimizer holds it as a Python float."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import libcst as cst
+
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.profile import Frame, Location, Profile
+from recompile_fix.rule import Example, Project, Rule
+from recompile_fix.source import SourceFile
+
+_PARAM_GROUP = re.compile(r"""^(?P<owner>.+?)\.param_groups\[(?P<group>\d+)\]\[['"](?P<key>\w+)['"]\]$""")
+_OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")
+# Each optimizer: the torch/optim module its `step` lives in (AdamW is an Adam subclass since
+# 2.6; adamw.py had its own step before) and its default lr (checked against torch by a test).
+OPTIMIZERS = {
+    "Adam": (("adam",), "0.001"),
+    "AdamW": (("adam", "adamw"), "0.001"),
+    "SGD": (("sgd",), "0.001"),
+    "RMSprop": (("rmsprop",), "0.01"),
+    "Adagrad": (("adagrad",), "0.01"),
+    "Adamax": (("adamax",), "0.002"),
+    "NAdam": (("nadam",), "0.002"),
+    "RAdam": (("radam",), "0.001"),
+    "ASGD": (("asgd",), "0.01"),
+    "Adadelta": (("adadelta",), "1.0"),
+    "Rprop": (("rprop",), "0.01"),
+    "SparseAdam": (("sparse_adam",), "0.001"),
+    "Adafactor": (("_adafactor",), "0.01"),
+}
+# A tensor lr with foreach=True needs capturable=True in these (ValueError at construction).
+CAPTURABLE_FOR_FOREACH = {"Adam", "AdamW"}
+# Schedulers keep a tensor lr (fill_ in place) since torch 2.4 (pytorch#123753); these wrote a
+# Python float back, or aliased the tensor, until the version given (pytorch#163098, #162360).
+TENSOR_LR_SCHEDULERS_SINCE = (2, 4)
+FLOAT_WRITERS = {
+    "ReduceLROnPlateau": ((2, 10), "writes a Python float back into `param_groups[i]['lr']`"),
+    "SequentialLR": ((2, 10), "aliases the tensor lr with `initial_lr`, corrupting later learning rates"),
+}
+# These write Python floats into `betas`/`momentum` every step while cycle_momentum=True.
+MOMENTUM_CYCLERS = {"OneCycleLR", "CyclicLR"}
+
+
+class TensorHyperparameters(Rule):
+    """
+    ## What it does
+    Makes the learning rate a tensor where the optimizer is constructed,
+    `torch.optim.Adam(params, lr=torch.tensor(0.01, dtype=torch.float64))`, when a compiled
+    optimizer step recompiles because an LR scheduler changes `param_groups[i]['lr']`.
+
+    ## Why is this bad?
+    A compiled `optimizer.step()` guards the Python float lr on its value
+    (`self.param_groups[0]['lr'] == 0.01`). Every scheduler step changes it: with `dynamic=False`
+    `step` compiles again every step (until the recompile limit), with `dynamic=None` once more
+    before the float becomes dynamic. A tensor lr is a graph input that the scheduler updates in
+    place (`fill_`), so `step` compiles once.
+
+    ## Example
+    ```python
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    ```
+    Use instead:
+    ```python
+    opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    ```
+
+    ## Fix safety
+    The guard fires in torch's `optim/<name>.py`; the fix goes where the user builds the
+    optimizer, found from the compiles' call stacks and the profiled files (also an lr given
+    positionally, in param-group dicts, or left to its default). float64 keeps the scheduler's
+    arithmetic in double precision as with a float lr: measured bit-identical for Adam and AdamW
+    on torch 2.13 (the PyTorch guide's float32 `torch.tensor(0.01)` is within 2e-8 but not
+    bit-identical); SGD's tensor-lr update rounds differently in some steps (measured up to
+    3e-8: within `assert_close`).
+    `foreach=True` on Adam/AdamW needs `capturable=True` for a tensor lr: the fix adds it and is
+    unsafe (on CPU, eager `capturable` steps raise; use `foreach=False` there). No edit where a
+    tensor does not help: when the changing hyper-parameter is not `lr` (`OneCycleLR` and
+    `CyclicLR` write Python floats into `betas`/`momentum` while `cycle_momentum=True`), when the
+    program itself assigns `group['lr'] = ...`, when `ReduceLROnPlateau` writes floats back
+    (torch < 2.10), or when the schedulers cannot keep a tensor lr (torch < 2.4). torch may
+    compile one small extra frame (`_to_scalar`) once: judge by recompiles of `step`.
+
+    ## Profile evidence
+    `self.param_groups[0]['lr'] == 0.01   # for group in self.param_groups:  # optim/adam.py:229
+    in step`, the frame `step` in torch's `optim/adam.py`, and the user frames on its compiles'
+    stacks. Static mode (no Profile) finds the documented pattern in one file: a float lr, a
+    scheduler on that optimizer, and a compiled function that calls its `step()`.
+    """
+
+    id = "RF003"
+    name = "tensor-lr"
+    message = ("`{optimizer}`'s {key} changes every step and recompiles its compiled `step` "
+               "({compiles} compiles): {fix}")
+    consumes = ("optimizer_param_group",)
+    triggers = ("optim",)
+    examples = (
+        Example(
+            before="opt = torch.optim.Adam(model.parameters(), lr=0.01)\n",
+            after="opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))\n",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        version = _version(profile.torch_version)
+        frames: dict[tuple, list] = {}
+        for frame in profile.frames:
+            for reason in frame.reasons():
+                match = _PARAM_GROUP.match(reason.source or "") if reason.kind == "optimizer_param_group" else None
+                if match:
+                    frames.setdefault(frame.key, [frame, set(), set()])[1].add(match.group("key"))
+                    frames[frame.key][2].add(match.group("owner"))
+        findings = []
+        done: set[tuple] = set()
+        for frame, keys, owners in frames.values():
+            files = _user_files(frame, profile, project)
+            constructions = []
+            for file in files:
+                for built in _Construction.find(project.source(file), file):
+                    if built.matches(frame, owners) and (file, built.line) not in done:
+                        constructions.append(built)
+            evidence = {
+                "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+                "compiles": len(frame.compiles),
+                "recompiles": frame.recompiles,
+                "compile_seconds": round(frame.compile_seconds, 3),
+                "keys": sorted(keys),
+                "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
+                                  if r.kind == "optimizer_param_group"})[:5],
+            }
+            if not constructions:
+                site = _first_user_location(frame) or Location(file=frame.file, line=frame.first_line)
+                findings.append(Finding(
+                    rule=self.id, file=site.file, location=site, safety=Safety.NONE, evidence=evidence,
+                    message=self.message.format(optimizer="the optimizer", key=_keys(keys),
+                                                compiles=len(frame.compiles), fix="no edit"),
+                    notes=[f"no `torch.optim` construction matching `{frame.name}` in {frame.file} was found in "
+                           f"the profiled files ({', '.join(files) or 'none'})"]))
+                continue
+            for built in constructions:
+                done.add((built.file, built.line))
+                findings.append(self._finding(built, keys, frame, evidence, version, project, files))
+        return findings
+
+    def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
+        """The documented pattern from the source alone: a float lr, a scheduler on that
+        optimizer, and a compiled function (or compiled `step`) that calls its `step()`."""
+        findings = []
+        for built in _Construction.find(source, path):
+            if built.lr_is_tensor or built.name is None:
+                continue
+            schedulers = built.schedulers(source)
+            compiled = _compiled_step(source, built.name)
+            if not schedulers or compiled is None:
+                continue
+            evidence = {"scheduler": f"{path}:{schedulers[0].line}", "compiled_step": f"{path}:{compiled}"}
+            finding = self._finding(built, {"lr"}, None, evidence, None, None, [path], static_source=source)
+            finding.confidence = "static"
+            finding.message = finding.message.replace(
+                "changes every step and recompiles its compiled `step` (several compiles)",
+                f"is a Python float that `{schedulers[0].cls}` changes, and `{built.name}.step()` is compiled")
+            finding.notes.insert(0, f"found without a Profile: `{schedulers[0].cls}` at line {schedulers[0].line} "
+                                    f"changes the lr, and the compiled code at line {compiled} calls "
+                                    f"`{built.name}.step()`; profile the program to confirm")
+            findings.append(finding)
+        return findings
+
+    def _finding(self, built: "_Construction", keys: set[str], frame: Frame | None, evidence: dict,
+                 version, project: Project | None, files: list[str], static_source: SourceFile | None = None) -> Finding:
+        source = static_source or project.source(built.file)
+        compiles = len(frame.compiles) if frame else "several"
+        notes: list[str] = []
+        blockers: list[str] = []
+        for scheduler in built.schedulers(source):
+            writer = FLOAT_WRITERS.get(scheduler.cls)
+            if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
+                blockers.append(f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
+                                "floats (tensor lrs arrived in torch 2.4)")
+            elif writer and version is not None and version < writer[0]:
+                blockers.append(f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
+                                f"{'.'.join(map(str, writer[0]))}: a tensor does not help")
+            if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
+                what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
+                text = (f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
+                        "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
+                        "momentum need not cycle")
+                (blockers if keys <= {"betas", "momentum"} else notes).append(text)
+        for file in files:
+            other = project.source(file) if project else static_source
+            for where in _lr_assignments(other, file):
+                blockers.append(f"`{where[1]}` at {where[0]} assigns a Python float to the lr: it would replace "
+                                "a tensor lr (write `group['lr'].fill_(...)` to keep it)")
+        if "lr" not in keys:
+            blockers.append(f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
+                            "supported by every optimizer and kept by the schedulers")
+        fix = "make the lr a float64 tensor where the optimizer is built"
+        if blockers:
+            return Finding(rule=self.id, file=built.file, location=built.location, safety=Safety.NONE,
+                           evidence=evidence, notes=blockers + notes,
+                           message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles,
+                                                       fix="no edit"))
+        safety = Safety.SAFE
+        notes.insert(0, "float64 keeps the scheduler's arithmetic in double precision, as with a float lr "
+                        + ("(bit-identical for Adam/AdamW on torch 2.13)" if built.cls in ("Adam", "AdamW")
+                           else "(the update itself may round differently: within assert_close)"))
+        if built.foreach and not built.capturable and built.cls in CAPTURABLE_FOR_FOREACH:
+            safety = Safety.UNSAFE
+            notes.append("`foreach=True` with a tensor lr needs `capturable=True` (else ValueError): added; "
+                         "capturable steps need CUDA/XPU/HPU parameters when run eagerly; on CPU use "
+                         "`foreach=False` instead")
+        if built.lr is None and not built.group_lrs:
+            notes.append(f"the lr was left to its default ({built.default}): it is now given explicitly")
+        if frame is not None and frame.limit_hits:
+            notes.append("`step` no longer hits the recompile limit")
+        return Finding(rule=self.id, file=built.file, location=built.location, safety=safety, evidence=evidence,
+                       notes=notes, params=built.params(),
+                       message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix))
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        edits = []
+        for start, end in p["wrap"]:
+            value = source.text[start:end]
+            edits.append(Edit(finding.file, start, end,
+                              f"{torch_name}.tensor({value}, dtype={torch_name}.float64)", self.id))
+        keywords = []
+        if p.get("default") is not None:
+            keywords.append(f"lr={torch_name}.tensor({p['default']}, dtype={torch_name}.float64)")
+        if p.get("capturable"):
+            keywords.append("capturable=True")
+        if keywords:
+            call = next(n for n in source.nodes(cst.Call) if _position(source, n) == p["call"])
+            edits.append(_add_keywords(source, finding.file, call, keywords, self.id))
+        return edits
+
+
+class _Scheduler:
+    def __init__(self, cls: str, line: int, cycles_momentum: bool):
+        self.cls, self.line, self.cycles_momentum = cls, line, cycles_momentum
+
+
+class _Construction:
+    """One ``torch.optim.X(...)`` call in a user file, and what a tensor lr needs there."""
+
+    def __init__(self, source: SourceFile, file: str, call: cst.Call, cls: str):
+        self.source, self.file, self.call, self.cls = source, file, call, cls
+        pos = source.positions[call]
+        self.line = pos.start.line
+        self.location = Location(file=file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
+                                 end_col=pos.end.column)
+        self.default = OPTIMIZERS[cls][1]
+        args = call.args
+        self.lr = next((a for a in args if a.keyword is not None and a.keyword.value == "lr"), None)
+        positional = [a for a in args if a.keyword is None and not a.star]
+        if self.lr is None and len(positional) > 1:
+            self.lr = positional[1]
+        self.group_lrs = []
+        first = positional[0].value if positional else None
+        if isinstance(first, (cst.List, cst.Tuple)):
+            for element in first.elements:
+                if isinstance(element.value, cst.Dict):
+                    for item in element.value.elements:
+                        if isinstance(item, cst.DictElement) and isinstance(item.key, cst.SimpleString) \
+                                and item.key.evaluated_value == "lr":
+                            self.group_lrs.append(item.value)
+        self.foreach = _keyword_true(call, "foreach")
+        self.capturable = _keyword_true(call, "capturable")
+        self.name = _bound_name(source, call)
+        self.label = f"{self.name} = {cls}(...)" if self.name else f"{cls}(...)"
+        values = ([self.lr.value] if self.lr is not None else []) + self.group_lrs
+        self.lr_is_tensor = bool(values) and all(_is_tensor(source, v) for v in values)
+
+    @classmethod
+    def find(cls, source: SourceFile | None, file: str) -> list["_Construction"]:
+        found = []
+        if source is None or "optim" not in source.text:
+            return found
+        for call in source.nodes(cst.Call):
+            qualified = source.qualified_name(call.func)
+            if qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[1] in OPTIMIZERS \
+                    and ".lr_scheduler." not in qualified:
+                found.append(cls(source, file, call, qualified.rsplit(".", 1)[1]))
+        return found
+
+    def matches(self, frame: Frame, owners: set[str]) -> bool:
+        """Is this the optimizer whose `step` the frame is? By torch's optim module, or by the
+        variable a user-compiled function read it from (``G['opt'].param_groups``)."""
+        module = _OPTIM_FILE.search(frame.file.replace(os.sep, "/"))
+        if module:
+            return module.group("module") in OPTIMIZERS[self.cls][0]
+        names = {re.sub(r"""^G\[['"](\w+)['"]\]$""", r"\1", o) for o in owners}
+        return self.name is not None and self.name.split(".")[-1] in {n.split(".")[-1] for n in names}
+
+    def schedulers(self, source: SourceFile) -> list[_Scheduler]:
+        found = []
+        if self.name is None:
+            return found
+        for call in source.nodes(cst.Call):
+            qualified = source.qualified_name(call.func)
+            if ".lr_scheduler." not in f".{qualified}" and not qualified.startswith("lr_scheduler."):
+                continue
+            optimizer = next((a for a in call.args if a.keyword is not None and a.keyword.value == "optimizer"), None)
+            optimizer = optimizer or next((a for a in call.args if a.keyword is None), None)
+            if optimizer is None or source.code(optimizer.value) != self.name:
+                continue
+            cycle = next((a for a in call.args if a.keyword is not None and a.keyword.value == "cycle_momentum"), None)
+            cycles = cycle is None or not (isinstance(cycle.value, cst.Name) and cycle.value.value == "False")
+            found.append(_Scheduler(qualified.rsplit(".", 1)[1], source.positions[call].start.line, cycles))
+        return found
+
+    def params(self) -> dict:
+        wrap = []
+        for value in ([self.lr.value] if self.lr is not None else []) + self.group_lrs:
+            if not _is_tensor(self.source, value):
+                wrap.append(list(self.source.span(value)))
+        return {
+            "call": _position(self.source, self.call),
+            "wrap": wrap,
+            "default": self.default if self.lr is None else None,
+            "capturable": self.foreach and not self.capturable and self.cls in CAPTURABLE_FOR_FOREACH,
+            "optimizer": self.cls,
+        }
+
+
+def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
+    """The profiled user files, those on the frame's compile stacks first."""
+    on_stack = []
+    for compile_ in frame.compiles:
+        for location in compile_.stack:
+            if location.file not in on_stack:
+                on_stack.append(location.file)
+    others = [p for p in profile.sources if p not in on_stack]
+    return [p for p in on_stack + others if not os.path.isabs(p) and project.source(p) is not None]
+
+
+def _first_user_location(frame: Frame) -> Location | None:
+    for compile_ in frame.compiles:
+        for location in reversed(compile_.stack):
+            if not os.path.isabs(location.file):
+                return location
+    return None
+
+
+def _compiled_step(source: SourceFile, optimizer: str) -> int | None:
+    """The line of compiled code that calls ``optimizer.step()``: a function decorated with
+    ``torch.compile`` or passed to it, or ``torch.compile(optimizer.step)``."""
+    compiled_names = set()
+    for call in source.nodes(cst.Call):
+        if source.qualified_name(call.func) == "torch.compile" and call.args:
+            target = source.code(call.args[0].value)
+            if target == f"{optimizer}.step":
+                return source.positions[call].start.line
+            compiled_names.add(target)
+    for func in source.nodes(cst.FunctionDef):
+        decorated = any(source.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+                        == "torch.compile" for d in func.decorators)
+        if not decorated and func.name.value not in compiled_names:
+            continue
+        for call in _calls_in(func):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step" \
+                    and source.code(call.func.value) == optimizer:
+                return source.positions[func].start.line
+    return None
+
+
+def _calls_in(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(current.children)
+
+
+def _lr_assignments(source: SourceFile | None, file: str) -> list[tuple[str, str]]:
+    """``group['lr'] = value`` statements: the program writes a Python float into the lr."""
+    found = []
+    if source is None or "'lr'" not in source.text and '"lr"' not in source.text:
+        return found
+    for node in source.nodes(cst.Assign):
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index) \
+                    and isinstance(t.slice[0].slice.value, cst.SimpleString) \
+                    and t.slice[0].slice.value.evaluated_value == "lr" and not _is_tensor(source, node.value):
+                line = source.positions[node].start.line
+                found.append((f"{file}:{line}", source.lines[line - 1].strip()))
+    return found
+
+
+def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:
+    """Keyword arguments appended to a call, in the call's own layout."""
+    if not call.args:
+        at = source.span(call)[1] - 1
+        return Edit(file, at, at, ", ".join(keywords), rule)
+    last = call.args[-1]
+    end = source.span(last)[1]
+    closing = source.span(call)[1] - 1
+    line_start = source.text.rfind("\n", 0, closing) + 1
+    if source.text[line_start:closing].strip() == "" and line_start > end:
+        # One argument per line, closing paren on its own line: one more line per keyword.
+        last_line = source.positions[last].start.line
+        indent = re.match(r"\s*", source.lines[last_line - 1]).group(0)
+        comma = "" if not isinstance(last.comma, cst.MaybeSentinel) else ","
+        text = "".join(f"{indent}{k},\n" for k in keywords)
+        if comma:
+            return Edit(file, end, line_start, f",\n{text}", rule)
+        return Edit(file, line_start, line_start, text, rule)
+    text = ", ".join(keywords)
+    if not isinstance(last.comma, cst.MaybeSentinel):
+        return Edit(file, closing, closing, f" {text}", rule)
+    return Edit(file, end, end, f", {text}", rule)
+
+
+def _bound_name(source: SourceFile, call: cst.Call) -> str | None:
+    parent = source.parents.get(call)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            return source.code(target)
+    if isinstance(parent, cst.AnnAssign):
+        return source.code(parent.target)
+    return None
+
+
+def _keyword_true(call: cst.Call, name: str) -> bool:
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
+def _is_tensor(source: SourceFile, node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and source.qualified_name(node.func) in (
+        "torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full")
+
+
+def _position(source: SourceFile, node: cst.CSTNode) -> list[int]:
+    pos = source.positions[node]
+    return [pos.start.line, pos.start.column, pos.end.line, pos.end.column]
+
+
+def _keys(keys: set[str]) -> str:
+    return ", ".join(f"`{k}`" for k in sorted(keys))
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+RULE = TensorHyperparameters()

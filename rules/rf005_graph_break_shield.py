@@ -1,0 +1,252 @@
+"""RF005 graph-break-shield: a value used only at the end of a frame recompiles all of it."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import libcst as cst
+
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.profile import Frame, Location, Profile, Reason
+from recompile_fix.rule import Example, Project, Rule
+from recompile_fix.source import SourceFile, dotted_name
+
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+# ``File "/abs/program.py", line 11, in fn`` in the ``User stack trace:`` block of a guard failure.
+_USER_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+class GraphBreakShield(Rule):
+    """
+    ## What it does
+    When a compiled frame recompiles for each new value of a Python scalar (an int argument
+    under `dynamic=False`, a global or module attribute int) that it first uses only after a
+    prefix of work that does not read it, inserts `torch._dynamo.graph_break()` right before the
+    statement of that first use.
+
+    ## Why is this bad?
+    Dynamo guards the whole frame on the value, so every new value compiles the whole frame
+    again, prefix included, although the prefix never reads it. A graph break splits the frame:
+    the prefix is compiled once, and only the code after the break (a resume function)
+    recompiles for each value.
+
+    ## Example
+    ```python
+    @torch.compile(dynamic=False)
+    def fn(x, c):
+        y = very_large_function(x)  # recompiled for every c
+        return y + c
+    ```
+    Use instead:
+    ```python
+    @torch.compile(dynamic=False)
+    def fn(x, c):
+        y = very_large_function(x)  # compiled once
+        torch._dynamo.graph_break()
+        return y + c  # recompiled for every c
+    ```
+
+    ## Fix safety
+    Always unsafe: it trades steady-state speed for compile time. Every call then runs two
+    graphs with a return to Python between them, and nothing is fused across the break; the
+    code after the break still recompiles for each value. Values are unchanged. Where the first use
+    sits inside a loop or another block, the break goes before that whole statement of the
+    frame's body. No finding when the prefix calls nothing (no work worth shielding); no fix,
+    with the reason, when the frame is compiled with `fullgraph=True` (a graph break is an
+    error there) or the prefix reads the value.
+
+    ## Profile evidence
+    A value guard on a scalar with a `User stack trace` naming the line of first use, e.g.
+    `c == 1  # return y + c  # program.py:11 in fn`, repeated for each new value; also
+    `G['N'] == 3` (a global) and `self.n == 2` (a module attribute).
+    """
+
+    id = "RF005"
+    name = "graph-break-shield"
+    message = ("`{frame}` recompiles for each value of `{value}` ({compiles} compiles), first used at line "
+               "{line} after {prefix} statement(s) that do not read it: a graph break before line {line} "
+               "compiles them once")
+    consumes = ("scalar_value", "global_value", "module_attribute")
+    triggers = ("compile",)
+    examples = (
+        Example(
+            before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n    return y + c\n",
+            after="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n"
+                  "    torch._dynamo.graph_break()\n    return y + c\n",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings = []
+        for frame in profile.frames:
+            if frame.name.startswith(RESUME_PREFIX) or os.path.isabs(frame.file) or frame.recompiles == 0:
+                continue  # already split, or in a file outside the project, or nothing recompiled
+            uses = self._first_uses(frame)
+            if not uses:
+                continue
+            source = project.source(frame.file)
+            func = source.function_def(frame.first_line, frame.name) if source else None
+            if func is None:
+                continue
+            finding = self._plan_frame(frame, uses, source, func)
+            if finding is not None:
+                findings.append(finding)
+        return findings
+
+    def _first_uses(self, frame: Frame) -> dict[str, tuple[int, list[Reason]]]:
+        """Value -> (the line of the frame's own code that first uses it, its reasons)."""
+        uses: dict[str, tuple[int, list[Reason]]] = {}
+        for reason in frame.reasons():
+            if reason.kind not in self.consumes or not reason.source:
+                continue
+            line = _line_in_frame(reason, frame)
+            if line is None:
+                continue
+            previous = uses.get(reason.source)
+            if previous is None:
+                uses[reason.source] = (line, [reason])
+            else:
+                previous[1].append(reason)
+                uses[reason.source] = (min(previous[0], line), previous[1])
+        return uses
+
+    def _plan_frame(self, frame: Frame, uses: dict, source: SourceFile, func: cst.FunctionDef) -> Finding | None:
+        value, (line, reasons) = min(uses.items(), key=lambda item: item[1][0])
+        body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
+        index = next((i for i, statement in enumerate(body)
+                      if source.positions[statement].start.line <= line <= source.positions[statement].end.line),
+                     None)
+        if index is None:
+            return None
+        evidence = {
+            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+            "compiles": len(frame.compiles),
+            "recompiles": frame.recompiles,
+            "compile_seconds": round(frame.compile_seconds, 3),
+            "guards": sorted({r.text.split("\n", 1)[0] for r in reasons})[:5],
+            "first_use": f"{frame.file}:{line}",
+        }
+        statement = body[index]
+        pos = source.positions[statement]
+        location = Location(file=frame.file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
+                            end_col=pos.end.column if pos.end.line == pos.start.line else None,
+                            function=frame.name)
+        prefix = list(body[:index])
+        if not any(isinstance(n, cst.Call) for earlier in prefix for n in _walk(earlier)):
+            return None  # no prefix, or one that calls nothing: no work worth a graph break
+        finding = Finding(
+            rule=self.id, file=frame.file, location=location, safety=Safety.UNSAFE,
+            message=self.message.format(frame=frame.name, value=value, compiles=len(frame.compiles),
+                                        line=pos.start.line, prefix=len(prefix)),
+            params={"function": frame.name, "line": pos.start.line, "col": pos.start.column},
+            evidence=evidence,
+            notes=[f"trade-off: the prefix (lines {source.positions[body[0]].start.line}-"
+                   f"{source.positions[body[index - 1]].end.line}) compiles once "
+                   f"instead of once per value of `{value}`, but every call then runs two graphs with a return "
+                   "to Python between them and nothing fused across the break, and the rest of the frame "
+                   "still recompiles for each value"],
+        )
+        why_not = self._why_not(value, prefix, statement, source, func)
+        if why_not:
+            finding.safety = Safety.NONE
+            finding.notes = [why_not]
+        return finding
+
+    def _why_not(self, value: str, prefix: list, statement, source: SourceFile, func: cst.FunctionDef) -> str | None:
+        fullgraph = _fullgraph_line(source, func)
+        if fullgraph:
+            return (f"`{func.name.value}` is compiled with fullgraph=True (line {fullgraph}): a graph break "
+                    "there is an error")
+        if _is_graph_break(prefix[-1]):
+            return "a graph break already stands before this statement"
+        names = _value_names(value)
+        for earlier in prefix:
+            read = next((n for n in _walk(earlier) if _reads(n, names)), None)
+            if read is not None:
+                return (f"the prefix reads `{value}` (line {source.positions[read].start.line}) before the "
+                        "guarded use: a break would not shield it")
+        return None
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        func = next(n for n in source.nodes(cst.FunctionDef) if n.name.value == p["function"]
+                    and any(source.positions[s].start.line == p["line"] for s in n.body.body))
+        statement = next(s for s in func.body.body if source.positions[s].start.line == p["line"])
+        pos = source.positions[statement]
+        indent = source.lines[pos.start.line - 1][: pos.start.column]
+        if indent.strip() or pos.start.column != p["col"]:
+            raise ValueError(f"line {p['line']} does not start with the statement")
+        at = source.offset(pos.start.line, 0)
+        return [Edit(finding.file, at, at, f"{indent}{torch_name}._dynamo.graph_break()\n", self.id)]
+
+
+def _line_in_frame(reason: Reason, frame: Frame) -> int | None:
+    """The line of the frame's own code on the way to the first use (the use itself when it is in
+    the frame; otherwise the call into the function that uses it)."""
+    first = reason.first_use
+    if first is not None and first.function == frame.name and _same_file(first.file, frame.file):
+        return first.line
+    _, _, stack = reason.text.partition("User stack trace:")
+    lines = [int(m.group("line")) for m in _USER_FRAME.finditer(stack)
+             if m.group("fn") == frame.name and _same_file(m.group("file"), frame.file)]
+    return lines[-1] if lines else None
+
+
+def _same_file(path: str, profile_path: str) -> bool:
+    """``path`` (as torch prints it, absolute) names the file a Profile spells ``profile_path``."""
+    return path == profile_path or path.endswith(os.sep + profile_path)
+
+
+def _value_names(value: str) -> tuple[str, ...]:
+    """How code spells the guarded value: ``c`` -> (c,), ``G['N']`` -> (N,), ``self.n`` -> (self.n,)."""
+    match = re.match(r"""^G\[['"](\w+)['"]\]$""", value)
+    return (match.group(1),) if match else (value,)
+
+
+def _reads(node: cst.CSTNode, names: tuple[str, ...]) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in names
+    if isinstance(node, cst.Attribute):
+        return dotted_name(node) in names
+    return False
+
+
+def _walk(root: cst.CSTNode):
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def _is_graph_break(statement) -> bool:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and \
+            dotted_name(small.value.func).endswith("_dynamo.graph_break")
+    return False
+
+
+def _fullgraph_line(source: SourceFile, func: cst.FunctionDef) -> int | None:
+    """Where ``func`` is compiled with ``fullgraph=True``: its decorator, or
+    ``torch.compile(func, fullgraph=True)`` in the file."""
+    name = func.name.value
+    candidates = [d.decorator for d in func.decorators if isinstance(d.decorator, cst.Call)]
+    for call in source.nodes(cst.Call):
+        if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == name:
+            candidates.append(call)
+    for call in candidates:
+        if not dotted_name(call.func).endswith("compile"):
+            continue
+        for arg in call.args:
+            if arg.keyword and arg.keyword.value == "fullgraph" and not (
+                    isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+                return source.positions[call].start.line
+    return None
+
+
+RULE = GraphBreakShield()

@@ -1,0 +1,150 @@
+"""recompile_fix.scalar_uses: where a Python number ends up, and whether a 0-d tensor would do the
+same there (the question RF002, RF003 and RF006 ask before they edit)."""
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from recompile_fix.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses
+from recompile_fix.source import SourceFile
+
+CODE = textwrap.dedent('''
+    import math
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from helpers import external_scale
+
+
+    def direct(x, c):
+        return x + c
+
+
+    def scalar_math_first(x, c):
+        return x * (c * c) + math.pi * c
+
+
+    def loop(x, n):
+        for _ in range(n):
+            x = x * 2
+        return x
+
+
+    def branch(logits, temperature):
+        if temperature == 0:
+            return logits.argmax(-1)
+        return torch.softmax(logits / temperature, -1)
+
+
+    def dropout(x, p):
+        return F.dropout(x, p, training=True)
+
+
+    def shape(x, n):
+        return x.view(n, -1)
+
+
+    def scale(y, s):
+        return y * s
+
+
+    def through_helper(x, c):
+        return scale(x, c)
+
+
+    def half(s):
+        return s / 2
+
+
+    def helper_returns_number(x, c):
+        return x * half(c)
+
+
+    def eps_and_clamp(x, c):
+        return torch.clamp(x, max=c) + F.layer_norm(x, (3,), eps=c)
+
+
+    def via_local(x, c):
+        factor = c * 3
+        return x.mul(factor)
+
+
+    def unreadable(x, c):
+        return external_scale(x, c)
+
+
+    def returned(x, c):
+        return c * 2
+
+
+    def converted(x, c):
+        return x * int(c)
+
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(3, 3)
+            self.bias = torch.zeros(3)
+
+        def forward(self, x, t):
+            h = self.proj(x)
+            return h / t + self.bias * t
+''')
+
+
+@pytest.fixture(scope="module")
+def source():
+    return SourceFile.parse(Path("m.py"), CODE)
+
+
+def uses(source, function, param, tensors):
+    func = next(n for n in source.nodes(cst.FunctionDef) if n.name.value == function)
+    return ScalarUses().of_parameter(source, "m.py", func, param, set(tensors))
+
+
+@pytest.mark.parametrize("function, param, tensors, verdicts, why", [
+    ("direct", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+    ("loop", "n", {"x"}, [BLOCKS], "reaches `range()`"),
+    ("branch", "temperature", {"logits"}, [BLOCKS, TENSOR], "decides a Python branch"),
+    ("dropout", "p", {"x"}, [BLOCKS], "sets the dropout probability of `F.dropout()`"),
+    ("shape", "n", {"x"}, [BLOCKS], "is used as a size or dim by `x.view()`"),
+    ("through_helper", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+    ("eps_and_clamp", "c", {"x"}, [TENSOR, BLOCKS], "sets `eps` of `F.layer_norm()`"),
+    ("via_local", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+    ("unreadable", "c", {"x"}, [UNKNOWN], "is passed to `external_scale()`, whose source recompile-fix cannot read"),
+    ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
+    ("converted", "c", {"x"}, [BLOCKS], "is converted by `int()`"),
+    ("forward", "t", {"x"}, [TENSOR, TENSOR], "tensor arithmetic"),
+])
+def test_each_use_is_classified(source, function, param, tensors, verdicts, why):
+    found = uses(source, function, param, tensors)
+    assert [u.verdict for u in found] == verdicts
+    assert any(u.why == why for u in found), [u.why for u in found]
+
+
+def test_branch_use_names_the_line(source):
+    blocked = next(u for u in uses(source, "branch", "temperature", {"logits"}) if u.verdict == BLOCKS)
+    assert blocked.describe() == "decides a Python branch at m.py:24 (`if temperature == 0:`)"
+
+
+def test_scalar_math_is_recorded_and_met_tensors_are_named(source):
+    first = uses(source, "scalar_math_first", "c", {"x"})
+    assert all(u.verdict == TENSOR and u.scalar_math and u.meets == ("x",) for u in first)
+    assert uses(source, "direct", "c", {"x"})[0].scalar_math is False
+    # Through a helper, the tensor it meets is named as the compiled function sees it.
+    assert uses(source, "through_helper", "c", {"x"})[0].meets == ("x",)
+
+
+def test_true_division_is_not_exact_for_an_int(source):
+    (use,) = uses(source, "helper_returns_number", "c", {"x"})
+    assert use.verdict == TENSOR and use.scalar_math and not use.int_exact
+    (local,) = uses(source, "via_local", "c", {"x"})
+    assert local.scalar_math and local.int_exact  # c * 3 stays exact in int64
+
+
+def test_module_tensor_attributes_and_outputs_count_as_tensors(source):
+    found = uses(source, "forward", "t", {"x"})
+    assert {m for u in found for m in u.meets} == {"h", "self.bias"}

@@ -1,0 +1,466 @@
+"""RF002 tensor-scalar, RF003 tensor-lr and RF006 counter-buffer beyond the golden apply test.
+
+* the negative golden cases: no edit, and `recompile-fix report` says which use blocks the tensor;
+* every positive golden case states whether its outputs are bit-identical (EXACT, checked with
+  rtol=atol=0 by test_golden) or only within assert_close (CLOSE), and why; CLOSE ones really differ;
+* the 20-step training loop with a module step counter: compiles stop growing, no limit hit;
+* the rules' decisions on small sources with hand-written Profiles (no torch run): where RF003's
+  edit goes, which schedulers and optimizer settings block or change it, static mode, RF006's
+  config fallback by torch version, RF002's notes and call sites.
+"""
+
+import inspect
+import shutil
+import textwrap
+
+import pytest
+
+from conftest import ROOT, run_cli
+from equivalence import run_recorded
+from recompile_fix.findings import Safety
+from recompile_fix.profile import Compile, Frame, Location, Profile, Reason, sha256_bytes
+from recompile_fix.rewrite import rewrite
+from recompile_fix.rule import Project
+from recompile_fix.rules import rule_by_id
+from recompile_fix.source import SourceFile
+
+GOLDEN = ROOT / "golden"
+OURS = sorted(p for rule in ("RF002", "RF003", "RF006") for p in (GOLDEN / rule).glob("*")
+              if (p / "program.in.py").exists())
+
+# Negative cases: the reason `report` must print (the file is left as it is).
+NEGATIVE = {
+    "RF002/range_count": "`n` reaches `range()` at program.py:8 (`for _ in range(n):`)",
+    "RF002/temperature_branch": "`temperature` decides a Python branch at program.py:8 (`if temperature == 0:`)",
+    "RF002/dropout_probability": "`p` sets the dropout probability of `F.dropout()` at program.py:9",
+    "RF002/int_shape": "`rows` is used as a size or dim by `x.view()` at program.py:8",
+}
+
+
+@pytest.mark.parametrize("case", NEGATIVE, ids=str)
+def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
+    directory = GOLDEN / case
+    assert (directory / "NO_CHANGE").exists()
+    assert (directory / "program.out.py").read_text() == (directory / "program.in.py").read_text()
+    shutil.copy(directory / "program.in.py", tmp_path / "program.py")
+    out = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
+    line = next(l for l in out.splitlines() if f" {case.split('/')[0]} [no fix] " in l)
+    assert "it stays a Python number" in line
+    assert NEGATIVE[case] in out and "a 0-d tensor there fails to compile or changes the graph; no edit" in out
+
+
+@pytest.mark.parametrize("case", [c for c in OURS if not (c / "NO_CHANGE").exists()],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
+    """EXACT: test_golden compares the outputs bit for bit; CLOSE: within assert_close only, and
+    here they must really differ (else the case should say EXACT)."""
+    exact, close = case / "EXACT", case / "CLOSE"
+    assert exact.exists() != close.exists(), "say EXACT or CLOSE (with why)"
+    why = (exact if exact.exists() else close).read_text().strip()
+    assert len(why) > 40, "say why"
+    if close.exists():
+        before = run_recorded(case / "program.in.py", tmp_path)
+        after = run_recorded(case / "program.out.py", tmp_path)
+        pairs = [(b, a) for key in before["outputs"] for bc, ac in zip(before["outputs"][key], after["outputs"][key])
+                 for b, a in zip(bc, ac)]
+        assert any(not b.equal(a) for b, a in pairs), "the outputs are bit-identical: mark the case EXACT"
+
+
+def test_twenty_step_training_loop_with_a_module_counter(tmp_path):
+    """Bit-identical (EXACT: the int64 buffer multiplies float32 by the same integer). Before:
+    one compile per step until the recompile limit (8), then eager for the rest; after: one."""
+    case = GOLDEN / "RF006" / "training_step_counter"
+    recorded = Profile.load(case / "profile.json").frame("training_loss")
+    assert recorded.limit_hits == 1 and len(recorded.compiles) == 9
+    before = run_recorded(case / "program.in.py", tmp_path)
+    after = run_recorded(case / "program.out.py", tmp_path)
+    (calls,) = [v for k, v in after["outputs"].items() if k.split("#")[0] == "training_loss"]
+    assert len(calls) == 20
+    assert before["compiles"]["training_loss"] == 9 and after["compiles"]["training_loss"] == 1
+    assert "register_buffer(\"num_iter\", torch.tensor(0), persistent=False)" in (case / "program.out.py").read_text()
+
+
+# -- hand-written Profiles ----------------------------------------------------------------------
+def project_of(tmp_path, files: dict[str, str], frames, torch_version="2.13.0+cpu"):
+    files = {name: textwrap.dedent(text).lstrip("\n") for name, text in files.items()}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    sources = {name: sha256_bytes(text.encode()) for name, text in files.items()}
+    profile = Profile(command=["python", "train.py"], torch_version=torch_version, python_version="3.11.7",
+                      frames=frames, sources=sources)
+    return profile, Project(tmp_path, expected_hashes=sources)
+
+
+def fixed(rule, findings, project, path, unsafe=False):
+    wanted = {Safety.SAFE, Safety.UNSAFE} if unsafe else {Safety.SAFE}
+    ours = [f for f in findings if f.file == path and f.safety in wanted]
+    return rewrite(path, project.source(path), ours, {rule.id: rule}).after
+
+
+def at(file, line, function="<module>"):
+    return Location(file=file, line=line, function=function)
+
+
+ADAM_FILE = "/venv/lib/python3.11/site-packages/torch/optim/adam.py"
+SGD_FILE = "/venv/lib/python3.11/site-packages/torch/optim/sgd.py"
+
+
+def optimizer_frame(file=ADAM_FILE, key="lr", stack=(at("train.py", 12),), values=(0.01, 0.009)):
+    source = f"self.param_groups[0]['{key}']"
+    compiles = [Compile(id="2/0", stack=list(stack))]
+    for n, value in enumerate(values):
+        compiles.append(Compile(id=f"2/{n + 1}", stack=list(stack), reasons=[Reason(
+            kind="optimizer_param_group", text=f"2/{n}: {source} == {value}", source=source, value=value,
+            value_type="float")]))
+    return Frame(file=file, first_line=214, name="step", compiles=compiles)
+
+
+RF002, RF003, RF006 = rule_by_id("RF002"), rule_by_id("RF003"), rule_by_id("RF006")
+
+
+def test_rf003_edits_the_file_that_builds_the_optimizer(tmp_path):
+    files = {
+        "train.py": """
+            import torch
+            from steps import train_step
+
+            model = torch.nn.Linear(3, 3)
+            opt = torch.optim.Adam(model.parameters(), lr=3e-4)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            for _ in range(3):
+                train_step(model, opt)
+                sched.step()
+        """,
+        "steps.py": """
+            import torch
+
+
+            @torch.compile
+            def train_step(model, opt):
+                model(torch.ones(2, 3)).sum().backward()
+                opt.step()
+        """,
+    }
+    frame = optimizer_frame(stack=(at("train.py", 8), at("steps.py", 7, "train_step")))
+    profile, project = project_of(tmp_path, files, [frame])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.file == "train.py" and finding.location.line == 5 and finding.safety is Safety.SAFE
+    assert "opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(3e-4, dtype=torch.float64))" in \
+        fixed(RF003, [finding], project, "train.py")
+
+
+@pytest.mark.parametrize("construction, expected", [
+    ("torch.optim.SGD(model.parameters(), 0.1, momentum=0.9)",
+     "torch.optim.SGD(model.parameters(), torch.tensor(0.1, dtype=torch.float64), momentum=0.9)"),
+    ("torch.optim.Adam([{'params': model.weight, 'lr': 1e-3}, {'params': model.bias}], lr=1e-2)",
+     "torch.optim.Adam([{'params': model.weight, 'lr': torch.tensor(1e-3, dtype=torch.float64)}, "
+     "{'params': model.bias}], lr=torch.tensor(1e-2, dtype=torch.float64))"),
+    ("torch.optim.Adam(model.parameters())",
+     "torch.optim.Adam(model.parameters(), lr=torch.tensor(0.001, dtype=torch.float64))"),
+    ("Adam(model.parameters(), lr=LR)", "Adam(model.parameters(), lr=torch.tensor(LR, dtype=torch.float64))"),
+])
+def test_rf003_lr_given_positionally_in_groups_by_default_or_by_import(tmp_path, construction, expected):
+    optimizer = "sgd" if "SGD" in construction else "adam"
+    train = f"""
+        import torch
+        from torch.optim import Adam
+
+        LR = 0.01
+        model = torch.nn.Linear(3, 3)
+        opt = {construction}
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    """
+    frame = optimizer_frame(file=ADAM_FILE.replace("adam", optimizer))
+    profile, project = project_of(tmp_path, {"train.py": train}, [frame])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert f"opt = {expected}\n" in fixed(RF003, [finding], project, "train.py")
+
+
+def test_rf003_foreach_adam_needs_capturable_and_is_unsafe(tmp_path):
+    train = """
+        import torch
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, foreach=True)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    """
+    profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.UNSAFE and "needs `capturable=True`" in " ".join(finding.notes)
+    assert "lr=torch.tensor(0.01, dtype=torch.float64), foreach=True, capturable=True)" in \
+        fixed(RF003, [finding], project, "train.py", unsafe=True)
+
+
+@pytest.mark.parametrize("scheduler, version, keys, blocked_by", [
+    ("ReduceLROnPlateau(opt)", "2.9.1", ("lr",), "writes a Python float back into `param_groups[i]['lr']`"),
+    ("ReduceLROnPlateau(opt)", "2.13.0", ("lr",), None),
+    ("ExponentialLR(opt, 0.9)", "2.3.1", ("lr",), "schedulers replace a tensor lr with Python floats"),
+    ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("betas",), "writes Python floats into `betas`"),
+    ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("lr",), None),
+    ("OneCycleLR(opt, max_lr=0.1, total_steps=10, cycle_momentum=False)", "2.13.0", ("lr",), None),
+])
+def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, version, keys, blocked_by):
+    train = f"""
+        import torch
+        from torch.optim.lr_scheduler import ExponentialLR, OneCycleLR, ReduceLROnPlateau
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        sched = {scheduler}
+    """
+    frames = [optimizer_frame(key=key) for key in keys]
+    profile, project = project_of(tmp_path, {"train.py": train}, frames, torch_version=version)
+    (finding,) = RF003.plan(profile, project)
+    notes = " ".join(finding.notes)
+    if blocked_by:
+        assert finding.safety is Safety.NONE and blocked_by in notes
+    else:
+        assert finding.safety is Safety.SAFE
+        cycles = "OneCycleLR" in scheduler and "cycle_momentum=False" not in scheduler
+        assert ("writes Python floats into `betas`" in notes) == cycles  # a note: lr is still fixed
+
+
+def test_rf003_program_that_writes_the_lr_itself_gets_no_edit(tmp_path):
+    train = """
+        import torch
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        for group in opt.param_groups:
+            group['lr'] = 0.5
+    """
+    profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.NONE
+    assert "`group['lr'] = 0.5` at train.py:7 assigns a Python float to the lr" in finding.notes[0]
+
+
+def test_rf003_says_so_when_no_construction_is_in_the_profiled_files(tmp_path):
+    train = """
+        import torch
+        from factory import make_optimizer
+
+        opt = make_optimizer()
+    """
+    profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.NONE and "no `torch.optim` construction matching `step`" in finding.notes[0]
+
+
+def test_rf003_default_lrs_are_torchs():
+    torch = pytest.importorskip("torch")
+    from recompile_fix.rules.rf003_tensor_hyperparameters import OPTIMIZERS
+
+    for name, (_, default) in OPTIMIZERS.items():
+        cls = getattr(torch.optim, name, None) or getattr(torch.optim, f"_{name.lower()}", None)
+        if cls is None:
+            continue
+        assert float(default) == float(inspect.signature(cls.__init__).parameters["lr"].default), name
+
+
+SEED_LR = textwrap.dedent("""
+    import torch
+
+    mod = torch.nn.Linear(3, 3)
+    opt = torch.optim.Adam(mod.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+
+
+    @torch.compile
+    def gn(inp):
+        opt.zero_grad(True)
+        out = mod(inp).sum()
+        out.backward()
+        opt.step()
+        sched.step()
+""").lstrip("\n")
+
+
+@pytest.mark.parametrize("text, found", [
+    (SEED_LR, True),
+    (SEED_LR.replace("lr=0.01", "lr=torch.tensor(0.01)"), False),  # already a tensor
+    (SEED_LR.replace("sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)", ""), False),  # no scheduler
+    (SEED_LR.replace("@torch.compile\n", ""), False),  # nothing compiled
+    (SEED_LR.replace("@torch.compile\n", "") + "\ngn = torch.compile(gn)\n", True),
+    (SEED_LR.replace("@torch.compile\n", "") + "\nopt.step = torch.compile(opt.step)\n", True),
+])
+def test_rf003_static_mode_finds_the_documented_pattern(text, found):
+    source = SourceFile.parse(ROOT / "x.py", text)
+    findings = RF003.plan_static(source, "x.py")
+    assert bool(findings) == found
+    if found:
+        (finding,) = findings
+        assert finding.confidence == "static" and finding.safety is Safety.SAFE
+        assert "found without a Profile: `ExponentialLR` at line 5 changes the lr" in finding.notes[0]
+        after = rewrite("x.py", source, findings, {"RF003": RF003}).after
+        assert "lr=torch.tensor(0.01, dtype=torch.float64)" in after
+
+
+# -- RF006 --------------------------------------------------------------------------------------
+def counter_frame(file, name, first_line, source, values, kind="module_attribute", inputs=None):
+    compiles = [Compile(id="0/0", stack=[at(file, 30)], inputs=inputs or {})]
+    for n, value in enumerate(values):
+        compiles.append(Compile(id=f"0/{n + 1}", stack=[at(file, 30)], inputs=inputs or {}, reasons=[Reason(
+            kind=kind, text=f"0/{n}: {source} == {value}", source=source, value=value, value_type="int",
+            first_use=at(file, first_line + 2, name))]))
+    return Frame(file=file, first_line=first_line, name=name, compiles=compiles)
+
+
+COUNTER_MODULE = """
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            {use}
+"""
+X = {"x": {"type": "Tensor", "shape": [3], "stride": [1], "dtype": "float32"}}
+
+
+@pytest.mark.parametrize("use, version, expected, safety", [
+    ("return x * self.calls", "2.13.0",
+     '        self.register_buffer("calls", torch.tensor(0), persistent=False)\n', Safety.SAFE),
+    ("return x if self.calls % 2 else -x", "2.13.0",
+     'torch.compiler.config.dynamic_sources = "L[\'self\'].calls"\n', Safety.SAFE),
+    ("return x if self.calls % 2 else -x", "2.5.1",
+     "torch._dynamo.config.allow_unspec_int_on_nn_module = True\n", Safety.SAFE),
+    ("return x.repeat(self.calls) if True else x", "2.13.0", None, Safety.SAFE),
+    ("return [x for _ in range(self.calls)]", "2.13.0", "specialised on every value there; no edit", Safety.NONE),
+    ("return x * (self.calls / 3)", "2.13.0", "dynamic_sources", Safety.SAFE),  # / before the tensor
+])
+def test_rf006_buffer_or_narrowest_config(tmp_path, use, version, expected, safety):
+    files = {"net.py": COUNTER_MODULE.format(use=use)}
+    frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2, 3], inputs=X)
+    profile, project = project_of(tmp_path, files, [frame], torch_version=version)
+    (finding,) = RF006.plan(profile, project)
+    assert finding.safety is safety, finding.notes
+    if expected is None:  # a size argument: dynamic shapes take a dynamic int, so the config helps
+        assert "dynamic_sources" in finding.params["config"]
+    elif safety is Safety.NONE:
+        assert expected in " ".join(finding.notes)
+    else:
+        assert expected in fixed(RF006, [finding], project, "net.py")
+
+
+def test_rf006_reassigned_counter_names_the_write(tmp_path):
+    files = {"net.py": COUNTER_MODULE.format(use="return x * self.calls") + "\n\n    def reset(self):\n        self.calls = 0\n"}
+    frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2], inputs=X)
+    profile, project = project_of(tmp_path, files, [frame])
+    (finding,) = RF006.plan(profile, project)
+    assert "`self.calls = 0` assigns a new value at net.py:16" in " ".join(finding.notes)
+    assert finding.params["config"] == "torch.compiler.config.dynamic_sources = \"L['self'].calls\""
+
+
+GLOBALS = """
+    import torch
+
+    STEP = 0
+    EPOCH = 0
+
+
+    @torch.compile
+    def scaled(x):
+        if STEP > 2 and EPOCH > 1:
+            return x * 2
+        return x
+
+
+    def advance():
+        global STEP, EPOCH
+        STEP += 1
+        EPOCH += 1
+"""
+
+
+def test_rf006_two_global_counters_share_one_config_statement(tmp_path):
+    frames = [counter_frame("g.py", "scaled", 7, "G['STEP']", [1, 2], kind="global_value", inputs=X),
+              counter_frame("g.py", "scaled", 7, "G['EPOCH']", [1, 2], kind="global_value", inputs=X)]
+    frames[0].compiles.extend(frames.pop().compiles[1:])
+    profile, project = project_of(tmp_path, {"g.py": GLOBALS}, frames)
+    (finding,) = RF006.plan(profile, project)
+    assert "torch.compiler.config.dynamic_sources = \"G['EPOCH'],G['STEP']\"\n" in fixed(RF006, [finding], project, "g.py")
+
+
+def test_rf006_old_torch_has_no_config_for_a_global(tmp_path):
+    frame = counter_frame("g.py", "scaled", 7, "G['STEP']", [1, 2], kind="global_value", inputs=X)
+    profile, project = project_of(tmp_path, {"g.py": GLOBALS}, [frame], torch_version="2.6.0")
+    (finding,) = RF006.plan(profile, project)
+    assert finding.safety is Safety.NONE and "has no config that makes one global int dynamic" in finding.notes[-1]
+
+
+# -- RF002 --------------------------------------------------------------------------------------
+SCALAR = """
+    import torch
+
+
+    @torch.compile(dynamic=False)
+    def fn(x, c=1.0):
+        return x + c
+
+
+    for i in range(3):
+        fn(torch.ones(i + 2), 0.5 + i)
+    fn(torch.ones(2), 2.5)
+    fn(torch.ones(2))
+    fn(torch.ones(2), scale)
+"""
+
+
+def scalar_frame(shapes=((2,), (3,), (4,))):
+    compiles = []
+    for n, shape in enumerate(shapes):
+        inputs = {"x": {"type": "Tensor", "shape": list(shape), "stride": [1], "dtype": "float32"},
+                  "c": {"type": "float", "value": 0.5 + n}}
+        reasons = [] if n == 0 else [Reason(kind="scalar_value", text=f"0/{n - 1}: c == {n - 0.5}", source="c",
+                                            value=n - 0.5, value_type="float")]
+        compiles.append(Compile(id=f"0/{n}", stack=[Location("program.py", 10, 10, 4, 34, "<module>")],
+                                inputs=inputs, reasons=reasons))
+    return Frame(file="program.py", first_line=4, name="fn", compiles=compiles)
+
+
+def test_rf002_wraps_cache_hit_calls_too_and_notes_a_hidden_shape_change(tmp_path):
+    profile, project = project_of(tmp_path, {"program.py": SCALAR}, [scalar_frame()])
+    findings = RF002.plan(profile, project)
+    by_line = {f.location.line: f for f in findings}
+    assert set(by_line) == {10, 11, 13}  # fn(torch.ones(2)) passes no c: left alone
+    assert by_line[13].safety is Safety.UNSAFE and "would copy it" in by_line[13].notes[-1]
+    assert any("`x` also changed shape between these compiles ([2] ... [4])" in n for n in by_line[10].notes)
+    assert "did not compile (a cache hit, or not run)" in by_line[11].notes[-1]
+    assert by_line[11].safety is Safety.SAFE  # a literal: certainly a number
+    after = fixed(RF002, findings, project, "program.py")
+    assert "fn(torch.ones(i + 2), torch.tensor(0.5 + i, dtype=torch.float64))" in after
+    assert "fn(torch.ones(2), torch.tensor(2.5, dtype=torch.float64))\nfn(torch.ones(2))\n" in after
+
+
+def test_rf002_after_a_graph_break_wraps_the_call_of_the_original_function(tmp_path):
+    text = """
+        import torch
+
+
+        @torch.compile(dynamic=False)
+        def gn(x, c):
+            y = x.sin()
+            torch._dynamo.graph_break()
+            return y + c
+
+
+        for i in range(3):
+            gn(torch.ones(3), i + 0.5)
+    """
+    stack = [Location("program.py", 12, 12, 4, 30, "<module>"), at("program.py", 7, "gn")]
+    compiles = [Compile(id="1/0", stack=stack, inputs={"y": X["x"], "c": {"type": "float", "value": 0.5}}),
+                Compile(id="1/1", stack=stack, reasons=[Reason(kind="scalar_value", text="1/0: c == 0.5", source="c",
+                                                               value=0.5, value_type="float")])]
+    frame = Frame(file="program.py", first_line=7, name="torch_dynamo_resume_in_gn_at_7", compiles=compiles)
+    profile, project = project_of(tmp_path, {"program.py": text}, [frame])
+    (finding,) = RF002.plan(profile, project)
+    assert finding.safety is Safety.SAFE and finding.location.line == 12
+    assert "gn(torch.ones(3), torch.tensor(i + 0.5, dtype=torch.float64))" in fixed(RF002, [finding], project, "program.py")

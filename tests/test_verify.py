@@ -1,0 +1,312 @@
+"""`recompile-fix verify` and `apply --verify`: the fixes are run before they are trusted.
+
+* the bundled examples: a before/after table per frame, equal outputs, exit 0, the user's files
+  untouched, and an HTML page that a headless Chromium lays out with its bar charts;
+* a planted wrong fix (RF001's hard `mark_dynamic` on a size the code specialises through a
+  local): `verify` flags it (exit 1, ConstraintViolationError), `apply --verify` drops it with
+  the reason and applies the good fix next to it;
+* a planted tensor-wrapped float that reaches a branch (a test-only rule): more graph breaks;
+* `--fail-on-recompile`, and the comparison logic on hand-made Profiles.
+"""
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import PROGRAMS, ROOT, run_cli
+from recompile_fix.edits import Edit
+from recompile_fix.findings import Finding, Safety
+from recompile_fix.profile import Compile, Frame, GraphBreak, Location, Profile
+from recompile_fix.rule import Rule
+from recompile_fix.verify import (
+    CallableOutputs,
+    Run,
+    Tolerance,
+    _command_in,
+    allowances,
+    compare_runs,
+    compare_tensors,
+    copy_tree,
+    run_command,
+    verify,
+)
+
+VERIFY_PROGRAMS = PROGRAMS / "verify"
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*.py")) if ".recompile-fix" not in p.parts and "__pycache__" not in p.parts}
+
+
+def _row(table: str, label: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(label))
+    return re.split(r"\s{2,}", line.strip())
+
+
+# -- the examples ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def verified_examples(tmp_path_factory):
+    work = tmp_path_factory.mktemp("vex")
+    shutil.copytree(ROOT / "examples", work / "examples")
+    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
+    before = _hashes(work)
+    result = run_cli("verify", "--html", "verify.html", cwd=work)
+    return work, before, result
+
+
+def test_verify_examples_table(verified_examples):
+    work, before, result = verified_examples
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    # One row per frame: compiles, recompiles, limit hits, compile s, graph breaks, outputs.
+    growing = _row(out, "forward (examples/growing_shape.py:")
+    assert growing[1:4] == ["2 -> 1", "1 -> 0", "0 -> 0"] and growing[-1] == "same", growing
+    ragged = _row(out, "forward (examples/ragged_batch.py:")
+    assert ragged[1:4] == ["2 -> 1", "1 -> 0", "0 -> 0"] and ragged[-1] == "same", ragged
+    assert "DIFFER" not in out
+    assert re.search(r"same\s+TinyGPT \(examples/growing_shape.py:\d+\): calls 6 -> 6, 6 tensors, max abs diff 0", out)
+    assert "Verified: compiles" in out and "outputs equal" in out
+    # The user's tree is as it was: the fixes were made in a copy.
+    assert _hashes(work) == before
+    # The program's own output goes to a log per run.
+    assert "growing_shape" in (work / ".recompile-fix" / "verify" / "before.log").read_text()
+    assert "growing_shape" in (work / ".recompile-fix" / "verify" / "after.log").read_text()
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail("no headless browser: the HTML test needs Chromium (`apt-get install chromium`), "
+                "it does not skip")
+
+
+# Appended to a copy of the page by the test only: what the browser laid out.
+_PROBE = """<script>
+const out = {};
+for (const svg of document.querySelectorAll('svg.chart')) {
+  out[svg.id] = [...svg.querySelectorAll('g.frame')].map(g => ({
+    frame: g.dataset.frame,
+    before: g.querySelector('rect.before').getBBox().width,
+    after: g.querySelector('rect.after').getBBox().width,
+    shown: g.getBoundingClientRect().height > 0,
+  }));
+}
+const pre = document.createElement('pre'); pre.id = 'layout'; pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
+    work, _, result = verified_examples
+    page = (work / "verify.html").read_text()
+    # Self-contained: nothing to fetch, no script of its own.
+    assert "<script" not in page and "<link" not in page and " src=" not in page
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", page)
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _PROBE + "</body>"))
+    done = subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert 'id="chart-compiles"' in dom and 'id="chart-seconds"' in dom, done.stderr[-2000:]
+    layout = json.loads(re.search(r'<pre id="layout">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
+    compiles = {bar["frame"]: bar for bar in layout["chart-compiles"]}
+    assert len(compiles) == len(layout["chart-seconds"]) >= 10
+    growing = next(bar for frame, bar in compiles.items() if frame.startswith("forward (examples/growing_shape.py"))
+    # 2 compiles before, 1 after: the browser drew the before bar twice as wide.
+    assert growing["shown"] and growing["before"] == pytest.approx(2 * growing["after"], rel=0.02)
+    assert all(bar["before"] > 0 and bar["after"] > 0 for bar in compiles.values())
+
+
+# -- a planted wrong fix ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    work = tmp_path_factory.mktemp("planted")
+    shutil.copy(VERIFY_PROGRAMS / "planted.py", work / "planted.py")
+    run_cli("profile", "--backend", "eager", "--", "python", "planted.py", cwd=work, check=0)
+    diff = run_cli("apply", ".", "--diff", cwd=work, check=0).stdout
+    # What RF001 plans: a good mark for `scale`, and a hard mark for `head`, which is wrong there.
+    assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.mark_dynamic(x, 0)" in diff
+    return work
+
+
+def _stage(planted: Path, tmp: Path) -> Path:
+    work = tmp / "work"
+    shutil.copytree(planted, work)
+    return work
+
+
+def test_verify_flags_the_wrong_fix(planted, tmp_path):
+    work = _stage(planted, tmp_path)
+    before = (work / "planted.py").read_bytes()
+    result = run_cli("verify", "--json", cwd=work, check=1)
+    data = json.loads(result.stdout)
+    assert data["verified"] is False and data["exit_code"] == {"before": 0, "after": 1}
+    assert any("ConstraintViolationError" in r and "specialized it to be a constant (4)" in r
+               for r in data["regressions"]), data["regressions"]
+    assert {f["location"]["line"] for f in data["fixes"]} == {38, 41}
+    assert (work / "planted.py").read_bytes() == before  # verify never writes the user's files
+
+
+def test_apply_verify_drops_the_wrong_fix_and_applies_the_good_one(planted, tmp_path):
+    work = _stage(planted, tmp_path)
+    result = run_cli("apply", ".", "--verify", cwd=work, check=1)
+    text = (work / "planted.py").read_text()
+    assert "torch._dynamo.mark_dynamic(y, 0)" in text  # the good one
+    assert "mark_dynamic(x" not in text  # the wrong one is left out
+    assert re.search(r"planted.py:38:\d+: RF001 .*\n    dropped: verification shows it makes things worse:\n"
+                     r"      - the command failed after the fix: exit code 1 \(ConstraintViolationError", result.stdout)
+    assert re.search(r"planted.py:41:\d+: RF001 .*\n    verified", result.stdout)
+    assert re.search(r"scale \(planted.py:22\)\s+2 -> 1\s+1 -> 0", result.stdout)
+    assert "Fixed 1 verified finding(s) in 1 file(s); dropped 1 that made things worse (4 runs" in result.stderr
+    # What was applied is recorded: a second apply --verify has nothing left to run.
+    again = run_cli("apply", ".", "--verify", cwd=work, check=0)
+    assert (work / "planted.py").read_text() == text
+    assert "Fixed 0 verified finding(s)" in again.stderr
+
+
+class WrapFloat(Rule):
+    """Test only: pass `alpha` to `shift` as a 0-d tensor, which then reaches `if alpha > 1.0`."""
+
+    id = "RF999"
+    name = "wrap-float"
+
+    def plan(self, profile, project):
+        source = project.source("planted.py")
+        call = "shift(base, alpha)"
+        start = source.text.index(call) + len("shift(base, ")
+        line = source.text[:start].count("\n") + 1
+        col = start - source.text.rfind("\n", 0, start) - 1
+        return [Finding(rule=self.id, file="planted.py", location=Location("planted.py", line, col=col),
+                        message="wrap alpha", safety=Safety.SAFE, params={"start": start})]
+
+    def fix(self, finding, source, torch_name):
+        start = finding.params["start"]
+        return [Edit(finding.file, start, start + len("alpha"), f"{torch_name}.tensor(alpha, dtype=torch.float64)",
+                     self.id)]
+
+
+def test_verify_flags_a_tensor_wrapped_value_that_reaches_a_branch(planted, tmp_path):
+    work = _stage(planted, tmp_path)
+    v = verify(["python", "planted.py"], Profile.load(work / ".recompile-fix" / "profile.json"), (WrapFloat(),),
+               root=work, backend="eager")
+    assert [f.rule for f in v.fixes] == ["RF999"]
+    assert v.after_exit == 0 and not v.verified
+    assert any(r.startswith("more graph breaks: shift (planted.py:") for r in v.regressions), v.regressions
+    shift = next(o for o in v.outputs if o.label.startswith("shift"))
+    assert shift.same and shift.compared == 3  # same values: it is the graphs that got worse
+
+
+# -- --fail-on-recompile ------------------------------------------------------------------------
+
+def test_fail_on_recompile_after_warm_up(tmp_path):
+    shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
+    run = run_command(["python", "recompiles_late.py"], cwd=tmp_path, backend="eager",
+                      log=tmp_path / "run.log", fail_on_recompile=True)
+    # The first call compiles (warm-up), the second hits the cache, the third would recompile.
+    assert run.exit_code == 1 and "fail_on_recompile" in run.exception
+    assert "size mismatch at index 0. expected 3, actual 4" in run.exception
+    (outputs,) = run.outputs.values()
+    assert outputs.calls == 3 and len(outputs.outputs) == 2
+
+
+# -- the comparison, on hand-made runs --------------------------------------------------------
+
+def _frame(name, line, compiles, *, graph_breaks=0, file="prog.py"):
+    frame = Frame(file=file, first_line=line, name=name,
+                  compiles=[Compile(id=f"0/{i}", seconds={"dynamo": 0.1}) for i in range(compiles)])
+    if graph_breaks:
+        frame.graph_breaks.append(GraphBreak(Location(file, line + 1), "graph_break()", graph_breaks))
+    return frame
+
+
+def _run(frames, outputs=None, exit_code=0):
+    profile = Profile(command=["python", "prog.py"], torch_version=None, python_version="3", frames=frames)
+    outs = {}
+    for key, tensors in (outputs or {}).items():
+        outs[key] = CallableOutputs(key=key, kind="function", qualname=key, name=key, file="prog.py", line=1,
+                                    calls=len(tensors), outputs=[[t] for t in tensors])
+    return Run(profile=profile, exit_code=exit_code, outputs=outs, root=Path("."), log=Path("x.log"))
+
+
+def test_frames_match_across_shifted_lines_and_resume_names():
+    before = _run([_frame("fn", 10, 3), _frame("torch_dynamo_resume_in_fn_at_14", 14, 1)])
+    after = _run([_frame("fn", 11, 1), _frame("torch_dynamo_resume_in_fn_at_15", 15, 1)])
+    v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
+    assert [(r.name, r.line_before, r.line_after, r.before["compiles"], r.after["compiles"]) for r in v.frames] == [
+        ("fn", 10, 11, 3, 1), ("torch_dynamo_resume_in_fn_at_14", 14, 15, 1, 1)]
+    assert v.verified
+
+
+def test_what_counts_as_worse():
+    before = _run([_frame("fn", 10, 2)], {"fn": [torch.ones(2)]})
+    after = _run([_frame("fn", 10, 3, graph_breaks=1), _frame("torch_dynamo_resume_in_fn_at_12", 12, 2)],
+                 {"fn": [torch.ones(2) * 1.5]})
+    v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
+    assert v.regressions == [
+        "more compiles: fn (prog.py:10): 2 -> 3",
+        "more recompiles: fn (prog.py:10): 1 -> 2",
+        "more graph breaks: fn (prog.py:10): 0 -> 1",
+        "new compiled frame: torch_dynamo_resume_in_fn_at_12 (prog.py:12): 2 compiles",
+        "outputs differ: fn (prog.py:1): call 1, tensor 1: max abs diff 0.5",
+    ]
+    crashed = compare_runs(before, _run([], exit_code=1), command=["x"], fixes=[], tolerance=Tolerance())
+    assert crashed.regressions[0].startswith("the command failed after the fix: exit code 1")
+    assert len(crashed.regressions) == 1  # missing outputs after a crash say nothing more
+
+
+def test_a_rule_that_breaks_graphs_on_purpose_is_not_blamed_for_it():
+    class Shield(Rule):
+        id = "TST2"
+        verify_allows = ("graph_breaks", "resume_frames")
+
+    fix = Finding(rule="TST2", file="prog.py", location=Location("prog.py", 11), message="", safety=Safety.UNSAFE)
+    before = _run([_frame("fn", 10, 4)])
+    after = _run([_frame("fn", 10, 1, graph_breaks=1), _frame("torch_dynamo_resume_in_fn_at_12", 12, 4)])
+    allows = allowances([fix], (Shield(),))
+    assert compare_runs(before, after, command=["x"], fixes=[fix], tolerance=Tolerance(), allows=allows).verified
+    worse = _run([_frame("fn", 10, 5, graph_breaks=1)])
+    assert not compare_runs(before, worse, command=["x"], fixes=[fix], tolerance=Tolerance(), allows=allows).verified
+
+
+def test_tensor_tolerances():
+    a = torch.tensor([1.0, float("nan"), 3.0])
+    assert compare_tensors(a, a.clone(), Tolerance(exact=True))[0]  # NaN where NaN was
+    close = a + 1e-7
+    assert compare_tensors(a, close, Tolerance())[0]
+    assert not compare_tensors(a, close, Tolerance(exact=True))[0]
+    assert not compare_tensors(a, a + 1e-3, Tolerance())[0]
+    assert compare_tensors(a, a + 1e-3, Tolerance(atol=1e-2))[0]
+    assert compare_tensors(a, a[:2], Tolerance())[2] == "shape (3,) -> (2,)"
+    assert compare_tensors(a, a.double(), Tolerance())[2] == "dtype float32 -> float64"
+    assert compare_tensors(torch.tensor([1, 2]), torch.tensor([1, 3]), Tolerance()) == (False, 1.0, "max abs diff 1")
+
+
+def test_copy_tree(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_bytes(b"x = 1\r\n")
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref")
+    (src / ".recompile-fix").mkdir()
+    (src / ".recompile-fix" / "profile.json").write_text("{}")
+    (src / ".venv" / "bin").mkdir(parents=True)
+    (src / "data.bin").write_bytes(b"\0" * (17 * 1024 * 1024))
+    copy_tree(src, dst)
+    assert (dst / "pkg" / "mod.py").read_bytes() == b"x = 1\r\n"  # byte for byte: the hashes hold
+    assert not (dst / ".git").exists() and not (dst / ".recompile-fix").exists()
+    assert (dst / ".venv").is_symlink() and (dst / "data.bin").is_symlink()
+    assert _command_in(["python", str(src / "pkg" / "mod.py"), "-v"], src, dst) == \
+        ["python", str(dst / "pkg" / "mod.py"), "-v"]
