@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,11 @@ class Profile:
     schema_version: int = SCHEMA_VERSION
 
     # -- queries ----------------------------------------------------------------------
+    @property
+    def torch_release(self) -> tuple[int, int] | None:
+        """(major, minor) of the torch that ran, for the rules' feature checks."""
+        return torch_release(self.torch_version)
+
     def frame(self, name: str) -> Frame | None:
         for f in self.frames:
             if f.name == name:
@@ -227,6 +233,12 @@ class Profile:
             return cls.from_json(data)
         except UserError as exc:
             raise UserError(f"{path}: {exc}") from None
+
+
+def torch_release(version: str | None) -> tuple[int, int] | None:
+    """``"2.13.0+cpu"`` -> ``(2, 13)``; None when unknown."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _strip_none(value):

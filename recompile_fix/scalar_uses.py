@@ -28,7 +28,7 @@ from typing import Callable
 
 import libcst as cst
 
-from recompile_fix.source import SourceFile
+from recompile_fix.source import SourceFile, is_name, walk
 
 TENSOR = "tensor"
 BLOCKS = "blocks"
@@ -179,7 +179,7 @@ class ScalarUses:
         if isinstance(expr, cst.Name):
             return expr.value in scope.tensors
         if isinstance(expr, cst.Attribute):
-            if _is_name(expr.value, "self") and expr.attr.value in self._tensor_attributes(scope):
+            if is_name(expr.value, "self") and expr.attr.value in self._tensor_attributes(scope):
                 return True
             return expr.attr.value in TENSOR_ATTRIBUTES and self.tensorish(expr.value, scope)
         if isinstance(expr, cst.Subscript):
@@ -214,7 +214,7 @@ class ScalarUses:
         names = set(seeds)
         scope.tensors = names
         assigns = []
-        for node in _walk(scope.node):
+        for node in walk(scope.node):
             if isinstance(node, cst.Assign):
                 assigns.append(([t.target for t in node.targets], node.value))
             elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None:
@@ -243,10 +243,10 @@ class ScalarUses:
             return scope._tensor_attrs
         empty = Scope(source=scope.source, file=scope.file, node=cls, _tensor_attrs=set())
         found = set()
-        for node in _walk(cls):
+        for node in walk(cls):
             if isinstance(node, cst.Assign) and self.tensorish(node.value, empty):
                 for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and _is_name(target.target.value, "self"):
+                    if isinstance(target.target, cst.Attribute) and is_name(target.target.value, "self"):
                         found.add(target.target.attr.value)
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
                     and node.func.attr.value in ("register_buffer", "register_parameter") and node.args \
@@ -430,7 +430,7 @@ class ScalarUses:
                     if found is not None:
                         return other, other_file, found, False
             return None
-        if isinstance(func, cst.Attribute) and _is_name(func.value, "self") and isinstance(scope.node, cst.FunctionDef):
+        if isinstance(func, cst.Attribute) and is_name(func.value, "self") and isinstance(scope.node, cst.FunctionDef):
             cls = source.enclosing_class(scope.node)
             if cls is None:
                 return None
@@ -550,11 +550,11 @@ def _function_named(source: SourceFile, body_owner, name: str) -> cst.FunctionDe
 
 def _submodule_class(source: SourceFile, cls: cst.ClassDef, attr: str) -> cst.ClassDef | None:
     """``self.block = Block(...)`` in the class -> the ClassDef of ``Block`` in the same file."""
-    for node in _walk(cls):
+    for node in walk(cls):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Attribute) and _is_name(t.value, "self") and t.attr.value == attr:
+                if isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr:
                     for statement in source.module.body:
                         if isinstance(statement, cst.ClassDef) and statement.name.value == node.value.func.value:
                             return statement
@@ -584,18 +584,6 @@ def _target_names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _target_names(e.value)]
     return []
-
-
-def _walk(root: cst.CSTNode):
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
-
-
-def _is_name(node, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
 
 
 def _one_line(code: str) -> str:

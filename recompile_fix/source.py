@@ -253,6 +253,19 @@ class SourceFile:
         return self.line_offsets[line] if line < len(self.line_offsets) else len(self.text)
 
 
+def walk(root: cst.CSTNode):
+    """Every node under ``root`` (itself first), depth first, in source order."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def is_name(node, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
 def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Name):
         return node.value

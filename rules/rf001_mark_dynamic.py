@@ -11,7 +11,7 @@ from recompile_fix.findings import Finding, Safety
 from recompile_fix.format import format_statement
 from recompile_fix.profile import Frame, Location, Profile
 from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile
+from recompile_fix.source import SourceFile, is_name
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 
@@ -243,7 +243,7 @@ class _Target:
                 index = node.slice[0].slice
                 value = node.value
                 if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                    if (isinstance(value, cst.Attribute) and value.attr.value == "shape" and _is_name(value.value, param)) \
+                    if (isinstance(value, cst.Attribute) and value.attr.value == "shape" and is_name(value.value, param)) \
                             or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
                         return int(index.value.value)
             # x.size(d)
@@ -251,8 +251,8 @@ class _Target:
                     and isinstance(node.args[0].value, cst.Integer):
                 return int(node.args[0].value.value)
             # len(x)
-            if isinstance(node, cst.Call) and _is_name(node.func, "len") and len(node.args) == 1 \
-                    and _is_name(node.args[0].value, param):
+            if isinstance(node, cst.Call) and is_name(node.func, "len") and len(node.args) == 1 \
+                    and is_name(node.args[0].value, param):
                 return 0
             return None
 
@@ -264,7 +264,7 @@ class _Target:
 
             def visit_Call(self, node: cst.Call) -> None:
                 nonlocal found
-                if _is_name(node.func, "range"):
+                if is_name(node.func, "range"):
                     found |= _contains(node, lambda n: size_dim(n) in wanted)
 
         self.body.visit(Finder())
@@ -325,16 +325,12 @@ def _contains(root: cst.CSTNode, predicate) -> bool:
     return hit
 
 
-def _is_name(node, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
-
-
 def _is_method(call: cst.Call, owner: str, method: str) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and _is_name(call.func.value, owner)
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and is_name(call.func.value, owner)
 
 
 def _is_static(func: cst.FunctionDef) -> bool:
-    return any(_is_name(d.decorator, "staticmethod") for d in func.decorators)
+    return any(is_name(d.decorator, "staticmethod") for d in func.decorators)
 
 
 def _argument(call: cst.Call, keyword: str | None, index: int | None) -> cst.Arg | None:

@@ -109,7 +109,7 @@ class TensorHyperparameters(Rule):
 
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
-        version = _version(profile.torch_version)
+        version = profile.torch_release
         frames: dict[tuple, list] = {}
         for frame in profile.frames:
             for reason in frame.reasons():
@@ -448,11 +448,6 @@ def _position(source: SourceFile, node: cst.CSTNode) -> list[int]:
 
 def _keys(keys: set[str]) -> str:
     return ", ".join(f"`{k}`" for k in sorted(keys))
-
-
-def _version(text: str | None) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 RULE = TensorHyperparameters()

@@ -11,7 +11,7 @@ from recompile_fix.edits import Edit
 from recompile_fix.findings import Finding, Safety
 from recompile_fix.profile import Frame, Location, Profile, Reason
 from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile, dotted_name
+from recompile_fix.source import SourceFile, dotted_name, walk
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 # ``File "/abs/program.py", line 11, in fn`` in the ``User stack trace:`` block of a guard failure.
@@ -135,7 +135,7 @@ class GraphBreakShield(Rule):
                             end_col=pos.end.column if pos.end.line == pos.start.line else None,
                             function=frame.name)
         prefix = list(body[:index])
-        if not any(isinstance(n, cst.Call) for earlier in prefix for n in _walk(earlier)):
+        if not any(isinstance(n, cst.Call) for earlier in prefix for n in walk(earlier)):
             return None  # no prefix, or one that calls nothing: no work worth a graph break
         finding = Finding(
             rule=self.id, file=frame.file, location=location, safety=Safety.UNSAFE,
@@ -164,7 +164,7 @@ class GraphBreakShield(Rule):
             return "a graph break already stands before this statement"
         names = _value_names(value)
         for earlier in prefix:
-            read = next((n for n in _walk(earlier) if _reads(n, names)), None)
+            read = next((n for n in walk(earlier) if _reads(n, names)), None)
             if read is not None:
                 return (f"the prefix reads `{value}` (line {source.positions[read].start.line}) before the "
                         "guarded use: a break would not shield it")
@@ -213,14 +213,6 @@ def _reads(node: cst.CSTNode, names: tuple[str, ...]) -> bool:
     if isinstance(node, cst.Attribute):
         return dotted_name(node) in names
     return False
-
-
-def _walk(root: cst.CSTNode):
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
 
 
 def _is_graph_break(statement) -> bool:

@@ -15,7 +15,7 @@ from recompile_fix.format import format_statement
 from recompile_fix.profile import Frame, Location, Profile
 from recompile_fix.rule import Example, Project, Rule
 from recompile_fix.scalar_uses import TENSOR, ScalarUses, Use, is_load
-from recompile_fix.source import SourceFile
+from recompile_fix.source import SourceFile, is_name, walk
 
 # ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``: a root, then attributes.
 _ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
@@ -297,7 +297,7 @@ class _AttributeState(_State):
                     if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr:
                         stmt = other.parents.get(node)
                         in_init = other is source and init is not None and stmt in init.body.body \
-                            and _is_name(target.target.value, "self") and len(node.targets) == 1
+                            and is_name(target.target.value, "self") and len(node.targets) == 1
                         if in_init and not init_assigns:
                             init_assigns.append((node, stmt))
                         else:
@@ -353,7 +353,7 @@ class _AttributeState(_State):
                 if node.attr.value != attr or not is_load(source, node):
                     continue
                 inside = self.cls in set(source.ancestors(node))
-                if inside and not _is_name(node.value, "self"):
+                if inside and not is_name(node.value, "self"):
                     continue
                 uses.extend(analysis.of_expression(node, _scope(analysis, source, file, node, frame)))
         return uses
@@ -377,7 +377,7 @@ class _GlobalState(_State):
         for statement in source.module.body:
             if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
                     and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
-                    and _is_name(statement.body[0].targets[0].target, name):
+                    and is_name(statement.body[0].targets[0].target, name):
                 inits.append(statement.body[0])
         if not inits:
             state.why_not = f"no module-level `{name} = ...` in {frame.file}"
@@ -389,10 +389,10 @@ class _GlobalState(_State):
             if node is init:
                 continue
             for target in node.targets:
-                if _is_name(target.target, name) and _binds_global(source, node, name):
+                if is_name(target.target, name) and _binds_global(source, node, name):
                     state.bad_writes.append((f"`{_line(source, node)}` assigns a new value", _where(source, frame.file, node)))
         for node in source.nodes(cst.AugAssign):
-            if _is_name(node.target, name) and _binds_global(source, node, name):
+            if is_name(node.target, name) and _binds_global(source, node, name):
                 if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
                     state.bad_writes.append((f"`{_line(source, node)}` is not an in-place int update",
                                              _where(source, frame.file, node)))
@@ -416,7 +416,7 @@ class _GlobalState(_State):
 # -- helpers ------------------------------------------------------------------------------------
 def _config(counter: _Counter, state: _State, profile: Profile):
     """The config statement that makes this one int dynamic, and a note; or why there is none."""
-    version = _version(profile.torch_version)
+    version = profile.torch_release
     if version is None:
         return "the Profile does not say which torch ran, so no config is inserted"
     if version >= DYNAMIC_SOURCES_SINCE:
@@ -445,11 +445,6 @@ def _merge_configs(findings: list[Finding]) -> Finding:
     first.notes = [n for f in findings for n in f.notes]
     first.message += f" (one config for {len(findings)} counters)"
     return first
-
-
-def _version(text: str | None) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", text or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _local_form(source: str) -> str:
@@ -495,7 +490,7 @@ def _preferred_owner(owners, counter: _Counter, frame: Frame, project: Project):
         match = re.match(r"""^G\[['"](\w+)['"]\]\.\w+$""", s)
         if match and source is not None:
             for node in source.nodes(cst.Assign):
-                if any(_is_name(t.target, match.group(1)) for t in node.targets) and isinstance(node.value, cst.Call):
+                if any(is_name(t.target, match.group(1)) for t in node.targets) and isinstance(node.value, cst.Call):
                     class_name = source.code(node.value.func).rsplit(".", 1)[-1]
                     found = [o for o in owners if o[2].name.value == class_name]
                     if len(found) == 1:
@@ -504,13 +499,13 @@ def _preferred_owner(owners, counter: _Counter, frame: Frame, project: Project):
 
 
 def _class_writes(cls: cst.ClassDef, attr: str) -> bool:
-    for node in _walk(cls):
+    for node in walk(cls):
         targets = []
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]
         elif isinstance(node, cst.AugAssign):
             targets = [node.target]
-        if any(isinstance(t, cst.Attribute) and _is_name(t.value, "self") and t.attr.value == attr for t in targets):
+        if any(isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr for t in targets):
             return True
     return False
 
@@ -519,7 +514,7 @@ def _class_level(cls: cst.ClassDef, attr: str) -> cst.SimpleStatementLine | None
     for statement in cls.body.body:
         if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
                 and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
-                and _is_name(statement.body[0].targets[0].target, attr):
+                and is_name(statement.body[0].targets[0].target, attr):
             return statement
     return None
 
@@ -559,19 +554,19 @@ def _binds_global(source: SourceFile, node: cst.CSTNode, name: str) -> bool:
         return True
     if isinstance(func, cst.Lambda):
         return name not in {p.name.value for p in func.params.params}
-    for inner in _walk(func.body):
+    for inner in walk(func.body):
         if isinstance(inner, cst.Global) and any(n.name.value == name for n in inner.names):
             return True
     params = func.params
     if name in {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}:
         return False
-    for inner in _walk(func.body):
+    for inner in walk(func.body):
         targets = []
         if isinstance(inner, cst.Assign):
             targets = [t.target for t in inner.targets]
         elif isinstance(inner, (cst.AugAssign, cst.AnnAssign, cst.For)):
             targets = [inner.target]
-        if any(_is_name(t, name) for t in targets):
+        if any(is_name(t, name) for t in targets):
             return False
     return True
 
@@ -605,18 +600,6 @@ def _dedupe(uses) -> list[Use]:
             seen.add((use.why, use.file, use.line))
             out.append(use)
     return out
-
-
-def _walk(root: cst.CSTNode):
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
-
-
-def _is_name(node, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
 
 
 RULE = CounterBuffer()
