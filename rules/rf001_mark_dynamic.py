@@ -245,11 +245,11 @@ class _Target:
                 if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
                     if (isinstance(value, cst.Attribute) and value.attr.value == "shape" and is_name(value.value, param)) \
                             or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
-                        return int(index.value.value)
+                        return index.value.evaluated_value
             # x.size(d)
             if isinstance(node, cst.Call) and _is_method(node, param, "size") and len(node.args) == 1 \
                     and isinstance(node.args[0].value, cst.Integer):
-                return int(node.args[0].value.value)
+                return node.args[0].value.evaluated_value
             # len(x)
             if isinstance(node, cst.Call) and is_name(node.func, "len") and len(node.args) == 1 \
                     and is_name(node.args[0].value, param):

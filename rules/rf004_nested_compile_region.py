@@ -294,7 +294,7 @@ class _Analysis:
                     continue
                 self.globals.add(target.value)
                 if isinstance(small.value, cst.Integer):
-                    self.constants[target.value] = int(small.value.value)
+                    self.constants[target.value] = small.value.evaluated_value
                 if isinstance(small.value, cst.Call) and dotted_name(small.value.func).endswith("getLogger"):
                     self.loggers.add(target.value)
 
@@ -855,7 +855,7 @@ def _count_of(analysis: _Analysis, iterable: cst.BaseExpression) -> int | None:
     if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and len(iterable.args) == 1:
         value = iterable.args[0].value
         if isinstance(value, cst.Integer):
-            return int(value.value)
+            return value.evaluated_value
         if isinstance(value, cst.Name):
             return analysis.constants.get(value.value)
     return None
