@@ -60,9 +60,11 @@ class NestedCompileRegion(Rule):
     (`.backward()`), which the region rejects; and when the torch the Profile saw is older
     than 2.8 or unknown. Unsafe when it calls code the analysis cannot see (another file, a
     callable kept in an attribute or a variable), when it mutates in place and no training was
-    seen, or when the file compiles with `backend="eager"` and the program trains (backward
-    through the region fails there in torch 2.13). The decorator goes on `def forward` in the
-    class body: on an instance's bound method it raises, on the class it silently does nothing.
+    seen, and whenever the program trains (`.backward()`): in torch 2.13 inductor's buffer reuse
+    can corrupt the gradients of a reused region (measured; pytorch/pytorch#193960), and with
+    `backend="eager"` backward through the region fails. Inference-only programs get exactly the
+    same outputs. The decorator goes on `def forward` in the class body: on an instance's bound
+    method it raises, on the class it silently does nothing.
 
     ## Profile evidence
     No guard failure: the frame that inlines the blocks (e.g. `forward` of the model) compiles
@@ -175,6 +177,13 @@ class NestedCompileRegion(Rule):
                 risks.extend(f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
                              "no `.backward()` was seen, so the model may be used for inference only"
                              for m in verdict.mutations)
+        if training:
+            risks.append(f"the program trains ({training}): with inductor, torch 2.13 can corrupt the gradients "
+                         "of a reused region (measured: a 2-block model whose first block follows an embedding "
+                         "and whose last feeds a LayerNorm got LayerNorm weight gradients 50% off; inductor's "
+                         "buffer reuse writes over a saved input, pytorch/pytorch#193960; the forward is exact). "
+                         "Check the gradients against eager, or set "
+                         "torch._inductor.config.allow_buffer_reuse = False, which avoids it")
         eager = analysis.eager_backend_line()
         if eager and training:
             risks.append(f"the file compiles with backend=\"eager\" (line {eager}) and the program trains: "

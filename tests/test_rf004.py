@@ -180,10 +180,13 @@ def test_buffer_mutation_and_backward_in_the_file():
     assert "mutates the buffer `steps` in place" in notes(finding) and "the program trains" in notes(finding)
 
 
-def test_eager_backend_and_training_is_unsafe():
+def test_training_is_unsafe_gradients_and_eager_backend():
     finding = only(block("return x + self.lin(x)",
                          tail="\nstep = torch.compile(Model(), backend=\"eager\")\nstep(torch.randn(2, 8)).sum().backward()\n"))
-    assert finding.safety is Safety.UNSAFE and "fake_mode should be enabled for HOPs" in notes(finding)
+    assert finding.safety is Safety.UNSAFE
+    assert "the program trains (`step(torch.randn(2, 8)).sum().backward()` at model.py:" in notes(finding)
+    assert "corrupt the gradients of a reused region" in notes(finding) and "allow_buffer_reuse = False" in notes(finding)
+    assert "fake_mode should be enabled for HOPs" in notes(finding)
 
 
 # -- which stacks count ----------------------------------------------------------------------
