@@ -47,9 +47,10 @@ def profile(output, backend, trace_dir, command) -> None:
     recompile-fix profile -- torchrun --nproc-per-node 2 train.py
     recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
-    from recompile_fix.profile_run import DEFAULT_PROFILE, run_profiled
+    from recompile_fix.config import load_config
+    from recompile_fix.profile_run import run_profiled
 
-    output = output or DEFAULT_PROFILE
+    output = output or load_config().profile
     if trace_dir is not None:
         from recompile_fix.trace_reader import profile_from_trace
 
@@ -78,14 +79,14 @@ def profile(output, backend, trace_dir, command) -> None:
 def report(profile_file, as_json) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
     from recompile_fix.profile import Profile
-    from recompile_fix.profile_run import DEFAULT_PROFILE
+    from recompile_fix.config import load_config
     from recompile_fix.report import render_json, render_text
 
     from recompile_fix.plan import plan
     from recompile_fix.rule import Project
     from recompile_fix.rules import ALL_RULES
 
-    loaded = Profile.load(profile_file or DEFAULT_PROFILE)
+    loaded = Profile.load(profile_file or load_config().profile)
     findings = plan(loaded, Project(".", expected_hashes=loaded.sources), ALL_RULES)
     if as_json:
         click.echo(json.dumps(render_json(loaded, findings), indent=1))

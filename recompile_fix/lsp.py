@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from recompile_fix.config import DEFAULT_PROFILE
 from recompile_fix.edits import Edit, apply_edits
 from recompile_fix.errors import UserError
 from recompile_fix.findings import Finding, Safety
@@ -51,7 +52,6 @@ log = logging.getLogger("recompile_fix.lsp")
 
 DEFAULT_DEBOUNCE = 0.3  # seconds of quiet after a change before the file is analysed again
 POLL_INTERVAL = 1.0  # seconds between checks that the Profile file is still the one read
-DEFAULT_PROFILE = ".recompile-fix/profile.json"
 STALE_MESSAGE = "Profile is stale for this file: run `recompile-fix profile` again"
 FIX_ALL_KIND = "source.fixAll.recompile-fix"
 QUICKFIX_KIND = "quickfix"

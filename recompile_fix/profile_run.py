@@ -33,7 +33,6 @@ from recompile_fix.profile import (
 from recompile_fix.reasons import is_limit_hit, limit_hit_reason, parse_reason, parse_reasons
 from recompile_fix.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
-DEFAULT_PROFILE = ".recompile-fix/profile.json"
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 
