@@ -360,8 +360,8 @@ class Engine:
         return found
 
     def _static_rules(self, text: str) -> list[Rule]:
-        return [r for r in self.rules if type(r).plan_static is not Rule.plan_static
-                and (not r.triggers or any(t in text for t in r.triggers))]
+        data = text.encode("utf-8")
+        return [r for r in self.rules if type(r).plan_static is not Rule.plan_static and r.may_fire(data)]
 
     def _merge(self, path: str, profiled: list[Finding], static: list[Finding]) -> list[Finding]:
         """As `apply` does: Profile findings, then static ones not on a line the Profile covers;

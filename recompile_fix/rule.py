@@ -59,13 +59,20 @@ class Rule:
     message: str = ""
     # Reason kinds (see recompile_fix.profile.REASON_KINDS) this rule turns into fixes.
     consumes: tuple[str, ...] = ()
-    # Substrings without which the rule cannot fire in a file (a cheap prefilter).
+    # Substrings without which the rule cannot fire in a file (a cheap prefilter): a file needs
+    # one of ``triggers`` and every one of ``requires``.
     triggers: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     examples: tuple[Example, ...] = ()
     # What `verify` must not count against this rule's fix because the fix does it on purpose:
     # "graph_breaks" (more graph breaks) and/or "resume_frames" (new torch_dynamo_resume_in_*
     # frames compiling). E.g. a fix that inserts torch._dynamo.graph_break().
     verify_allows: tuple[str, ...] = ()
+
+    def may_fire(self, data: bytes) -> bool:
+        """Whether a file with these bytes can hold the rule's pattern at all."""
+        return (not self.triggers or any(t.encode() in data for t in self.triggers)) and \
+            all(r.encode() in data for r in self.requires)
 
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         """Findings from a Profile."""

@@ -60,17 +60,20 @@ def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], st
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
     digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-    candidates = [r for r in _RULES if not r.triggers or any(t.encode() in data for t in r.triggers)]
+    candidates = [r for r in _RULES if r.may_fire(data)]
     if not candidates:
         return relative, digest, [], None
     try:
-        source = SourceFile.read(Path(relative), data)
+        # Not parsed yet: each rule asks for the tree it needs (ast for most, libcst for few).
+        source = SourceFile.read(Path(relative), data, parse=False)
     except SourceError as exc:
         return relative, digest, [], str(exc)
     found = []
     for rule in candidates:
         try:
             found.extend(f.to_json() for f in rule.plan_static(source, relative))
+        except SourceError as exc:
+            return relative, digest, [], str(exc)
         except Exception as exc:  # one rule's crash must not lose the file's other findings
             return relative, digest, found, f"{relative}: internal error in {rule.id}: {exc!r}"
     return relative, digest, found, None

@@ -6,9 +6,9 @@ done once per file and kept on the SourceFile.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
@@ -24,15 +24,19 @@ class SourceError(UserError):
     """A file that cannot be read or parsed: reported for that file alone."""
 
 
-@dataclass
 class SourceFile:
-    path: Path
-    text: str
-    module: cst.Module
-    _wrapper: MetadataWrapper = field(repr=False)
+    """One file's text, and its syntax trees made on first use: the ``ast`` tree (about ten
+    times cheaper, enough for analyses that only read) and the libcst module (for edits)."""
+
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"SourceFile({str(self.path)!r})"
 
     @classmethod
-    def read(cls, path: Path, data: bytes | None = None) -> "SourceFile":
+    def read(cls, path: Path, data: bytes | None = None, *, parse: bool = True) -> "SourceFile":
         try:
             data = path.read_bytes() if data is None else data
         except OSError as exc:
@@ -41,17 +45,39 @@ class SourceFile:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SourceError(f"{path}: not UTF-8 (byte {exc.start}); not changed") from None
-        return cls.parse(path, text)
+        return cls.parse(path, text, parse=parse)
 
     @classmethod
-    def parse(cls, path: Path, text: str) -> "SourceFile":
+    def parse(cls, path: Path, text: str, *, parse: bool = True) -> "SourceFile":
+        """With ``parse=False`` nothing is parsed until a tree is asked for (static scans read
+        most files through ``syntax`` alone); a syntax error is then raised there."""
+        source = cls(path, text)
+        if parse:
+            source.module  # noqa: B018 -- parse now, so a bad file fails here
+        return source
+
+    @functools.cached_property
+    def module(self) -> cst.Module:
         try:
-            module = cst.parse_module(text)
+            return cst.parse_module(self.text)
         except cst.ParserSyntaxError as exc:
-            raise SourceError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse "
+            raise SourceError(f"{self.path}:{exc.raw_line}:{exc.raw_column}: does not parse "
                               f"({exc.message}); not changed") from None
-        return cls(path=path, text=text, module=module,
-                   _wrapper=MetadataWrapper(module, unsafe_skip_copy=True))
+
+    @functools.cached_property
+    def syntax(self) -> ast.Module:
+        """The ``ast`` tree of the file (positions: 1-based lines, UTF-8 byte columns)."""
+        try:
+            return ast.parse(self.text, filename=str(self.path))
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None) or 0
+            column = getattr(exc, "offset", None) or 0
+            raise SourceError(f"{self.path}:{line}:{column}: does not parse "
+                              f"({getattr(exc, 'msg', exc)}); not changed") from None
+
+    @functools.cached_property
+    def _wrapper(self) -> MetadataWrapper:
+        return MetadataWrapper(self.module, unsafe_skip_copy=True)
 
     # -- metadata ---------------------------------------------------------------------
     @functools.cached_property
@@ -92,6 +118,17 @@ class SourceFile:
 
     def code(self, node: cst.CSTNode) -> str:
         start, end = self.span(node)
+        return self.text[start:end]
+
+    def byte_offset(self, line: int, byte_column: int) -> int:
+        """Character offset of an ``ast`` (1-based line, UTF-8 byte column) position."""
+        return self.offset(line, self.char_column(line, byte_column))
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of an ``ast`` node (``ast.get_source_segment`` re-splits the file on
+        every call)."""
+        start = self.byte_offset(node.lineno, node.col_offset)
+        end = self.byte_offset(node.end_lineno, node.end_col_offset)
         return self.text[start:end]
 
     # -- queries ----------------------------------------------------------------------

@@ -14,6 +14,8 @@ from recompile_fix.rule import Example, Project, Rule
 from recompile_fix.source import SourceFile, is_name
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
+# torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.
+UNBACKED_SINCE = (2, 4)
 
 
 class MarkDynamic(Rule):
@@ -27,7 +29,9 @@ class MarkDynamic(Rule):
     `torch.compile` specialises a graph on the sizes it first sees. A growing sequence or a
     ragged last batch then compiles the frame again (with `dynamic=False`, once per size, until
     the recompile limit stops compiling it at all). Marking the dimension before the first call
-    compiles one graph that serves every size.
+    compiles one graph that serves every size. Torch names only the first failing guard of a
+    recompile, so the dimensions come from the argument shapes recorded at each compile too: a
+    size change hidden behind another argument's guard is marked in the same pass.
 
     ## Example
     ```python
@@ -44,7 +48,10 @@ class MarkDynamic(Rule):
     ## Fix safety
     Safe: marking changes no value. Where the compiled code specialises the dimension
     (`if x.shape[0] == 3`), a hard mark would raise `ConstraintViolationError`, so the fix uses
-    `torch._dynamo.maybe_mark_dynamic` instead. An argument that is not a plain name is bound to
+    `torch._dynamo.maybe_mark_dynamic` instead. Where the Profile saw the dimension at size 0 or
+    1, which torch specialises even when marked, the fix uses
+    `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4), which serves every size with one
+    graph; like a hard mark it is not used where the compiled code branches on the size. An argument that is not a plain name is bound to
     a new name first; that is unsafe when other parts of the statement run before it and could
     have side effects. The finding says when torch will still recompile after the edit: a
     first call of size 0 or 1 is specialised anyway, and a stride guard on a sliced view is not
@@ -71,19 +78,28 @@ class MarkDynamic(Rule):
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
+        release = profile.torch_release
+        unbacked = release is not None and release >= UNBACKED_SINCE
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: os.path.isabs(f.file)):
             dims: dict[str, set[int]] = {}
             for reason in frame.reasons():
                 if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
                     dims.setdefault(reason.source, set()).add(reason.dim)
+            if not frame.name.startswith(RESUME_PREFIX):
+                # Torch names only the first failing guard (a scalar's `c == 0.5` can hide a size
+                # change of `x`): the shapes recorded at each compile show every changed dimension.
+                for source_expr in _tensor_inputs(frame):
+                    if _changed_dims(frame, source_expr):
+                        dims.setdefault(source_expr, set())
             for source_expr in dims:
                 dims[source_expr] |= _changed_dims(frame, source_expr)
             for source_expr, source_dims in dims.items():
-                findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project))
+                findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project, unbacked))
         return _merge_same_argument(findings)
 
-    def _plan_argument(self, frame: Frame, source_expr: str, dims: list[int], project: Project) -> list[Finding]:
+    def _plan_argument(self, frame: Frame, source_expr: str, dims: list[int], project: Project,
+                       unbacked: bool) -> list[Finding]:
         evidence = {
             "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
             "compiles": len(frame.compiles),
@@ -92,8 +108,18 @@ class MarkDynamic(Rule):
             "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
                               if r.source == source_expr and r.kind in self.consumes})[:5],
         }
-        notes = self._remaining_recompiles(frame, source_expr, dims)
         target = _Target.resolve(frame, source_expr, project)
+        small = _small_sizes_seen(frame, source_expr, dims)
+        mark = "mark_dynamic"
+        if target is not None and target.specialized(dims):
+            mark = "maybe_mark_dynamic"
+        elif small and unbacked:
+            mark = "decorators.mark_unbacked"
+        notes = self._remaining_recompiles(frame, source_expr, small and mark != "decorators.mark_unbacked")
+        if mark == "decorators.mark_unbacked":
+            notes.append("the Profile saw size 0 or 1 in this dimension, which torch specialises even when "
+                         "marked dynamic: mark_unbacked serves those sizes with the same graph (code that "
+                         "branches on the size would fail to compile; the compiled code seen does not)")
         findings = []
         seen = set()
         for compile_ in frame.compiles:
@@ -112,11 +138,11 @@ class MarkDynamic(Rule):
                 finding.notes.insert(0, target.why_not if target else f"`{source_expr}` is not an argument of the call")
                 findings.append(finding)
                 break  # one explanation per frame is enough
-            self._locate(finding, target, dims, project)
+            self._locate(finding, target, dims, mark, project)
             findings.append(finding)
         return findings
 
-    def _locate(self, finding: Finding, target: "_Target", dims: list[int], project: Project) -> None:
+    def _locate(self, finding: Finding, target: "_Target", dims: list[int], mark: str, project: Project) -> None:
         site = finding.location
         source = project.source(site.file)
         call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
@@ -140,7 +166,7 @@ class MarkDynamic(Rule):
             "keyword": target.keyword_of(call),
             "index": target.index,
             "dims": dims,
-            "mark": "maybe_mark_dynamic" if target.specialized(dims) else "mark_dynamic",
+            "mark": mark,
         }
         if not isinstance(arg.value, cst.Name) and _runs_before(source, statement, call, arg):
             finding.safety = Safety.UNSAFE
@@ -148,11 +174,10 @@ class MarkDynamic(Rule):
                                  "calls in the statement")
 
     @staticmethod
-    def _remaining_recompiles(frame: Frame, source_expr: str, dims: list[int]) -> list[str]:
+    def _remaining_recompiles(frame: Frame, source_expr: str, small_sizes: bool) -> list[str]:
         notes = []
         reasons = [r for r in frame.reasons() if r.source == source_expr]
-        if any(r.kind == "size_specialization" or (r.kind == "size_mismatch" and r.expected in (0, 1))
-               for r in reasons):
+        if small_sizes:
             notes.append("torch will still recompile once: the first call had size 0 or 1, which torch "
                          "specialises even when marked (0/1 specialisation); start with a larger size, or "
                          "set torch.fx.experimental._config.backed_size_oblivious = True")
@@ -290,13 +315,36 @@ def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
             continue
         q = first.params
         q["dims"] = sorted(set(q["dims"]) | set(p["dims"]))
-        if p["mark"] == "maybe_mark_dynamic":
+        if "maybe_mark_dynamic" in (p["mark"], q["mark"]):
             q["mark"] = "maybe_mark_dynamic"
+        elif "decorators.mark_unbacked" in (p["mark"], q["mark"]):
+            q["mark"] = "decorators.mark_unbacked"
         if finding.safety is Safety.UNSAFE:
             first.safety = Safety.UNSAFE
         first.evidence.setdefault("also_frames", []).append(finding.evidence.get("frame"))
         first.notes.extend(n for n in finding.notes if n not in first.notes)
     return merged
+
+
+def _tensor_inputs(frame: Frame) -> list[str]:
+    names: list[str] = []
+    for compile_ in frame.compiles:
+        names.extend(n for n, v in compile_.inputs.items() if v.get("type") == "Tensor" and n not in names)
+    return names
+
+
+def _small_sizes_seen(frame: Frame, source_expr: str, dims: list[int]) -> bool:
+    """Did this argument have size 0 or 1 in a marked dimension (which torch specialises even
+    when the dimension is marked dynamic)?"""
+    for reason in frame.reasons():
+        if reason.source == source_expr and (reason.kind == "size_specialization" or
+                                             (reason.kind == "size_mismatch" and reason.expected in (0, 1))):
+            return True
+    for compile_ in frame.compiles:
+        shape = compile_.inputs.get(source_expr, {}).get("shape") or []
+        if any(d < len(shape) and shape[d] in (0, 1) for d in dims):
+            return True
+    return False
 
 
 def _changed_dims(frame: Frame, source_expr: str) -> set[int]:

@@ -263,7 +263,7 @@ def _tensor_inputs(frame: Frame) -> dict[str, dict]:
 
 def _masked_changes(frame: Frame, param: str) -> list[str]:
     """Tensor arguments whose shape also changed between compiles: torch reports only the first
-    failing guard of each cache entry, so their recompiles show up once this one is fixed."""
+    failing guard of each cache entry, so no reason names them (RF001 reads the shapes)."""
     notes = []
     for name in _tensor_inputs(frame):
         shapes = []
@@ -274,7 +274,7 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
         if len(shapes) > 1 and not any(r.source == name for r in frame.reasons()):
             notes.append(f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
                          f"hidden behind the guard on `{param}` (torch reports the first failing guard): "
-                         "profile again after this fix to see its recompiles")
+                         "RF001 marks it dynamic from the recorded shapes")
     return notes
 
 

@@ -100,6 +100,8 @@ class TensorHyperparameters(Rule):
                "({compiles} compiles): {fix}")
     consumes = ("optimizer_param_group",)
     triggers = ("optim",)
+    # Static mode's pattern also needs a torch LR scheduler and a compile in the same file.
+    requires = ("lr_scheduler", "compile")
     examples = (
         Example(
             before="opt = torch.optim.Adam(model.parameters(), lr=0.01)\n",

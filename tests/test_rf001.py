@@ -30,9 +30,23 @@ def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
     (finding,) = findings("cropped_generate.py")
     assert finding.safety is Safety.SAFE and finding.params["dims"] == [1]
     assert finding.location.line == 19  # logits = self(idx_cond), inside generate
+    # The first call had size 1: a plain mark would still be specialised at 1 (0/1 specialisation).
+    assert finding.params["mark"] == "decorators.mark_unbacked"
     notes = " ".join(finding.notes)
-    assert "0/1 specialisation" in notes
+    assert "size 0 or 1" in notes and "0/1 specialisation" not in notes
     assert "stride guard on `idx`" in notes and "contiguous_format" in notes
+
+
+def test_size_one_with_a_torch_older_than_mark_unbacked_keeps_mark_dynamic_and_says_so(tmp_path):
+    out = tmp_path / "profile.json"
+    run_cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(HERE / "cropped_generate.py"), check=0)
+    loaded = Profile.load(out)
+    loaded.torch_version = "2.3.1"
+    from conftest import ROOT
+
+    (finding,) = plan(loaded, Project(ROOT, expected_hashes=loaded.sources), (rule_by_id("RF001"),))
+    assert finding.params["mark"] == "mark_dynamic"
+    assert "0/1 specialisation" in " ".join(finding.notes)
 
 
 def test_compiled_sequential_maps_args0_to_the_call(findings):

@@ -79,3 +79,43 @@ def test_pre_commit_hooks_file():
     text = (ROOT / ".pre-commit-hooks.yaml").read_text()
     assert "id: recompile-fix-check" in text and "entry: recompile-fix apply --check" in text
     assert "id: recompile-fix\n" in text and "entry: recompile-fix apply\n" in text
+
+
+class PrintAfterImport(PrintInForward):
+    """Fires only where the file also imports something (``requires``)."""
+
+    id = "RF901"
+    requires = ("import ",)
+
+
+def test_requires_every_substring(tmp_path):
+    from recompile_fix.config import Config
+
+    (tmp_path / "a.py").write_text("print(1)\n")  # a trigger, but not the required `import `
+    (tmp_path / "b.py").write_text("import os\nprint(os.sep)\n")
+    config = Config(root=tmp_path)
+    PrintInForward.parsed = []
+    findings = StaticScan(tmp_path, [PrintAfterImport()], config.fingerprint(), jobs=1, use_cache=False).run(
+        discover([str(tmp_path)], tmp_path, config.excluded), progress=False)
+    assert PrintInForward.parsed == ["b.py"] and [f.file for f in findings] == ["b.py"]
+
+
+def test_rf003_static_needs_a_scheduler_and_a_compile():
+    from recompile_fix.rules import rule_by_id
+
+    rf003 = rule_by_id("RF003")
+    assert not rf003.may_fire(b"import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.1)\n")
+    assert rf003.may_fire(b"import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.1)\n"
+                          b"s = torch.optim.lr_scheduler.StepLR(opt, 1)\nstep = torch.compile(opt.step)\n")
+
+
+def test_a_file_that_does_not_parse_is_reported_and_others_still_scanned(tmp_path):
+    from recompile_fix.config import Config
+
+    (tmp_path / "bad.py").write_text("print(1\n")  # a trigger, and a syntax error
+    (tmp_path / "good.py").write_text("print(2)\n")
+    config = Config(root=tmp_path)
+    scan = StaticScan(tmp_path, [PrintInForward()], config.fingerprint(), jobs=1, use_cache=False)
+    findings = scan.run(discover([str(tmp_path)], tmp_path, config.excluded), progress=False)
+    assert [f.file for f in findings] == ["good.py"]
+    assert len(scan.errors) == 1 and scan.errors[0].startswith("bad.py:") and "does not parse" in scan.errors[0]
