@@ -12,12 +12,14 @@ older libcst), and the ratios, all measured in this one run. Targets on a 2-core
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 
@@ -39,8 +41,9 @@ def default_tree() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "models"
 
 
-def run_ours(workdir: Path, jobs: int) -> float:
-    """Wall seconds of `recompile-fix apply models --check` in static mode (a fresh process)."""
+def run_ours(workdir: Path, jobs: int) -> tuple[float, str]:
+    """Wall seconds of `recompile-fix apply models --check` in static mode (a fresh process), and
+    what it found (so a fast run is seen to have done the work)."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "recompile_fix", "apply", "models", "--check",
                            "--output-format", "json", "-j", str(jobs)],
@@ -48,7 +51,8 @@ def run_ours(workdir: Path, jobs: int) -> float:
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         sys.exit(f"recompile-fix failed ({done.returncode}): {done.stderr[-2000:]}")
-    return elapsed
+    found = Counter((f["rule"], f["safety"]) for f in json.loads(done.stdout or "[]"))
+    return elapsed, ", ".join(f"{rule} {safety}: {n}" for (rule, safety), n in sorted(found.items()))
 
 
 def torchfix_venv(path: Path) -> Path | None:
@@ -83,21 +87,26 @@ def main() -> None:
             results[name] = seconds  # printed as measured: a long TorchFix run must not hide ours
             print(f"{name:<28}{seconds:>10.2f}{lines / seconds:>12,.0f}", flush=True)
 
+        found = ""
         for jobs in (1, 2):
             shutil.rmtree(work / ".recompile-fix", ignore_errors=True)
-            record(f"cold, {jobs} process{'es' if jobs > 1 else ''}", run_ours(work, jobs))
-        record("warm (nothing changed)", run_ours(work, 2))
+            seconds, found = run_ours(work, jobs)
+            record(f"cold, {jobs} process{'es' if jobs > 1 else ''}", seconds)
+        seconds, warm_found = run_ours(work, 2)
+        record("warm (nothing changed)", seconds)
+        print(f"findings: {found}" + ("" if warm_found == found else f" (warm run: {warm_found})"), flush=True)
         torchfix_seconds = None
         if not args.skip_torchfix:
             exe = torchfix_venv(args.torchfix_venv)
             if exe is None:
                 print("TorchFix could not be installed: skipped")
             else:
+                version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
                 start = time.perf_counter()
                 subprocess.run([str(exe), "-j", str(os.cpu_count() or 1), "models"], cwd=work,
                                capture_output=True)
                 torchfix_seconds = time.perf_counter() - start
-                record(f"TorchFix 0.7 (-j {os.cpu_count()})", torchfix_seconds)
+                record(f"TorchFix {version} (-j {os.cpu_count()})", torchfix_seconds)
     cold2 = results["cold, 2 processes"]
     print(f"cold 2-process speed-up over 1 process: {results['cold, 1 process'] / cold2:.2f}x")
     if torchfix_seconds:
