@@ -16,7 +16,7 @@ from recompile_fix.config import Config
 from recompile_fix.edits import unified_diff
 from recompile_fix.findings import Finding, Safety
 from recompile_fix.plan import plan
-from recompile_fix.profile import Profile, resolve, sha256_bytes
+from recompile_fix.profile import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.rewrite import FileRewrite, rewrite
 from recompile_fix.rule import Project, Rule
 from recompile_fix.scan import StaticScan, discover
@@ -119,13 +119,13 @@ def _plan_from_profile(profile, rules, root_dir, roots, paths, unsafe_fixes, res
         if path not in status:
             file = resolve(path, root_dir)
             try:
-                digest = sha256_bytes(file.read_bytes())
+                data = file.read_bytes()
             except OSError:
                 status[path] = "unreadable"
                 return status[path]
-            if profile.applied.get(path) == digest:
+            if profile.applied.get(path) == sha256_bytes(data):
                 status[path] = "applied"
-            elif profile.sources.get(path) != digest:
+            elif not same_as_profiled(data, profile.sources.get(path)):
                 status[path] = "stale"
             else:
                 status[path] = "ok" if _inside(file, roots) else "outside"

@@ -35,13 +35,13 @@ class Project:
     def source(self, path: str) -> SourceFile | None:
         """The parsed file, or None when it is unreadable, unparsable or changed since profiling
         (a rule must not place a fix by line numbers that no longer hold)."""
-        from recompile_fix.profile import resolve, sha256_bytes
+        from recompile_fix.profile import resolve, same_as_profiled
 
         if path not in self._cache:
             try:
                 file = resolve(path, self.root)
                 data = file.read_bytes()
-                if self.expected_hashes is not None and self.expected_hashes.get(path) != sha256_bytes(data):
+                if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
                 self._cache[path] = SourceFile.read(Path(path), data)
