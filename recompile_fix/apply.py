@@ -87,7 +87,9 @@ def run_apply(paths: list[str], profile: Profile | None, rules: tuple[Rule, ...]
     for path, file_findings in sorted(by_file.items()):
         file = resolve(path, root_dir)
         try:
-            source = SourceFile.read(Path(path), file.read_bytes())
+            # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
+            source = SourceFile.read(Path(path), file.read_bytes(), parse=False)
+            source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
             file_rewrite = rewrite(path, source, file_findings, by_rule)
         except SourceError as exc:
             result.errors.append(str(exc))

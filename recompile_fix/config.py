@@ -14,9 +14,11 @@ An unknown key is an error (exit 2), as in ruff: a typo must not silently do not
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,13 +54,18 @@ class Config:
         return not any(rule_id.startswith(p.upper()) for p in ignored)
 
     def excluded(self, relative: str) -> bool:
-        parts = Path(relative).parts
-        for pattern in (*DEFAULT_EXCLUDE, *self.exclude):
-            pattern = pattern.rstrip("/")
-            if any(fnmatch.fnmatch(part, pattern) for part in parts) or fnmatch.fnmatch(relative, pattern) \
-                    or fnmatch.fnmatch(relative, pattern + "/*"):
-                return True
-        return False
+        """Does a pattern match the path, or one of its parts (``build`` excludes ``a/build/x.py``)?"""
+        part_pattern, path_pattern = self._exclude_patterns
+        relative = os.path.normcase(relative)
+        return any(part_pattern.match(part) for part in Path(relative).parts) or bool(path_pattern.match(relative))
+
+    @functools.cached_property
+    def _exclude_patterns(self) -> tuple[re.Pattern, re.Pattern]:
+        # One regex for all globs: a large tree asks this for every file and directory.
+        globs = [os.path.normcase(p.rstrip("/")) for p in (*DEFAULT_EXCLUDE, *self.exclude)]
+        parts = "|".join(fnmatch.translate(g) for g in globs)
+        paths = "|".join(fnmatch.translate(g) + "|" + fnmatch.translate(g + "/*") for g in globs)
+        return re.compile(parts), re.compile(paths)
 
     def fingerprint(self) -> str:
         """What a cached result depends on besides the file and the tool version."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from recompile_fix.edits import Edit, apply_edits
 from recompile_fix.findings import Finding
 from recompile_fix.rule import Rule
-from recompile_fix.source import SourceFile
+from recompile_fix.source import SourceError, SourceFile
 
 
 @dataclass
@@ -31,6 +31,8 @@ def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[
     for finding in findings:
         try:
             edits = rules[finding.rule].fix(finding, source, torch_name)
+        except SourceError:
+            raise  # the file does not parse (for the tree this fix reads): the whole file is skipped
         except Exception as exc:  # one broken fix must not lose the file's other fixes
             result.skipped.append((finding, f"internal error in {finding.rule}: {exc!r}"))
             continue

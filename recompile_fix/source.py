@@ -67,13 +67,21 @@ class SourceFile:
     @functools.cached_property
     def syntax(self) -> ast.Module:
         """The ``ast`` tree of the file (positions: 1-based lines, UTF-8 byte columns)."""
+        bom = self.text.startswith("\ufeff")  # ast rejects it; libcst and CPython accept it
         try:
-            return ast.parse(self.text, filename=str(self.path))
+            tree = ast.parse(self.text[1:] if bom else self.text, filename=str(self.path))
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None) or 0
             column = getattr(exc, "offset", None) or 0
             raise SourceError(f"{self.path}:{line}:{column}: does not parse "
                               f"({getattr(exc, 'msg', exc)}); not changed") from None
+        if bom:  # columns of line 1 count the mark's three UTF-8 bytes, as in the file
+            for node in ast.walk(tree):
+                if getattr(node, "lineno", None) == 1:
+                    node.col_offset += 3
+                if getattr(node, "end_lineno", None) == 1:
+                    node.end_col_offset += 3
+        return tree
 
     @functools.cached_property
     def _wrapper(self) -> MetadataWrapper:
@@ -228,16 +236,13 @@ class SourceFile:
     @functools.cached_property
     def torch_alias(self) -> str | None:
         """The name ``torch`` is bound to at module level (``import torch as th`` -> ``th``)."""
-        for statement in self.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if _dotted(alias.name) == "torch":
-                            return alias.asname.name.value if alias.asname else "torch"
-                        if _dotted(alias.name).startswith("torch.") and alias.asname is None:
-                            return "torch"  # `import torch.nn` binds `torch` too
+        for statement in self.syntax.body:
+            if isinstance(statement, ast.Import):
+                for alias in statement.names:
+                    if alias.name == "torch":
+                        return alias.asname or "torch"
+                    if alias.name.startswith("torch.") and alias.asname is None:
+                        return "torch"  # `import torch.nn` binds `torch` too
         return None
 
     @functools.cached_property
@@ -278,13 +283,11 @@ class SourceFile:
         """Where ``import torch`` goes when the file lacks it: after the last top-level import
         (or the docstring and ``__future__`` imports)."""
         line = 0
-        for index, statement in enumerate(self.module.body):
-            is_docstring = index == 0 and isinstance(statement, cst.SimpleStatementLine) and \
-                isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString)
-            is_import = isinstance(statement, cst.SimpleStatementLine) and \
-                all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
-            if is_docstring or is_import:
-                line = self.positions[statement].end.line
+        for index, statement in enumerate(self.syntax.body):
+            is_docstring = index == 0 and isinstance(statement, ast.Expr) and \
+                isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+            if is_docstring or isinstance(statement, (ast.Import, ast.ImportFrom)):
+                line = statement.end_lineno
             else:
                 break
         return self.line_offsets[line] if line < len(self.line_offsets) else len(self.text)
