@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
+import ast
+import functools
+import io
 import os
 import re
+import tokenize
 from dataclasses import dataclass, field
-
-import libcst as cst
 
 from recompile_fix.edits import Edit
 from recompile_fix.findings import Finding, Safety
 from recompile_fix.profile import Frame, Location, Profile
 from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile, dotted_name
+from recompile_fix.source import SourceError, SourceFile
+
+# The analysis reads the file's ``ast`` tree only: static scans run it on every file with a
+# ModuleList, and libcst's parse and positions cost about ten times as much.
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 MIN_TORCH = (2, 8)  # torch.compiler.nested_compile_region is public from 2.8
@@ -93,14 +97,16 @@ class NestedCompileRegion(Rule):
         findings: dict[tuple[str, str], Finding] = {}
         version_problem = _version_problem(profile.torch_version, "the Profile")
         training = None
+        analyses: dict[str, _Analysis | None] = {}
         for frame in sorted(profile.frames, key=lambda f: -f.compile_seconds):
             if frame.name.startswith(RESUME_PREFIX) or os.path.isabs(frame.file):
                 continue  # a resume function, or a file outside the project (torch's, a library's)
-            source = project.source(frame.file)
-            func = source.function_def(frame.first_line, frame.name) if source else None
+            if frame.file not in analyses:
+                analyses[frame.file] = _analysis_of(project.source(frame.file))
+            analysis = analyses[frame.file]
+            func = analysis.function_def(frame.first_line, frame.name) if analysis else None
             if func is None:
                 continue
-            analysis = _Analysis(source)
             for site in analysis.reachable_sites(func):
                 key = (frame.file, site.target_key)
                 if key in findings:
@@ -123,7 +129,7 @@ class NestedCompileRegion(Rule):
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
         version_problem = _version_problem(_installed_torch(), "this environment")
         analysis = _Analysis(source)
-        training = _training_in(source, path)
+        training = _training_in(source, path, analysis.tree.order)
         findings: dict[str, Finding] = {}
         for site in analysis.sites():
             if site.target_key in findings:
@@ -142,9 +148,10 @@ class NestedCompileRegion(Rule):
         if target is None or _already_marked(target):
             return None
         verdict = analysis.check(site)
-        pos = analysis.source.positions[target]
-        location = Location(file=path, line=pos.start.line, end_line=pos.start.line, col=pos.start.column,
-                            end_col=pos.start.column + 3, function=target.name.value)
+        # The `def` line, not a decorator's: profiles, golden files and editors hold it.
+        col = analysis.source.char_column(target.lineno, target.col_offset)
+        location = Location(file=path, line=target.lineno, end_line=target.lineno, col=col,
+                            end_col=col + 3, function=target.name)
         target_name = f"{site.block}.forward" if site.function is None else site.function
         count = str(site.count) if site.count is not None else "its"
         where = (f"inline in compiled `{frame.name}` ({frame.compile_seconds:.2f} s compiling)"
@@ -160,8 +167,8 @@ class NestedCompileRegion(Rule):
             rule=self.id, file=path, location=location, safety=Safety.SAFE,
             message=self.message.format(container=f"{site.owner}.{site.attr}", count=count, block=site.block,
                                         where=where, target=target_name),
-            params={"class": site.block if site.function is None else None, "function": target.name.value,
-                    "line": pos.start.line},
+            params={"class": site.block if site.function is None else None, "function": target.name,
+                    "line": target.lineno},
             evidence=evidence,
         )
         blockers = list(verdict.hard)
@@ -184,8 +191,8 @@ class NestedCompileRegion(Rule):
                          "buffer reuse writes over a saved input, pytorch/pytorch#193960; the forward is exact). "
                          "Check the gradients against eager, or set "
                          "torch._inductor.config.allow_buffer_reuse = False, which avoids it")
-        eager = analysis.eager_backend_line()
-        if eager and training:
+        eager = analysis.eager_backend_line if training else None
+        if eager:
             risks.append(f"the file compiles with backend=\"eager\" (line {eager}) and the program trains: "
                          "in torch 2.13 backward through the region fails with that backend "
                          "(AssertionError: fake_mode should be enabled for HOPs); aot_eager and inductor work")
@@ -202,14 +209,15 @@ class NestedCompileRegion(Rule):
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        func = next(n for n in source.nodes(cst.FunctionDef)
-                    if n.name.value == p["function"] and source.positions[n].start.line == p["line"]
-                    and _class_name(source.enclosing_class(n)) == p["class"])
+        tree = _Tree(source.syntax)
+        func = next(n for n in tree.order
+                    if isinstance(n, _DEFS) and n.name == p["function"] and n.lineno == p["line"]
+                    and _class_name(tree.enclosing_class(n)) == p["class"])
         if _already_marked(func):
             return []
-        pos = source.positions[func]
-        indent = source.lines[pos.start.line - 1][: pos.start.column]
-        at = source.offset(pos.start.line, 0)
+        # On the `def` line, below any decorators it has: where the finding points.
+        indent = source.lines[func.lineno - 1][: source.char_column(func.lineno, func.col_offset)]
+        at = source.offset(func.lineno, 0)
         return [Edit(finding.file, at, at, f"{indent}@{torch_name}.{DECORATOR}\n", self.id)]
 
 
@@ -270,42 +278,38 @@ class _Analysis:
 
     def __init__(self, source: SourceFile):
         self.source = source
-        self.tree = _Tree(source.module)
-        body = source.module.body
-        self.classes = {s.name.value: s for s in body if isinstance(s, cst.ClassDef)}
-        self.functions = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+        self.tree = _Tree(source.syntax)
+        body = source.syntax.body
+        self.classes = {s.name: s for s in body if isinstance(s, ast.ClassDef)}
+        self.functions = {s.name: s for s in body if isinstance(s, _DEFS)}
         self.constants: dict[str, int] = {}
         self.torch_names: set[str] = set()  # names bound to torch or something imported from it
         self.imports: dict[str, str] = {}  # other imported names -> module
         self.globals: set[str] = set()  # other module-level names (not classes or functions)
         self.loggers: set[str] = set()
         for statement in body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                self._read_top_level(small)
+            self._read_top_level(statement)
         self._members: dict[str, dict] = {}
+        self._methods: dict[str, dict[str, ast.FunctionDef]] = {}
 
-    def _read_top_level(self, small: cst.BaseSmallStatement) -> None:
-        if isinstance(small, cst.Import):
-            for alias in small.names:
-                name = dotted_name(alias.name)
-                self._imported(alias.asname.name.value if alias.asname else name.split(".")[0], name)
-        elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-            module = dotted_name(small.module) if small.module else ""
-            for alias in small.names:
-                name = dotted_name(alias.name)
-                self._imported(alias.asname.name.value if alias.asname else name, f"{module}.{name}")
-        elif isinstance(small, (cst.Assign, cst.AnnAssign)):
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+    def _read_top_level(self, statement: ast.stmt) -> None:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                self._imported(alias.asname or alias.name.split(".")[0], alias.name)
+        elif isinstance(statement, ast.ImportFrom) and statement.names[0].name != "*":
+            module = statement.module or ""
+            for alias in statement.names:
+                self._imported(alias.asname or alias.name, f"{module}.{alias.name}")
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
-                if not isinstance(target, cst.Name):
+                if not isinstance(target, ast.Name):
                     continue
-                self.globals.add(target.value)
-                if isinstance(small.value, cst.Integer):
-                    self.constants[target.value] = small.value.evaluated_value
-                if isinstance(small.value, cst.Call) and dotted_name(small.value.func).endswith("getLogger"):
-                    self.loggers.add(target.value)
+                self.globals.add(target.id)
+                if _is_int(statement.value):
+                    self.constants[target.id] = statement.value.value
+                if isinstance(statement.value, ast.Call) and _dotted(statement.value.func).endswith("getLogger"):
+                    self.loggers.add(target.id)
 
     def _imported(self, bound: str, what: str) -> None:
         if what.split(".")[0] == "torch":
@@ -313,12 +317,22 @@ class _Analysis:
         else:
             self.imports[bound] = what
 
+    def function_def(self, first_line: int, name: str) -> ast.FunctionDef | None:
+        """The def a code object came from (``co_firstlineno`` counts decorators)."""
+        for node in self.tree.order:
+            if isinstance(node, _DEFS) and node.name == name and \
+                    first_line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+                return node
+        return None
+
     # -- classes ----------------------------------------------------------------------
-    def methods(self, class_name: str) -> dict[str, cst.FunctionDef]:
-        cls_ = self.classes.get(class_name)
-        if cls_ is None or not isinstance(cls_.body, cst.IndentedBlock):
-            return {}
-        return {s.name.value: s for s in cls_.body.body if isinstance(s, cst.FunctionDef)}
+    def methods(self, class_name: str) -> dict[str, ast.FunctionDef]:
+        found = self._methods.get(class_name)
+        if found is None:
+            cls_ = self.classes.get(class_name)
+            found = {} if cls_ is None else {s.name: s for s in cls_.body if isinstance(s, _DEFS)}
+            self._methods[class_name] = found
+        return found
 
     def members(self, class_name: str) -> dict:
         """``self.x = ...`` in ``__init__``: submodules (kind, detail), parameters and buffers."""
@@ -330,30 +344,32 @@ class _Analysis:
         if init is None:
             return info
         for node in self.tree.walk(init, skip_defs=True):
-            if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     attr = _self_attr(target)
                     if attr is not None:
                         self._member(info, attr, node.value)
-            elif isinstance(node, cst.Call):
-                name = dotted_name(node.func)
-                if name == "self.register_buffer" and node.args and isinstance(node.args[0].value, cst.SimpleString):
-                    info["buffers"].add(node.args[0].value.evaluated_value)
-                    info["tensors"].add(node.args[0].value.evaluated_value)
-                elif name.startswith("self.") and name.endswith(".append") and name.count(".") == 2 and node.args:
+            elif isinstance(node, ast.Call):
+                name = _dotted(node.func)
+                if name == "self.register_buffer" and (args := _arguments(node)) and \
+                        _simple_string(self.source, args[0][1]):
+                    info["buffers"].add(args[0][1].value)
+                    info["tensors"].add(args[0][1].value)
+                elif name.startswith("self.") and name.endswith(".append") and name.count(".") == 2 and \
+                        (args := _arguments(node)):
                     attr = name.split(".")[1]
-                    block = self._block_of(node.args[0].value)
+                    block = self._block_of(args[0][1])
                     if attr in info["containers"] and block is not None:
                         info["containers"][attr][1].add(block)
                         info["containers"][attr][2] = _loop_count(self, node, init)
         return info
 
-    def _member(self, info: dict, attr: str, value: cst.BaseExpression) -> None:
-        if not isinstance(value, cst.Call):
-            info["modules"][attr] = ("unknown", self.source.code(value))
+    def _member(self, info: dict, attr: str, value: ast.expr) -> None:
+        if not isinstance(value, ast.Call):
+            info["modules"][attr] = ("unknown", _code(self.source, value))
             return
-        name = dotted_name(value.func)
+        name = _dotted(value.func)
         last = name.rsplit(".", 1)[-1]
         root = name.split(".")[0]
         if last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange") and root in self.torch_names:
@@ -364,37 +380,36 @@ class _Analysis:
             info["modules"][attr] = ("container", blocks)
         elif root in self.torch_names:
             tracks = last in _BATCHNORMS or (last in _INSTANCENORMS and any(
-                a.keyword and a.keyword.value == "track_running_stats" and dotted_name(a.value) == "True"
-                for a in value.args))
+                k.arg == "track_running_stats" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in value.keywords))
             info["modules"][attr] = ("torch", (last, tracks))
         elif name in self.classes:
             info["modules"][attr] = ("class", name)
         else:
-            info["modules"][attr] = ("unknown", self.source.code(value.func))
+            info["modules"][attr] = ("unknown", _code(self.source, value.func))
 
-    def _block_of(self, expr: cst.BaseExpression) -> str | None:
-        if isinstance(expr, cst.Call):
-            name = dotted_name(expr.func)
+    def _block_of(self, expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Call):
+            name = _dotted(expr.func)
             return name or None
         return None
 
-    def _elements(self, call: cst.Call) -> tuple[set[str], int | None]:
+    def _elements(self, call: ast.Call) -> tuple[set[str], int | None]:
         """The classes a ModuleList / Sequential is built from, and how many, when the source says."""
         blocks: set[str] = set()
         count: int | None = 0
-        for arg in call.args:
-            if arg.keyword is not None:
+        for keyword, value, _ in _arguments(call):
+            if keyword is not None:
                 continue
-            value = arg.value
-            if isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+            if isinstance(value, (ast.GeneratorExp, ast.ListComp)):
                 block = self._block_of(value.elt)
                 blocks.add(block or "?")
-                n = _range_count(self, value.for_in)
+                n = _range_count(self, value.generators)
                 count = None if (count is None or n is None) else count + n
-            elif isinstance(value, (cst.List, cst.Tuple)):
-                for element in value.elements:
-                    blocks.add(self._block_of(element.value) or "?")
-                count = None if count is None else count + len(value.elements)
+            elif isinstance(value, (ast.List, ast.Tuple)):
+                for element in value.elts:
+                    blocks.add(self._block_of(_unstarred(element)) or "?")
+                count = None if count is None else count + len(value.elts)
             else:
                 blocks.add(self._block_of(value) or "?")
                 count = None if count is None else count + 1
@@ -411,13 +426,13 @@ class _Analysis:
         containers = self.members(class_name)["containers"]
         found = []
         for method in self.methods(class_name).values():
-            if method.name.value == "__init__":
+            if method.name == "__init__":
                 continue
             for node in self.tree.walk(method):
                 site = None
-                if isinstance(node, cst.For):
+                if isinstance(node, _FORS):
                     site = self._loop_site(class_name, containers, node)
-                elif isinstance(node, cst.Call):
+                elif isinstance(node, ast.Call):
                     attr = _self_attr(node.func)
                     if attr in containers and containers[attr][0] == "Sequential":
                         site = self._site(class_name, attr, containers[attr], node, None)
@@ -425,33 +440,33 @@ class _Analysis:
                     found.append(site)
         return found
 
-    def _loop_site(self, class_name: str, containers: dict, loop: cst.For) -> _Site | None:
+    def _loop_site(self, class_name: str, containers: dict, loop: ast.For) -> _Site | None:
         iterable, target = loop.iter, loop.target
-        if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "enumerate" and iterable.args:
-            iterable = iterable.args[0].value
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
-                target = target.elements[1].value
-        if isinstance(iterable, cst.Subscript):
+        if isinstance(iterable, ast.Call) and _dotted(iterable.func) == "enumerate" and (args := _arguments(iterable)):
+            iterable = args[0][1]
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                target = _unstarred(target.elts[1])
+        if isinstance(iterable, ast.Subscript):
             iterable = iterable.value
         attr = _self_attr(iterable)
-        if attr not in containers or not isinstance(target, cst.Name):
+        if attr not in containers or not isinstance(target, ast.Name):
             return None
-        var = target.value
+        var = target.id
         per_layer = None
-        for call in self.tree.walk(loop.body):
-            if not isinstance(call, cst.Call):
+        for call in self.tree.walk_body(loop.body):
+            if not isinstance(call, ast.Call):
                 continue
-            if isinstance(call.func, cst.Name) and call.func.value == var:
+            if isinstance(call.func, ast.Name) and call.func.id == var:
                 return self._site(class_name, attr, containers[attr], loop, None)
-            if isinstance(call.func, cst.Name) and call.func.value in self.functions and per_layer is None:
-                param = _parameter_receiving(self.functions[call.func.value], call, var)
+            if isinstance(call.func, ast.Name) and call.func.id in self.functions and per_layer is None:
+                param = _parameter_receiving(self.functions[call.func.id], call, var)
                 if param is not None:
-                    per_layer = (call.func.value, param)
+                    per_layer = (call.func.id, param)
         if per_layer is not None:
             return self._site(class_name, attr, containers[attr], loop, *per_layer)
         return None
 
-    def _site(self, class_name: str, attr: str, container, node: cst.CSTNode, function: str | None,
+    def _site(self, class_name: str, attr: str, container, node: ast.AST, function: str | None,
               module_param: str | None = None):
         _, blocks, count = container
         if len(blocks) != 1:
@@ -459,19 +474,18 @@ class _Analysis:
         (block,) = blocks
         if block not in self.classes and function is None:
             return None  # torch's own or another file's class: not ours to decorate here
-        return _Site(owner=class_name, attr=attr, block=block, count=count,
-                     line=self.source.positions[node].start.line, function=function, module_param=module_param)
+        return _Site(owner=class_name, attr=attr, block=block, count=count, line=node.lineno,
+                     function=function, module_param=module_param)
 
-    def reachable_sites(self, func: cst.FunctionDef) -> list[_Site]:
+    def reachable_sites(self, func: ast.FunctionDef) -> list[_Site]:
         """Sites whose blocks a compiled frame ``func`` inlines: in its class or a submodule's
         (transitively), or in the class of a module-level object the function uses."""
         owner = self.tree.enclosing_class(func)
         start: set[str] = set()
         if owner is not None:
-            start.add(owner.name.value)
+            start.add(owner.name)
         else:
-            used = {n.value for n in self.tree.walk(func.body) if isinstance(n, cst.Name)}
-            start |= self._instances_named(used)
+            start |= self._instances_named(_identifiers(self.tree.walk_body(func.body)))
         reachable, todo = set(), list(start)
         while todo:
             name = todo.pop()
@@ -488,30 +502,25 @@ class _Analysis:
     def _instances_named(self, names: set[str]) -> set[str]:
         """Classes of this file instantiated into one of ``names`` (``model = Net().eval()``)."""
         classes = set()
-        for node in self.tree.walk(self.source.module):
-            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in names
-                                                    for t in node.targets):
+        for node in self.tree.order:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
                 value = node.value
-                while isinstance(value, cst.Call):
-                    if isinstance(value.func, cst.Name) and value.func.value in self.classes:
-                        classes.add(value.func.value)
+                while isinstance(value, ast.Call):
+                    if isinstance(value.func, ast.Name) and value.func.id in self.classes:
+                        classes.add(value.func.id)
                         break
-                    value = value.func.value if isinstance(value.func, cst.Attribute) else None
+                    value = value.func.value if isinstance(value.func, ast.Attribute) else None
         return classes
 
-    def target_function(self, site: _Site) -> cst.FunctionDef | None:
+    def target_function(self, site: _Site) -> ast.FunctionDef | None:
         if site.function is not None:
             return self.functions.get(site.function)
         return self.methods(site.block).get("forward")
 
+    @functools.cached_property
     def eager_backend_line(self) -> int | None:
-        for node in self.tree.walk(self.source.module):
-            if isinstance(node, cst.Call) and dotted_name(node.func).endswith("compile"):
-                for arg in node.args:
-                    if arg.keyword and arg.keyword.value == "backend" and isinstance(arg.value, cst.SimpleString) \
-                            and arg.value.evaluated_value == "eager":
-                        return self.source.positions[node].start.line
-        return None
+        """The line of the file's first ``compile(..., backend="eager")``."""
+        return next((node.lineno for node in self.tree.order if _eager_compile(self.source, node)), None)
 
     # -- can the block be traced whole? -------------------------------------------------
     def check(self, site: _Site) -> _Verdict:
@@ -528,63 +537,59 @@ class _Analysis:
 class _Walker:
     """Walks one function (and what it calls in this file) for what would break the region."""
 
-    def __init__(self, analysis: _Analysis, verdict: _Verdict, owner: str | None, func: cst.FunctionDef,
+    def __init__(self, analysis: _Analysis, verdict: _Verdict, owner: str | None, func: ast.FunctionDef,
                  *, top: bool, seen: set, modules: dict[str, str] | None = None):
         self.a, self.verdict, self.owner, self.func, self.top, self.seen = analysis, verdict, owner, func, top, seen
         self.source = analysis.source
         self.modules = modules or {}
-        params = func.params
-        every = [*params.posonly_params, *params.params, *params.kwonly_params]
-        if owner is not None and every and every[0].name.value == "self":
+        every = _parameters(func.args)
+        if owner is not None and every and every[0][0].arg == "self":
             every = every[1:]
-        self.tensors = {p.name.value for p in every if _maybe_tensor(p) and p.name.value not in self.modules}
+        self.tensors = {p.arg for p, default in every
+                        if _maybe_tensor(self.source, p, default) and p.arg not in self.modules}
         self.bound = _binding_lines(analysis, func)
 
-    def line(self, node: cst.CSTNode) -> int:
-        return self.source.positions[node].start.line
-
-    def where(self, node: cst.CSTNode) -> str:
-        return f"line {self.line(node)}"
+    def where(self, node: ast.AST) -> str:
+        return f"line {node.lineno}"
 
     def run(self) -> None:
         if id(self.func) in self.seen:
             return
         self.seen.add(id(self.func))
-        pos = self.source.positions[self.func]
-        self.verdict.spans.append((pos.start.line, pos.end.line))
-        for node in self.a.tree.walk(self.func.body, skip_defs=True):
-            if isinstance(node, cst.Call):
+        self.verdict.spans.append((self.func.lineno, self.func.end_lineno))
+        for node in self.a.tree.walk_body(self.func.body, skip_defs=True):
+            if isinstance(node, ast.Call):
                 self.call(node)
-            elif isinstance(node, (cst.If, cst.While, cst.IfExp)):
+            elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
                 self.branch(node.test, node)
-            elif isinstance(node, cst.Assert):
+            elif isinstance(node, ast.Assert):
                 self.branch(node.test, node)
-            elif isinstance(node, cst.AugAssign):
+            elif isinstance(node, ast.AugAssign):
                 self.mutation(node.target, node, augmented=True)
-            elif isinstance(node, cst.Assign):
+            elif isinstance(node, ast.Assign):
                 for target in node.targets:
-                    if isinstance(target.target, cst.Subscript):
-                        self.mutation(target.target.value, node, augmented=False)
-            elif isinstance(node, cst.Return) and self.top and node.value is not None:
+                    if isinstance(target, ast.Subscript):
+                        self.mutation(target.value, node, augmented=False)
+            elif isinstance(node, ast.Return) and self.top and node.value is not None:
                 self.aliasing(node.value, node)
 
-    def fresh(self, name: str, node: cst.CSTNode) -> bool:
+    def fresh(self, name: str, node: ast.AST) -> bool:
         """Is ``name`` still the argument the function was called with at ``node``?"""
-        return name in self.tensors and not any(line < self.line(node) for line in self.bound.get(name, ()))
+        return name in self.tensors and not any(line < node.lineno for line in self.bound.get(name, ()))
 
     # -- calls ------------------------------------------------------------------------
-    def call(self, node: cst.Call) -> None:
+    def call(self, node: ast.Call) -> None:
         func, verdict = node.func, self.verdict
-        name = dotted_name(func)
-        if isinstance(func, cst.Name):
-            self.call_name(func.value, node)
+        name = _dotted(func)
+        if isinstance(func, ast.Name):
+            self.call_name(func.id, node)
             return
-        if not isinstance(func, cst.Attribute):
-            verdict.add(verdict.unseen, f"calls `{self.source.code(func)}(...)` ({self.where(node)}), "
+        if not isinstance(func, ast.Attribute):
+            verdict.add(verdict.unseen, f"calls `{_code(self.source, func)}(...)` ({self.where(node)}), "
                                         "which the analysis cannot follow")
             return
-        method = func.attr.value
-        if isinstance(func.value, cst.Call) and dotted_name(func.value.func) == "super":
+        method = func.attr
+        if isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
             verdict.add(verdict.unseen, f"calls `super().{method}(...)` ({self.where(node)}), which the "
                                         "analysis cannot see")
             return
@@ -616,7 +621,7 @@ class _Walker:
             if root in self.tensors and _in_place(method) and self.top and self.fresh(root, node):
                 verdict.add(verdict.mutations, f"`{name}()` ({self.where(node)}) mutates the input `{root}` in place")
 
-    def call_name(self, name: str, node: cst.Call) -> None:
+    def call_name(self, name: str, node: ast.Call) -> None:
         verdict = self.verdict
         if name in _BREAKING_BUILTINS:
             verdict.add(verdict.hard, f"calls `{name}()` ({self.where(node)}): a graph break, and a graph "
@@ -634,10 +639,10 @@ class _Walker:
             verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), which the analysis "
                                         "cannot follow")
 
-    def call_self(self, parts: list[str], node: cst.Call) -> None:
+    def call_self(self, parts: list[str], node: ast.Call) -> None:
         self.call_instance(self.owner, parts, node, spelled="self")
 
-    def call_instance(self, class_name: str, parts: list[str], node: cst.Call, spelled: str) -> None:
+    def call_instance(self, class_name: str, parts: list[str], node: ast.Call, spelled: str) -> None:
         """A call on an instance of ``class_name`` (``self.x(...)``, ``block(...)``, ``layer.mix(...)``)."""
         verdict = self.verdict
         text = ".".join([spelled, *parts])
@@ -663,7 +668,7 @@ class _Walker:
             verdict.add(verdict.unseen, f"calls `{text}(...)` ({self.where(node)}), which the analysis "
                                         "cannot follow")
 
-    def call_member(self, spelled: str, kind: str, detail, rest: list[str], node: cst.Call) -> None:
+    def call_member(self, spelled: str, kind: str, detail, rest: list[str], node: ast.Call) -> None:
         verdict = self.verdict
         if kind == "torch":
             last, tracks = detail
@@ -684,63 +689,63 @@ class _Walker:
                                         "the analysis cannot follow")
 
     # -- values -----------------------------------------------------------------------
-    def branch(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
+    def branch(self, test: ast.expr, node: ast.AST) -> None:
         if self.data_dependent(test):
             self.verdict.add(self.verdict.hard, f"branches on a tensor's value ({self.where(node)}: "
-                                                f"`{self.source.code(test)}`): a graph break, and inside the "
+                                                f"`{_code(self.source, test)}`): a graph break, and inside the "
                                                 "region an error")
 
-    def data_dependent(self, test: cst.BaseExpression) -> bool:
-        if isinstance(test, cst.Name):
-            return test.value in self.tensors
-        if isinstance(test, cst.UnaryOperation):
-            return self.data_dependent(test.expression)
-        if isinstance(test, cst.BooleanOperation):
-            return self.data_dependent(test.left) or self.data_dependent(test.right)
+    def data_dependent(self, test: ast.expr) -> bool:
+        if isinstance(test, ast.Name):
+            return test.id in self.tensors
+        if isinstance(test, ast.UnaryOp):
+            return self.data_dependent(test.operand)
+        if isinstance(test, ast.BoolOp):
+            return any(self.data_dependent(value) for value in test.values)
         for node in [test, *self.a.tree.walk(test)]:
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                name = dotted_name(node.func)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name = _dotted(node.func)
                 root = name.split(".")[0] if name and not name.startswith(".") else ""
                 if root in self.a.torch_names:
-                    if not node.func.attr.value.startswith("is_") and node.func.attr.value in _REDUCTIONS | {"equal"}:
+                    if not node.func.attr.startswith("is_") and node.func.attr in _REDUCTIONS | {"equal"}:
                         return True
-                elif root != "self" and node.func.attr.value in _REDUCTIONS:
+                elif root != "self" and node.func.attr in _REDUCTIONS:
                     return True
-            if isinstance(node, cst.Comparison):
-                identity = all(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in node.comparisons)
-                operands = [node.left, *(c.comparator for c in node.comparisons)]
-                if not identity and any(isinstance(o, cst.Name) and o.value in self.tensors for o in operands):
+            if isinstance(node, ast.Compare):
+                identity = all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
+                operands = [node.left, *node.comparators]
+                if not identity and any(isinstance(o, ast.Name) and o.id in self.tensors for o in operands):
                     return True
         return False
 
-    def mutation(self, target: cst.BaseExpression, node: cst.CSTNode, *, augmented: bool) -> None:
+    def mutation(self, target: ast.expr, node: ast.stmt, *, augmented: bool) -> None:
         verdict = self.verdict
         attr = _self_attr(target)
         if attr is not None and self.owner is not None and attr in self.a.members(self.owner)["buffers"]:
-            verdict.add(verdict.mutations, f"`{self.source.code(node).strip()}` ({self.where(node)}) mutates "
+            verdict.add(verdict.mutations, f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates "
                                            f"the buffer `{attr}` in place")
-        elif isinstance(target, cst.Name) and self.top and self.fresh(target.value, node):
-            verdict.add(verdict.mutations, f"`{self.source.code(node).strip()}` ({self.where(node)}) mutates "
-                                           f"the input `{target.value}` in place")
+        elif isinstance(target, ast.Name) and self.top and self.fresh(target.id, node):
+            verdict.add(verdict.mutations, f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates "
+                                           f"the input `{target.id}` in place")
 
-    def aliasing(self, value: cst.BaseExpression, node: cst.Return) -> None:
-        values = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+    def aliasing(self, value: ast.expr, node: ast.Return) -> None:
+        values = [_unstarred(e) for e in value.elts] if isinstance(value, ast.Tuple) else [value]
         for element in values:
             base = element
             while True:
-                if isinstance(base, cst.Subscript):
+                if isinstance(base, ast.Subscript):
                     base = base.value
-                elif isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _VIEWS:
+                elif isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in _VIEWS:
                     base = base.func.value
-                elif isinstance(base, cst.Attribute) and base.attr.value in ("T", "mT", "data"):
+                elif isinstance(base, ast.Attribute) and base.attr in ("T", "mT", "data"):
                     base = base.value
                 else:
                     break
             alias = None
-            if isinstance(base, cst.Name) and self.fresh(base.value, node):
-                alias = f"its input `{base.value}`" if base is element else f"a view of its input `{base.value}`"
+            if isinstance(base, ast.Name) and self.fresh(base.id, node):
+                alias = f"its input `{base.id}`" if base is element else f"a view of its input `{base.id}`"
             elif _self_attr(base) in self.a.members(self.owner or "")["tensors"]:
-                alias = f"its own tensor `{self.source.code(base)}`"
+                alias = f"its own tensor `{_code(self.source, base)}`"
             if alias:
                 self.verdict.add(self.verdict.hard, f"returns {alias} ({self.where(node)}): the region cannot "
                                                     "return an alias of an input (\"Higher order ops do not "
@@ -748,181 +753,365 @@ class _Walker:
 
 
 # -- helpers ------------------------------------------------------------------------------
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_FORS = (ast.For, ast.AsyncFor)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
 class _Tree:
     """Every node of a module (preorder), each subtree's extent and each node's parent, from one
-    pass over the nodes' fields (libcst's visitors and ``children`` are several times slower, and
-    this runs on every file with a ModuleList in static mode)."""
+    pass over the nodes' fields (this runs on every file with a ModuleList in static mode).
+    Children come in the order libcst's fields have (a def's decorators after its body, a
+    class's bases after its body): it decides which of two sites or notes comes first, and the
+    rule's output has always followed it."""
 
-    def __init__(self, module: cst.Module):
-        self.order: list[cst.CSTNode] = []
+    def __init__(self, module: ast.Module):
+        self.order: list[ast.AST] = []
+        self.end: list[int] = []  # order[i]'s subtree is order[i:end[i]]
         self.index: dict[int, int] = {}
-        self.end: dict[int, int] = {}
-        self.parent: dict[int, cst.CSTNode] = {}
-        stack: list[tuple[cst.CSTNode, cst.CSTNode | None, bool]] = [(module, None, False)]
+        self.parent: dict[int, ast.AST] = {}
+        order, end, index, parents = self.order, self.end, self.index, self.parent
+        stack: list[ast.AST | int] = [module]
         while stack:
-            node, parent, done = stack.pop()
-            if done:
-                self.end[id(node)] = len(self.order)
+            node = stack.pop()
+            if type(node) is int:  # the subtree of order[node] is complete
+                end[node] = len(order)
                 continue
-            self.index[id(node)] = len(self.order)
-            self.order.append(node)
-            if parent is not None:
-                self.parent[id(node)] = parent
-            stack.append((node, None, True))
-            stack.extend((child, node, False) for child in reversed(_children(node)))
+            i = len(order)
+            index[id(node)] = i
+            order.append(node)
+            end.append(i + 1)
+            children = _children(node)
+            if children:
+                stack.append(i)
+                for child in reversed(children):
+                    parents[id(child)] = node
+                    stack.append(child)
 
-    def walk(self, root: cst.CSTNode, skip_defs: bool = False):
-        """Every node under ``root`` (not ``root`` itself), in source order; with ``skip_defs``,
-        not into nested functions, classes and lambdas."""
-        i, end = self.index[id(root)] + 1, self.end[id(root)]
-        while i < end:
-            node = self.order[i]
+    def walk(self, root: ast.AST, skip_defs: bool = False):
+        """Every node under ``root`` (not ``root`` itself), in order; with ``skip_defs``, not into
+        nested functions, classes and lambdas."""
+        i = self.index[id(root)]
+        return self._span(i + 1, self.end[i], skip_defs)
+
+    def walk_body(self, body: list[ast.stmt], skip_defs: bool = False):
+        """The statements of a block and every node under them (a block is no node in ast)."""
+        return self._span(self.index[id(body[0])], self.end[self.index[id(body[-1])]], skip_defs)
+
+    def _span(self, i: int, stop: int, skip_defs: bool):
+        order, end = self.order, self.end
+        while i < stop:
+            node = order[i]
             yield node
-            i = self.end[id(node)] if skip_defs and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) else i + 1
+            i = end[i] if skip_defs and isinstance(node, _SCOPES) else i + 1
 
-    def ancestors(self, node: cst.CSTNode):
+    def ancestors(self, node: ast.AST):
         parent = self.parent.get(id(node))
         while parent is not None:
             yield parent
             parent = self.parent.get(id(parent))
 
-    def enclosing_class(self, func: cst.FunctionDef) -> cst.ClassDef | None:
+    def enclosing_class(self, func: ast.FunctionDef) -> ast.ClassDef | None:
         for parent in self.ancestors(func):
-            if isinstance(parent, cst.ClassDef):
+            if isinstance(parent, ast.ClassDef):
                 return parent
-            if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(parent, (*_DEFS, ast.Lambda)):
                 return None
         return None
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}
-# Layout-only nodes: nothing here asks about them.
-_LAYOUT = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.TrailingWhitespace, cst.EmptyLine,
-           cst.Newline, cst.Comment, cst.LeftParen, cst.RightParen, cst.Comma, cst.Semicolon, cst.Dot)
+# ast shares one Load, Add or Lt object among all its uses, which an index by id() cannot tell
+# apart; nothing here asks about them.
+_NOT_CHILDREN = {"ctx", "op", "ops"}
+# libcst's field order where ast's differs (see _Tree).
+_LIBCST_ORDER = {
+    ast.ClassDef: ("name", "body", "bases", "keywords", "decorator_list", "type_params"),
+    ast.ExceptHandler: ("body", "type", "name"),
+    ast.match_case: ("pattern", "body", "guard"),
+}
 
 
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    names = _FIELDS.get(type(node))
+def _children(node: ast.AST) -> list[ast.AST]:
+    kind = type(node)
+    special = _SPECIAL_CHILDREN.get(kind)
+    if special is not None:
+        return special(node)
+    names = _FIELDS.get(kind)
     if names is None:
-        names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+        names = _LIBCST_ORDER.get(kind, kind._fields)
+        names = _FIELDS[kind] = tuple(n for n in names if n in kind._fields and n not in _NOT_CHILDREN)
     children = []
     for name in names:
         value = getattr(node, name)
-        if type(value) in (list, tuple):
-            children.extend(v for v in value if _is_node(type(v)))
-        elif _is_node(type(value)):
+        if type(value) is list:
+            if value and isinstance(value[0], ast.AST):  # not a list of names (`global a, b`)
+                children += value
+        elif isinstance(value, ast.AST):
             children.append(value)
     return children
 
 
-def _is_node(kind: type) -> bool:
-    known = _IS_NODE.get(kind)
-    if known is None:
-        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _LAYOUT)
-    return known
+def _call_children(node: ast.Call) -> list[ast.AST]:
+    return [node.func, *_in_source_order(node.args, node.keywords)]
 
 
-def _parameter_receiving(func: cst.FunctionDef, call: cst.Call, var: str) -> str | None:
+def _dict_children(node: ast.Dict) -> list[ast.AST]:
+    children = []
+    for key, value in zip(node.keys, node.values):
+        if key is not None:  # None: `**other`
+            children.append(key)
+        children.append(value)
+    return children
+
+
+def _parameter_children(node: ast.arguments) -> list[ast.AST]:
+    """Parameters and defaults as libcst orders them: plain, ``*args``, keyword-only, ``**kwargs``,
+    positional-only."""
+    named = _parameters(node)
+    plain, kwonly = len(node.posonlyargs), len(node.posonlyargs) + len(node.args)
+    children = []
+    for arg, default in [*named[plain:kwonly], (node.vararg, None), *named[kwonly:], (node.kwarg, None),
+                         *named[:plain]]:
+        if arg is not None:
+            children.append(arg)
+        if default is not None:
+            children.append(default)
+    return children
+
+
+_SPECIAL_CHILDREN = {ast.Call: _call_children, ast.Dict: _dict_children, ast.arguments: _parameter_children}
+
+
+def _in_source_order(args: list[ast.expr], keywords: list[ast.keyword]) -> list[ast.AST]:
+    """A call's positional and keyword arguments as written (ast lists ``f(a=1, *b)``'s ``*b`` first)."""
+    if args and keywords and (keywords[0].lineno, keywords[0].col_offset) < (args[-1].lineno, args[-1].col_offset):
+        return sorted([*args, *keywords], key=lambda n: (n.lineno, n.col_offset))
+    return [*args, *keywords]
+
+
+def _arguments(call: ast.Call) -> list[tuple[str | None, ast.expr, str]]:
+    """A call's arguments as (keyword, value, star), as written: ``*x`` is (None, x, "*"),
+    ``**x`` is (None, x, "**")."""
+    found = []
+    for arg in _in_source_order(call.args, call.keywords):
+        if isinstance(arg, ast.keyword):
+            found.append((arg.arg, arg.value, "" if arg.arg else "**"))
+        elif isinstance(arg, ast.Starred):
+            found.append((None, arg.value, "*"))
+        else:
+            found.append((None, arg, ""))
+    return found
+
+
+def _parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
+    """The named parameters (positional-only, plain, keyword-only; not ``*args`` or ``**kwargs``)
+    with their defaults."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [None] * (len(positional) - len(args.defaults)) + args.defaults
+    return [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+
+
+def _parameter_receiving(func: ast.FunctionDef, call: ast.Call, var: str) -> str | None:
     """The parameter of ``func`` that ``call`` passes the name ``var`` to."""
-    positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    positional = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
     index = 0
-    for arg in call.args:
-        if arg.star:
+    for keyword, value, star in _arguments(call):
+        if star:
             return None
-        if arg.keyword is not None:
-            if isinstance(arg.value, cst.Name) and arg.value.value == var:
-                return arg.keyword.value
+        if keyword is not None:
+            if isinstance(value, ast.Name) and value.id == var:
+                return keyword
             continue
-        if isinstance(arg.value, cst.Name) and arg.value.value == var:
+        if isinstance(value, ast.Name) and value.id == var:
             return positional[index] if index < len(positional) else None
         index += 1
     return None
 
 
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names; "" for other expressions, so ``f().x`` gives ".x"."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
 def _self_attr(node) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return node.attr.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
     return None
 
 
-def _class_name(node: cst.ClassDef | None) -> str | None:
-    return node.name.value if node is not None else None
+def _class_name(node: ast.ClassDef | None) -> str | None:
+    return node.name if node is not None else None
+
+
+def _unstarred(node: ast.expr) -> ast.expr:
+    return node.value if isinstance(node, ast.Starred) else node
+
+
+def _is_int(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int  # not True / False
 
 
 def _in_place(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_")
 
 
-def _range_count(analysis: _Analysis, comp_for: cst.CompFor) -> int | None:
-    if comp_for.inner_for_in is not None:
+def _code(source: SourceFile, node: ast.AST) -> str:
+    """A node's text without its own parentheses, which ast counts in a tuple's and a generator
+    expression's extent (and nowhere else)."""
+    text = source.segment(node)
+    if isinstance(node, (ast.Tuple, ast.GeneratorExp)) and _wrapped(text):
+        return text[1:-1].strip()
+    return text
+
+
+def _tokens(text: str) -> list[tokenize.TokenInfo]:
+    """The tokens of ``text`` that are not layout (an empty list where it does not tokenize)."""
+    layout = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        return [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in layout]
+    except (tokenize.TokenError, SyntaxError):
+        return []
+
+
+def _wrapped(text: str) -> bool:
+    """Is ``text`` one parenthesized whole, ``( ... )`` (not ``(a), (b)``)?"""
+    tokens = _tokens(text)
+    depth = 0
+    for i, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string in ("(", "[", "{"):
+            depth += 1
+        elif token.type == tokenize.OP and token.string in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return tokens[0].string == "(" and i == len(tokens) - 1
+    return False
+
+
+def _simple_string(source: SourceFile, node: ast.AST) -> bool:
+    """One string literal: not an f-string, nor literals written side by side (``"a" "b"``),
+    which ast joins into one constant."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))):
+        return False
+    return sum(t.type == tokenize.STRING for t in _tokens(f"({source.segment(node)})")) == 1
+
+
+def _eager_compile(source: SourceFile, node: ast.AST) -> bool:
+    """``torch.compile(..., backend="eager")`` (or any ``...compile``)."""
+    return isinstance(node, ast.Call) and _dotted(node.func).endswith("compile") and any(
+        k.arg == "backend" and isinstance(k.value, ast.Constant) and k.value.value == "eager"
+        and _simple_string(source, k.value) for k in node.keywords)
+
+
+def _identifiers(nodes) -> set[str]:
+    """The identifiers among ``nodes``: names, attribute and keyword names, parameters, and what a
+    def, class, import, ``global`` or ``except ... as`` names."""
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, (ast.keyword, ast.arg)):
+            if node.arg:
+                found.add(node.arg)
+        elif isinstance(node, (*_DEFS, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.update(part for part in node.name.split(".") if part != "*")
+            if node.asname:
+                found.add(node.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.update(node.module.split("."))
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            found.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+        elif isinstance(node, ast.MatchClass):
+            found.update(node.kwd_attrs)
+    return found
+
+
+def _range_count(analysis: _Analysis, generators: list[ast.comprehension]) -> int | None:
+    if len(generators) != 1:
         return None
-    return _count_of(analysis, comp_for.iter)
+    return _count_of(analysis, generators[0].iter)
 
 
-def _count_of(analysis: _Analysis, iterable: cst.BaseExpression) -> int | None:
-    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and len(iterable.args) == 1:
-        value = iterable.args[0].value
-        if isinstance(value, cst.Integer):
-            return value.evaluated_value
-        if isinstance(value, cst.Name):
-            return analysis.constants.get(value.value)
+def _count_of(analysis: _Analysis, iterable: ast.expr) -> int | None:
+    if isinstance(iterable, ast.Call) and _dotted(iterable.func) == "range" and len(args := _arguments(iterable)) == 1:
+        value = args[0][1]
+        if _is_int(value):
+            return value.value
+        if isinstance(value, ast.Name):
+            return analysis.constants.get(value.id)
     return None
 
 
-def _loop_count(analysis: _Analysis, node: cst.CSTNode, init: cst.FunctionDef) -> int | None:
+def _loop_count(analysis: _Analysis, node: ast.AST, init: ast.FunctionDef) -> int | None:
     """``for _ in range(N): self.blocks.append(Block())``: N."""
     for parent in analysis.tree.ancestors(node):
-        if isinstance(parent, cst.For):
+        if isinstance(parent, _FORS):
             return _count_of(analysis, parent.iter)
         if parent is init:
             return 1
     return None
 
 
-def _maybe_tensor(param: cst.Param) -> bool:
-    if param.annotation is not None:
-        annotation = dotted_name(param.annotation.annotation) or ""
-        code = cst.Module([]).code_for_node(param.annotation.annotation)
-        if _NON_TENSOR_ANNOTATIONS.match(code.strip()) or annotation in ("int", "float", "bool", "str"):
+def _maybe_tensor(source: SourceFile, param: ast.arg, default: ast.expr | None) -> bool:
+    annotation = param.annotation
+    if annotation is not None:
+        # A parenthesized annotation, `(int | None)`, was never matched whole (its text kept the
+        # parentheses); ast's extent leaves them out.
+        before = source.lines[annotation.lineno - 1][: source.char_column(annotation.lineno, annotation.col_offset)]
+        matched = not before.rstrip().endswith("(") and _NON_TENSOR_ANNOTATIONS.match(source.segment(annotation).strip())
+        if matched or _dotted(annotation) in ("int", "float", "bool", "str"):
             return False
-    default = param.default
-    if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
+    if default is not None and not (isinstance(default, ast.Constant) and default.value is None):
         return False
     return True
 
 
-def _binding_lines(analysis: _Analysis, func: cst.FunctionDef) -> dict[str, list[int]]:
+def _binding_lines(analysis: _Analysis, func: ast.FunctionDef) -> dict[str, list[int]]:
     """Lines where each name is (re)bound in the function: assignments, loops, with-as."""
     bound: dict[str, list[int]] = {}
 
     def names(target) -> list[str]:
-        if isinstance(target, cst.Name):
-            return [target.value]
-        if isinstance(target, (cst.Tuple, cst.List)):
-            return [n for e in target.elements for n in names(e.value)]
-        if isinstance(target, cst.StarredElement):
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [n for e in target.elts for n in names(e)]
+        if isinstance(target, ast.Starred):
             return names(target.value)
         return []
 
-    for node in analysis.tree.walk(func.body, skip_defs=True):
+    for node in analysis.tree.walk_body(func.body, skip_defs=True):
         targets = []
-        if isinstance(node, cst.Assign):
-            targets = [t.target for t in node.targets]
-        elif isinstance(node, (cst.AnnAssign, cst.For, cst.NamedExpr)):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, *_FORS, ast.NamedExpr)):
             targets = [node.target]
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            targets = [node.asname.name]
-        for target in targets:
-            for name in names(target):
-                bound.setdefault(name, []).append(analysis.source.positions[node].start.line)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        if targets:
+            # A with item has no position of its own: its expression's.
+            line = node.context_expr.lineno if isinstance(node, ast.withitem) else node.lineno
+            for target in targets:
+                for name in names(target):
+                    bound.setdefault(name, []).append(line)
     return bound
 
 
-def _already_marked(func: cst.FunctionDef) -> bool:
-    for decorator in func.decorators:
-        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-        if dotted_name(expr).endswith(("nested_compile_region", "mark_compile_region")):
+def _already_marked(func: ast.FunctionDef) -> bool:
+    for decorator in func.decorator_list:
+        expr = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if _dotted(expr).endswith(("nested_compile_region", "mark_compile_region")):
             return True
     return False
 
@@ -952,24 +1141,40 @@ def _installed_torch() -> str | None:
         return None
 
 
-def _training_in(source: SourceFile, path: str) -> str | None:
-    """Where the file runs a backward pass (``loss.backward()``), if it does."""
-    for node in source.nodes(cst.Call):
-        name = dotted_name(node.func)
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward" or \
-                name in ("torch.autograd.backward", "torch.autograd.grad"):
-            return f"`{source.code(node)}` at {path}:{source.positions[node].start.line}"
-    return None
+def _training_in(source: SourceFile, path: str, nodes=None) -> str | None:
+    """Where the file runs a backward pass (``loss.backward()``), if it does: of several, the
+    call that ends first (an inner call before the one around it). ``nodes``: all of the file's nodes, where they are at hand."""
+    calls = [node for node in (ast.walk(source.syntax) if nodes is None else nodes)
+             if isinstance(node, ast.Call) and (
+                 isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+                 or _dotted(node.func) in ("torch.autograd.backward", "torch.autograd.grad"))]
+    if not calls:
+        return None
+    node = min(calls, key=lambda n: (n.end_lineno, n.end_col_offset, -n.lineno, -n.col_offset))
+    return f"`{_code(source, node)}` at {path}:{node.lineno}"
 
 
 def _training_evidence(project: Project, paths: list[str]) -> str | None:
     for path in paths:
         source = project.source(path)
         if source is not None:
-            found = _training_in(source, path)
+            try:
+                found = _training_in(source, path)
+            except SourceError:
+                continue
             if found:
                 return found
     return ""
+
+
+def _analysis_of(source: SourceFile | None) -> _Analysis | None:
+    """The analysis of a file the Profile saw; None where it cannot be read or parsed."""
+    if source is None:
+        return None
+    try:
+        return _Analysis(source)
+    except SourceError:
+        return None
 
 
 def _compiled_on_its_own(profile: Profile, path: str, analysis: _Analysis, site: _Site) -> bool:
@@ -978,9 +1183,8 @@ def _compiled_on_its_own(profile: Profile, path: str, analysis: _Analysis, site:
     target = analysis.target_function(site)
     if target is None:
         return False
-    pos = analysis.source.positions[target]
-    first = min([pos.start.line] + [analysis.source.positions[d].start.line for d in target.decorators])
-    return any(f.file == path and f.name == target.name.value and first <= f.first_line <= pos.start.line
+    first = min([target.lineno] + [d.lineno for d in target.decorator_list])
+    return any(f.file == path and f.name == target.name and first <= f.first_line <= target.lineno
                for f in profile.frames)
 
 

@@ -303,3 +303,14 @@ def test_a_file_without_import_torch_gets_one():
     after = rewrite("model.py", SourceFile.parse(Path("model.py"), text), findings, {"RF004": RF004}).after
     assert after.startswith("\nfrom torch import nn\nimport torch\n")
     assert "    @torch.compiler.nested_compile_region\n    def forward(self, x):" in after
+
+
+def test_a_file_with_a_byte_order_mark_is_read_like_any_other():
+    # ast.parse rejects a leading U+FEFF that CPython and libcst accept: the analysis must not.
+    text = source("return x + self.mlp(x)")
+    (plain,) = static(text)
+    (marked,) = static("\ufeff" + text)
+    assert (marked.location.line, marked.location.col, marked.safety) == \
+        (plain.location.line, plain.location.col, plain.safety)
+    (edit,) = RF004.fix(marked, SourceFile.parse(Path("model.py"), "\ufeff" + text, parse=False), "torch")
+    assert edit.new_text.strip() == "@torch.compiler.nested_compile_region"
