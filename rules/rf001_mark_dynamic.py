@@ -11,7 +11,7 @@ from recompile_fix.findings import Finding, Safety
 from recompile_fix.format import format_statement
 from recompile_fix.profile import Frame, Location, Profile
 from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile, is_name
+from recompile_fix.source import SourceFile, is_name, walk
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 # torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.
@@ -53,9 +53,12 @@ class MarkDynamic(Rule):
     `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4), which serves every size with one
     graph; like a hard mark it is not used where the compiled code branches on the size. An argument that is not a plain name is bound to
     a new name first; that is unsafe when other parts of the statement run before it and could
-    have side effects. The finding says when torch will still recompile after the edit: a
-    first call of size 0 or 1 is specialised anyway, and a stride guard on a sliced view is not
-    a size guard.
+    have side effects. A stride guard on a sliced view (`idx[:, -n:]`, whose strides change with
+    its source) is not a size guard: the fix also passes a contiguous copy
+    (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()` keeps a size-1 batch's
+    odd stride), which changes no value but is unsafe where the name is used again after the
+    call (a later in-place write would no longer reach the original). The finding says when
+    torch will still recompile after the edit.
 
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, and
@@ -116,6 +119,7 @@ class MarkDynamic(Rule):
         elif small and unbacked:
             mark = "decorators.mark_unbacked"
         notes = self._remaining_recompiles(frame, source_expr, small and mark != "decorators.mark_unbacked")
+        strided = any(r.kind == "stride_mismatch" for r in frame.reasons() if r.source == source_expr)
         if mark == "decorators.mark_unbacked":
             notes.append("the Profile saw size 0 or 1 in this dimension, which torch specialises even when "
                          "marked dynamic: mark_unbacked serves those sizes with the same graph (code that "
@@ -138,11 +142,12 @@ class MarkDynamic(Rule):
                 finding.notes.insert(0, target.why_not if target else f"`{source_expr}` is not an argument of the call")
                 findings.append(finding)
                 break  # one explanation per frame is enough
-            self._locate(finding, target, dims, mark, project)
+            self._locate(finding, target, dims, mark, strided, project)
             findings.append(finding)
         return findings
 
-    def _locate(self, finding: Finding, target: "_Target", dims: list[int], mark: str, project: Project) -> None:
+    def _locate(self, finding: Finding, target: "_Target", dims: list[int], mark: str, strided: bool,
+                project: Project) -> None:
         site = finding.location
         source = project.source(site.file)
         call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
@@ -167,7 +172,13 @@ class MarkDynamic(Rule):
             "index": target.index,
             "dims": dims,
             "mark": mark,
+            "contiguous": strided,
         }
+        if strided and isinstance(arg.value, cst.Name) and _used_elsewhere(source, call, arg.value.value):
+            finding.safety = Safety.UNSAFE
+            finding.notes.append(f"the fix passes a contiguous copy of `{arg.value.value}`, which the code uses "
+                                 "again: an in-place write to it after the call would no longer reach the tensor "
+                                 "it was sliced from")
         if not isinstance(arg.value, cst.Name) and _runs_before(source, statement, call, arg):
             finding.safety = Safety.UNSAFE
             finding.notes.append("binding the argument to a name moves its evaluation before other "
@@ -182,8 +193,10 @@ class MarkDynamic(Rule):
                          "specialises even when marked (0/1 specialisation); start with a larger size, or "
                          "set torch.fx.experimental._config.backed_size_oblivious = True")
         if any(r.kind == "stride_mismatch" for r in reasons):
-            notes.append(f"a stride guard on `{source_expr}` remains: it is a view whose strides change "
-                         "(e.g. a crop `x[:, -n:]`); pass `.clone(memory_format=torch.contiguous_format)`")
+            notes.append(f"a stride guard on `{source_expr}`: it is a view whose strides change (e.g. a crop "
+                         "`x[:, -n:]`), so the fix passes a copy made with "
+                         "`.clone(memory_format=torch.contiguous_format)` (`.contiguous()` would keep a size-1 "
+                         "dimension's stride)")
         return notes
 
     # -- rewriting ---------------------------------------------------------------------
@@ -205,6 +218,9 @@ class MarkDynamic(Rule):
             edits.append(Edit(finding.file, at, at, _indented(f"{name} = {source.code(arg.value)}", indent), self.id))
             start, end = source.span(arg.value)
             edits.append(Edit(finding.file, start, end, name, self.id))
+        if p.get("contiguous"):
+            copy = f"{name} = {name}.clone(memory_format={torch_name}.contiguous_format)"
+            edits.append(Edit(finding.file, at, at, _indented(copy, indent), self.id))
         mark = f"{torch_name}._dynamo.{p['mark']}({name}, {dims})"
         edits.append(Edit(finding.file, at, at, _indented(mark, indent), self.id))
         return edits
@@ -315,6 +331,7 @@ def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
             continue
         q = first.params
         q["dims"] = sorted(set(q["dims"]) | set(p["dims"]))
+        q["contiguous"] = bool(q.get("contiguous") or p.get("contiguous"))
         if "maybe_mark_dynamic" in (p["mark"], q["mark"]):
             q["mark"] = "maybe_mark_dynamic"
         elif "decorators.mark_unbacked" in (p["mark"], q["mark"]):
@@ -412,6 +429,17 @@ def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) ->
             if call not in set(source.ancestors(node)) and node not in set(source.ancestors(call)):
                 return True
     return False
+
+
+def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:
+    """Is ``name`` read anywhere in the function around ``call`` other than as its argument?"""
+    scope = next((a for a in source.ancestors(call) if isinstance(a, cst.FunctionDef)), source.module)
+    in_call = {id(n) for n in walk(call)}
+    bound = set()
+    for node in walk(scope):
+        if isinstance(node, cst.AssignTarget) and is_name(node.target, name):
+            bound.add(id(node.target))
+    return any(is_name(n, name) and id(n) not in in_call and id(n) not in bound for n in walk(scope))
 
 
 def _fresh_name(base: str, taken: set[str]) -> str:

@@ -35,6 +35,13 @@ def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
     notes = " ".join(finding.notes)
     assert "size 0 or 1" in notes and "0/1 specialisation" not in notes
     assert "stride guard on `idx`" in notes and "contiguous_format" in notes
+    assert finding.params["contiguous"] is True  # the copy goes in too (golden RF001/cropped_generate)
+
+
+def test_a_contiguous_copy_of_a_name_read_again_is_unsafe(findings):
+    (finding,) = findings("cropped_reused.py")
+    assert finding.params["contiguous"] is True and finding.safety is Safety.UNSAFE
+    assert any("uses again" in note for note in finding.notes)
 
 
 def test_size_one_with_a_torch_older_than_mark_unbacked_keeps_mark_dynamic_and_says_so(tmp_path):
