@@ -23,6 +23,20 @@ class _Group(click.Group):
         except UserError as exc:
             _fail(str(exc))
 
+    def main(self, *args, **kwargs):
+        # Usage errors in one line, like every other error (click prints three).
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "recompile-fix"
+            _fail(f"{exc.format_message()} (see `{command} --help`)")
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        sys.exit(code if isinstance(code, int) else 0)  # ctx.exit(n) comes back as n here
+
 
 @click.group(cls=_Group)
 @click.version_option(package_name="recompile-fix")
@@ -108,7 +122,8 @@ def report(profile_file, as_json) -> None:
               show_default=True, help="How findings are printed.")
 @click.option("--config", "config_file", default=None, metavar="FILE",
               help="A pyproject.toml to read [tool.recompile-fix] from [default: the nearest one].")
-@click.option("-j", "--jobs", type=int, default=None, help="Processes for the static scan [default: cores].")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes for the static scan [default: cores].")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the static-scan cache.")
 @click.option("--verify", "verify_fixes", is_flag=True,
               help="Run the Profile's command before and after; apply only the fixes that make nothing worse.")

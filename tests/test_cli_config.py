@@ -95,3 +95,70 @@ def test_static_mode_without_profile(project):
     (project / ".recompile-fix" / "profile.json").unlink()
     result = run_cli("apply", ".", "--check", cwd=project, check=0)
     assert "static mode" in result.stderr
+
+
+STATIC_MODEL = '''import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return x + self.lin(x)
+
+
+class Net{i}(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(6))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+'''
+
+
+@pytest.fixture
+def static_tree(tmp_path):
+    """20 model files (enough for the process pool) and one without a trigger, no Profile."""
+    for i in range(20):
+        (tmp_path / f"model_{i:02d}.py").write_text(STATIC_MODEL.format(i=i))
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    return tmp_path
+
+
+def _findings(result):
+    return sorted((d["file"], d["location"]["line"], d["rule"], d["safety"]) for d in json.loads(result.stdout))
+
+
+def test_jobs_and_cache_flags_give_the_same_findings(static_tree):
+    cache = static_tree / ".recompile-fix" / "cache" / "static.json"
+    one = run_cli("apply", ".", "--check", "--output-format", "json", "-j", "1", "--no-cache", cwd=static_tree, check=1)
+    assert not cache.exists()  # --no-cache writes none
+    assert len(_findings(one)) == 20 and {f[2] for f in _findings(one)} == {"RF004"}
+    two = run_cli("apply", ".", "--check", "--output-format", "json", "--jobs", "2", cwd=static_tree, check=1)
+    assert _findings(two) == _findings(one) and cache.exists()
+    cached = json.loads(cache.read_text())["files"]
+    assert set(cached) == {f"model_{i:02d}.py" for i in range(20)} | {"util.py"}  # "nothing here" is cached too
+    warm = run_cli("apply", ".", "--check", "--output-format", "json", cwd=static_tree, check=1)
+    assert _findings(warm) == _findings(one)
+    bad = run_cli("apply", ".", "--check", "-j", "0", cwd=static_tree, check=2)
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("recompile-fix: error: Invalid value for '-j'")
+
+
+@pytest.mark.parametrize("argv", [["bogus"], ["apply"], ["apply", ".", "--output-format", "xml"], ["report", "--nope"]])
+def test_usage_errors_are_one_line_and_exit_2(argv, tmp_path):
+    result = run_cli(*argv, cwd=tmp_path, check=2)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("recompile-fix: error: ")
+    assert result.stdout == ""
+
+
+def test_config_file_flag(static_tree):
+    (static_tree / "other.toml").write_text('[tool.recompile-fix]\nignore = ["RF004"]\n')
+    assert run_cli("apply", ".", "--check", "--config", "other.toml", cwd=static_tree, check=0).stdout == ""
+    result = run_cli("apply", ".", "--check", "--config", "missing.toml", cwd=static_tree, check=2)
+    assert "missing.toml" in result.stderr
