@@ -49,16 +49,17 @@ class MarkDynamic(Rule):
     Safe: marking changes no value. Where the compiled code specialises the dimension
     (`if x.shape[0] == 3`), a hard mark would raise `ConstraintViolationError`, so the fix uses
     `torch._dynamo.maybe_mark_dynamic` instead. Where the Profile saw the dimension at size 0 or
-    1, which torch specialises even when marked, the fix uses
-    `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4), which serves every size with one
-    graph; like a hard mark it is not used where the compiled code branches on the size. An argument that is not a plain name is bound to
-    a new name first; that is unsafe when other parts of the statement run before it and could
-    have side effects. A stride guard on a sliced view (`idx[:, -n:]`, whose strides change with
-    its source) is not a size guard: the fix also passes a contiguous copy
-    (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()` keeps a size-1 batch's
-    odd stride), which changes no value but is unsafe where the name is used again after the
-    call (a later in-place write would no longer reach the original). The finding says when
-    torch will still recompile after the edit.
+    1, which torch specialises even when marked, and the compiled code calls nothing (`x + c`),
+    the fix uses `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4), which serves every
+    size with one graph; code that calls into torch may need a concrete size there (SDPA does,
+    and graph-breaks), so elsewhere the finding only suggests it. An argument that is not a
+    plain name is bound to a new name first; that is unsafe when other parts of the statement
+    run before it and could have side effects. A stride guard on a sliced view (`idx[:, -n:]`,
+    whose strides change with its source) is not a size guard: the fix also passes a contiguous
+    copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()` keeps a size-1
+    batch's odd stride), which changes no value but is unsafe where the name is used again
+    after the call (a later in-place write would no longer reach the original). The finding
+    says when torch will still recompile after the edit.
 
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, and
@@ -116,7 +117,9 @@ class MarkDynamic(Rule):
         mark = "mark_dynamic"
         if target is not None and target.specialized(dims):
             mark = "maybe_mark_dynamic"
-        elif small and unbacked:
+        elif small and unbacked and target is not None and target.calls_nothing():
+            # An unbacked size breaks the graph wherever torch needs a concrete one (SDPA picks
+            # its kernel by size, for one): only code that calls nothing is sure not to.
             mark = "decorators.mark_unbacked"
         notes = self._remaining_recompiles(frame, source_expr, small and mark != "decorators.mark_unbacked")
         strided = any(r.kind == "stride_mismatch" for r in frame.reasons() if r.source == source_expr)
@@ -189,9 +192,11 @@ class MarkDynamic(Rule):
         notes = []
         reasons = [r for r in frame.reasons() if r.source == source_expr]
         if small_sizes:
-            notes.append("torch will still recompile once: the first call had size 0 or 1, which torch "
+            notes.append("torch will still recompile once: the Profile saw size 0 or 1, which torch "
                          "specialises even when marked (0/1 specialisation); start with a larger size, or "
-                         "set torch.fx.experimental._config.backed_size_oblivious = True")
+                         "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
+                         "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
+                         "`recompile-fix verify`), or set torch.fx.experimental._config.backed_size_oblivious = True")
         if any(r.kind == "stride_mismatch" for r in reasons):
             notes.append(f"a stride guard on `{source_expr}`: it is a view whose strides change (e.g. a crop "
                          "`x[:, -n:]`), so the fix passes a copy made with "
@@ -269,6 +274,11 @@ class _Target:
 
     def keyword_of(self, call: cst.Call) -> str | None:
         return self.param if any(a.keyword and a.keyword.value == self.param for a in call.args) else None
+
+    def calls_nothing(self) -> bool:
+        """Is the compiled body plain operators on its values (``x + c``), with no call into code
+        that might need a concrete size?"""
+        return self.body is not None and not any(isinstance(n, cst.Call) for n in walk(self.body))
 
     def specialized(self, dims: list[int]) -> bool:
         """Does the compiled body compare this dimension for equality, or loop over it?

@@ -30,10 +30,12 @@ def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
     (finding,) = findings("cropped_generate.py")
     assert finding.safety is Safety.SAFE and finding.params["dims"] == [1]
     assert finding.location.line == 19  # logits = self(idx_cond), inside generate
-    # The first call had size 1: a plain mark would still be specialised at 1 (0/1 specialisation).
-    assert finding.params["mark"] == "decorators.mark_unbacked"
+    # The first call had size 1, specialised even when marked; mark_unbacked would avoid that, but
+    # the model calls into torch (which may need a concrete size: SDPA graph-breaks), so it is
+    # only suggested.
+    assert finding.params["mark"] == "mark_dynamic"
     notes = " ".join(finding.notes)
-    assert "size 0 or 1" in notes and "0/1 specialisation" not in notes
+    assert "0/1 specialisation" in notes and "mark_unbacked" in notes
     assert "stride guard on `idx`" in notes and "contiguous_format" in notes
     assert finding.params["contiguous"] is True  # the copy goes in too (golden RF001/cropped_generate)
 

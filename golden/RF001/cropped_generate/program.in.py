@@ -1,7 +1,9 @@
 """nanoGPT-style sampling: `generate` feeds the model a prompt that grows by one token per step
 from a single token, cropped to the last `block_size` tokens. Three causes of recompiles: the
 length changes, the first call has length 1 (specialised even when marked dynamic), and once
-the crop kicks in, `idx_cond` is a view whose stride changes with the length of `idx`."""
+the crop kicks in, `idx_cond` is a view whose stride changes with the length of `idx`. The fix
+removes two (3 -> 2 compiles); the size-1 start stays specialised, since mark_unbacked is not
+safe for a model that calls into torch (the finding says so)."""
 
 import torch
 from torch import nn
