@@ -95,7 +95,8 @@ class StaticScan:
         self.rules = [r for r in rules if type(r).plan_static is not _base_plan_static()]
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
-        self.key = f"{recompile_fix.__version__}:{fingerprint}:{','.join(sorted(r.id for r in self.rules))}"
+        self.key = (f"{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:"
+                    f"{','.join(sorted(r.id for r in self.rules))}")
         self.cache_path = root / CACHE_FILE
         self.errors: list[str] = []
         self.parsed = 0  # files that missed the cache (for the benchmark and tests)
@@ -192,6 +193,19 @@ class StaticScan:
 def _progress(done: int, total: int) -> None:
     sys.stderr.write(f"\rrecompile-fix: scanned {done}/{total} files")
     sys.stderr.flush()
+
+
+def _code_digest() -> str:
+    """A digest of the tool's own source (engine and rules), so a cached result never outlives
+    the code that computed it: an editable install changes without a version bump."""
+    from recompile_fix import rules
+
+    digest = hashlib.blake2b(digest_size=8)
+    for package in (Path(recompile_fix.__file__).parent, Path(rules.__file__).parent):
+        for path in sorted(package.glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _base_plan_static():

@@ -119,3 +119,15 @@ def test_a_file_that_does_not_parse_is_reported_and_others_still_scanned(tmp_pat
     findings = scan.run(discover([str(tmp_path)], tmp_path, config.excluded), progress=False)
     assert [f.file for f in findings] == ["good.py"]
     assert len(scan.errors) == 1 and scan.errors[0].startswith("bad.py:") and "does not parse" in scan.errors[0]
+
+
+def test_the_cache_does_not_outlive_the_code_that_filled_it(tmp_path, monkeypatch):
+    import recompile_fix.scan as scan_module
+
+    root = _tree(tmp_path)
+    _scan(root)
+    scan, _ = _scan(root)
+    assert scan.parsed == 0
+    monkeypatch.setattr(scan_module, "_code_digest", lambda: "edited")  # e.g. an editable install changed
+    scan, findings = _scan(root)
+    assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 1
