@@ -1,6 +1,8 @@
 """Cold compile time of a deep stack of identical blocks, before and after `recompile-fix apply`
 (RF004: `@torch.compiler.nested_compile_region` on the block's forward), with regional
-compilation (`for b in blocks: b.compile()`) and a model of one block for comparison.
+compilation (`for b in blocks: b.compile()`) and a model of one block for comparison, as
+written and as rewritten (the second isolates what depth still costs after the fix from what the
+region boundary costs: kernels it stops from fusing).
 
 Two models:
 
@@ -147,7 +149,7 @@ def child(kind: str, variant: str, model_dir: str, out: str, layers: int) -> Non
     if kind == "ours":
         import bench_model
 
-        if variant == "one_block":
+        if variant in ("one_block", "one_block_after"):
             bench_model.NUM_BLOCKS = 1
         model = bench_model.Transformer()
         blocks = model.blocks
@@ -156,7 +158,7 @@ def child(kind: str, variant: str, model_dir: str, out: str, layers: int) -> Non
         from transformers import LlamaConfig
         from modeling_llama import LlamaForCausalLM
 
-        model = LlamaForCausalLM(LlamaConfig(**llama_config(1 if variant == "one_block" else layers)))
+        model = LlamaForCausalLM(LlamaConfig(**llama_config(1 if variant.startswith("one_block") else layers)))
         blocks = model.model.layers
         inputs = {"input_ids": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1)),
                   "use_cache": False}
@@ -301,7 +303,7 @@ def compare_outputs(results_dir: Path, kind: str, variants: list[str]) -> list[s
     lines = []
     base = torch.load(results_dir / f"{kind}-full-0.json.pt", weights_only=True)
     for variant in variants:
-        if variant in ("full", "one_block"):
+        if variant in ("full", "one_block", "one_block_after"):
             continue
         got = torch.load(results_dir / f"{kind}-{variant}-0.json.pt", weights_only=True)
         torch.testing.assert_close(got, base)
@@ -315,7 +317,7 @@ def report(name: str, results: dict[str, list[dict]], runs: int) -> dict[str, fl
     one = statistics.median(r["cpu"] for r in results["one_block"])
     medians = {}
     labels = {"full": "full (before apply)", "after": "after apply (RF004)", "regional": "regional (b.compile())",
-              "one_block": "one block"}
+              "one_block": "one block", "one_block_after": "one block, after apply"}
     for variant, rows in results.items():
         cpu = statistics.median(r["cpu"] for r in rows)
         wall = statistics.median(r["wall"] for r in rows)
@@ -353,7 +355,8 @@ def main() -> None:
             (directory / "profile_me.py").write_text(PROFILE_OURS.format(vocab=VOCAB, batch=BATCH, seq=SEQ))
         print(f"\n[{args.blocks}-block transformer] recompile-fix profile + apply bench_model.py:")
         print(textwrap.indent(profile_and_apply(ours_after, "bench_model.py", unsafe=False), "    "))
-        models["ours"] = {"full": ours_before, "after": ours_after, "regional": ours_before, "one_block": ours_before}
+        models["ours"] = {"full": ours_before, "after": ours_after, "regional": ours_before, "one_block": ours_before,
+                          "one_block_after": ours_after}
 
         skip = "--no-transformers given" if args.no_transformers else transformers_problem()
         if skip is None:
@@ -369,7 +372,7 @@ def main() -> None:
                   "recompile-fix profile + apply --unsafe-fixes modeling_llama.py:")
             print(textwrap.indent(profile_and_apply(llama_after, "modeling_llama.py", unsafe=True), "    "))
             models["llama"] = {"full": llama_before, "after": llama_after, "regional": llama_before,
-                               "one_block": llama_before}
+                               "one_block": llama_before, "one_block_after": llama_after}
         else:
             print(f"\n[transformers] skipped: {skip}")
 
@@ -382,7 +385,7 @@ def main() -> None:
                     out = results_dir / f"{kind}-{variant}-{run}.json"
                     row = run_child(kind, variant, model_dir, out, args.llama_layers)
                     results[kind][variant].append(row)
-                    print(f"  run {run + 1}/{args.runs} {kind:<5} {variant:<9} CPU {row['cpu']:6.1f} s  "
+                    print(f"  run {run + 1}/{args.runs} {kind:<5} {variant:<15} CPU {row['cpu']:6.1f} s  "
                           f"wall {row['wall']:6.1f} s  forward {row['steady_ms']:7.2f} ms", flush=True)
 
         titles = {"ours": f"{args.blocks}-block transformer (ours)",
@@ -396,7 +399,9 @@ def main() -> None:
             summary.append(f"{titles[kind]}: after apply / one block = {medians['after'] / one:.2f} "
                            f"(regional / one block = {medians['regional'] / one:.2f}; "
                            f"full / one block = {medians['full'] / one:.2f}; "
-                           f"after / full = {medians['after'] / medians['full']:.2f})")
+                           f"after / full = {medians['after'] / medians['full']:.2f}; "
+                           f"depth cost after apply, after / its own one-block model = "
+                           f"{medians['after'] / medians['one_block_after']:.2f})")
 
         if not args.no_train:
             out = results_dir / "ours-train.json"
