@@ -168,7 +168,8 @@ class Analysis:
         name = _dotted(value.func)
         last = name.rsplit(".", 1)[-1]
         root = name.split(".")[0]
-        if last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange") and root in self.torch_names:
+        if last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange") \
+                and root in self.torch_names:
             info["tensors"].add(attr)
         elif last in ("ModuleList", "Sequential") and root in self.torch_names:
             blocks, count = self._elements(value)
@@ -866,7 +867,8 @@ def _maybe_tensor(source: SourceFile, param: ast.arg, default: ast.expr | None) 
         # A parenthesized annotation, `(int | None)`, was never matched whole (its text kept the
         # parentheses); ast's extent leaves them out.
         before = source.lines[annotation.lineno - 1][: source.char_column(annotation.lineno, annotation.col_offset)]
-        matched = not before.rstrip().endswith("(") and _NON_TENSOR_ANNOTATIONS.match(source.segment(annotation).strip())
+        matched = not before.rstrip().endswith("(") and \
+            _NON_TENSOR_ANNOTATIONS.match(source.segment(annotation).strip())
         if matched or _dotted(annotation) in ("int", "float", "bool", "str"):
             return False
     if default is not None and not (isinstance(default, ast.Constant) and default.value is None):
@@ -914,7 +916,8 @@ def already_marked(func: ast.FunctionDef) -> bool:
 
 def training_in(source: SourceFile, path: str, nodes=None) -> str | None:
     """Where the file runs a backward pass (``loss.backward()``), if it does: of several, the
-    call that ends first (an inner call before the one around it). ``nodes``: all of the file's nodes, where they are at hand."""
+    call that ends first (an inner call before the one around it). ``nodes``: all of the file's
+    nodes, where they are at hand."""
     calls = [node for node in (ast.walk(source.syntax) if nodes is None else nodes)
              if isinstance(node, ast.Call) and (
                  isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
