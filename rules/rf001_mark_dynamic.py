@@ -216,16 +216,26 @@ class MarkDynamic(Rule):
         at = source.offset(source.positions[statement].start.line, 0)
         dims = p["dims"][0] if len(p["dims"]) == 1 else p["dims"]
         edits = []
+        clone = f".clone(memory_format={torch_name}.contiguous_format)" if p.get("contiguous") else ""
         if isinstance(arg.value, cst.Name):
             name = arg.value.value
+            if clone:
+                # Where the statement before binds the name (`idx_cond = idx[:, -n:]`), copy there;
+                # else in a statement of its own.
+                binding = _binding_before(source, statement, name)
+                if binding is not None:
+                    end = source.span(binding)[1]
+                    edits.append(Edit(finding.file, end, end, clone, self.id))
+                else:
+                    edits.append(Edit(finding.file, at, at, _indented(f"{name} = {name}{clone}", indent), self.id))
         else:
             name = _fresh_name(p["param"], source.names_in_scope(call))
-            edits.append(Edit(finding.file, at, at, _indented(f"{name} = {source.code(arg.value)}", indent), self.id))
+            value = source.code(arg.value)
+            if clone and not _atomic(arg.value):
+                value = f"({value})"
+            edits.append(Edit(finding.file, at, at, _indented(f"{name} = {value}{clone}", indent), self.id))
             start, end = source.span(arg.value)
             edits.append(Edit(finding.file, start, end, name, self.id))
-        if p.get("contiguous"):
-            copy = f"{name} = {name}.clone(memory_format={torch_name}.contiguous_format)"
-            edits.append(Edit(finding.file, at, at, _indented(copy, indent), self.id))
         mark = f"{torch_name}._dynamo.{p['mark']}({name}, {dims})"
         edits.append(Edit(finding.file, at, at, _indented(mark, indent), self.id))
         return edits
@@ -439,6 +449,25 @@ def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) ->
             if call not in set(source.ancestors(node)) and node not in set(source.ancestors(call)):
                 return True
     return False
+
+
+def _atomic(node: cst.BaseExpression) -> bool:
+    """Can ``.clone(...)`` be appended to this expression's text without parentheses?"""
+    return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and not node.lpar
+
+
+def _binding_before(source: SourceFile, statement, name: str) -> cst.BaseExpression | None:
+    """The value of ``name = value`` when that is the statement right before ``statement`` in
+    the same block, and the value takes ``.clone(...)`` as it is."""
+    block = source.parents.get(statement)
+    body = list(getattr(block, "body", ()))
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    if index == 0 or not isinstance(body[index - 1], cst.SimpleStatementLine):
+        return None
+    (small, *rest) = body[index - 1].body
+    if rest or not isinstance(small, cst.Assign) or len(small.targets) != 1 or not is_name(small.targets[0].target, name):
+        return None
+    return small.value if _atomic(small.value) else None
 
 
 def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:

@@ -22,8 +22,7 @@ class TinyGPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, steps):
         for _ in range(steps):
-            idx_cond = idx[:, -self.block_size:]
-            idx_cond = idx_cond.clone(memory_format=torch.contiguous_format)
+            idx_cond = idx[:, -self.block_size:].clone(memory_format=torch.contiguous_format)
             torch._dynamo.mark_dynamic(idx_cond, 1)
             logits = self(idx_cond)
             idx = torch.cat([idx, logits[:, -1:].argmax(-1)], dim=1)
