@@ -144,6 +144,21 @@ class Frame:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]
 
+    def tensor_inputs(self) -> dict[str, dict]:
+        """Tensor arguments recorded at the frame's compiles: name -> its first record."""
+        tensors: dict[str, dict] = {}
+        for compile_ in self.compiles:
+            for name, entry in compile_.inputs.items():
+                if entry.get("type") == "Tensor":
+                    tensors.setdefault(name, entry)
+        return tensors
+
+    def shapes(self, name: str) -> list[list[int]]:
+        """The shape tensor argument ``name`` had at each compile that recorded it. Guard failures
+        name only the first changed dimension (and only the first failing guard); these show all."""
+        return [c.inputs[name]["shape"] for c in self.compiles
+                if c.inputs.get(name, {}).get("type") == "Tensor" and "shape" in c.inputs[name]]
+
 
 @dataclass
 class Profile:

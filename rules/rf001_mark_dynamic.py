@@ -93,7 +93,7 @@ class MarkDynamic(Rule):
             if not frame.name.startswith(RESUME_PREFIX):
                 # Torch names only the first failing guard (a scalar's `c == 0.5` can hide a size
                 # change of `x`): the shapes recorded at each compile show every changed dimension.
-                for source_expr in _tensor_inputs(frame):
+                for source_expr in frame.tensor_inputs():
                     if _changed_dims(frame, source_expr):
                         dims.setdefault(source_expr, set())
             for source_expr in dims:
@@ -363,13 +363,6 @@ def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
     return merged
 
 
-def _tensor_inputs(frame: Frame) -> list[str]:
-    names: list[str] = []
-    for compile_ in frame.compiles:
-        names.extend(n for n, v in compile_.inputs.items() if v.get("type") == "Tensor" and n not in names)
-    return names
-
-
 def _small_sizes_seen(frame: Frame, source_expr: str, dims: list[int]) -> bool:
     """Did this argument have size 0 or 1 in a marked dimension (which torch specialises even
     when the dimension is marked dynamic)?"""
@@ -377,18 +370,13 @@ def _small_sizes_seen(frame: Frame, source_expr: str, dims: list[int]) -> bool:
         if reason.source == source_expr and (reason.kind == "size_specialization" or
                                              (reason.kind == "size_mismatch" and reason.expected in (0, 1))):
             return True
-    for compile_ in frame.compiles:
-        shape = compile_.inputs.get(source_expr, {}).get("shape") or []
-        if any(d < len(shape) and shape[d] in (0, 1) for d in dims):
-            return True
-    return False
+    return any(d < len(shape) and shape[d] in (0, 1) for shape in frame.shapes(source_expr) for d in dims)
 
 
 def _changed_dims(frame: Frame, source_expr: str) -> set[int]:
     """Dimensions of an argument whose size differed between compiles (the guard text names
     only the first one that failed)."""
-    shapes = [c.inputs[source_expr]["shape"] for c in frame.compiles
-              if c.inputs.get(source_expr, {}).get("type") == "Tensor"]
+    shapes = frame.shapes(source_expr)
     changed: set[int] = set()
     for shape in shapes[1:]:
         if len(shape) == len(shapes[0]):

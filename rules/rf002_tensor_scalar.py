@@ -253,12 +253,8 @@ def _values(frame: Frame, param: str) -> list:
 
 
 def _tensor_inputs(frame: Frame) -> dict[str, dict]:
-    tensors: dict[str, dict] = {}
-    for compile_ in frame.compiles:
-        for name, entry in compile_.inputs.items():
-            if entry.get("type") == "Tensor" and name.isidentifier():
-                tensors.setdefault(name, entry)
-    return tensors
+    """The frame's tensor arguments that are plain names (not `args[0]` of a wrapper)."""
+    return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
 
 
 def _masked_changes(frame: Frame, param: str) -> list[str]:
@@ -267,9 +263,8 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
     notes = []
     for name in _tensor_inputs(frame):
         shapes = []
-        for compile_ in frame.compiles:
-            shape = compile_.inputs.get(name, {}).get("shape")
-            if shape is not None and shape not in shapes:
+        for shape in frame.shapes(name):
+            if shape not in shapes:
                 shapes.append(shape)
         if len(shapes) > 1 and not any(r.source == name for r in frame.reasons()):
             notes.append(f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
