@@ -106,15 +106,15 @@ class Transformer(nn.Module):
 '''
 
 # The programs `recompile-fix profile` runs: they compile the model and call it once.
-PROFILE_OURS = '''import torch
+PROFILE_OURS = """import torch
 from bench_model import Transformer
 
 model = Transformer().eval()
 compiled = torch.compile(model)
 with torch.no_grad():
     compiled(torch.randint(0, {vocab}, ({batch}, {seq})))
-'''
-PROFILE_LLAMA = '''import torch
+"""
+PROFILE_LLAMA = """import torch
 from transformers import LlamaConfig
 from modeling_llama import LlamaForCausalLM
 
@@ -123,13 +123,20 @@ model = LlamaForCausalLM(config).eval()
 compiled = torch.compile(model)
 with torch.no_grad():
     compiled(input_ids=torch.randint(0, {vocab}, ({batch}, {seq})), use_cache=False)
-'''
+"""
 
 
 def llama_config(layers: int) -> dict:
-    return dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=layers,
-                num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2 * SEQ,
-                attn_implementation="sdpa")
+    return dict(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=2 * SEQ,
+        attn_implementation="sdpa",
+    )
 
 
 # -- the child: one variant, one fresh process ---------------------------------------------------
@@ -155,13 +162,15 @@ def child(kind: str, variant: str, model_dir: str, out: str, layers: int) -> Non
         blocks = model.blocks
         inputs = {"idx": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))}
     else:
-        from transformers import LlamaConfig
         from modeling_llama import LlamaForCausalLM
+        from transformers import LlamaConfig
 
         model = LlamaForCausalLM(LlamaConfig(**llama_config(1 if variant.startswith("one_block") else layers)))
         blocks = model.model.layers
-        inputs = {"input_ids": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1)),
-                  "use_cache": False}
+        inputs = {
+            "input_ids": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1)),
+            "use_cache": False,
+        }
 
     if variant == "train":
         train_check(torch, model, inputs, kind, out)
@@ -193,8 +202,9 @@ def child(kind: str, variant: str, model_dir: str, out: str, layers: int) -> Non
     torch.save(first, out + ".pt")
     # The first call compiles and then runs the model once: count the compile only.
     steady_wall, steady_cpu = statistics.median(walls), statistics.median(cpus)
-    Path(out).write_text(json.dumps({"cpu": cpu - steady_cpu, "wall": wall - steady_wall,
-                                     "steady_ms": 1000 * steady_wall}))
+    Path(out).write_text(
+        json.dumps({"cpu": cpu - steady_cpu, "wall": wall - steady_wall, "steady_ms": 1000 * steady_wall})
+    )
 
 
 def train_check(torch, model, inputs, kind: str, out: str) -> None:
@@ -225,11 +235,18 @@ def train_check(torch, model, inputs, kind: str, out: str) -> None:
             seconds = time.process_time() - cpu0
         torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-5)
         # Relative error of each gradient as a whole (float32 reassociation leaves element noise).
-        errors = {name: ((got.grad - want.grad).norm() / want.grad.norm().clamp_min(1e-12)).item()
-                  for (name, got), want in zip(trained.named_parameters(), reference.parameters())}
+        errors = {
+            name: ((got.grad - want.grad).norm() / want.grad.norm().clamp_min(1e-12)).item()
+            for (name, got), want in zip(trained.named_parameters(), reference.parameters())
+        }
         worst = max(errors, key=errors.get)
-        report[label] = {"seconds": seconds, "worst": worst, "error": errors[worst],
-                         "over": sum(e > 1e-3 for e in errors.values()), "params": len(errors)}
+        report[label] = {
+            "seconds": seconds,
+            "worst": worst,
+            "error": errors[worst],
+            "over": sum(e > 1e-3 for e in errors.values()),
+            "params": len(errors),
+        }
     report["loss"] = expected.item()
     Path(out).write_text(json.dumps(report))
 
@@ -237,8 +254,14 @@ def train_check(torch, model, inputs, kind: str, out: str) -> None:
 # -- the parent ----------------------------------------------------------------------------------
 def cold_env(cache_dir: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"TORCHINDUCTOR_CACHE_DIR": cache_dir, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-                "TORCHINDUCTOR_COMPILE_THREADS": "1", "PYTHONWARNINGS": "ignore"})
+    env.update(
+        {
+            "TORCHINDUCTOR_CACHE_DIR": cache_dir,
+            "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            "PYTHONWARNINGS": "ignore",
+        }
+    )
     return env
 
 
@@ -254,8 +277,14 @@ def run_child(kind: str, variant: str, model_dir: Path, out: Path, layers: int) 
 
 def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", "recompile_fix", *args], cwd=cwd, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "recompile_fix", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def profile_and_apply(model_dir: Path, model_file: str, unsafe: bool) -> str:
@@ -316,8 +345,13 @@ def report(name: str, results: dict[str, list[dict]], runs: int) -> dict[str, fl
     print(f"  {'variant':<22} {'CPU s per run':<28} {'CPU s':>7} {'wall s':>7} {'x 1-block':>9} {'fwd ms':>8}")
     one = statistics.median(r["cpu"] for r in results["one_block"])
     medians = {}
-    labels = {"full": "full (before apply)", "after": "after apply (RF004)", "regional": "regional (b.compile())",
-              "one_block": "one block", "one_block_after": "one block, after apply"}
+    labels = {
+        "full": "full (before apply)",
+        "after": "after apply (RF004)",
+        "regional": "regional (b.compile())",
+        "one_block": "one block",
+        "one_block_after": "one block, after apply",
+    }
     for variant, rows in results.items():
         cpu = statistics.median(r["cpu"] for r in rows)
         wall = statistics.median(r["wall"] for r in rows)
@@ -345,8 +379,10 @@ def main() -> None:
     started = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="compile-time-"))
     try:
-        print(f"machine: {os.cpu_count()} CPUs (shared: wall times are noisy, CPU seconds less so); "
-              f"python {sys.version.split()[0]}")
+        print(
+            f"machine: {os.cpu_count()} CPUs (shared: wall times are noisy, CPU seconds less so); "
+            f"python {sys.version.split()[0]}"
+        )
         models = {}  # kind -> {variant: model dir}
         ours_before, ours_after = scratch / "ours-before", scratch / "ours-after"
         for directory in (ours_before, ours_after):
@@ -355,8 +391,13 @@ def main() -> None:
             (directory / "profile_me.py").write_text(PROFILE_OURS.format(vocab=VOCAB, batch=BATCH, seq=SEQ))
         print(f"\n[{args.blocks}-block transformer] recompile-fix profile + apply bench_model.py:")
         print(textwrap.indent(profile_and_apply(ours_after, "bench_model.py", unsafe=False), "    "))
-        models["ours"] = {"full": ours_before, "after": ours_after, "regional": ours_before, "one_block": ours_before,
-                          "one_block_after": ours_after}
+        models["ours"] = {
+            "full": ours_before,
+            "after": ours_after,
+            "regional": ours_before,
+            "one_block": ours_before,
+            "one_block_after": ours_after,
+        }
 
         skip = "--no-transformers given" if args.no_transformers else transformers_problem()
         if skip is None:
@@ -364,15 +405,23 @@ def main() -> None:
             for directory in (llama_before, llama_after):
                 directory.mkdir()
                 copy_llama(directory)
-                (directory / "profile_me.py").write_text(PROFILE_LLAMA.format(
-                    config=llama_config(args.llama_layers), vocab=VOCAB, batch=BATCH, seq=SEQ))
+                (directory / "profile_me.py").write_text(
+                    PROFILE_LLAMA.format(config=llama_config(args.llama_layers), vocab=VOCAB, batch=BATCH, seq=SEQ)
+                )
             import transformers
 
-            print(f"\n[transformers {transformers.__version__} Llama, {args.llama_layers} layers, random weights] "
-                  "recompile-fix profile + apply --unsafe-fixes modeling_llama.py:")
+            print(
+                f"\n[transformers {transformers.__version__} Llama, {args.llama_layers} layers, random weights] "
+                "recompile-fix profile + apply --unsafe-fixes modeling_llama.py:"
+            )
             print(textwrap.indent(profile_and_apply(llama_after, "modeling_llama.py", unsafe=True), "    "))
-            models["llama"] = {"full": llama_before, "after": llama_after, "regional": llama_before,
-                               "one_block": llama_before, "one_block_after": llama_after}
+            models["llama"] = {
+                "full": llama_before,
+                "after": llama_after,
+                "regional": llama_before,
+                "one_block": llama_before,
+                "one_block_after": llama_after,
+            }
         else:
             print(f"\n[transformers] skipped: {skip}")
 
@@ -385,37 +434,50 @@ def main() -> None:
                     out = results_dir / f"{kind}-{variant}-{run}.json"
                     row = run_child(kind, variant, model_dir, out, args.llama_layers)
                     results[kind][variant].append(row)
-                    print(f"  run {run + 1}/{args.runs} {kind:<5} {variant:<15} CPU {row['cpu']:6.1f} s  "
-                          f"wall {row['wall']:6.1f} s  forward {row['steady_ms']:7.2f} ms", flush=True)
+                    print(
+                        f"  run {run + 1}/{args.runs} {kind:<5} {variant:<15} CPU {row['cpu']:6.1f} s  "
+                        f"wall {row['wall']:6.1f} s  forward {row['steady_ms']:7.2f} ms",
+                        flush=True,
+                    )
 
-        titles = {"ours": f"{args.blocks}-block transformer (ours)",
-                  "llama": f"transformers Llama, {args.llama_layers} layers (tiny config)"}
+        titles = {
+            "ours": f"{args.blocks}-block transformer (ours)",
+            "llama": f"transformers Llama, {args.llama_layers} layers (tiny config)",
+        }
         summary = []
         for kind in models:
             medians = report(titles[kind], results[kind], args.runs)
             for line in compare_outputs(results_dir, kind, list(models[kind])):
                 print(f"  outputs: {line}")
             one = medians["one_block"]
-            summary.append(f"{titles[kind]}: after apply / one block = {medians['after'] / one:.2f} "
-                           f"(regional / one block = {medians['regional'] / one:.2f}; "
-                           f"full / one block = {medians['full'] / one:.2f}; "
-                           f"after / full = {medians['after'] / medians['full']:.2f}; "
-                           f"depth cost after apply, after / its own one-block model = "
-                           f"{medians['after'] / medians['one_block_after']:.2f})")
+            summary.append(
+                f"{titles[kind]}: after apply / one block = {medians['after'] / one:.2f} "
+                f"(regional / one block = {medians['regional'] / one:.2f}; "
+                f"full / one block = {medians['full'] / one:.2f}; "
+                f"after / full = {medians['after'] / medians['full']:.2f}; "
+                f"depth cost after apply, after / its own one-block model = "
+                f"{medians['after'] / medians['one_block_after']:.2f})"
+            )
 
         if not args.no_train:
             out = results_dir / "ours-train.json"
             train = run_child("ours", "train", ours_after, out, args.llama_layers)
-            print(f"\ntraining step through the rewritten {args.blocks}-block model (inductor, forward + backward; "
-                  f"loss {train['loss']:.6f} equals eager's in both runs):")
+            print(
+                f"\ntraining step through the rewritten {args.blocks}-block model (inductor, forward + backward; "
+                f"loss {train['loss']:.6f} equals eager's in both runs):"
+            )
             for label, words in (("default", "as compiled"), ("no_buffer_reuse", "allow_buffer_reuse=False")):
                 row = train[label]
                 verdict = "gradients match eager" if row["over"] == 0 else "GRADIENTS DIFFER from eager"
-                print(f"  {words:<26} {verdict}: {row['over']}/{row['params']} parameters off by more than "
-                      f"1e-3 (relative norm), worst {row['worst']} {row['error']:.1e}; {row['seconds']:.1f} CPU s")
+                print(
+                    f"  {words:<26} {verdict}: {row['over']}/{row['params']} parameters off by more than "
+                    f"1e-3 (relative norm), worst {row['worst']} {row['error']:.1e}; {row['seconds']:.1f} CPU s"
+                )
             if train["default"]["over"]:
-                print("  (torch 2.13 inductor bug: buffer reuse overwrites a saved input of the reused region "
-                      "in backward, pytorch/pytorch#193960; RF004 marks the fix unsafe for programs that train)")
+                print(
+                    "  (torch 2.13 inductor bug: buffer reuse overwrites a saved input of the reused region "
+                    "in backward, pytorch/pytorch#193960; RF004 marks the fix unsafe for programs that train)"
+                )
 
         print("\nratios (CPU seconds of the cold first call; target: after apply <= 1.2x one block)")
         for line in summary:

@@ -33,19 +33,37 @@ from pygls.uris import from_fs_path
 
 
 def generate(lines_wanted: int, frames: int = 10) -> str:
-    lines = ['"""Generated for bench/lsp_latency.py: compiled steps whose input sizes change."""', "",
-             "import torch", "", ""]
+    lines = [
+        '"""Generated for bench/lsp_latency.py: compiled steps whose input sizes change."""',
+        "",
+        "import torch",
+        "",
+        "",
+    ]
     for k in range(frames):
         lines += ["@torch.compile", f"def step{k}(x, scale):", f"    return (x * {k + 2} + scale).relu()", "", ""]
     tail = ["def main():"]
     for k in range(frames):
-        tail += ["    for n in range(3, 6):", f"        x{k} = torch.ones(n, 2)", f"        step{k}(x{k}, 1.0)",
-                 f"        step{k}(torch.zeros(n + 1, 2), 1.0)"]
+        tail += [
+            "    for n in range(3, 6):",
+            f"        x{k} = torch.ones(n, 2)",
+            f"        step{k}(x{k}, 1.0)",
+            f"        step{k}(torch.zeros(n + 1, 2), 1.0)",
+        ]
     tail += ["", "", 'if __name__ == "__main__":', "    main()"]
     i = 0
     while len(lines) + len(tail) + 9 <= lines_wanted:
-        lines += [f"def helper_{i}(a, b):", f'    """Filler {i}: plain Python the server must still parse."""',
-                  "    c = a + b", "    d = c * 2", "    if d > 10:", "        d = d - 1", "    return d", "", ""]
+        lines += [
+            f"def helper_{i}(a, b):",
+            f'    """Filler {i}: plain Python the server must still parse."""',
+            "    c = a + b",
+            "    d = c * 2",
+            "    if d > 10:",
+            "        d = d - 1",
+            "    return d",
+            "",
+            "",
+        ]
         i += 1
     while len(lines) + len(tail) < lines_wanted:
         lines.append("")
@@ -87,8 +105,10 @@ def apply_edits(text: str, uri: str, edit: lsp.WorkspaceEdit) -> str:
     def offset(pos: lsp.Position) -> int:  # the generated file is ASCII: UTF-16 units are characters
         return starts[pos.line] + pos.character
 
-    edits = sorted(((offset(e.range.start), offset(e.range.end), i, e.new_text)
-                    for i, e in enumerate(edit.changes[uri])), key=lambda e: (e[0], e[1], e[2]))
+    edits = sorted(
+        ((offset(e.range.start), offset(e.range.end), i, e.new_text) for i, e in enumerate(edit.changes[uri])),
+        key=lambda e: (e[0], e[1], e[2]),
+    )
     for start, end, _, new in reversed(edits):
         text = text[:start] + new + text[end:]
     return text
@@ -97,15 +117,19 @@ def apply_edits(text: str, uri: str, edit: lsp.WorkspaceEdit) -> str:
 async def measure(work: Path, program: Path, requests: int) -> dict[str, list[float]]:
     client = Client()
     await client.start_io(sys.executable, "-m", "recompile_fix", "lsp", cwd=str(work))
-    await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
-                                                       root_uri=from_fs_path(str(work))))
+    await client.initialize_async(
+        lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), root_uri=from_fs_path(str(work)))
+    )
     client.initialized(lsp.InitializedParams())
     uri = from_fs_path(str(program))
     text = program.read_text()
     version = 1
     started = time.perf_counter()
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-        text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+        )
+    )
     diagnostics = [d for d in await client.diagnostics(uri, version) if d.code == "RF001"]
     opened = time.perf_counter() - started
     if not diagnostics:
@@ -114,9 +138,13 @@ async def measure(work: Path, program: Path, requests: int) -> dict[str, list[fl
     async def code_action(line: int, character: int) -> tuple[float, list]:
         position = lsp.Position(line=line, character=character)
         t0 = time.perf_counter()
-        result = await client.text_document_code_action_async(lsp.CodeActionParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), range=lsp.Range(start=position, end=position),
-            context=lsp.CodeActionContext(diagnostics=[])))
+        result = await client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri),
+                range=lsp.Range(start=position, end=position),
+                context=lsp.CodeActionContext(diagnostics=[]),
+            )
+        )
         return time.perf_counter() - t0, result or []
 
     first, _ = await code_action(diagnostics[0].range.start.line, diagnostics[0].range.start.character)
@@ -140,13 +168,23 @@ async def measure(work: Path, program: Path, requests: int) -> dict[str, list[fl
         fixed = apply_edits(text, uri, fix.edit)
         shift = fixed.count("\n") - text.count("\n")  # lines the fix inserted above the next finding
         text, version = fixed, version + 1
-        client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)]))
-        pending = [lsp.Diagnostic(range=lsp.Range(
-            start=lsp.Position(line=d.range.start.line + shift, character=d.range.start.character),
-            end=lsp.Position(line=d.range.end.line + shift, character=d.range.end.character)),
-            message=d.message, data=d.data) for d in pending[1:]]
+        client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+        pending = [
+            lsp.Diagnostic(
+                range=lsp.Range(
+                    start=lsp.Position(line=d.range.start.line + shift, character=d.range.start.character),
+                    end=lsp.Position(line=d.range.end.line + shift, character=d.range.end.character),
+                ),
+                message=d.message,
+                data=d.data,
+            )
+            for d in pending[1:]
+        ]
         if not pending:
             break
         seconds, actions = await code_action(pending[0].range.start.line, pending[0].range.start.character)
@@ -171,8 +209,12 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         program = work / "program.py"
         program.write_text(generate(args.lines))
-        subprocess.run([sys.executable, "-m", "recompile_fix", "profile", "--backend", "eager", "--",
-                        "python", "program.py"], cwd=work, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "recompile_fix", "profile", "--backend", "eager", "--", "python", "program.py"],
+            cwd=work,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         timings = asyncio.run(measure(work, program, args.requests))
         lines = program.read_text().count("\n")
     print(f"recompile-fix lsp: {lines}-line file with a Profile, {args.requests} warm code-action requests")
@@ -181,9 +223,11 @@ def main() -> None:
     for name in ("warm", "after an edit"):
         values = timings[name]
         if values:
-            print(f"  {name + ':':<28} p50 {percentile(values, 50) * 1000:6.1f} ms   "
-                  f"p95 {percentile(values, 95) * 1000:6.1f} ms   (n={len(values)}, "
-                  f"max {max(values) * 1000:.1f} ms, mean {statistics.fmean(values) * 1000:.1f} ms)")
+            print(
+                f"  {name + ':':<28} p50 {percentile(values, 50) * 1000:6.1f} ms   "
+                f"p95 {percentile(values, 95) * 1000:6.1f} ms   (n={len(values)}, "
+                f"max {max(values) * 1000:.1f} ms, mean {statistics.fmean(values) * 1000:.1f} ms)"
+            )
     warm_p95 = percentile(timings["warm"], 95) * 1000
     print(f"  target warm p95 < 100 ms: {'met' if warm_p95 < 100 else 'NOT met'}")
 

@@ -42,8 +42,14 @@ def timed_run(build_argv: Callable[[str], list[str]]) -> float:
     with tempfile.TemporaryDirectory(prefix="profile-overhead-") as scratch:
         argv = build_argv(scratch)
         started = time.perf_counter()
-        completed = subprocess.run(argv, cwd=REPO_ROOT, env=cold_inductor_env(scratch),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        completed = subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            env=cold_inductor_env(scratch),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seconds = time.perf_counter() - started
     if completed.returncode != 0:
         tail = "\n".join(completed.stdout.splitlines()[-20:])
@@ -56,8 +62,17 @@ def plain_argv(program: str, scratch: str) -> list[str]:
 
 
 def profiled_argv(program: str, scratch: str) -> list[str]:
-    return [sys.executable, "-m", "recompile_fix", "profile", "-o", f"{scratch}/profile.json",
-            "--", sys.executable, program_path(program)]
+    return [
+        sys.executable,
+        "-m",
+        "recompile_fix",
+        "profile",
+        "-o",
+        f"{scratch}/profile.json",
+        "--",
+        sys.executable,
+        program_path(program),
+    ]
 
 
 def measure(program: str, runs: int) -> tuple[list[float], list[float]]:
@@ -66,8 +81,11 @@ def measure(program: str, runs: int) -> tuple[list[float], list[float]]:
     for run in range(1, runs + 1):
         plain.append(timed_run(lambda scratch: plain_argv(program, scratch)))
         profiled.append(timed_run(lambda scratch: profiled_argv(program, scratch)))
-        print(f"  {program} run {run}/{runs}: plain {plain[-1]:.2f} s, "
-              f"profiled {profiled[-1]:.2f} s", file=sys.stderr, flush=True)
+        print(
+            f"  {program} run {run}/{runs}: plain {plain[-1]:.2f} s, profiled {profiled[-1]:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return plain, profiled
 
 
@@ -77,15 +95,18 @@ def print_table(medians: dict[str, tuple[float, float]]) -> None:
         print(f"{program:24s} {plain:9.2f} {profiled:11.2f} {profiled / plain:7.3f}")
     plain_total = sum(plain for plain, _ in medians.values())
     profiled_total = sum(profiled for _, profiled in medians.values())
-    print(f"{'overall (sum of medians)':24s} {plain_total:9.2f} {profiled_total:11.2f} "
-          f"{profiled_total / plain_total:7.3f}")
+    print(
+        f"{'overall (sum of medians)':24s} {plain_total:9.2f} {profiled_total:11.2f} "
+        f"{profiled_total / plain_total:7.3f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each kind per program")
-    parser.add_argument("--programs", default=",".join(DEFAULT_PROGRAMS),
-                        help="comma-separated example names (files in examples/)")
+    parser.add_argument(
+        "--programs", default=",".join(DEFAULT_PROGRAMS), help="comma-separated example names (files in examples/)"
+    )
     args = parser.parse_args()
     programs = [name.strip() for name in args.programs.split(",") if name.strip()]
     for program in programs:

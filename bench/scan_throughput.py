@@ -45,9 +45,23 @@ def run_ours(workdir: Path, jobs: int) -> tuple[float, str]:
     """Wall seconds of `recompile-fix apply models --check` in static mode (a fresh process), and
     what it found (so a fast run is seen to have done the work)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "recompile_fix", "apply", "models", "--check",
-                           "--output-format", "json", "-j", str(jobs)],
-                          cwd=workdir, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "recompile_fix",
+            "apply",
+            "models",
+            "--check",
+            "--output-format",
+            "json",
+            "-j",
+            str(jobs),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         sys.exit(f"recompile-fix failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -70,7 +84,9 @@ def torchfix_venv(path: Path) -> Path | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", type=Path, default=None)
-    parser.add_argument("--torchfix-venv", type=Path, default=Path(tempfile.gettempdir()) / "recompile-fix-torchfix-venv")
+    parser.add_argument(
+        "--torchfix-venv", type=Path, default=Path(tempfile.gettempdir()) / "recompile-fix-torchfix-venv"
+    )
     parser.add_argument("--skip-torchfix", action="store_true")
     args = parser.parse_args()
 
@@ -103,17 +119,18 @@ def main() -> None:
             else:
                 version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
                 start = time.perf_counter()
-                subprocess.run([str(exe), "-j", str(os.cpu_count() or 1), "models"], cwd=work,
-                               capture_output=True)
+                subprocess.run([str(exe), "-j", str(os.cpu_count() or 1), "models"], cwd=work, capture_output=True)
                 torchfix_seconds = time.perf_counter() - start
                 record(f"TorchFix {version} (-j {os.cpu_count()})", torchfix_seconds)
     cold2 = results["cold, 2 processes"]
     print(f"cold 2-process speed-up over 1 process: {results['cold, 1 process'] / cold2:.2f}x")
     if torchfix_seconds:
         print(f"recompile-fix cold (2 processes) vs TorchFix: {torchfix_seconds / cold2:.1f}x faster")
-    print(f"targets: cold <= 35 s ({'met' if cold2 <= 35 else 'MISSED'}), "
-          f"warm <= 1.5 s ({'met' if results['warm (nothing changed)'] <= 1.5 else 'MISSED'})"
-          + (f", >= 10x TorchFix ({'met' if torchfix_seconds / cold2 >= 10 else 'MISSED'})" if torchfix_seconds else ""))
+    print(
+        f"targets: cold <= 35 s ({'met' if cold2 <= 35 else 'MISSED'}), "
+        f"warm <= 1.5 s ({'met' if results['warm (nothing changed)'] <= 1.5 else 'MISSED'})"
+        + (f", >= 10x TorchFix ({'met' if torchfix_seconds / cold2 >= 10 else 'MISSED'})" if torchfix_seconds else "")
+    )
 
 
 if __name__ == "__main__":

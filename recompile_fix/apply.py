@@ -43,9 +43,18 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def run_apply(paths: list[str], profile: Profile | None, rules: tuple[Rule, ...], *, root: str | None = None,
-              unsafe_fixes: bool = False, write: bool = True, config: Config | None = None,
-              jobs: int | None = None, use_cache: bool = True) -> ApplyResult:
+def run_apply(
+    paths: list[str],
+    profile: Profile | None,
+    rules: tuple[Rule, ...],
+    *,
+    root: str | None = None,
+    unsafe_fixes: bool = False,
+    write: bool = True,
+    config: Config | None = None,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> ApplyResult:
     """Plan (from the Profile, and from the source for the static rules), filter by
     configuration and suppression comments, rewrite, and write unless asked not to."""
     root_dir = Path(root or os.getcwd()).resolve()
@@ -143,8 +152,10 @@ def _plan_from_profile(profile, rules, root_dir, roots, paths, unsafe_fixes, res
         if state == "applied" or (state in ("outside", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
         if state == "stale":
-            error_once(finding.file, "changed since it was profiled (stale Profile); "
-                                     "run `recompile-fix profile` again; not changed")
+            error_once(
+                finding.file,
+                "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed",
+            )
             continue
         if state == "outside":
             result.outside.append(finding)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from recompile_fix.source import SourceFile
 
+
 @dataclass
 class Site:
     """A container of identical blocks that a module runs in sequence."""
@@ -49,21 +50,103 @@ class Verdict:
 
 
 _SAFE_BUILTINS = {
-    "len", "range", "isinstance", "issubclass", "tuple", "list", "dict", "set", "int", "float", "bool",
-    "str", "min", "max", "abs", "getattr", "hasattr", "setattr", "zip", "enumerate", "super", "type",
-    "reversed", "sorted", "slice", "divmod", "round", "map", "filter", "callable", "id", "iter", "next",
+    "len",
+    "range",
+    "isinstance",
+    "issubclass",
+    "tuple",
+    "list",
+    "dict",
+    "set",
+    "int",
+    "float",
+    "bool",
+    "str",
+    "min",
+    "max",
+    "abs",
+    "getattr",
+    "hasattr",
+    "setattr",
+    "zip",
+    "enumerate",
+    "super",
+    "type",
+    "reversed",
+    "sorted",
+    "slice",
+    "divmod",
+    "round",
+    "map",
+    "filter",
+    "callable",
+    "id",
+    "iter",
+    "next",
 }
 _BREAKING_BUILTINS = {"print", "input", "breakpoint", "exec", "eval", "open"}
 _BREAKING_MODULES = {"logging", "warnings", "pdb"}  # verified: a graph break in the region
 _SAFE_MODULES = {"math", "operator"}
 _VALUE_READS = {"item", "tolist", "numpy"}
-_REDUCTIONS = {"any", "all", "sum", "max", "min", "mean", "item", "norm", "nonzero", "equal", "allclose",
-               "count_nonzero", "prod", "std", "var", "amax", "amin", "argmax", "argmin"}
-_VIEWS = {"view", "view_as", "reshape", "reshape_as", "transpose", "permute", "expand", "expand_as",
-          "squeeze", "unsqueeze", "flatten", "unflatten", "t", "narrow", "detach", "as_strided", "select",
-          "diagonal", "movedim", "swapaxes", "swapdims", "split", "chunk", "unbind", "contiguous", "T", "mT"}
-_BATCHNORMS = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d",
-               "LazyBatchNorm2d", "LazyBatchNorm3d"}
+_REDUCTIONS = {
+    "any",
+    "all",
+    "sum",
+    "max",
+    "min",
+    "mean",
+    "item",
+    "norm",
+    "nonzero",
+    "equal",
+    "allclose",
+    "count_nonzero",
+    "prod",
+    "std",
+    "var",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+}
+_VIEWS = {
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "transpose",
+    "permute",
+    "expand",
+    "expand_as",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "unflatten",
+    "t",
+    "narrow",
+    "detach",
+    "as_strided",
+    "select",
+    "diagonal",
+    "movedim",
+    "swapaxes",
+    "swapdims",
+    "split",
+    "chunk",
+    "unbind",
+    "contiguous",
+    "T",
+    "mT",
+}
+_BATCHNORMS = {
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "SyncBatchNorm",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+}
 _INSTANCENORMS = {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 _NON_TENSOR_ANNOTATIONS = re.compile(r"^(int|float|bool|str|bytes)(\s*\|\s*None)?$|^Optional\[(int|float|bool|str)\]$")
 
@@ -116,8 +199,11 @@ class Analysis:
     def function_def(self, first_line: int, name: str) -> ast.FunctionDef | None:
         """The def a code object came from (``co_firstlineno`` counts decorators)."""
         for node in self.tree.order:
-            if isinstance(node, DEFS) and node.name == name and \
-                    first_line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+            if (
+                isinstance(node, DEFS)
+                and node.name == name
+                and first_line in (node.lineno, *(d.lineno for d in node.decorator_list))
+            ):
                 return node
         return None
 
@@ -148,12 +234,19 @@ class Analysis:
                         self._member(info, attr, node.value)
             elif isinstance(node, ast.Call):
                 name = _dotted(node.func)
-                if name == "self.register_buffer" and (args := _arguments(node)) and \
-                        _simple_string(self.source, args[0][1]):
+                if (
+                    name == "self.register_buffer"
+                    and (args := _arguments(node))
+                    and _simple_string(self.source, args[0][1])
+                ):
                     info["buffers"].add(args[0][1].value)
                     info["tensors"].add(args[0][1].value)
-                elif name.startswith("self.") and name.endswith(".append") and name.count(".") == 2 and \
-                        (args := _arguments(node)):
+                elif (
+                    name.startswith("self.")
+                    and name.endswith(".append")
+                    and name.count(".") == 2
+                    and (args := _arguments(node))
+                ):
                     attr = name.split(".")[1]
                     block = self._block_of(args[0][1])
                     if attr in info["containers"] and block is not None:
@@ -168,17 +261,23 @@ class Analysis:
         name = _dotted(value.func)
         last = name.rsplit(".", 1)[-1]
         root = name.split(".")[0]
-        if last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange") \
-                and root in self.torch_names:
+        if (
+            last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange")
+            and root in self.torch_names
+        ):
             info["tensors"].add(attr)
         elif last in ("ModuleList", "Sequential") and root in self.torch_names:
             blocks, count = self._elements(value)
             info["containers"][attr] = [last, blocks, count]
             info["modules"][attr] = ("container", blocks)
         elif root in self.torch_names:
-            tracks = last in _BATCHNORMS or (last in _INSTANCENORMS and any(
-                k.arg == "track_running_stats" and isinstance(k.value, ast.Constant) and k.value.value is True
-                for k in value.keywords))
+            tracks = last in _BATCHNORMS or (
+                last in _INSTANCENORMS
+                and any(
+                    k.arg == "track_running_stats" and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in value.keywords
+                )
+            )
             info["modules"][attr] = ("torch", (last, tracks))
         elif name in self.classes:
             info["modules"][attr] = ("class", name)
@@ -263,16 +362,30 @@ class Analysis:
             return self._site(class_name, attr, containers[attr], loop, *per_layer)
         return None
 
-    def _site(self, class_name: str, attr: str, container, node: ast.AST, function: str | None,
-              module_param: str | None = None):
+    def _site(
+        self,
+        class_name: str,
+        attr: str,
+        container,
+        node: ast.AST,
+        function: str | None,
+        module_param: str | None = None,
+    ):
         _, blocks, count = container
         if len(blocks) != 1:
             return None
         (block,) = blocks
         if block not in self.classes and function is None:
             return None  # torch's own or another file's class: not ours to decorate here
-        return Site(owner=class_name, attr=attr, block=block, count=count, line=node.lineno,
-                     function=function, module_param=module_param)
+        return Site(
+            owner=class_name,
+            attr=attr,
+            block=block,
+            count=count,
+            line=node.lineno,
+            function=function,
+            module_param=module_param,
+        )
 
     def reachable_sites(self, func: ast.FunctionDef) -> list[Site]:
         """Sites whose blocks a compiled frame ``func`` inlines: in its class or a submodule's
@@ -334,16 +447,26 @@ class Analysis:
 class _Walker:
     """Walks one function (and what it calls in this file) for what would break the region."""
 
-    def __init__(self, analysis: Analysis, verdict: Verdict, owner: str | None, func: ast.FunctionDef,
-                 *, top: bool, seen: set, modules: dict[str, str] | None = None):
+    def __init__(
+        self,
+        analysis: Analysis,
+        verdict: Verdict,
+        owner: str | None,
+        func: ast.FunctionDef,
+        *,
+        top: bool,
+        seen: set,
+        modules: dict[str, str] | None = None,
+    ):
         self.a, self.verdict, self.owner, self.func, self.top, self.seen = analysis, verdict, owner, func, top, seen
         self.source = analysis.source
         self.modules = modules or {}
         every = _parameters(func.args)
         if owner is not None and every and every[0][0].arg == "self":
             every = every[1:]
-        self.tensors = {p.arg for p, default in every
-                        if _maybe_tensor(self.source, p, default) and p.arg not in self.modules}
+        self.tensors = {
+            p.arg for p, default in every if _maybe_tensor(self.source, p, default) and p.arg not in self.modules
+        }
         self.bound = _binding_lines(analysis, func)
 
     def where(self, node: ast.AST) -> str:
@@ -382,18 +505,24 @@ class _Walker:
             self.call_name(func.id, node)
             return
         if not isinstance(func, ast.Attribute):
-            verdict.add(verdict.unseen, f"calls `{code_of(self.source, func)}(...)` ({self.where(node)}), "
-                                        "which the analysis cannot follow")
+            verdict.add(
+                verdict.unseen,
+                f"calls `{code_of(self.source, func)}(...)` ({self.where(node)}), which the analysis cannot follow",
+            )
             return
         method = func.attr
         if isinstance(func.value, ast.Call) and _dotted(func.value.func) == "super":
-            verdict.add(verdict.unseen, f"calls `super().{method}(...)` ({self.where(node)}), which the "
-                                        "analysis cannot see")
+            verdict.add(
+                verdict.unseen, f"calls `super().{method}(...)` ({self.where(node)}), which the analysis cannot see"
+            )
             return
         parts = name.split(".") if name and not name.startswith(".") else []
         if method in _VALUE_READS:
-            verdict.add(verdict.hard, f"`.{method}()` ({self.where(node)}) reads a tensor into Python: "
-                                      "a graph break, and inside the region an error")
+            verdict.add(
+                verdict.hard,
+                f"`.{method}()` ({self.where(node)}) reads a tensor into Python: "
+                "a graph break, and inside the region an error",
+            )
             return
         if not parts:
             return  # a method of a computed value: a tensor op
@@ -402,18 +531,23 @@ class _Walker:
             self.call_self(parts[1:], node)
         elif root in self.a.torch_names:
             if "graph_break" in parts or "breakpoint" in parts:
-                verdict.add(verdict.hard, f"`{name}()` ({self.where(node)}) breaks the graph: inside the "
-                                          "region an error")
+                verdict.add(
+                    verdict.hard, f"`{name}()` ({self.where(node)}) breaks the graph: inside the region an error"
+                )
         elif root in self.modules:
             self.call_instance(self.modules[root], parts[1:], node, spelled=root)
         elif root in self.a.loggers or self.a.imports.get(root, "").split(".")[0] in _BREAKING_MODULES:
-            verdict.add(verdict.hard, f"`{name}()` ({self.where(node)}) is not traceable (logging, warnings, "
-                                      "I/O): a graph break, and inside the region an error")
+            verdict.add(
+                verdict.hard,
+                f"`{name}()` ({self.where(node)}) is not traceable (logging, warnings, "
+                "I/O): a graph break, and inside the region an error",
+            )
         elif self.a.imports.get(root, "").split(".")[0] in _SAFE_MODULES:
             return
         elif root in self.a.imports or root in self.a.globals or root in self.a.classes:
-            verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), defined outside what "
-                                        "the analysis can see")
+            verdict.add(
+                verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), defined outside what the analysis can see"
+            )
         else:  # a local value: a tensor method
             if root in self.tensors and _in_place(method) and self.top and self.fresh(root, node):
                 verdict.add(verdict.mutations, f"`{name}()` ({self.where(node)}) mutates the input `{root}` in place")
@@ -421,8 +555,11 @@ class _Walker:
     def call_name(self, name: str, node: ast.Call) -> None:
         verdict = self.verdict
         if name in _BREAKING_BUILTINS:
-            verdict.add(verdict.hard, f"calls `{name}()` ({self.where(node)}): a graph break, and a graph "
-                                      "break inside the region is an error, even without fullgraph")
+            verdict.add(
+                verdict.hard,
+                f"calls `{name}()` ({self.where(node)}): a graph break, and a graph "
+                "break inside the region is an error, even without fullgraph",
+            )
         elif name in self.modules:
             self.call_instance(self.modules[name], [], node, spelled=name)
         elif name in self.a.functions:
@@ -430,11 +567,11 @@ class _Walker:
         elif name in _SAFE_BUILTINS or name in self.a.torch_names:
             return
         elif name in self.a.imports:
-            verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), defined outside what "
-                                        "the analysis can see")
+            verdict.add(
+                verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), defined outside what the analysis can see"
+            )
         else:
-            verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), which the analysis "
-                                        "cannot follow")
+            verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), which the analysis cannot follow")
 
     def call_self(self, parts: list[str], node: ast.Call) -> None:
         self.call_instance(self.owner, parts, node, spelled="self")
@@ -444,8 +581,11 @@ class _Walker:
         verdict = self.verdict
         text = ".".join([spelled, *parts])
         if class_name not in self.a.classes:
-            verdict.add(verdict.unseen, f"calls `{text}(...)` ({self.where(node)}), a `{class_name}`, defined "
-                                        "outside what the analysis can see")
+            verdict.add(
+                verdict.unseen,
+                f"calls `{text}(...)` ({self.where(node)}), a `{class_name}`, defined "
+                "outside what the analysis can see",
+            )
             return
         members, methods = self.a.members(class_name), self.a.methods(class_name)
         first = parts[0] if parts else "forward"
@@ -456,22 +596,24 @@ class _Walker:
             self.call_member(f"{spelled}.{first}", kind, detail, parts[1:], node)
         elif first in members["tensors"]:
             if first in members["buffers"] and len(parts) == 2 and _in_place(parts[1]):
-                verdict.add(verdict.mutations, f"`{text}()` ({self.where(node)}) mutates the buffer "
-                                               f"`{first}` in place")
+                verdict.add(verdict.mutations, f"`{text}()` ({self.where(node)}) mutates the buffer `{first}` in place")
         elif len(parts) <= 1:
-            verdict.add(verdict.unseen, f"`{class_name}.{first}` ({self.where(node)}) is inherited: the "
-                                        "analysis cannot see it")
+            verdict.add(
+                verdict.unseen, f"`{class_name}.{first}` ({self.where(node)}) is inherited: the analysis cannot see it"
+            )
         else:
-            verdict.add(verdict.unseen, f"calls `{text}(...)` ({self.where(node)}), which the analysis "
-                                        "cannot follow")
+            verdict.add(verdict.unseen, f"calls `{text}(...)` ({self.where(node)}), which the analysis cannot follow")
 
     def call_member(self, spelled: str, kind: str, detail, rest: list[str], node: ast.Call) -> None:
         verdict = self.verdict
         if kind == "torch":
             last, tracks = detail
             if tracks and not rest:
-                verdict.add(verdict.mutations, f"`{spelled}` ({last}, {self.where(node)}) updates its "
-                                               "running statistics buffers in place in training mode")
+                verdict.add(
+                    verdict.mutations,
+                    f"`{spelled}` ({last}, {self.where(node)}) updates its "
+                    "running statistics buffers in place in training mode",
+                )
         elif kind == "class":
             self.call_instance(detail, rest, node, spelled)
         elif kind == "container" and not rest:
@@ -479,18 +621,25 @@ class _Walker:
                 if block in self.a.classes:
                     self.call_instance(block, [], node, spelled)
                 elif block.split(".")[0] not in self.a.torch_names:
-                    verdict.add(verdict.unseen, f"`{spelled}` holds `{block}` ({self.where(node)}), "
-                                                "defined outside what the analysis can see")
+                    verdict.add(
+                        verdict.unseen,
+                        f"`{spelled}` holds `{block}` ({self.where(node)}), defined outside what the analysis can see",
+                    )
         elif kind == "unknown":
-            verdict.add(verdict.unseen, f"calls `{spelled}` ({self.where(node)}), set to `{detail}`, which "
-                                        "the analysis cannot follow")
+            verdict.add(
+                verdict.unseen,
+                f"calls `{spelled}` ({self.where(node)}), set to `{detail}`, which the analysis cannot follow",
+            )
 
     # -- values -----------------------------------------------------------------------
     def branch(self, test: ast.expr, node: ast.AST) -> None:
         if self.data_dependent(test):
-            self.verdict.add(self.verdict.hard, f"branches on a tensor's value ({self.where(node)}: "
-                                                f"`{code_of(self.source, test)}`): a graph break, and inside the "
-                                                "region an error")
+            self.verdict.add(
+                self.verdict.hard,
+                f"branches on a tensor's value ({self.where(node)}: "
+                f"`{code_of(self.source, test)}`): a graph break, and inside the "
+                "region an error",
+            )
 
     def data_dependent(self, test: ast.expr) -> bool:
         if isinstance(test, ast.Name):
@@ -519,11 +668,15 @@ class _Walker:
         verdict = self.verdict
         attr = _self_attr(target)
         if attr is not None and self.owner is not None and attr in self.a.members(self.owner)["buffers"]:
-            verdict.add(verdict.mutations, f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates "
-                                           f"the buffer `{attr}` in place")
+            verdict.add(
+                verdict.mutations,
+                f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates the buffer `{attr}` in place",
+            )
         elif isinstance(target, ast.Name) and self.top and self.fresh(target.id, node):
-            verdict.add(verdict.mutations, f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates "
-                                           f"the input `{target.id}` in place")
+            verdict.add(
+                verdict.mutations,
+                f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates the input `{target.id}` in place",
+            )
 
     def aliasing(self, value: ast.expr, node: ast.Return) -> None:
         values = [_unstarred(e) for e in value.elts] if isinstance(value, ast.Tuple) else [value]
@@ -544,9 +697,12 @@ class _Walker:
             elif _self_attr(base) in self.a.members(self.owner or "")["tensors"]:
                 alias = f"its own tensor `{code_of(self.source, base)}`"
             if alias:
-                self.verdict.add(self.verdict.hard, f"returns {alias} ({self.where(node)}): the region cannot "
-                                                    "return an alias of an input (\"Higher order ops do not "
-                                                    "support aliasing\"); return a copy (`.clone()`)")
+                self.verdict.add(
+                    self.verdict.hard,
+                    f"returns {alias} ({self.where(node)}): the region cannot "
+                    'return an alias of an input ("Higher order ops do not '
+                    'support aliasing"); return a copy (`.clone()`)',
+                )
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -668,8 +824,13 @@ def _parameter_children(node: ast.arguments) -> list[ast.AST]:
     named = _parameters(node)
     plain, kwonly = len(node.posonlyargs), len(node.posonlyargs) + len(node.args)
     children = []
-    for arg, default in [*named[plain:kwonly], (node.vararg, None), *named[kwonly:], (node.kwarg, None),
-                         *named[:plain]]:
+    for arg, default in [
+        *named[plain:kwonly],
+        (node.vararg, None),
+        *named[kwonly:],
+        (node.kwarg, None),
+        *named[:plain],
+    ]:
         if arg is not None:
             children.append(arg)
         if default is not None:
@@ -799,9 +960,17 @@ def _simple_string(source: SourceFile, node: ast.AST) -> bool:
 
 def _eager_compile(source: SourceFile, node: ast.AST) -> bool:
     """``torch.compile(..., backend="eager")`` (or any ``...compile``)."""
-    return isinstance(node, ast.Call) and _dotted(node.func).endswith("compile") and any(
-        k.arg == "backend" and isinstance(k.value, ast.Constant) and k.value.value == "eager"
-        and _simple_string(source, k.value) for k in node.keywords)
+    return (
+        isinstance(node, ast.Call)
+        and _dotted(node.func).endswith("compile")
+        and any(
+            k.arg == "backend"
+            and isinstance(k.value, ast.Constant)
+            and k.value.value == "eager"
+            and _simple_string(source, k.value)
+            for k in node.keywords
+        )
+    )
 
 
 def _identifiers(nodes) -> set[str]:
@@ -867,8 +1036,9 @@ def _maybe_tensor(source: SourceFile, param: ast.arg, default: ast.expr | None) 
         # A parenthesized annotation, `(int | None)`, was never matched whole (its text kept the
         # parentheses); ast's extent leaves them out.
         before = source.lines[annotation.lineno - 1][: source.char_column(annotation.lineno, annotation.col_offset)]
-        matched = not before.rstrip().endswith("(") and \
-            _NON_TENSOR_ANNOTATIONS.match(source.segment(annotation).strip())
+        matched = not before.rstrip().endswith("(") and _NON_TENSOR_ANNOTATIONS.match(
+            source.segment(annotation).strip()
+        )
         if matched or _dotted(annotation) in ("int", "float", "bool", "str"):
             return False
     if default is not None and not (isinstance(default, ast.Constant) and default.value is None):
@@ -918,10 +1088,16 @@ def training_in(source: SourceFile, path: str, nodes=None) -> str | None:
     """Where the file runs a backward pass (``loss.backward()``), if it does: of several, the
     call that ends first (an inner call before the one around it). ``nodes``: all of the file's
     nodes, where they are at hand."""
-    calls = [node for node in (ast.walk(source.syntax) if nodes is None else nodes)
-             if isinstance(node, ast.Call) and (
-                 isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
-                 or _dotted(node.func) in ("torch.autograd.backward", "torch.autograd.grad"))]
+    calls = [
+        node
+        for node in (ast.walk(source.syntax) if nodes is None else nodes)
+        if isinstance(node, ast.Call)
+        and (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+            or _dotted(node.func) in ("torch.autograd.backward", "torch.autograd.grad")
+        )
+    ]
     if not calls:
         return None
     node = min(calls, key=lambda n: (n.end_lineno, n.end_col_offset, -n.lineno, -n.col_offset))

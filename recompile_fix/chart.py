@@ -54,26 +54,32 @@ def bar_chart(chart_id: str, title: str, frames: list[FrameRow], stat: str) -> s
     top = max([v for _, b, a in values for v in (b, a) if v is not None] + [0]) or 1
     width = _LABEL_W + _BAR_W + _VALUE_W
     height = _TOP + _ROW_H * len(frames) + 8
-    parts = [f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
-             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" aria-label="{escape(title)}">',
-             f"<title>{escape(title)}</title>",
-             f'<rect class="legend before bar" x="{_LABEL_W}" y="6" width="12" height="12"/>'
-             f'<text x="{_LABEL_W + 18}" y="16">before</text>'
-             f'<rect class="legend after bar" x="{_LABEL_W + 80}" y="6" width="12" height="12"/>'
-             f'<text x="{_LABEL_W + 98}" y="16">after the fixes</text>',
-             f'<line class="axis" x1="{_LABEL_W}" y1="{_TOP - 4}" x2="{_LABEL_W}" y2="{height - 4}"/>']
+    parts = [
+        f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<rect class="legend before bar" x="{_LABEL_W}" y="6" width="12" height="12"/>'
+        f'<text x="{_LABEL_W + 18}" y="16">before</text>'
+        f'<rect class="legend after bar" x="{_LABEL_W + 80}" y="6" width="12" height="12"/>'
+        f'<text x="{_LABEL_W + 98}" y="16">after the fixes</text>',
+        f'<line class="axis" x1="{_LABEL_W}" y1="{_TOP - 4}" x2="{_LABEL_W}" y2="{height - 4}"/>',
+    ]
     for i, (row, before, after) in enumerate(values):
         y = _TOP + i * _ROW_H
         label = escape(row.label)
         parts.append(f'<g class="frame" data-frame="{label}">')
-        parts.append(f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H + 4}" text-anchor="end">'
-                     f"<title>{label}</title>{escape(_short(row))}</text>")
+        parts.append(
+            f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H + 4}" text-anchor="end">'
+            f"<title>{label}</title>{escape(_short(row))}</text>"
+        )
         for side, value, dy in (("before", before, 0), ("after", after, _BAR_H + 2)):
             shown = value or 0
             w = max(round(_BAR_W * shown / top, 1), 1 if shown else 0)
             text = "-" if value is None else _number(shown, seconds)
-            parts.append(f'<rect class="bar {side}" data-side="{side}" data-value="{shown}" x="{_LABEL_W}" '
-                         f'y="{y + dy}" width="{w}" height="{_BAR_H}"><title>{label}: {side} {text}</title></rect>')
+            parts.append(
+                f'<rect class="bar {side}" data-side="{side}" data-value="{shown}" x="{_LABEL_W}" '
+                f'y="{y + dy}" width="{w}" height="{_BAR_H}"><title>{label}: {side} {text}</title></rect>'
+            )
             parts.append(f'<text class="value" x="{_LABEL_W + w + 4}" y="{y + dy + _BAR_H - 1}">{text}</text>')
         parts.append("</g>")
     parts.append("</svg>")
@@ -90,21 +96,26 @@ def _cell(before, after, fmt=str) -> str:
 
 
 def render_html(v: Verification) -> str:
-    verdict = ("Verified: the fixes make nothing worse" if v.verified else "Worse after the fixes")
+    verdict = "Verified: the fixes make nothing worse" if v.verified else "Worse after the fixes"
     rows = []
     for r in v.frames:
         b, a = r.before or {}, r.after or {}
-        rows.append("<tr><td>" + escape(r.label) + "</td>"
-                    + "".join(_cell(b.get(s), a.get(s)) for s in ("compiles", "recompiles", "limit_hits"))
-                    + _cell(b.get("compile_seconds"), a.get("compile_seconds"), lambda s: f"{s:.2f}")
-                    + _cell(b.get("graph_breaks"), a.get("graph_breaks"))
-                    + f"<td>{escape(r.outputs or '')}</td></tr>")
+        rows.append(
+            "<tr><td>"
+            + escape(r.label)
+            + "</td>"
+            + "".join(_cell(b.get(s), a.get(s)) for s in ("compiles", "recompiles", "limit_hits"))
+            + _cell(b.get("compile_seconds"), a.get("compile_seconds"), lambda s: f"{s:.2f}")
+            + _cell(b.get("graph_breaks"), a.get("graph_breaks"))
+            + f"<td>{escape(r.outputs or '')}</td></tr>"
+        )
     outputs = "".join(
         f"<tr><td>{escape(o.label)}</td><td>{'same' if o.same else 'DIFFER'}</td>"
         f"<td>{o.calls_before if o.calls_before is not None else '-'} &rarr; "
         f"{o.calls_after if o.calls_after is not None else '-'}</td><td>{o.compared}</td>"
         f"<td>{'' if o.max_abs_diff is None else f'{o.max_abs_diff:.3g}'}</td><td>{escape(o.detail)}</td></tr>"
-        for o in v.outputs)
+        for o in v.outputs
+    )
     fixes = "".join(f"<li><code>{escape(f.describe(unsafe_fixes=True).splitlines()[0])}</code></li>" for f in v.fixes)
     regressions = "".join(f"<li>{escape(r)}</li>" for r in v.regressions)
     notes = "".join(f"<li>{escape(n)}</li>" for n in v.notes)
@@ -117,10 +128,10 @@ def render_html(v: Verification) -> str:
 <style>{_CSS}</style>
 </head>
 <body>
-<h1 class="{'verdict-ok' if v.verified else 'verdict-worse'}" id="verdict">{escape(verdict)}</h1>
-<p>Ran <code>{escape(' '.join(v.command))}</code> on the tree as it was and on a copy with these fixes:</p>
+<h1 class="{"verdict-ok" if v.verified else "verdict-worse"}" id="verdict">{escape(verdict)}</h1>
+<p>Ran <code>{escape(" ".join(v.command))}</code> on the tree as it was and on a copy with these fixes:</p>
 <ul>{fixes}</ul>
-{f'<h2>What got worse</h2><ul class="regressions">{regressions}</ul>' if regressions else ''}
+{f'<h2>What got worse</h2><ul class="regressions">{regressions}</ul>' if regressions else ""}
 <h2>Compiles per frame</h2>
 {bar_chart("chart-compiles", "Compiles per frame, before and after the fixes", v.frames, "compiles")}
 <h2>Compile seconds per frame</h2>
@@ -128,8 +139,8 @@ def render_html(v: Verification) -> str:
 <h2>Per frame</h2>
 <table id="frames">
 <tr><th>frame</th><th>compiles</th><th>recompiles</th><th>limit hits</th><th>compile s</th><th>graph breaks</th><th>outputs</th></tr>
-{''.join(rows)}
-<tr><th>total</th>{''.join(_cell(v.total(s, 'before'), v.total(s, 'after')) for s in ('compiles', 'recompiles', 'limit_hits'))}{_cell(v.total('compile_seconds', 'before'), v.total('compile_seconds', 'after'), lambda s: f'{s:.2f}')}{_cell(v.total('graph_breaks', 'before'), v.total('graph_breaks', 'after'))}<td></td></tr>
+{"".join(rows)}
+<tr><th>total</th>{"".join(_cell(v.total(s, "before"), v.total(s, "after")) for s in ("compiles", "recompiles", "limit_hits"))}{_cell(v.total("compile_seconds", "before"), v.total("compile_seconds", "after"), lambda s: f"{s:.2f}")}{_cell(v.total("graph_breaks", "before"), v.total("graph_breaks", "after"))}<td></td></tr>
 </table>
 <h2>Outputs of compiled callables</h2>
 <p>First {v.calls} calls of each, compared {escape(v.tolerance.describe())}.</p>
@@ -137,7 +148,7 @@ def render_html(v: Verification) -> str:
 <tr><th>callable</th><th>outputs</th><th>calls</th><th>tensors</th><th>max abs diff</th><th></th></tr>
 {outputs}
 </table>
-{f'<ul>{notes}</ul>' if notes else ''}
+{f"<ul>{notes}</ul>" if notes else ""}
 </body>
 </html>
 """

@@ -45,12 +45,26 @@ def main() -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", default=None, metavar="FILE",
-              help="Where to write the Profile [default: .recompile-fix/profile.json].")
-@click.option("--backend", default=None, metavar="NAME",
-              help="Compile with this backend instead of the program's own (e.g. eager: same guards, faster).")
-@click.option("--from-trace", "trace_dir", default=None, metavar="DIR",
-              help="Read a TORCH_TRACE directory (any number of ranks) instead of running a command.")
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    metavar="FILE",
+    help="Where to write the Profile [default: .recompile-fix/profile.json].",
+)
+@click.option(
+    "--backend",
+    default=None,
+    metavar="NAME",
+    help="Compile with this backend instead of the program's own (e.g. eager: same guards, faster).",
+)
+@click.option(
+    "--from-trace",
+    "trace_dir",
+    default=None,
+    metavar="DIR",
+    help="Read a TORCH_TRACE directory (any number of ranks) instead of running a command.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def profile(output, backend, trace_dir, command) -> None:
     """Run COMMAND under the recorder and write a Profile.
@@ -76,14 +90,19 @@ def profile(output, backend, trace_dir, command) -> None:
     result.dump(output)
     frames = len(result.frames)
     if frames == 0:
-        click.echo(f"recompile-fix: the program compiled nothing under torch.compile; "
-                   f"wrote an empty Profile to {output}", err=True)
+        click.echo(
+            f"recompile-fix: the program compiled nothing under torch.compile; wrote an empty Profile to {output}",
+            err=True,
+        )
     else:
         recompiles = sum(f.recompiles for f in result.frames)
         limit_hits = sum(f.limit_hits for f in result.frames)
-        click.echo(f"recompile-fix: wrote {output}: {frames} frames, {result.total_compiles} compiles, "
-                   f"{recompiles} recompiles, {limit_hits} limit hits"
-                   + (f" (the program exited with {exit_code})" if exit_code else ""), err=True)
+        click.echo(
+            f"recompile-fix: wrote {output}: {frames} frames, {result.total_compiles} compiles, "
+            f"{recompiles} recompiles, {limit_hits} limit hits"
+            + (f" (the program exited with {exit_code})" if exit_code else ""),
+            err=True,
+        )
     sys.exit(exit_code)
 
 
@@ -92,11 +111,10 @@ def profile(output, backend, trace_dir, command) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def report(profile_file, as_json) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
-    from recompile_fix.profile import Profile
     from recompile_fix.config import load_config
-    from recompile_fix.report import render_json, render_text
-
     from recompile_fix.plan import plan
+    from recompile_fix.profile import Profile
+    from recompile_fix.report import render_json, render_text
     from recompile_fix.rule import Project
     from recompile_fix.rules import ALL_RULES
 
@@ -110,25 +128,57 @@ def report(profile_file, as_json) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--profile", "profile_file", default=None, metavar="FILE",
-              help="The Profile to fix from [default: .recompile-fix/profile.json; without one, "
-                   "only the rules that need no Profile run].")
+@click.option(
+    "--profile",
+    "profile_file",
+    default=None,
+    metavar="FILE",
+    help="The Profile to fix from [default: .recompile-fix/profile.json; without one, "
+    "only the rules that need no Profile run].",
+)
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when fixes are pending.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes marked unsafe.")
 @click.option("--select", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to run.")
 @click.option("--ignore", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to skip.")
-@click.option("--output-format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True, help="How findings are printed.")
-@click.option("--config", "config_file", default=None, metavar="FILE",
-              help="A pyproject.toml to read [tool.recompile-fix] from [default: the nearest one].")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes for the static scan [default: cores].")
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    default="text",
+    show_default=True,
+    help="How findings are printed.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    default=None,
+    metavar="FILE",
+    help="A pyproject.toml to read [tool.recompile-fix] from [default: the nearest one].",
+)
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes for the static scan [default: cores]."
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the static-scan cache.")
-@click.option("--verify", "verify_fixes", is_flag=True,
-              help="Run the Profile's command before and after; apply only the fixes that make nothing worse.")
-def apply(paths, profile_file, show_diff, check, unsafe_fixes, select, ignore, output_format,
-          config_file, jobs, no_cache, verify_fixes) -> None:
+@click.option(
+    "--verify",
+    "verify_fixes",
+    is_flag=True,
+    help="Run the Profile's command before and after; apply only the fixes that make nothing worse.",
+)
+def apply(
+    paths,
+    profile_file,
+    show_diff,
+    check,
+    unsafe_fixes,
+    select,
+    ignore,
+    output_format,
+    config_file,
+    jobs,
+    no_cache,
+    verify_fixes,
+) -> None:
     """Edit the files under PATHS so the recompiles in the Profile stop."""
     import os
 
@@ -151,22 +201,42 @@ def apply(paths, profile_file, show_diff, check, unsafe_fixes, select, ignore, o
     if profile_file or os.path.exists(profile_path):
         loaded = Profile.load(profile_path)
     elif output_format == "text":
-        click.echo(f"recompile-fix: no Profile at {profile_path}: static mode, only the rules that need "
-                   "no Profile run (lower confidence)", err=True)
+        click.echo(
+            f"recompile-fix: no Profile at {profile_path}: static mode, only the rules that need "
+            "no Profile run (lower confidence)",
+            err=True,
+        )
     write = not (show_diff or check)
     if verify_fixes:
         from recompile_fix.verify import cli_apply_verified
 
-        sys.exit(cli_apply_verified(paths=list(paths), profile=loaded, profile_path=profile_path, rules=ALL_RULES,
-                                    unsafe_fixes=config.unsafe_fixes, write=write, show_diff=show_diff, check=check,
-                                    apply_options={"config": config, "jobs": jobs, "use_cache": not no_cache}))
-    result = run_apply(list(paths), loaded, ALL_RULES, unsafe_fixes=config.unsafe_fixes, write=write,
-                       config=config, jobs=jobs, use_cache=not no_cache)
+        sys.exit(
+            cli_apply_verified(
+                paths=list(paths),
+                profile=loaded,
+                profile_path=profile_path,
+                rules=ALL_RULES,
+                unsafe_fixes=config.unsafe_fixes,
+                write=write,
+                show_diff=show_diff,
+                check=check,
+                apply_options={"config": config, "jobs": jobs, "use_cache": not no_cache},
+            )
+        )
+    result = run_apply(
+        list(paths),
+        loaded,
+        ALL_RULES,
+        unsafe_fixes=config.unsafe_fixes,
+        write=write,
+        config=config,
+        jobs=jobs,
+        use_cache=not no_cache,
+    )
     if show_diff:
         click.echo(diff_text(result), nl=False)
     else:
-        click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes,
-                          rules=ALL_RULES), nl=False)
+        click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES), nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
     fixed = len(result.pending)
@@ -208,24 +278,47 @@ def rules(rule_id) -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--profile", "profile_file", default=None, metavar="FILE",
-              help="The Profile to fix from [default: .recompile-fix/profile.json].")
-@click.option("--backend", default=None, metavar="NAME",
-              help="Compile with this backend in both runs [default: the one the Profile was recorded with].")
+@click.option(
+    "--profile",
+    "profile_file",
+    default=None,
+    metavar="FILE",
+    help="The Profile to fix from [default: .recompile-fix/profile.json].",
+)
+@click.option(
+    "--backend",
+    default=None,
+    metavar="NAME",
+    help="Compile with this backend in both runs [default: the one the Profile was recorded with].",
+)
 @click.option("--unsafe-fixes", is_flag=True, help="Also verify fixes marked unsafe.")
 @click.option("--exact", is_flag=True, help="Outputs must be equal bit for bit.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance for outputs (with --atol; other is 0).")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance for outputs.")
-@click.option("--calls", type=click.IntRange(1), default=8, show_default=True,
-              help="How many first calls of each compiled callable to compare.")
-@click.option("--fail-on-recompile", is_flag=True,
-              help="After warm-up (each compiled callable's first call), any compile fails the fixed run.")
+@click.option(
+    "--calls",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="How many first calls of each compiled callable to compare.",
+)
+@click.option(
+    "--fail-on-recompile",
+    is_flag=True,
+    help="After warm-up (each compiled callable's first call), any compile fails the fixed run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-@click.option("--html", "html_file", default=None, metavar="FILE",
-              help="Also write a self-contained page with before/after bar charts.")
+@click.option(
+    "--html",
+    "html_file",
+    default=None,
+    metavar="FILE",
+    help="Also write a self-contained page with before/after bar charts.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def verify(profile_file, backend, unsafe_fixes, exact, rtol, atol, calls, fail_on_recompile, as_json,
-           html_file, command) -> None:
+def verify(
+    profile_file, backend, unsafe_fixes, exact, rtol, atol, calls, fail_on_recompile, as_json, html_file, command
+) -> None:
     """Run COMMAND on your tree and on a fixed copy; compare compiles and outputs per frame.
 
     \b
@@ -242,15 +335,31 @@ def verify(profile_file, backend, unsafe_fixes, exact, rtol, atol, calls, fail_o
         raise UserError("--exact and --rtol/--atol exclude each other")
     config = load_config()
     loaded = Profile.load(profile_file or config.profile)
-    sys.exit(cli_verify(command=list(command), profile=loaded, rules=ALL_RULES, backend=backend,
-                        unsafe_fixes=unsafe_fixes or config.unsafe_fixes, as_json=as_json,
-                        tolerance=Tolerance(exact=exact, rtol=rtol, atol=atol), html_file=html_file,
-                        fail_on_recompile=fail_on_recompile, calls=calls, apply_options={"config": config}))
+    sys.exit(
+        cli_verify(
+            command=list(command),
+            profile=loaded,
+            rules=ALL_RULES,
+            backend=backend,
+            unsafe_fixes=unsafe_fixes or config.unsafe_fixes,
+            as_json=as_json,
+            tolerance=Tolerance(exact=exact, rtol=rtol, atol=atol),
+            html_file=html_file,
+            fail_on_recompile=fail_on_recompile,
+            calls=calls,
+            apply_options={"config": config},
+        )
+    )
 
 
 @main.command()
-@click.option("--debounce", type=click.FloatRange(0), default=None, metavar="SECONDS",
-              help="Quiet time after a change before a file is analysed again [default: 0.3].")
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Quiet time after a change before a file is analysed again [default: 0.3].",
+)
 def lsp(debounce) -> None:
     """Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.
 

@@ -44,8 +44,15 @@ FORMAT = "recompile-fix/outputs"
 class OutputRecorder:
     """The compiled callables of one process and the tensors their first calls returned."""
 
-    def __init__(self, torch, *, max_calls: int = DEFAULT_CALLS, max_bytes: int = MAX_BYTES,
-                 fail_on_recompile: bool = False, with_file: bool = True) -> None:
+    def __init__(
+        self,
+        torch,
+        *,
+        max_calls: int = DEFAULT_CALLS,
+        max_bytes: int = MAX_BYTES,
+        fail_on_recompile: bool = False,
+        with_file: bool = True,
+    ) -> None:
         self.torch = torch
         self.max_calls = max_calls
         self.max_bytes = max_bytes
@@ -59,16 +66,27 @@ class OutputRecorder:
         self.fail_on_recompile = fail_on_recompile and self._stance is not None
         self.warm = False
         if fail_on_recompile and self._stance is None:
-            print("recompile-fix: this torch has no torch.compiler.set_stance; "
-                  "--fail-on-recompile is not checked", file=sys.stderr)
+            print(
+                "recompile-fix: this torch has no torch.compiler.set_stance; --fail-on-recompile is not checked",
+                file=sys.stderr,
+            )
 
     # -- registration ---------------------------------------------------------------------
     def register(self, kind: str, qualname: str, name: str, file: str | None, line: int | None) -> dict:
         file = os.path.abspath(file) if file and not file.startswith("<") else (file or "?")
         occurrence = self._seen[(file, qualname)]
         self._seen[(file, qualname)] += 1
-        entry = {"index": len(self.callables), "kind": kind, "qualname": qualname, "name": name,
-                 "file": file, "line": line or 0, "occurrence": occurrence, "calls": 0, "skipped": 0}
+        entry = {
+            "index": len(self.callables),
+            "kind": kind,
+            "qualname": qualname,
+            "name": name,
+            "file": file,
+            "line": line or 0,
+            "occurrence": occurrence,
+            "calls": 0,
+            "skipped": 0,
+        }
         self.callables.append(entry)
         self.outputs.append([])
         return entry
@@ -184,19 +202,33 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
             if isinstance(compiled, torch.nn.Module):
                 code = _code_of(type(model).forward)
                 module_entries[compiled] = recorder.register(
-                    "module", type(model).__qualname__, code.co_name if code else "forward",
-                    code.co_filename if code else None, code.co_firstlineno if code else None)
+                    "module",
+                    type(model).__qualname__,
+                    code.co_name if code else "forward",
+                    code.co_filename if code else None,
+                    code.co_firstlineno if code else None,
+                )
             return compiled
         if isinstance(owner, torch.nn.Module) and getattr(model, "__name__", "") == "_call_impl":
             # nn.Module.compile(): torch.compile(self._call_impl); key it by the module's class.
             code = _code_of(type(owner).forward)
-            entry = recorder.register("module", type(owner).__qualname__, code.co_name if code else "forward",
-                                      code.co_filename if code else None, code.co_firstlineno if code else None)
+            entry = recorder.register(
+                "module",
+                type(owner).__qualname__,
+                code.co_name if code else "forward",
+                code.co_filename if code else None,
+                code.co_firstlineno if code else None,
+            )
         else:
             code = _code_of(model)
             qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
-            entry = recorder.register("function", qualname, code.co_name if code else qualname,
-                                      code.co_filename if code else None, code.co_firstlineno if code else None)
+            entry = recorder.register(
+                "function",
+                qualname,
+                code.co_name if code else qualname,
+                code.co_filename if code else None,
+                code.co_firstlineno if code else None,
+            )
         if not callable(compiled):
             return compiled
 
@@ -229,8 +261,11 @@ def install_from_env(torch) -> OutputRecorder | None:
     if not directory:
         return None
     calls = os.environ.get(CALLS_ENV, "")
-    recorder = OutputRecorder(torch, max_calls=int(calls) if calls.isdigit() else DEFAULT_CALLS,
-                              fail_on_recompile=os.environ.get(FAIL_ON_RECOMPILE_ENV) == "1")
+    recorder = OutputRecorder(
+        torch,
+        max_calls=int(calls) if calls.isdigit() else DEFAULT_CALLS,
+        fail_on_recompile=os.environ.get(FAIL_ON_RECOMPILE_ENV) == "1",
+    )
     install(torch, recorder)
     path = os.path.join(directory, f"outputs-{os.getpid()}.pt")
 

@@ -19,15 +19,30 @@ import hashlib
 import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 from recompile_fix.errors import UserError
 
 DEFAULT_PROFILE = ".recompile-fix/profile.json"
-DEFAULT_EXCLUDE = (".git", ".hg", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
-                   "node_modules", "site-packages", ".recompile-fix", ".mypy_cache", ".pytest_cache")
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    ".recompile-fix",
+    ".mypy_cache",
+    ".pytest_cache",
+)
 _KEYS = {"select", "ignore", "unsafe-fixes", "profile", "exclude", "per-file-ignores"}
 
 

@@ -28,7 +28,7 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
     for _, edit in ordered:
         if edit.start < cursor:
             raise ValueError(f"overlapping edits at offset {edit.start}")
-        out.append(text[cursor:edit.start])
+        out.append(text[cursor : edit.start])
         out.append(edit.new_text)
         cursor = edit.end
     out.append(text[cursor:])
@@ -36,7 +36,11 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
-    ))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path}",
+        )
+    )

@@ -41,17 +41,25 @@ class Finding:
     @classmethod
     def from_json(cls, data: dict) -> "Finding":
         return cls(
-            rule=data["rule"], file=data["file"], location=Location(**data["location"]),
-            message=data["message"], safety=Safety(data["safety"]), params=data.get("params", {}),
-            evidence=data.get("evidence", {}), notes=list(data.get("notes", [])),
+            rule=data["rule"],
+            file=data["file"],
+            location=Location(**data["location"]),
+            message=data["message"],
+            safety=Safety(data["safety"]),
+            params=data.get("params", {}),
+            evidence=data.get("evidence", {}),
+            notes=list(data.get("notes", [])),
             confidence=data.get("confidence", "profile"),
         )
 
     def describe(self, *, unsafe_fixes: bool = False) -> str:
         """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note."""
         loc = self.location
-        marker = {Safety.SAFE: "[*] ", Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
-                  Safety.NONE: "[no fix] "}[self.safety]
+        marker = {
+            Safety.SAFE: "[*] ",
+            Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
+            Safety.NONE: "[no fix] ",
+        }[self.safety]
         lines = [f"{self.file}:{loc.line}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
         lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)

@@ -86,7 +86,7 @@ class LineIndex:
         if not 0 <= line < len(self.starts):
             return ""
         end = self.starts[line + 1] if line + 1 < len(self.starts) else len(self.text)
-        return self.text[self.starts[line]:end].rstrip("\r\n")
+        return self.text[self.starts[line] : end].rstrip("\r\n")
 
     def offset(self, line: int, column: int) -> int:
         """Offset of a (0-based line, character column) position, clamped to the line."""
@@ -97,7 +97,7 @@ class LineIndex:
     def position(self, offset: int, encoding: str = "utf-16") -> tuple[int, int]:
         offset = min(max(offset, 0), len(self.text))
         line = bisect.bisect_right(self.starts, offset) - 1
-        return line, code_units(self.text[self.starts[line]:offset], encoding)
+        return line, code_units(self.text[self.starts[line] : offset], encoding)
 
     def offset_at(self, line: int, units: int, encoding: str = "utf-16") -> int:
         """Offset of an LSP position (``units`` in the client's encoding)."""
@@ -136,7 +136,7 @@ def diff_edit(before: str, after: str) -> Edit:
     suffix = 0
     while suffix < limit - prefix and before[len(before) - 1 - suffix] == after[len(after) - 1 - suffix]:
         suffix += 1
-    return Edit("", prefix, len(before) - suffix, after[prefix:len(after) - suffix])
+    return Edit("", prefix, len(before) - suffix, after[prefix : len(after) - suffix])
 
 
 # -- the engine's data ------------------------------------------------------------------------
@@ -258,8 +258,14 @@ class Engine:
     """Findings and fixes for the files of one project root. Not thread-safe: the server calls
     it from one worker thread."""
 
-    def __init__(self, root: str | os.PathLike, *, profile: str | None = None, encoding: str = "utf-16",
-                 logger: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        profile: str | None = None,
+        encoding: str = "utf-16",
+        logger: Callable[[str], None] | None = None,
+    ):
         self.root = Path(root).resolve()
         self.explicit_profile = profile
         self.encoding = encoding
@@ -333,7 +339,9 @@ class Engine:
     def outdated(self) -> bool:
         """Has the Profile file changed since it was read (a new `recompile-fix profile` run)?
         Cheap: one stat. The server polls it, since not every editor reports file changes."""
-        return self.profile_path is not None and (str(self.profile_path), _stamp(self.profile_path)) != self._profile_stamp
+        return (
+            self.profile_path is not None and (str(self.profile_path), _stamp(self.profile_path)) != self._profile_stamp
+        )
 
     def relative(self, file: str | os.PathLike) -> str:
         return relative_to_root(str(file), str(self.root))
@@ -378,8 +386,7 @@ class Engine:
         if replan:
             self._planned = None  # a rule may now read a file it could not before
         source = self._project.source(path)
-        findings = self._merge(path, [f for f in self._plan() if f.file == path],
-                               self._static_findings(source, path))
+        findings = self._merge(path, [f for f in self._plan() if f.file == path], self._static_findings(source, path))
         base = _Base(path, text, source, findings, profiled=True)
         base.states[_sha(strip_suppressions(text))] = frozenset()
         self._bases[path] = base
@@ -391,8 +398,9 @@ class Engine:
         for other, base in list(self._bases.items()):
             if other == path:
                 continue
-            findings = self._merge(other, [f for f in self._plan() if f.file == other],
-                                   self._static_findings(base.source, other))
+            findings = self._merge(
+                other, [f for f in self._plan() if f.file == other], self._static_findings(base.source, other)
+            )
             if [f.to_json() for f in findings] != [f.to_json() for f in base.findings]:
                 self._bases[other] = fresh = _Base(other, base.text, base.source, findings, profiled=True)
                 fresh.states[_sha(strip_suppressions(base.text))] = frozenset()
@@ -409,8 +417,7 @@ class Engine:
                 source = SourceFile.parse(Path(path), text)
             except Exception:  # noqa: BLE001 - does not parse: nothing to say, nothing to fix
                 source = None
-        base = _Base(path, text, source, self._merge(path, [], self._static_findings(source, path)),
-                     profiled=False)
+        base = _Base(path, text, source, self._merge(path, [], self._static_findings(source, path)), profiled=False)
         self._static_bases[key] = base
         while len(self._static_bases) > 16:
             self._static_bases.popitem(last=False)
@@ -459,8 +466,9 @@ class Engine:
         if base is None:
             base = self._static_base(path, text, sha)
         current = self._rewrite(base, applied).after if applied else base.text
-        analysis = Analysis(path=path, text=text, sha=sha, base=base, applied=applied, current=current,
-                            items=[], stale=stale)
+        analysis = Analysis(
+            path=path, text=text, sha=sha, base=base, applied=applied, current=current, items=[], stale=stale
+        )
         if base.source is None and (base.profiled or self._static_rules(text)):
             analysis.parses = False
             analysis.note = f"{path}: does not parse; no fixes offered"
@@ -474,8 +482,16 @@ class Engine:
         items: list[Item] = []
         if analysis.stale:
             first = analysis.lines.line_text(0)
-            items.append(Item(None, None, ((0, 0), (0, code_units(first, self.encoding))), STALE_MESSAGE,
-                              "information", {"kind": "stale"}))
+            items.append(
+                Item(
+                    None,
+                    None,
+                    ((0, 0), (0, code_units(first, self.encoding))),
+                    STALE_MESSAGE,
+                    "information",
+                    {"kind": "stale"},
+                )
+            )
         base = analysis.base
         shift = self._rewrite(base, analysis.applied).edits if analysis.applied else []
         current = LineIndex(analysis.current) if analysis.applied else base.lines
@@ -489,9 +505,22 @@ class Engine:
             rng = (current.position(start, self.encoding), current.position(end, self.encoding))
             if is_suppressed(analysis.lines.line_text(rng[0][0]), finding.rule):
                 continue
-            items.append(Item(index, finding, rng, _message(finding), _severity(finding),
-                              {"rule": finding.rule, "safety": finding.safety.value, "confidence": finding.confidence,
-                               "index": index, "sha": analysis.sha}))
+            items.append(
+                Item(
+                    index,
+                    finding,
+                    rng,
+                    _message(finding),
+                    _severity(finding),
+                    {
+                        "rule": finding.rule,
+                        "safety": finding.safety.value,
+                        "confidence": finding.confidence,
+                        "index": index,
+                        "sha": analysis.sha,
+                    },
+                )
+            )
         return items
 
     @staticmethod
@@ -557,9 +586,16 @@ class Engine:
                 delta.append(edit)
         mapped = None
         for after_insertions in (True, False):
-            candidate = [Edit(e.file, map_offset(before, e.start, after_insertions=after_insertions),
-                              map_offset(before, e.end, after_insertions=after_insertions), e.new_text, e.rule)
-                         for e in delta]
+            candidate = [
+                Edit(
+                    e.file,
+                    map_offset(before, e.start, after_insertions=after_insertions),
+                    map_offset(before, e.end, after_insertions=after_insertions),
+                    e.new_text,
+                    e.rule,
+                )
+                for e in delta
+            ]
             try:
                 if apply_edits(analysis.current, candidate) == result.after:
                     mapped = candidate
@@ -570,12 +606,15 @@ class Engine:
             mapped = [diff_edit(analysis.current, result.after)]
         lines = LineIndex(analysis.current)
         ordered = sorted(enumerate(mapped), key=lambda item: (item[1].start, item[1].end, item[0]))
-        return [((lines.position(e.start, self.encoding), lines.position(e.end, self.encoding)), e.new_text)
-                for _, e in ordered]
+        return [
+            ((lines.position(e.start, self.encoding), lines.position(e.end, self.encoding)), e.new_text)
+            for _, e in ordered
+        ]
 
     def fix_all_target(self, analysis: Analysis) -> frozenset:
-        safe = {item.index for item in analysis.items
-                if item.finding is not None and item.finding.safety is Safety.SAFE}
+        safe = {
+            item.index for item in analysis.items if item.finding is not None and item.finding.safety is Safety.SAFE
+        }
         return analysis.applied | frozenset(safe)
 
     def fix_all(self, analysis: Analysis):
@@ -595,11 +634,13 @@ class Engine:
         prefix = 0
         while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
             prefix += 1
-        return [(((line, code_units(old[:prefix], self.encoding)), (line, code_units(old, self.encoding))),
-                 new[prefix:])]
+        return [
+            (((line, code_units(old[:prefix], self.encoding)), (line, code_units(old, self.encoding))), new[prefix:])
+        ]
 
-    def actions(self, analysis: Analysis, rng: Range, only: list[str] | None = None, *,
-                lazy_fix_all: bool = False) -> list[Action]:
+    def actions(
+        self, analysis: Analysis, rng: Range, only: list[str] | None = None, *, lazy_fix_all: bool = False
+    ) -> list[Action]:
         if not analysis.parses or analysis.base is None or analysis.base.source is None:
             return []
         actions: list[Action] = []
@@ -615,19 +656,34 @@ class Engine:
                     edits = self._edits_to(analysis, analysis.applied | {item.index}, require=item.index)
                     if edits:
                         unsafe = finding.safety is Safety.UNSAFE
-                        actions.append(Action(
-                            f"Fix {label}" + (" (unsafe fix: review it)" if unsafe else ""),
-                            QUICKFIX_KIND, edits, [item], preferred=not unsafe))
+                        actions.append(
+                            Action(
+                                f"Fix {label}" + (" (unsafe fix: review it)" if unsafe else ""),
+                                QUICKFIX_KIND,
+                                edits,
+                                [item],
+                                preferred=not unsafe,
+                            )
+                        )
                 edits = self.suppress_edit(analysis, item)
                 if edits:
-                    actions.append(Action(f"Suppress {finding.rule} on this line "
-                                          f"(# recompile-fix: ignore[{finding.rule}])", QUICKFIX_KIND, edits, [item]))
+                    actions.append(
+                        Action(
+                            f"Suppress {finding.rule} on this line (# recompile-fix: ignore[{finding.rule}])",
+                            QUICKFIX_KIND,
+                            edits,
+                            [item],
+                        )
+                    )
         if _kind_wanted(FIX_ALL_KIND, only) and self.fix_all_target(analysis) != analysis.applied:
             title = "recompile-fix: fix all safe fixes in this file"
             if lazy_fix_all:  # the client resolves the edit when it is chosen (unless it is ready)
                 ready = analysis._fix_all[0] if analysis._fix_all is not None else None
-                actions.append(Action(title, FIX_ALL_KIND, ready,
-                                      data={"fix_all": True, "path": analysis.path, "sha": analysis.sha}))
+                actions.append(
+                    Action(
+                        title, FIX_ALL_KIND, ready, data={"fix_all": True, "path": analysis.path, "sha": analysis.sha}
+                    )
+                )
             else:
                 edits = self.fix_all(analysis)
                 if edits:
@@ -779,11 +835,16 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
 
     import recompile_fix
 
-    server = LanguageServer("recompile-fix", recompile_fix.__version__,
-                            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+    server = LanguageServer(
+        "recompile-fix", recompile_fix.__version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental
+    )
     worker = _Worker()
-    severities = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
-                  "information": lsp.DiagnosticSeverity.Information, "hint": lsp.DiagnosticSeverity.Hint}
+    severities = {
+        "error": lsp.DiagnosticSeverity.Error,
+        "warning": lsp.DiagnosticSeverity.Warning,
+        "information": lsp.DiagnosticSeverity.Information,
+        "hint": lsp.DiagnosticSeverity.Hint,
+    }
 
     class State:
         def __init__(self):
@@ -811,13 +872,16 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
         if inside:
             root = max(inside, key=lambda r: len(r.parts))
         else:  # no workspace folder: the nearest directory with a Profile or a pyproject.toml
-            root = next((d for d in file.parents if (d / ".recompile-fix").is_dir() or (d / "pyproject.toml").is_file()),
-                        file.parent)
+            root = next(
+                (d for d in file.parents if (d / ".recompile-fix").is_dir() or (d / "pyproject.toml").is_file()),
+                file.parent,
+            )
         engine = state.engines.get(root)
         if engine is None:
             profile = state.options.get("profile")
-            engine = state.engines[root] = Engine(root, profile=profile, encoding=state.encoding,
-                                                  logger=lambda m: server_log(m))
+            engine = state.engines[root] = Engine(
+                root, profile=profile, encoding=state.encoding, logger=lambda m: server_log(m)
+            )
         return engine
 
     loop_holder: dict[str, asyncio.AbstractEventLoop] = {}
@@ -859,8 +923,14 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
         return lsp.Range(start=lsp.Position(line=l1, character=c1), end=lsp.Position(line=l2, character=c2))
 
     def to_diagnostic(item: Item) -> lsp.Diagnostic:
-        return lsp.Diagnostic(range=to_range(item.range), message=item.message, severity=severities[item.severity],
-                              code=item.rule, source=SOURCE, data=item.data)
+        return lsp.Diagnostic(
+            range=to_range(item.range),
+            message=item.message,
+            severity=severities[item.severity],
+            code=item.rule,
+            source=SOURCE,
+            data=item.data,
+        )
 
     def warm(engine: Engine, analysis: Analysis) -> None:
         """Background: the fix-all edits, so that the first code action finds them ready."""
@@ -884,8 +954,11 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
             if uri not in state.open or server.workspace.get_text_document(uri).version != version:
                 return  # a newer change is on its way
             state.latest[uri] = analysis
-            server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(
-                uri=uri, version=version, diagnostics=[to_diagnostic(i) for i in analysis.items]))
+            server.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(
+                    uri=uri, version=version, diagnostics=[to_diagnostic(i) for i in analysis.items]
+                )
+            )
             worker.submit(warm, engine, analysis, priority=_Worker.BACKGROUND)
         except asyncio.CancelledError:
             raise
@@ -933,12 +1006,22 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
         worker.submit(_warm_black, priority=_Worker.BACKGROUND)
         if _get(ls.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
             try:
-                await ls.client_register_capability_async(lsp.RegistrationParams(registrations=[lsp.Registration(
-                    id="recompile-fix-watch", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                    register_options=lsp.DidChangeWatchedFilesRegistrationOptions(watchers=[
-                        lsp.FileSystemWatcher(glob_pattern="**/.recompile-fix/*.json"),
-                        lsp.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
-                    ]))]))
+                await ls.client_register_capability_async(
+                    lsp.RegistrationParams(
+                        registrations=[
+                            lsp.Registration(
+                                id="recompile-fix-watch",
+                                method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                                    watchers=[
+                                        lsp.FileSystemWatcher(glob_pattern="**/.recompile-fix/*.json"),
+                                        lsp.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                                    ]
+                                ),
+                            )
+                        ]
+                    )
+                )
             except Exception:  # noqa: BLE001 - watching is a convenience
                 pass
 
@@ -984,16 +1067,20 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
         for uri in list(state.open):
             schedule(uri, 0)
 
-    @server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(
-        code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True))
+    @server.feature(
+        lsp.TEXT_DOCUMENT_CODE_ACTION,
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True),
+    )
     async def code_action(ls, params: lsp.CodeActionParams):
         try:
             found = await analysis_for(params.text_document.uri)
             if found is None:
                 return None
             engine, analysis, version = found
-            rng = ((params.range.start.line, params.range.start.character),
-                   (params.range.end.line, params.range.end.character))
+            rng = (
+                (params.range.start.line, params.range.start.character),
+                (params.range.end.line, params.range.end.character),
+            )
             only = [str(k.value if hasattr(k, "value") else k) for k in (params.context.only or [])] or None
             actions = await worker.submit(lambda: engine.actions(analysis, rng, only, lazy_fix_all=state.resolve_edits))
             uri = params.text_document.uri
@@ -1006,17 +1093,26 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
         edit = None
         if action.edits is not None:
             edit = workspace_edit(uri, version, action.edits)
-        return lsp.CodeAction(title=action.title, kind=action.kind, edit=edit,
-                              diagnostics=[to_diagnostic(i) for i in action.items] or None,
-                              is_preferred=action.preferred or None,
-                              data=dict(action.data, uri=uri) if action.data else None)
+        return lsp.CodeAction(
+            title=action.title,
+            kind=action.kind,
+            edit=edit,
+            diagnostics=[to_diagnostic(i) for i in action.items] or None,
+            is_preferred=action.preferred or None,
+            data=dict(action.data, uri=uri) if action.data else None,
+        )
 
     def workspace_edit(uri: str, version: int | None, edits) -> lsp.WorkspaceEdit:
         text_edits = [lsp.TextEdit(range=to_range(rng), new_text=text) for rng, text in edits]
         if _get(server.client_capabilities, "workspace", "workspace_edit", "document_changes"):
-            return lsp.WorkspaceEdit(document_changes=[lsp.TextDocumentEdit(
-                text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                edits=text_edits)])
+            return lsp.WorkspaceEdit(
+                document_changes=[
+                    lsp.TextDocumentEdit(
+                        text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                        edits=text_edits,
+                    )
+                ]
+            )
         return lsp.WorkspaceEdit(changes={uri: text_edits})
 
     @server.feature(lsp.CODE_ACTION_RESOLVE)

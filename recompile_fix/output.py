@@ -38,8 +38,10 @@ def _github(finding: Finding) -> str:
     loc = finding.location
     level = "warning" if finding.fixable else "notice"
     message = finding.message + "".join(f" Note: {n}" for n in finding.notes)
-    return (f"::{level} title=recompile-fix ({finding.rule}),file={finding.file},line={loc.line},"
-            f"col={(loc.col or 0) + 1}::{finding.rule} {_escape_github(message)}")
+    return (
+        f"::{level} title=recompile-fix ({finding.rule}),file={finding.file},line={loc.line},"
+        f"col={(loc.col or 0) + 1}::{finding.rule} {_escape_github(message)}"
+    )
 
 
 def sarif(findings: list[Finding], rules=()) -> dict:
@@ -48,12 +50,14 @@ def sarif(findings: list[Finding], rules=()) -> dict:
     for rule in rules:
         index[rule.id] = len(rule_entries)
         docs = rule.docs()
-        rule_entries.append({
-            "id": rule.id,
-            "name": rule.name,
-            "shortDescription": {"text": docs.split("## What it does", 1)[-1].strip().split("\n\n", 1)[0]},
-            "help": {"text": docs, "markdown": docs},
-        })
+        rule_entries.append(
+            {
+                "id": rule.id,
+                "name": rule.name,
+                "shortDescription": {"text": docs.split("## What it does", 1)[-1].strip().split("\n\n", 1)[0]},
+                "help": {"text": docs, "markdown": docs},
+            }
+        )
     results = []
     for f in findings:
         loc = f.location
@@ -75,10 +79,17 @@ def sarif(findings: list[Finding], rules=()) -> dict:
     return {
         "$schema": _SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "recompile-fix", "version": recompile_fix.__version__,
-                                "informationUri": "https://github.com/recompile-fix/recompile-fix",
-                                "rules": rule_entries}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "recompile-fix",
+                        "version": recompile_fix.__version__,
+                        "informationUri": "https://github.com/recompile-fix/recompile-fix",
+                        "rules": rule_entries,
+                    }
+                },
+                "results": results,
+            }
+        ],
     }

@@ -156,8 +156,11 @@ class Frame:
     def shapes(self, name: str) -> list[list[int]]:
         """The shape tensor argument ``name`` had at each compile that recorded it. Guard failures
         name only the first changed dimension (and only the first failing guard); these show all."""
-        return [c.inputs[name]["shape"] for c in self.compiles
-                if c.inputs.get(name, {}).get("type") == "Tensor" and "shape" in c.inputs[name]]
+        return [
+            c.inputs[name]["shape"]
+            for c in self.compiles
+            if c.inputs.get(name, {}).get("type") == "Tensor" and "shape" in c.inputs[name]
+        ]
 
 
 @dataclass
@@ -237,7 +240,9 @@ class Profile:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise UserError(f"{path}: no Profile here; run `recompile-fix profile -- python your_script.py` first") from None
+            raise UserError(
+                f"{path}: no Profile here; run `recompile-fix profile -- python your_script.py` first"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"{path}: cannot read Profile: {exc}") from None
         try:
@@ -297,8 +302,9 @@ def _frame_from_json(data: dict) -> Frame:
         GraphBreak(location=_location(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
         for b in data.get("graph_breaks", [])
     ]
-    return Frame(file=data["file"], first_line=int(data["first_line"]), name=data["name"],
-                 compiles=compiles, graph_breaks=breaks)
+    return Frame(
+        file=data["file"], first_line=int(data["first_line"]), name=data["name"], compiles=compiles, graph_breaks=breaks
+    )
 
 
 def sha256_file(path: str | os.PathLike) -> str | None:

@@ -69,9 +69,15 @@ def _bootstrap_dir(workdir: Path) -> Path:
     return boot
 
 
-def run_profiled(command: list[str], *, backend: str | None = None,
-                 root: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None,
-                 output=None) -> tuple[Profile, int]:
+def run_profiled(
+    command: list[str],
+    *,
+    backend: str | None = None,
+    root: str | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    output=None,
+) -> tuple[Profile, int]:
     """Run ``command`` with the recorder; return its Profile and exit code.
 
     ``cwd``: where the command runs (default: here); paths in the Profile are relative to
@@ -148,13 +154,15 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
         rank = record.get("rank")
         if any_rank and rank is None and not record.get("compiles") and not record.get("graph_breaks"):
             continue  # the launcher (torchrun imports torch too): it compiled nothing
-        profile.processes.append({
-            "pid": record.get("pid"),
-            "rank": rank,
-            "exit": record.get("exit", {}).get("status"),
-            "exception": record.get("exit", {}).get("exception"),
-            "compiles": len(record.get("compiles", [])),
-        })
+        profile.processes.append(
+            {
+                "pid": record.get("pid"),
+                "rank": rank,
+                "exit": record.get("exit", {}).get("status"),
+                "exception": record.get("exit", {}).get("exception"),
+                "compiles": len(record.get("compiles", [])),
+            }
+        )
         frame_of_id: dict[str, Frame] = {}
         compile_of_id: dict[str, Compile] = {}
         for raw in record.get("compiles", []):
@@ -176,9 +184,13 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if existing is not None:  # a later record of the same compile (e.g. lazy backward)
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
-            compile_ = Compile(id=compile_id, rank=rank, seconds=dict(raw.get("seconds", {})),
-                               inputs=dict(raw.get("inputs", {})),
-                               fail_type=raw.get("fail_type"))
+            compile_ = Compile(
+                id=compile_id,
+                rank=rank,
+                seconds=dict(raw.get("seconds", {})),
+                inputs=dict(raw.get("inputs", {})),
+                fail_type=raw.get("fail_type"),
+            )
             texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
             for text in texts:
                 compile_.reasons.extend(parse_reasons(text))
@@ -195,8 +207,9 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             for reason in compile_.reasons:
                 if reason.first_use is not None:
                     named.add(reason.first_use.file)
-                    reason.first_use = Location(**{**reason.first_use.__dict__,
-                                                   "file": relative_to_root(reason.first_use.file, root)})
+                    reason.first_use = Location(
+                        **{**reason.first_use.__dict__, "file": relative_to_root(reason.first_use.file, root)}
+                    )
             frame.compiles.append(compile_)
             compile_of_id[compile_id] = compile_
         breaks: dict[tuple, tuple[Frame, Counter]] = {}
@@ -209,13 +222,20 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             breaks.setdefault(frame.key, (frame, Counter()))[1][key] += 1
         for frame, counts in breaks.values():
             for (file, line, reason), count in counts.items():
-                same = next((b for b in frame.graph_breaks if (b.location.file, b.location.line, b.reason)
-                             == (file, line, reason)), None)  # the same break on another rank
+                same = next(
+                    (
+                        b
+                        for b in frame.graph_breaks
+                        if (b.location.file, b.location.line, b.reason) == (file, line, reason)
+                    ),
+                    None,
+                )  # the same break on another rank
                 if same is not None:
                     same.count += count
                 else:
-                    frame.graph_breaks.append(GraphBreak(location=Location(file=file, line=line), reason=reason,
-                                                         count=count))
+                    frame.graph_breaks.append(
+                        GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
+                    )
     profile.frames = sorted(frames.values(), key=lambda f: (f.file, f.first_line, f.name))
     for path in sorted(named):
         digest = sha256_file(path)

@@ -80,7 +80,7 @@ def parse_reasons(text: str) -> list[Reason]:
     body = text
     if match:
         entry = match.group(1)
-        body = text[match.end():]
+        body = text[match.end() :]
     body, _, stack_block = body.partition("\nUser stack trace:\n")
     first_use = _first_use(stack_block)
     head = body.split("\n", 1)[0]
@@ -167,8 +167,13 @@ def _parse_guard(guard: str, body: str) -> Reason:
 
     not_tensor = _NOT_TENSOR.match(guard)
     if not_tensor:
-        return Reason(kind="type_mismatch", text="", source=not_tensor.group("src"), expected="Tensor",
-                      actual=not_tensor.group("type"))
+        return Reason(
+            kind="type_mismatch",
+            text="",
+            source=not_tensor.group("src"),
+            expected="Tensor",
+            actual=not_tensor.group("type"),
+        )
     not_function = _NOT_FUNCTION.match(guard)
     if not_function:
         return Reason(kind="type_mismatch", text="", source=not_function.group("src"), expected="function")

@@ -88,8 +88,12 @@ def _describe_value(value) -> dict | None:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return {"type": "Tensor", "shape": list(value.shape), "stride": list(value.stride()),
-                "dtype": str(value.dtype).replace("torch.", "")}
+        return {
+            "type": "Tensor",
+            "shape": list(value.shape),
+            "stride": list(value.stride()),
+            "dtype": str(value.dtype).replace("torch.", ""),
+        }
     if isinstance(value, (bool, int, float)) and not isinstance(value, type):
         return {"type": type(value).__name__, "value": value}
     return None
@@ -155,8 +159,7 @@ class _Recorder:
             before = self.seen_failures.get(code, 0)
             if len(failures) > before:
                 new_reasons.extend(failures[before:])
-                frame = {"file": os.path.abspath(code.co_filename), "line": code.co_firstlineno,
-                         "name": code.co_name}
+                frame = {"file": os.path.abspath(code.co_filename), "line": code.co_firstlineno, "name": code.co_name}
                 self.seen_failures[code] = len(failures)
         if getattr(metrics, "co_name", None):
             frame = {
@@ -201,7 +204,7 @@ class _Recorder:
         if not where:
             return
         reason = _GRAPH_BREAK_REASON.search(text)
-        lines = [line.strip() for line in text[reason.end():].splitlines()] if reason else []
+        lines = [line.strip() for line in text[reason.end() :].splitlines()] if reason else []
         # The first line is generic ("Encountered graph break when attempting to trace CALL");
         # the next names what broke (e.g. "Call to `torch._dynamo.graph_break()`").
         detail = next((line for line in lines if line), "")
@@ -307,8 +310,7 @@ def install() -> _Recorder:
         deque.recorder = recorder
         dynamo_utils._compilation_metrics = deque
     else:
-        print("recompile-fix: this torch has no metrics deque; compiles will not be recorded",
-              file=sys.stderr)
+        print("recompile-fix: this torch has no metrics deque; compiles will not be recorded", file=sys.stderr)
 
     callback = getattr(getattr(torch._dynamo, "callback", None), "on_compile_start", None)
     if callback is not None:

@@ -66,17 +66,29 @@ def frame_label(frame: Frame) -> str:
 
 
 def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> str:
-    lines = [f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
-             f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"]
+    lines = [
+        f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
+        f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
+    ]
     if not profile.frames:
         lines.append("No torch.compile compilation was recorded: nothing recompiles.")
         return "\n".join(lines) + "\n"
     header = ("frame", "compiles", "recompiles", "compile s", "limit hits", "graph breaks")
     rows = []
     for frame in sorted(profile.frames, key=lambda f: (-len(f.compiles), -f.compile_seconds)):
-        rows.append((frame, (frame_label(frame), str(len(frame.compiles)), str(frame.recompiles),
-                             f"{frame.compile_seconds:.2f}", str(frame.limit_hits),
-                             str(sum(b.count for b in frame.graph_breaks)))))
+        rows.append(
+            (
+                frame,
+                (
+                    frame_label(frame),
+                    str(len(frame.compiles)),
+                    str(frame.recompiles),
+                    f"{frame.compile_seconds:.2f}",
+                    str(frame.limit_hits),
+                    str(sum(b.count for b in frame.graph_breaks)),
+                ),
+            )
+        )
     widths = [max(len(header[i]), *(len(r[1][i]) for r in rows)) for i in range(len(header))]
 
     def fmt(cells):
@@ -100,9 +112,11 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
     total_recompiles = sum(f.recompiles for f in profile.frames)
     total_seconds = sum(f.compile_seconds for f in profile.frames)
     lines.append("")
-    lines.append(f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
-                 f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
-                 f"{sum(f.limit_hits for f in profile.frames)} limit hits")
+    lines.append(
+        f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
+        f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
+        f"{sum(f.limit_hits for f in profile.frames)} limit hits"
+    )
     if len(ranks) > 1:
         totals = {rank: sum(rank_counts(f, ranks)[rank] for f in profile.frames) for rank in ranks}
         lines.append(f"{len(ranks)} ranks: {_rank_line(totals)}")

@@ -71,8 +71,9 @@ class Rule:
 
     def may_fire(self, data: bytes) -> bool:
         """Whether a file with these bytes can hold the rule's pattern at all."""
-        return (not self.triggers or any(t.encode() in data for t in self.triggers)) and \
-            all(r.encode() in data for r in self.requires)
+        return (not self.triggers or any(t.encode() in data for t in self.triggers)) and all(
+            r.encode() in data for r in self.requires
+        )
 
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         """Findings from a Profile."""

@@ -35,58 +35,278 @@ BLOCKS = "blocks"
 UNKNOWN = "unknown"
 
 # Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
-ARITH_METHODS = frozenset({
-    "add", "add_", "sub", "sub_", "subtract", "mul", "mul_", "multiply", "div", "div_", "divide",
-    "true_divide", "pow", "pow_", "clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max",
-    "lerp", "lerp_", "maximum", "minimum", "fmod", "remainder", "where", "masked_fill",
-    "masked_fill_", "fill_", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "hypot", "copysign",
-    "xlogy", "float_power", "rsub",
-})
+ARITH_METHODS = frozenset(
+    {
+        "add",
+        "add_",
+        "sub",
+        "sub_",
+        "subtract",
+        "mul",
+        "mul_",
+        "multiply",
+        "div",
+        "div_",
+        "divide",
+        "true_divide",
+        "pow",
+        "pow_",
+        "clamp",
+        "clamp_",
+        "clip",
+        "clip_",
+        "clamp_min",
+        "clamp_max",
+        "lerp",
+        "lerp_",
+        "maximum",
+        "minimum",
+        "fmod",
+        "remainder",
+        "where",
+        "masked_fill",
+        "masked_fill_",
+        "fill_",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "atan2",
+        "hypot",
+        "copysign",
+        "xlogy",
+        "float_power",
+        "rsub",
+    }
+)
 # torch functions of the same kind: the number is a value in the arithmetic, not a setting.
 ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub", "full_like"})
 # Keywords that are never a value in the arithmetic.
 NOT_VALUE_KEYWORDS = frozenset({"dim", "out", "dtype", "keepdim", "alpha", "rounding_mode", "device"})
-SHAPE_METHODS = frozenset({
-    "view", "reshape", "expand", "repeat", "repeat_interleave", "narrow", "unflatten", "flatten",
-    "permute", "transpose", "split", "chunk", "unfold", "topk", "kthvalue", "new_zeros",
-    "new_ones", "new_empty", "new_full", "sum", "mean", "softmax", "log_softmax", "argmax",
-    "argmin", "max", "min", "cumsum", "squeeze", "unsqueeze", "roll", "tril", "triu", "select",
-    "index_select", "gather", "diagonal", "movedim", "tile", "to",
-})
-SHAPE_FUNCTIONS = frozenset({
-    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
-    "logspace", "eye", "pad", "interpolate", "topk", "kthvalue", "split", "chunk", "tril", "triu",
-    "roll", "one_hot", "softmax", "log_softmax", "cumsum", "flatten", "unflatten", "reshape",
-    "narrow", "repeat_interleave", "tile", "multinomial", "avg_pool1d", "avg_pool2d", "max_pool1d",
-    "max_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "unfold", "fold",
-})
-SHAPE_KEYWORDS = frozenset({
-    "size", "shape", "dim", "dims", "kernel_size", "stride", "padding", "output_size", "num_classes",
-    "k", "chunks", "sections", "split_size_or_sections", "repeats", "groups", "num_samples",
-    "scale_factor", "start_dim", "end_dim",
-})
+SHAPE_METHODS = frozenset(
+    {
+        "view",
+        "reshape",
+        "expand",
+        "repeat",
+        "repeat_interleave",
+        "narrow",
+        "unflatten",
+        "flatten",
+        "permute",
+        "transpose",
+        "split",
+        "chunk",
+        "unfold",
+        "topk",
+        "kthvalue",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "sum",
+        "mean",
+        "softmax",
+        "log_softmax",
+        "argmax",
+        "argmin",
+        "max",
+        "min",
+        "cumsum",
+        "squeeze",
+        "unsqueeze",
+        "roll",
+        "tril",
+        "triu",
+        "select",
+        "index_select",
+        "gather",
+        "diagonal",
+        "movedim",
+        "tile",
+        "to",
+    }
+)
+SHAPE_FUNCTIONS = frozenset(
+    {
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "pad",
+        "interpolate",
+        "topk",
+        "kthvalue",
+        "split",
+        "chunk",
+        "tril",
+        "triu",
+        "roll",
+        "one_hot",
+        "softmax",
+        "log_softmax",
+        "cumsum",
+        "flatten",
+        "unflatten",
+        "reshape",
+        "narrow",
+        "repeat_interleave",
+        "tile",
+        "multinomial",
+        "avg_pool1d",
+        "avg_pool2d",
+        "max_pool1d",
+        "max_pool2d",
+        "adaptive_avg_pool1d",
+        "adaptive_avg_pool2d",
+        "unfold",
+        "fold",
+    }
+)
+SHAPE_KEYWORDS = frozenset(
+    {
+        "size",
+        "shape",
+        "dim",
+        "dims",
+        "kernel_size",
+        "stride",
+        "padding",
+        "output_size",
+        "num_classes",
+        "k",
+        "chunks",
+        "sections",
+        "split_size_or_sections",
+        "repeats",
+        "groups",
+        "num_samples",
+        "scale_factor",
+        "start_dim",
+        "end_dim",
+    }
+)
 # Activation and normalisation settings torch reads as a Python number (§8: leaky_relu, layer_norm).
-NUMBER_SETTING_FUNCTIONS = frozenset({
-    "leaky_relu", "elu", "celu", "selu", "hardtanh", "softplus", "threshold", "rrelu", "gelu",
-    "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm", "normalize",
-    "local_response_norm", "clip_grad_norm_", "clip_grad_value_", "label_smoothing",
-})
-NOT_TENSOR_METHODS = frozenset({
-    "item", "tolist", "size", "dim", "ndimension", "numel", "nelement", "stride", "data_ptr",
-    "element_size", "is_contiguous", "is_floating_point", "is_complex", "get_device",
-    "storage_offset", "numpy", "untyped_storage", "equal", "allclose", "is_nonzero", "has_names",
-    "is_same_size", "__len__", "backward", "register_hook", "parameters", "named_parameters",
-    "state_dict", "train", "eval", "zero_grad", "step",
-})
-NOT_TENSOR_TORCH = frozenset({
-    "is_tensor", "numel", "is_floating_point", "is_complex", "is_nonzero", "get_default_dtype",
-    "equal", "allclose", "is_grad_enabled", "is_storage", "typename", "result_type", "promote_types",
-    "can_cast", "finfo", "iinfo", "device", "dtype", "Size", "compile", "no_grad", "enable_grad",
-    "manual_seed", "set_grad_enabled", "is_inference_mode_enabled", "graph_break", "mark_dynamic",
-})
+NUMBER_SETTING_FUNCTIONS = frozenset(
+    {
+        "leaky_relu",
+        "elu",
+        "celu",
+        "selu",
+        "hardtanh",
+        "softplus",
+        "threshold",
+        "rrelu",
+        "gelu",
+        "layer_norm",
+        "group_norm",
+        "batch_norm",
+        "instance_norm",
+        "rms_norm",
+        "normalize",
+        "local_response_norm",
+        "clip_grad_norm_",
+        "clip_grad_value_",
+        "label_smoothing",
+    }
+)
+NOT_TENSOR_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "size",
+        "dim",
+        "ndimension",
+        "numel",
+        "nelement",
+        "stride",
+        "data_ptr",
+        "element_size",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "get_device",
+        "storage_offset",
+        "numpy",
+        "untyped_storage",
+        "equal",
+        "allclose",
+        "is_nonzero",
+        "has_names",
+        "is_same_size",
+        "__len__",
+        "backward",
+        "register_hook",
+        "parameters",
+        "named_parameters",
+        "state_dict",
+        "train",
+        "eval",
+        "zero_grad",
+        "step",
+    }
+)
+NOT_TENSOR_TORCH = frozenset(
+    {
+        "is_tensor",
+        "numel",
+        "is_floating_point",
+        "is_complex",
+        "is_nonzero",
+        "get_default_dtype",
+        "equal",
+        "allclose",
+        "is_grad_enabled",
+        "is_storage",
+        "typename",
+        "result_type",
+        "promote_types",
+        "can_cast",
+        "finfo",
+        "iinfo",
+        "device",
+        "dtype",
+        "Size",
+        "compile",
+        "no_grad",
+        "enable_grad",
+        "manual_seed",
+        "set_grad_enabled",
+        "is_inference_mode_enabled",
+        "graph_break",
+        "mark_dynamic",
+    }
+)
 TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
-_CONVERTERS = frozenset({"int", "float", "round", "bool", "complex", "len", "str", "repr", "format",
-                         "hex", "oct", "bin", "chr", "hash", "divmod"})
+_CONVERTERS = frozenset(
+    {
+        "int",
+        "float",
+        "round",
+        "bool",
+        "complex",
+        "len",
+        "str",
+        "repr",
+        "format",
+        "hex",
+        "oct",
+        "bin",
+        "chr",
+        "hash",
+        "divmod",
+    }
+)
 _PYTHON_REDUCERS = frozenset({"max", "min", "sum", "sorted", "any", "all"})
 _EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
 
@@ -141,7 +361,11 @@ class _Path:
     visited: frozenset = frozenset()
 
     def after(self, operator: cst.BaseBinaryOp, other: cst.BaseExpression) -> "_Path":
-        exact = self.int_exact and isinstance(operator, _EXACT_INT_OPS) and not isinstance(other, (cst.Float, cst.Imaginary))
+        exact = (
+            self.int_exact
+            and isinstance(operator, _EXACT_INT_OPS)
+            and not isinstance(other, (cst.Float, cst.Imaginary))
+        )
         return replace(self, scalar_math=True, int_exact=exact)
 
 
@@ -154,8 +378,9 @@ class ScalarUses:
         self.max_depth = max_depth
 
     # -- entry points --------------------------------------------------------------------------
-    def of_parameter(self, source: SourceFile, file: str, func: cst.FunctionDef, param: str,
-                     tensors: set[str] = frozenset()) -> list[Use]:
+    def of_parameter(
+        self, source: SourceFile, file: str, func: cst.FunctionDef, param: str, tensors: set[str] = frozenset()
+    ) -> list[Use]:
         """Every use of parameter ``param`` inside ``func`` (``tensors``: the parameters known
         to be tensors, e.g. from the Profile's recorded inputs)."""
         scope = self.scope(source, file, func, tensors)
@@ -189,7 +414,9 @@ class ScalarUses:
         if isinstance(expr, cst.UnaryOperation):
             return not isinstance(expr.operator, cst.Not) and self.tensorish(expr.expression, scope)
         if isinstance(expr, cst.Comparison):
-            return self.tensorish(expr.left, scope) or any(self.tensorish(c.comparator, scope) for c in expr.comparisons)
+            return self.tensorish(expr.left, scope) or any(
+                self.tensorish(c.comparator, scope) for c in expr.comparisons
+            )
         if isinstance(expr, cst.IfExp):
             return self.tensorish(expr.body, scope) and self.tensorish(expr.orelse, scope)
         if isinstance(expr, cst.Call):
@@ -201,8 +428,14 @@ class ScalarUses:
                 last = qualified.rsplit(".", 1)[1]
                 if last[:1].isupper():
                     return last in ("Tensor", "Parameter")
-                return last not in NOT_TENSOR_TORCH and not qualified.startswith(("torch.optim.", "torch._dynamo.", "torch.compiler."))
-            if qualified in _CONVERTERS or qualified in _PYTHON_REDUCERS or qualified.startswith(("math.", "numpy.", "random.")):
+                return last not in NOT_TENSOR_TORCH and not qualified.startswith(
+                    ("torch.optim.", "torch._dynamo.", "torch.compiler.")
+                )
+            if (
+                qualified in _CONVERTERS
+                or qualified in _PYTHON_REDUCERS
+                or qualified.startswith(("math.", "numpy.", "random."))
+            ):
                 return False
             if isinstance(func, cst.Attribute) and func.attr.value in NOT_TENSOR_METHODS:
                 return False
@@ -248,9 +481,13 @@ class ScalarUses:
                 for target in node.targets:
                     if isinstance(target.target, cst.Attribute) and is_name(target.target.value, "self"):
                         found.add(target.target.attr.value)
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                    and node.func.attr.value in ("register_buffer", "register_parameter") and node.args \
-                    and isinstance(node.args[0].value, cst.SimpleString):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("register_buffer", "register_parameter")
+                and node.args
+                and isinstance(node.args[0].value, cst.SimpleString)
+            ):
                 found.add(node.args[0].value.evaluated_value)
         scope._tensor_attrs = found
         return found
@@ -317,7 +554,11 @@ class ScalarUses:
         if isinstance(parent, cst.Expr):
             return []  # computed and dropped
         if isinstance(parent, (cst.Element, cst.StarredElement)):
-            return [self._use("store", f"is put in `{_one_line(source.code(source.parents.get(parent)))}`", node, scope, path)]
+            return [
+                self._use(
+                    "store", f"is put in `{_one_line(source.code(source.parents.get(parent)))}`", node, scope, path
+                )
+            ]
         if isinstance(parent, cst.DictElement):
             return [self._use("store", "is stored in a dict", node, scope, path)]
         if isinstance(parent, cst.FormattedStringExpression):
@@ -328,8 +569,9 @@ class ScalarUses:
         """The if/while/assert/conditional expression whose test this node decides, if any."""
         child = node
         for parent in scope.source.ancestors(node):
-            if isinstance(parent, (cst.BooleanOperation,)) or \
-                    (isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
+            if isinstance(parent, (cst.BooleanOperation,)) or (
+                isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)
+            ):
                 child = parent
                 continue
             if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)) and child is parent.test:
@@ -366,7 +608,9 @@ class ScalarUses:
         if qualified in _PYTHON_REDUCERS:
             return [self._use("compare", f"is compared by Python's {label}", call, scope, path)]
         if qualified in ("abs", "pow"):
-            return self.classify(call, scope, replace(path, scalar_math=True, int_exact=path.int_exact and qualified == "abs"))
+            return self.classify(
+                call, scope, replace(path, scalar_math=True, int_exact=path.int_exact and qualified == "abs")
+            )
         if qualified.startswith(("math.", "numpy.", "random.", "statistics.")):
             return [self._use("math", f"reaches {label}", call, scope, path)]
         if isinstance(func, cst.Attribute) and self.tensorish(func.value, scope):
@@ -389,11 +633,15 @@ class ScalarUses:
                 return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
             if name in NUMBER_SETTING_FUNCTIONS:
                 what = f"`{keyword}` of " if keyword else ""
-                return [self._use("setting", f"sets {what}{label}, which torch reads as a Python number", call, scope, path)]
+                return [
+                    self._use("setting", f"sets {what}{label}, which torch reads as a Python number", call, scope, path)
+                ]
             return [self._use("setting", f"is passed to {label}, which takes it as a Python number", call, scope, path)]
         target = self._callee(call, scope)
         if target is None:
-            return [self._use("unknown", f"is passed to {label}, whose source recompile-fix cannot read", call, scope, path)]
+            return [
+                self._use("unknown", f"is passed to {label}, whose source recompile-fix cannot read", call, scope, path)
+            ]
         if path.depth >= self.max_depth:
             return [self._use("unknown", f"is passed to {label}, deeper than recompile-fix follows", call, scope, path)]
         callee_source, callee_file, callee, bound = target
@@ -448,7 +696,9 @@ class ScalarUses:
         """The tensors an elementwise expression takes its dtype and rank from (``x * (c * c)``
         -> ``x``); any other expression stands for itself (``self.fc(x)``)."""
         if isinstance(expr, cst.BinaryOperation):
-            return [r for side in (expr.left, expr.right) if self.tensorish(side, scope) for r in self._roots(side, scope)]
+            return [
+                r for side in (expr.left, expr.right) if self.tensorish(side, scope) for r in self._roots(side, scope)
+            ]
         if isinstance(expr, cst.UnaryOperation):
             return self._roots(expr.expression, scope)
         return [scope.source.code(expr)]
@@ -458,9 +708,17 @@ class ScalarUses:
         line = source.positions[node].start.line
         code = source.lines[line - 1].strip() if line - 1 < len(source.lines) else ""
         verdict = TENSOR if kind == "arith" else UNKNOWN if kind == "unknown" else BLOCKS
-        return Use(verdict=verdict, kind=kind, why=why, file=scope.file, line=line, code=code,
-                   meets=tuple(scope.outer_name(m) for node in meets for m in self._roots(node, scope)),
-                   scalar_math=path.scalar_math, int_exact=path.int_exact)
+        return Use(
+            verdict=verdict,
+            kind=kind,
+            why=why,
+            file=scope.file,
+            line=line,
+            code=code,
+            meets=tuple(scope.outer_name(m) for node in meets for m in self._roots(node, scope)),
+            scalar_math=path.scalar_math,
+            int_exact=path.int_exact,
+        )
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -495,16 +753,18 @@ def is_load(source: SourceFile, node: cst.CSTNode) -> bool:
         return False
     if isinstance(parent, cst.Arg) and node is parent.keyword:
         return False
-    if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem,
-                           cst.AsName, cst.Del)):
+    if isinstance(
+        parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem, cst.AsName, cst.Del)
+    ):
         return False
     child = node
     while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
         child, parent = parent, source.parents.get(parent)
     if isinstance(parent, cst.AssignTarget) and child is parent.target:
         return False
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)) \
-            and child is getattr(parent, "target", None):
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)) and child is getattr(
+        parent, "target", None
+    ):
         return False
     return True
 

@@ -95,8 +95,9 @@ class StaticScan:
         self.rules = [r for r in rules if type(r).plan_static is not _base_plan_static()]
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
-        self.key = (f"{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:"
-                    f"{','.join(sorted(r.id for r in self.rules))}")
+        self.key = (
+            f"{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:{','.join(sorted(r.id for r in self.rules))}"
+        )
         self.cache_path = root / CACHE_FILE
         self.errors: list[str] = []
         self.parsed = 0  # files that missed the cache (for the benchmark and tests)
@@ -177,7 +178,7 @@ class StaticScan:
         else:
             # Largest files first, in small chunks, so both workers finish together.
             todo = sorted(todo, key=lambda item: -os.path.getsize(item[0]))
-            chunks = [todo[i:i + 8] for i in range(0, total, 8)]
+            chunks = [todo[i : i + 8] for i in range(0, total, 8)]
             done = 0
             with ProcessPoolExecutor(self.jobs, initializer=_init_worker, initargs=(rule_ids,)) as pool:
                 for batch in pool.map(_scan_chunk, chunks):

@@ -16,7 +16,6 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from recompile_fix.errors import UserError
 
-
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -61,8 +60,9 @@ class SourceFile:
         try:
             return cst.parse_module(self.text)
         except cst.ParserSyntaxError as exc:
-            raise SourceError(f"{self.path}:{exc.raw_line}:{exc.raw_column}: does not parse "
-                              f"({exc.message}); not changed") from None
+            raise SourceError(
+                f"{self.path}:{exc.raw_line}:{exc.raw_column}: does not parse ({exc.message}); not changed"
+            ) from None
 
     @functools.cached_property
     def syntax(self) -> ast.Module:
@@ -73,8 +73,9 @@ class SourceFile:
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None) or 0
             column = getattr(exc, "offset", None) or 0
-            raise SourceError(f"{self.path}:{line}:{column}: does not parse "
-                              f"({getattr(exc, 'msg', exc)}); not changed") from None
+            raise SourceError(
+                f"{self.path}:{line}:{column}: does not parse ({getattr(exc, 'msg', exc)}); not changed"
+            ) from None
         if bom:  # columns of line 1 count the mark's three UTF-8 bytes, as in the file
             for node in ast.walk(tree):
                 if getattr(node, "lineno", None) == 1:
@@ -284,8 +285,12 @@ class SourceFile:
         (or the docstring and ``__future__`` imports)."""
         line = 0
         for index, statement in enumerate(self.syntax.body):
-            is_docstring = index == 0 and isinstance(statement, ast.Expr) and \
-                isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)
+            is_docstring = (
+                index == 0
+                and isinstance(statement, ast.Expr)
+                and isinstance(statement.value, ast.Constant)
+                and isinstance(statement.value.value, str)
+            )
             if is_docstring or isinstance(statement, (ast.Import, ast.ImportFrom)):
                 line = statement.end_lineno
             else:

@@ -27,7 +27,7 @@ def is_suppressed(line_text: str, rule_id: str) -> bool:
 def with_suppression(line_text: str, rule_id: str) -> str:
     """The line with ``rule_id`` added to its suppression comment (or a new one)."""
     body = line_text.rstrip("\r\n")
-    ending = line_text[len(body):]
+    ending = line_text[len(body) :]
     rules = suppressed_rules(body)
     if rules is not None and (not rules or rule_id in rules):
         return line_text

@@ -39,6 +39,7 @@ import re
 from pathlib import Path
 
 from recompile_fix.errors import UserError
+
 # The graph-break artifact is the text the recorder reads from torch's graph_breaks log.
 from recompile_fix.recorder import _GRAPH_BREAK_AT, _GRAPH_BREAK_REASON
 
@@ -49,8 +50,12 @@ _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")
 _EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""")
 _MAX_STACK = 12  # as the recorder: the innermost user frames
 # Events whose payload we read; every other payload is skipped unread.
-_PAYLOADS = {"artifact:recompile_reasons", "artifact:dynamo_graph_break_reason", "artifact:torch_version",
-             "dynamo_cpp_guards_str"}
+_PAYLOADS = {
+    "artifact:recompile_reasons",
+    "artifact:dynamo_graph_break_reason",
+    "artifact:torch_version",
+    "dynamo_cpp_guards_str",
+}
 _COMMON_KEYS = {"frame_id", "frame_compile_id", "attempt", "has_payload", "compiled_autograd_id", "rank"}
 
 
@@ -63,8 +68,10 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
         raise UserError(f"{path}: no such TORCH_TRACE directory")
     files = sorted(p for p in path.glob("*.log") if p.is_file())
     if not files:
-        raise UserError(f"{path}: no TORCH_TRACE logs here (dedicated_log_torch_trace_*.log); "
-                        f"run the program with TORCH_TRACE={path} first")
+        raise UserError(
+            f"{path}: no TORCH_TRACE logs here (dedicated_log_torch_trace_*.log); "
+            f"run the program with TORCH_TRACE={path} first"
+        )
     return files
 
 
@@ -91,6 +98,7 @@ def read_trace(path: str | os.PathLike, *, root: str | None = None) -> list[dict
 
 
 # -- parsing ---------------------------------------------------------------------------------
+
 
 class _Process:
     """What one process wrote: events by compile id, in file order."""
@@ -147,7 +155,8 @@ class _Process:
                 value = _literal(match.group("value"))
                 if isinstance(value, (bool, int, float)):
                     self.scalars.setdefault(cid, {}).setdefault(
-                        match.group("name"), {"type": type(value).__name__, "value": value})
+                        match.group("name"), {"type": type(value).__name__, "value": value}
+                    )
 
     def _stack(self, entries) -> list[dict]:
         stack = []
@@ -165,22 +174,25 @@ class _Process:
             return
         value = _literal(str(body.get("val", "")))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            self.scalars.setdefault(cid, {}).setdefault(local.group("name"),
-                                                        {"type": type(value).__name__, "value": value})
+            self.scalars.setdefault(cid, {}).setdefault(
+                local.group("name"), {"type": type(value).__name__, "value": value}
+            )
 
     def _graph_break(self, cid: str | None, text: str) -> None:
         where = _GRAPH_BREAK_AT.search(text)
         if not where:
             return
         reason = _GRAPH_BREAK_REASON.search(text)
-        lines = [line.strip() for line in text[reason.end():].splitlines()] if reason else []
+        lines = [line.strip() for line in text[reason.end() :].splitlines()] if reason else []
         detail = next((line for line in lines if line), "")  # as the recorder words it
-        self.graph_breaks.append({
-            "compile_id": cid,
-            "file": where.group(1),
-            "line": int(where.group(2)),
-            "reason": " ".join(p for p in [reason.group(1).strip() if reason else "", detail] if p),
-        })
+        self.graph_breaks.append(
+            {
+                "compile_id": cid,
+                "file": where.group(1),
+                "line": int(where.group(2)),
+                "reason": " ".join(p for p in [reason.group(1).strip() if reason else "", detail] if p),
+            }
+        )
 
     # -- the raw record ---------------------------------------------------------------------
     def record(self, paths: "_PathMap") -> dict:
@@ -196,23 +208,25 @@ class _Process:
                 frames_by_id[_frame_id(cid)] = frame
             known = frame or frames_by_id.get(_frame_id(cid))
             stack = self._call_stack(cid, known, torch_dir) if known else []
-            compiles.append({
-                "compile_id": cid,
-                "frame": {**frame, "file": paths.local(frame["file"])} if frame else None,
-                "is_forward": m.get("is_forward", True),
-                "recompile_reason": m.get("recompile_reason"),
-                "guard_failures": list(self.reasons.get(cid, [])),
-                "fail_type": m.get("fail_type"),
-                "fail_reason": m.get("fail_reason"),
-                "restart_reasons": sorted(m.get("restart_reasons") or []),
-                "stack": [_location(s, paths) for s in stack],
-                "inputs": self._inputs(cid),
-                "seconds": {
-                    "dynamo": _seconds(m, "dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
-                    "backend": _seconds(m, "aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
-                    "inductor": _seconds(m, "inductor_cumulative_compile_time_us", "inductor_compile_time_s"),
-                },
-            })
+            compiles.append(
+                {
+                    "compile_id": cid,
+                    "frame": {**frame, "file": paths.local(frame["file"])} if frame else None,
+                    "is_forward": m.get("is_forward", True),
+                    "recompile_reason": m.get("recompile_reason"),
+                    "guard_failures": list(self.reasons.get(cid, [])),
+                    "fail_type": m.get("fail_type"),
+                    "fail_reason": m.get("fail_reason"),
+                    "restart_reasons": sorted(m.get("restart_reasons") or []),
+                    "stack": [_location(s, paths) for s in stack],
+                    "inputs": self._inputs(cid),
+                    "seconds": {
+                        "dynamo": _seconds(m, "dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
+                        "backend": _seconds(m, "aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
+                        "inductor": _seconds(m, "inductor_cumulative_compile_time_us", "inductor_compile_time_s"),
+                    },
+                }
+            )
         self._add_call_columns(compiles, paths)
         breaks = [{**b, "file": paths.local(b["file"])} for b in self.graph_breaks]
         return {
@@ -276,8 +290,11 @@ class _Process:
         """The two frames torch dropped above a resume function: the piece of the original
         function that reached the graph break at line K, and the piece (if any) that called it."""
         name, line = resume.group("name"), int(resume.group("line"))
-        pieces = {int(r.group("line")) for r in (_RESUME.match(n) for n in self._code_names(frame["file"])) if r
-                  and r.group("name") == name}
+        pieces = {
+            int(r.group("line"))
+            for r in (_RESUME.match(n) for n in self._code_names(frame["file"]))
+            if r and r.group("name") == name
+        }
 
         def piece_before(at: int) -> tuple[str, int | None]:
             earlier = [k for k in pieces if k < at]
@@ -298,8 +315,9 @@ class _Process:
         names.update(s[-1]["name"] for s in self.starts.values() if s and s[-1]["file"] == file)
         return names
 
-    def _caller_from_later_stacks(self, cid: str, callers: list[dict], frame: dict,
-                                  torch_dir: str | None) -> dict | None:
+    def _caller_from_later_stacks(
+        self, cid: str, callers: list[dict], frame: dict, torch_dir: str | None
+    ) -> dict | None:
         """The caller torch dropped, read off a later stack of the same call: one captured while
         the compiled frame (or one of its graph-break pieces) was running, before the frame's
         code was entered again."""
@@ -308,13 +326,13 @@ class _Process:
         if not order:
             return None
         prefix = [_key(s) for s in callers]
-        for kind, other, stack in self.stacks[order[0] + 1:]:
+        for kind, other, stack in self.stacks[order[0] + 1 :]:
             if kind == "start" and _frame_id(other) == frame_id:
                 return None  # the frame was called again: a later stack may be another call
-            if len(stack) < len(prefix) + 2 or [_key(s) for s in stack[:len(prefix)]] != prefix:
+            if len(stack) < len(prefix) + 2 or [_key(s) for s in stack[: len(prefix)]] != prefix:
                 continue
             candidate = stack[len(prefix)]
-            rest = stack[len(prefix) + 1:]
+            rest = stack[len(prefix) + 1 :]
             if self._internal(candidate["file"], torch_dir):
                 continue
             if any(_is_piece_of(s, frame) for s in rest[:3]):
@@ -330,12 +348,15 @@ class _Process:
             if not local or tensor is None:
                 continue
             name = local.group("name") + (f"[{local.group('index')}]" if local.group("index") else "")
-            inputs.setdefault(name, {
-                "type": "Tensor",
-                "shape": list(tensor.get("size") or []),
-                "stride": list(tensor.get("stride") or []),
-                "dtype": str(tensor.get("dtype", "")).replace("torch.", ""),
-            })
+            inputs.setdefault(
+                name,
+                {
+                    "type": "Tensor",
+                    "shape": list(tensor.get("size") or []),
+                    "stride": list(tensor.get("stride") or []),
+                    "dtype": str(tensor.get("dtype", "")).replace("torch.", ""),
+                },
+            )
         for name, value in self.scalars.get(cid, {}).items():
             inputs.setdefault(name, value)
         return inputs
@@ -349,8 +370,11 @@ class _Process:
             frame = raw["frame"]
             for i, site in enumerate(stack):
                 callee = stack[i + 1]["function"] if i + 1 < len(stack) else (frame or {}).get("name")
-                if not callee or callee.startswith("<") or (
-                        _RESUME.match(callee) and _base_name(callee) == _base_name(site["function"])):
+                if (
+                    not callee
+                    or callee.startswith("<")
+                    or (_RESUME.match(callee) and _base_name(callee) == _base_name(site["function"]))
+                ):
                     continue  # a comprehension, or the jump from one graph-break piece to the next
                 span = _call_span(site["file"], site["line"], callee)
                 if span is not None:
@@ -479,8 +503,14 @@ def _seconds(metrics: dict, us_field: str, s_field: str):
 
 
 def _location(entry: dict, paths: "_PathMap") -> dict:
-    return {"file": paths.local(entry["file"]), "line": entry["line"], "end_line": None, "col": None,
-            "end_col": None, "function": entry["name"]}
+    return {
+        "file": paths.local(entry["file"]),
+        "line": entry["line"],
+        "end_line": None,
+        "col": None,
+        "end_col": None,
+        "function": entry["name"],
+    }
 
 
 _TREES: dict[tuple, ast.AST | None] = {}

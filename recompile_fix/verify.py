@@ -37,6 +37,8 @@ from recompile_fix.compiled_outputs import (
     DEFAULT_CALLS,
     FAIL_ON_RECOMPILE_ENV,
     OUTPUTS_ENV,
+)
+from recompile_fix.compiled_outputs import (
     load as load_outputs,
 )
 from recompile_fix.errors import UserError
@@ -52,8 +54,19 @@ LOG_DIR = ".recompile-fix/verify"
 # -- the copy of the tree -------------------------------------------------------------------
 
 # Left out of the copy: version control, caches, our own directory.
-_SKIP_DIRS = {".git", ".hg", ".svn", ".recompile-fix", "__pycache__", ".pytest_cache", ".mypy_cache",
-              ".ruff_cache", ".tox", ".nox", ".ipynb_checkpoints"}
+_SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    ".recompile-fix",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".nox",
+    ".ipynb_checkpoints",
+}
 # Linked, not copied: environments (a command like `.venv/bin/python x.py` keeps working).
 _LINK_DIRS = {".venv", "venv", "node_modules"}
 LINK_FILE_BYTES = 16 * 1024 * 1024  # larger non-Python files (data, checkpoints) are linked
@@ -106,18 +119,32 @@ def _command_in(command: list[str], root: Path, tree: Path) -> list[str]:
 
 # -- planning and writing fixes -------------------------------------------------------------
 
+
 def finding_key(finding: Finding) -> tuple:
     loc = finding.location
     return (finding.rule, finding.file, loc.line, loc.col or 0, finding.message)
 
 
-def plan_fixes(root: Path, profile: Profile, rules: tuple[Rule, ...], *, paths=(".",),
-               unsafe_fixes: bool = False, apply_options: dict | None = None) -> tuple[list[Finding], list[str]]:
+def plan_fixes(
+    root: Path,
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    *,
+    paths=(".",),
+    unsafe_fixes: bool = False,
+    apply_options: dict | None = None,
+) -> tuple[list[Finding], list[str]]:
     """The fixes `apply` would make under ``paths`` of ``root`` (and its per-file errors)."""
-    result = run_apply([str(Path(root, p)) for p in paths], copy.deepcopy(profile), rules, root=str(root),
-                       unsafe_fixes=unsafe_fixes, write=False, **(apply_options or {}))
-    fixes = [f for f in result.findings
-             if f.safety is Safety.SAFE or (f.safety is Safety.UNSAFE and unsafe_fixes)]
+    result = run_apply(
+        [str(Path(root, p)) for p in paths],
+        copy.deepcopy(profile),
+        rules,
+        root=str(root),
+        unsafe_fixes=unsafe_fixes,
+        write=False,
+        **(apply_options or {}),
+    )
+    fixes = [f for f in result.findings if f.safety is Safety.SAFE or (f.safety is Safety.UNSAFE and unsafe_fixes)]
     return fixes, list(result.errors)
 
 
@@ -140,6 +167,7 @@ def apply_fixes(root: Path, fixes: list[Finding], rules: tuple[Rule, ...], *, wr
 
 
 # -- running --------------------------------------------------------------------------------
+
 
 @dataclass
 class CallableOutputs:
@@ -207,14 +235,30 @@ def _outputs(records: list[dict], root: Path, alias: Path | None = None) -> tupl
             n = 1
             while key in outputs:  # the same callable in two processes without ranks
                 key, n = f"{key.split('@', 1)[0]}@{n}", n + 1
-            outputs[key] = CallableOutputs(key=key, kind=entry["kind"], qualname=entry["qualname"],
-                                           name=entry["name"], file=file, line=entry["line"],
-                                           calls=entry["calls"], outputs=calls, skipped=entry.get("skipped", 0))
+            outputs[key] = CallableOutputs(
+                key=key,
+                kind=entry["kind"],
+                qualname=entry["qualname"],
+                name=entry["name"],
+                file=file,
+                line=entry["line"],
+                calls=entry["calls"],
+                outputs=calls,
+                skipped=entry.get("skipped", 0),
+            )
     return outputs, truncated
 
 
-def run_command(command: list[str], *, cwd: Path, backend: str | None, log: Path, calls: int = DEFAULT_CALLS,
-                fail_on_recompile: bool = False, alias: Path | None = None) -> Run:
+def run_command(
+    command: list[str],
+    *,
+    cwd: Path,
+    backend: str | None,
+    log: Path,
+    calls: int = DEFAULT_CALLS,
+    fail_on_recompile: bool = False,
+    alias: Path | None = None,
+) -> Run:
     """Run the command in ``cwd`` under the recorder, keeping the first ``calls`` outputs of each
     compiled callable. The program's stdout and stderr go to ``log``. ``alias``: the user's tree,
     when ``cwd`` is a copy of it."""
@@ -234,22 +278,32 @@ def run_command(command: list[str], *, cwd: Path, backend: str | None, log: Path
 def _check_before(run: Run) -> None:
     if run.exit_code != 0:
         what = f": {run.exception}" if run.exception else ""
-        raise UserError(f"the command failed on your tree as it is (exit code {run.exit_code}{what}); "
-                        f"its output is in {run.log}; verify needs a command that runs")
+        raise UserError(
+            f"the command failed on your tree as it is (exit code {run.exit_code}{what}); "
+            f"its output is in {run.log}; verify needs a command that runs"
+        )
 
 
 def _check_copy_used(run: Run, root: Path) -> None:
     """After the fixes, the program must have run the copy's files, not the user's (files the
     copy only links to, such as a virtualenv's, are the same either way)."""
     tree = str(run.root)
-    original = [p for p in run.profile.sources if os.path.isabs(p) and p.startswith(str(root) + os.sep)
-                and os.path.realpath(os.path.join(tree, os.path.relpath(p, root))).startswith(tree + os.sep)]
+    original = [
+        p
+        for p in run.profile.sources
+        if os.path.isabs(p)
+        and p.startswith(str(root) + os.sep)
+        and os.path.realpath(os.path.join(tree, os.path.relpath(p, root))).startswith(tree + os.sep)
+    ]
     if original:
-        raise UserError(f"the command ran {original[0]} from your tree, not the rewritten copy "
-                        "(an editable install, or an absolute path in PYTHONPATH?); nothing was verified")
+        raise UserError(
+            f"the command ran {original[0]} from your tree, not the rewritten copy "
+            "(an editable install, or an absolute path in PYTHONPATH?); nothing was verified"
+        )
 
 
 # -- comparing ------------------------------------------------------------------------------
+
 
 @dataclass
 class Tolerance:
@@ -278,8 +332,10 @@ def compare_tensors(before, after, tolerance: Tolerance) -> tuple[bool, float | 
         return False, None, f"dtype {before.dtype} -> {after.dtype}".replace("torch.", "")
     diff = None
     if before.numel():
-        b, a = before.to(torch.complex128 if before.is_complex() else torch.float64), \
-            after.to(torch.complex128 if after.is_complex() else torch.float64)
+        b, a = (
+            before.to(torch.complex128 if before.is_complex() else torch.float64),
+            after.to(torch.complex128 if after.is_complex() else torch.float64),
+        )
         both_nan = b.isnan() & a.isnan()
         delta = torch.where(both_nan, torch.zeros_like(b), a - b).abs()
         delta = torch.where(delta.isnan(), torch.full_like(delta, float("inf")), delta)
@@ -312,14 +368,21 @@ class OutputRow:
     detail: str = ""
 
 
-def compare_outputs(before: dict[str, CallableOutputs], after: dict[str, CallableOutputs],
-                    tolerance: Tolerance) -> list[OutputRow]:
+def compare_outputs(
+    before: dict[str, CallableOutputs], after: dict[str, CallableOutputs], tolerance: Tolerance
+) -> list[OutputRow]:
     rows = []
     for key in list(before) + [k for k in after if k not in before]:
         b, a = before.get(key), after.get(key)
         some = b or a
-        row = OutputRow(key=key, label=some.label, file=some.file, line=some.line, calls_before=b.calls if b else None,
-                        calls_after=a.calls if a else None)
+        row = OutputRow(
+            key=key,
+            label=some.label,
+            file=some.file,
+            line=some.line,
+            calls_before=b.calls if b else None,
+            calls_after=a.calls if a else None,
+        )
         rows.append(row)
         if b is None or a is None:
             row.same = False
@@ -351,14 +414,22 @@ def _norm_name(name: str) -> str:
 
 
 def frame_stats(frame: Frame) -> dict:
-    return {"compiles": len(frame.compiles), "recompiles": frame.recompiles, "limit_hits": frame.limit_hits,
-            "compile_seconds": round(frame.compile_seconds, 6),
-            "graph_breaks": sum(b.count for b in frame.graph_breaks)}
+    return {
+        "compiles": len(frame.compiles),
+        "recompiles": frame.recompiles,
+        "limit_hits": frame.limit_hits,
+        "compile_seconds": round(frame.compile_seconds, 6),
+        "graph_breaks": sum(b.count for b in frame.graph_breaks),
+    }
 
 
 STATS = ("compiles", "recompiles", "limit_hits", "graph_breaks")
-_STAT_WORDS = {"compiles": "more compiles", "recompiles": "more recompiles",
-               "limit_hits": "more recompile-limit hits", "graph_breaks": "more graph breaks"}
+_STAT_WORDS = {
+    "compiles": "more compiles",
+    "recompiles": "more recompiles",
+    "limit_hits": "more recompile-limit hits",
+    "graph_breaks": "more graph breaks",
+}
 
 
 @dataclass
@@ -396,9 +467,16 @@ def match_frames(before: Profile, after: Profile) -> list[FrameRow]:
             b = b_list[i] if i < len(b_list) else None
             a = a_list[i] if i < len(a_list) else None
             some = b or a
-            rows.append(FrameRow(name=some.name, file=some.file, line_before=b.first_line if b else None,
-                                 line_after=a.first_line if a else None,
-                                 before=frame_stats(b) if b else None, after=frame_stats(a) if a else None))
+            rows.append(
+                FrameRow(
+                    name=some.name,
+                    file=some.file,
+                    line_before=b.first_line if b else None,
+                    line_after=a.first_line if a else None,
+                    before=frame_stats(b) if b else None,
+                    after=frame_stats(a) if a else None,
+                )
+            )
     rows.sort(key=lambda r: (r.file, r.line_before if r.line_before is not None else r.line_after or 0))
     return rows
 
@@ -426,8 +504,12 @@ class Verification:
         return not self.regressions
 
     def total(self, stat: str, side: str):
-        return sum(row.value(stat, side) if stat != "compile_seconds" else
-                   (getattr(row, side) or {}).get("compile_seconds", 0.0) for row in self.frames)
+        return sum(
+            row.value(stat, side)
+            if stat != "compile_seconds"
+            else (getattr(row, side) or {}).get("compile_seconds", 0.0)
+            for row in self.frames
+        )
 
     def to_json(self) -> dict:
         return {
@@ -437,8 +519,10 @@ class Verification:
             "fixes": [f.to_json() for f in self.fixes],
             "frames": [{**asdict(r), "label": r.label} for r in self.frames],
             "outputs": [asdict(o) for o in self.outputs],
-            "totals": {s: {"before": self.total(s, "before"), "after": self.total(s, "after")}
-                       for s in (*STATS, "compile_seconds")},
+            "totals": {
+                s: {"before": self.total(s, "before"), "after": self.total(s, "after")}
+                for s in (*STATS, "compile_seconds")
+            },
             "regressions": self.regressions,
             "errors": self.errors,
             "notes": self.notes,
@@ -458,15 +542,28 @@ def allowances(fixes: list[Finding], rules: tuple[Rule, ...]) -> set[str]:
     return {a for f in fixes for a in getattr(by_id.get(f.rule), "verify_allows", ())}
 
 
-def compare_runs(before: Run, after: Run, *, command: list[str], fixes: list[Finding],
-                 tolerance: Tolerance, allows: set[str] = frozenset()) -> Verification:
+def compare_runs(
+    before: Run,
+    after: Run,
+    *,
+    command: list[str],
+    fixes: list[Finding],
+    tolerance: Tolerance,
+    allows: set[str] = frozenset(),
+) -> Verification:
     """``allows``: "graph_breaks" and/or "resume_frames", not counted against the fixes."""
-    v = Verification(command=list(command), fixes=list(fixes), tolerance=tolerance,
-                     before_exit=before.exit_code, after_exit=after.exit_code)
+    v = Verification(
+        command=list(command),
+        fixes=list(fixes),
+        tolerance=tolerance,
+        before_exit=before.exit_code,
+        after_exit=after.exit_code,
+    )
     if after.exit_code != before.exit_code:
         what = f" ({after.exception})" if after.exception else ""
-        v.regressions.append(f"the command failed after the fix: exit code {after.exit_code}{what}; "
-                             f"its output is in {after.log}")
+        v.regressions.append(
+            f"the command failed after the fix: exit code {after.exit_code}{what}; its output is in {after.log}"
+        )
     v.frames = match_frames(before.profile, after.profile)
     v.outputs = compare_outputs(before.outputs, after.outputs, tolerance)
     for row in v.frames:
@@ -500,33 +597,52 @@ def compare_runs(before: Run, after: Run, *, command: list[str], fixes: list[Fin
 
 # -- the two commands -----------------------------------------------------------------------
 
+
 def _logs(root: Path) -> Path:
     return root / LOG_DIR
 
 
-def verify(command: list[str], profile: Profile, rules: tuple[Rule, ...], *, root: str | os.PathLike | None = None,
-           paths=(".",), backend: str | None = None, unsafe_fixes: bool = False,
-           tolerance: Tolerance | None = None, fail_on_recompile: bool = False, calls: int = DEFAULT_CALLS,
-           apply_options: dict | None = None) -> Verification:
+def verify(
+    command: list[str],
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    *,
+    root: str | os.PathLike | None = None,
+    paths=(".",),
+    backend: str | None = None,
+    unsafe_fixes: bool = False,
+    tolerance: Tolerance | None = None,
+    fail_on_recompile: bool = False,
+    calls: int = DEFAULT_CALLS,
+    apply_options: dict | None = None,
+) -> Verification:
     """Run ``command`` on the tree as it is and on a copy with every planned fix; compare."""
     root = Path(root or os.getcwd()).resolve()
     tolerance = tolerance or Tolerance()
     with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
         tree = Path(tmp) / "tree"
         copy_tree(root, tree)
-        fixes, errors = plan_fixes(tree, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes,
-                                   apply_options=apply_options)
+        fixes, errors = plan_fixes(
+            tree, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
+        )
         if not fixes:
-            return Verification(command=list(command), errors=errors, ran=False, tolerance=tolerance,
-                                notes=["no fixes to verify"])
+            return Verification(
+                command=list(command), errors=errors, ran=False, tolerance=tolerance, notes=["no fixes to verify"]
+            )
         before = run_command(command, cwd=root, backend=backend, log=_logs(root) / "before.log", calls=calls)
         _check_before(before)
         apply_fixes(tree, fixes, rules)
-        after = run_command(_command_in(command, root, tree), cwd=tree, backend=backend, alias=root,
-                            log=_logs(root) / "after.log", calls=calls, fail_on_recompile=fail_on_recompile)
+        after = run_command(
+            _command_in(command, root, tree),
+            cwd=tree,
+            backend=backend,
+            alias=root,
+            log=_logs(root) / "after.log",
+            calls=calls,
+            fail_on_recompile=fail_on_recompile,
+        )
         _check_copy_used(after, root)
-    v = compare_runs(before, after, command=command, fixes=fixes, tolerance=tolerance,
-                     allows=allowances(fixes, rules))
+    v = compare_runs(before, after, command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules))
     v.errors = errors
     v.calls = calls
     v.fail_on_recompile = fail_on_recompile
@@ -553,10 +669,20 @@ class VerifiedApply:
     runs: int = 0
 
 
-def apply_verified(command: list[str], profile: Profile, rules: tuple[Rule, ...], *,
-                   root: str | os.PathLike | None = None, paths=(".",), backend: str | None = None,
-                   unsafe_fixes: bool = False, tolerance: Tolerance | None = None, calls: int = DEFAULT_CALLS,
-                   write: bool = True, apply_options: dict | None = None) -> VerifiedApply:
+def apply_verified(
+    command: list[str],
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    *,
+    root: str | os.PathLike | None = None,
+    paths=(".",),
+    backend: str | None = None,
+    unsafe_fixes: bool = False,
+    tolerance: Tolerance | None = None,
+    calls: int = DEFAULT_CALLS,
+    write: bool = True,
+    apply_options: dict | None = None,
+) -> VerifiedApply:
     """Apply to ``root`` only the fixes that verification confirms; report the others and why."""
     root = Path(root or os.getcwd()).resolve()
     tolerance = tolerance or Tolerance()
@@ -564,8 +690,9 @@ def apply_verified(command: list[str], profile: Profile, rules: tuple[Rule, ...]
     with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
         snapshot = Path(tmp) / "snapshot"
         copy_tree(root, snapshot)  # before the program runs (and perhaps writes files) in the tree
-        fixes, result.errors = plan_fixes(snapshot, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes,
-                                          apply_options=apply_options)
+        fixes, result.errors = plan_fixes(
+            snapshot, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
+        )
         if not fixes:
             return result
         logs = _logs(root)
@@ -577,15 +704,22 @@ def apply_verified(command: list[str], profile: Profile, rules: tuple[Rule, ...]
             tree = Path(tmp) / f"trial-{n}"
             shutil.copytree(snapshot, tree, symlinks=True)
             apply_fixes(tree, selected, rules)
-            run = run_command(_command_in(command, root, tree), cwd=tree, backend=backend, alias=root,
-                              log=logs / f"trial-{n}.log", calls=calls)
+            run = run_command(
+                _command_in(command, root, tree),
+                cwd=tree,
+                backend=backend,
+                alias=root,
+                log=logs / f"trial-{n}.log",
+                calls=calls,
+            )
             result.runs += 1
             _check_copy_used(run, root)
             shutil.rmtree(tree, ignore_errors=True)
             return run
 
-        together = compare_runs(before, trial(fixes, 0), command=command, fixes=fixes, tolerance=tolerance,
-                                allows=allowances(fixes, rules))
+        together = compare_runs(
+            before, trial(fixes, 0), command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules)
+        )
         if together.verified:
             result.kept, result.verification = list(fixes), together
         elif len(fixes) == 1:
@@ -594,23 +728,38 @@ def apply_verified(command: list[str], profile: Profile, rules: tuple[Rule, ...]
             reference, last = before, None
             for n, fix in enumerate(fixes, 1):
                 run = trial(result.kept + [fix], n)
-                check = compare_runs(reference, run, command=command, fixes=[fix], tolerance=tolerance,
-                                     allows=allowances(result.kept + [fix], rules))
+                check = compare_runs(
+                    reference,
+                    run,
+                    command=command,
+                    fixes=[fix],
+                    tolerance=tolerance,
+                    allows=allowances(result.kept + [fix], rules),
+                )
                 if check.verified:
                     result.kept.append(fix)
                     reference = last = run
                 else:
                     result.dropped.append((fix, check.regressions))
             if last is not None:
-                result.verification = compare_runs(before, last, command=command, fixes=result.kept,
-                                                   tolerance=tolerance, allows=allowances(result.kept, rules))
+                result.verification = compare_runs(
+                    before,
+                    last,
+                    command=command,
+                    fixes=result.kept,
+                    tolerance=tolerance,
+                    allows=allowances(result.kept, rules),
+                )
         if result.verification is not None:
             result.verification.errors = list(result.errors)
             result.verification.calls = calls
         if not result.kept:
             return result
-        changed = [f.file for f in result.kept
-                   if sha256_bytes(resolve(f.file, root).read_bytes()) != sha256_bytes(resolve(f.file, snapshot).read_bytes())]
+        changed = [
+            f.file
+            for f in result.kept
+            if sha256_bytes(resolve(f.file, root).read_bytes()) != sha256_bytes(resolve(f.file, snapshot).read_bytes())
+        ]
         if changed:
             raise UserError(f"{changed[0]}: changed while the fixes were being verified; not changed")
         try:
@@ -626,6 +775,7 @@ def apply_verified(command: list[str], profile: Profile, rules: tuple[Rule, ...]
 
 # -- text -----------------------------------------------------------------------------------
 
+
 def _arrow(b, a, fmt=str) -> str:
     return f"{'-' if b is None else fmt(b)} -> {'-' if a is None else fmt(a)}"
 
@@ -637,13 +787,20 @@ def frame_table(v: Verification) -> list[str]:
         cells = [r.label]
         for stat in ("compiles", "recompiles", "limit_hits"):
             cells.append(_arrow(r.before and r.before[stat], r.after and r.after[stat]))
-        cells.append(_arrow(r.before and r.before["compile_seconds"], r.after and r.after["compile_seconds"],
-                            lambda s: f"{s:.2f}"))
+        cells.append(
+            _arrow(
+                r.before and r.before["compile_seconds"], r.after and r.after["compile_seconds"], lambda s: f"{s:.2f}"
+            )
+        )
         cells.append(_arrow(r.before and r.before["graph_breaks"], r.after and r.after["graph_breaks"]))
         cells.append(r.outputs or "")
         rows.append(cells)
-    totals = ["total"] + [_arrow(v.total(s, "before"), v.total(s, "after")) for s in ("compiles", "recompiles", "limit_hits")]
-    totals.append(_arrow(v.total("compile_seconds", "before"), v.total("compile_seconds", "after"), lambda s: f"{s:.2f}"))
+    totals = ["total"] + [
+        _arrow(v.total(s, "before"), v.total(s, "after")) for s in ("compiles", "recompiles", "limit_hits")
+    ]
+    totals.append(
+        _arrow(v.total("compile_seconds", "before"), v.total("compile_seconds", "after"), lambda s: f"{s:.2f}")
+    )
     totals.append(_arrow(v.total("graph_breaks", "before"), v.total("graph_breaks", "after")))
     outputs_same = sum(1 for o in v.outputs if o.same)
     totals.append(f"{outputs_same}/{len(v.outputs)} same" if v.outputs else "")
@@ -660,8 +817,10 @@ def render_text(v: Verification) -> str:
     if not v.ran:
         return "Nothing to verify: no fixes are pending.\n"
     files = len({f.file for f in v.fixes})
-    lines = [f"Ran `{' '.join(v.command)}` on your tree and on a copy with {len(v.fixes)} fix(es) in "
-             f"{files} file(s):", ""]
+    lines = [
+        f"Ran `{' '.join(v.command)}` on your tree and on a copy with {len(v.fixes)} fix(es) in {files} file(s):",
+        "",
+    ]
     lines.extend(f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in v.fixes)
     lines.append("")
     lines.extend(frame_table(v))
@@ -680,9 +839,11 @@ def render_text(v: Verification) -> str:
     lines.append("")
     if v.verified:
         stance = " and nothing compiled after warm-up (fail_on_recompile)" if v.fail_on_recompile else ""
-        lines.append(f"Verified: compiles {v.total('compiles', 'before')} -> {v.total('compiles', 'after')}, "
-                     f"recompiles {v.total('recompiles', 'before')} -> {v.total('recompiles', 'after')}, "
-                     f"outputs equal{stance}.")
+        lines.append(
+            f"Verified: compiles {v.total('compiles', 'before')} -> {v.total('compiles', 'after')}, "
+            f"recompiles {v.total('recompiles', 'before')} -> {v.total('recompiles', 'after')}, "
+            f"outputs equal{stance}."
+        )
     else:
         lines.append("Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)
@@ -691,9 +852,21 @@ def render_text(v: Verification) -> str:
 
 # -- the command line -----------------------------------------------------------------------
 
-def cli_verify(*, command: list[str], profile: Profile, rules: tuple[Rule, ...], backend: str | None,
-               unsafe_fixes: bool, as_json: bool, tolerance: Tolerance, html_file: str | None,
-               fail_on_recompile: bool, calls: int, apply_options: dict | None = None) -> int:
+
+def cli_verify(
+    *,
+    command: list[str],
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    backend: str | None,
+    unsafe_fixes: bool,
+    as_json: bool,
+    tolerance: Tolerance,
+    html_file: str | None,
+    fail_on_recompile: bool,
+    calls: int,
+    apply_options: dict | None = None,
+) -> int:
     """`recompile-fix verify`; returns the exit code (0 verified, 1 worse, 2 error)."""
     import json
 
@@ -702,9 +875,17 @@ def cli_verify(*, command: list[str], profile: Profile, rules: tuple[Rule, ...],
     command = list(command) or list(profile.command)
     if not command:
         raise UserError("no command to run: use `recompile-fix verify -- python train.py ...`")
-    v = verify(command, profile, rules, backend=backend if backend is not None else profile.backend,
-               unsafe_fixes=unsafe_fixes, tolerance=tolerance, fail_on_recompile=fail_on_recompile,
-               calls=calls, apply_options=apply_options)
+    v = verify(
+        command,
+        profile,
+        rules,
+        backend=backend if backend is not None else profile.backend,
+        unsafe_fixes=unsafe_fixes,
+        tolerance=tolerance,
+        fail_on_recompile=fail_on_recompile,
+        calls=calls,
+        apply_options=apply_options,
+    )
     if as_json:
         click.echo(json.dumps(v.to_json(), indent=1))
     else:
@@ -721,9 +902,18 @@ def cli_verify(*, command: list[str], profile: Profile, rules: tuple[Rule, ...],
     return 2 if v.errors else 0
 
 
-def cli_apply_verified(*, paths: list[str], profile: Profile | None, profile_path: str, rules: tuple[Rule, ...],
-                       unsafe_fixes: bool, write: bool, show_diff: bool, check: bool,
-                       apply_options: dict | None = None) -> int:
+def cli_apply_verified(
+    *,
+    paths: list[str],
+    profile: Profile | None,
+    profile_path: str,
+    rules: tuple[Rule, ...],
+    unsafe_fixes: bool,
+    write: bool,
+    show_diff: bool,
+    check: bool,
+    apply_options: dict | None = None,
+) -> int:
     """`recompile-fix apply --verify`; returns the exit code (0 all verified and applied, 1 a fix
     was dropped or, with --check, verified fixes are pending, 2 error)."""
     import click
@@ -734,8 +924,16 @@ def cli_apply_verified(*, paths: list[str], profile: Profile | None, profile_pat
         raise UserError("apply --verify needs a Profile: it runs the command the Profile recorded")
     if not profile.command:
         raise UserError("the Profile records no command to run; use `recompile-fix verify -- CMD`")
-    result = apply_verified(list(profile.command), profile, rules, paths=paths, backend=profile.backend,
-                            unsafe_fixes=unsafe_fixes, write=write, apply_options=apply_options)
+    result = apply_verified(
+        list(profile.command),
+        profile,
+        rules,
+        paths=paths,
+        backend=profile.backend,
+        unsafe_fixes=unsafe_fixes,
+        write=write,
+        apply_options=apply_options,
+    )
     if show_diff:
         from recompile_fix.apply import ApplyResult
 

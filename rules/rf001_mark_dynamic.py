@@ -75,7 +75,7 @@ class MarkDynamic(Rule):
         Example(
             before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
             after="x = torch.ones(3)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n"
-                  "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
+            "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
         ),
     )
 
@@ -102,15 +102,21 @@ class MarkDynamic(Rule):
                 findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project, unbacked))
         return _merge_same_argument(findings)
 
-    def _plan_argument(self, frame: Frame, source_expr: str, dims: list[int], project: Project,
-                       unbacked: bool) -> list[Finding]:
+    def _plan_argument(
+        self, frame: Frame, source_expr: str, dims: list[int], project: Project, unbacked: bool
+    ) -> list[Finding]:
         evidence = {
             "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
             "compiles": len(frame.compiles),
             "recompiles": frame.recompiles,
             "compile_seconds": round(frame.compile_seconds, 3),
-            "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
-                              if r.source == source_expr and r.kind in self.consumes})[:5],
+            "guards": sorted(
+                {
+                    r.text.split("\n", 1)[0]
+                    for r in frame.reasons()
+                    if r.source == source_expr and r.kind in self.consumes
+                }
+            )[:5],
         }
         target = _Target.resolve(frame, source_expr, project)
         small = _small_sizes_seen(frame, source_expr, dims)
@@ -124,9 +130,11 @@ class MarkDynamic(Rule):
         notes = self._remaining_recompiles(frame, source_expr, small and mark != "decorators.mark_unbacked")
         strided = any(r.kind == "stride_mismatch" for r in frame.reasons() if r.source == source_expr)
         if mark == "decorators.mark_unbacked":
-            notes.append("the Profile saw size 0 or 1 in this dimension, which torch specialises even when "
-                         "marked dynamic: mark_unbacked serves those sizes with the same graph (code that "
-                         "branches on the size would fail to compile; the compiled code seen does not)")
+            notes.append(
+                "the Profile saw size 0 or 1 in this dimension, which torch specialises even when "
+                "marked dynamic: mark_unbacked serves those sizes with the same graph (code that "
+                "branches on the size would fail to compile; the compiled code seen does not)"
+            )
         findings = []
         seen = set()
         for compile_ in frame.compiles:
@@ -135,10 +143,18 @@ class MarkDynamic(Rule):
                 continue
             seen.add((site.file, site.line, site.col))
             finding = Finding(
-                rule=self.id, file=site.file, location=site, safety=Safety.SAFE,
-                message=self.message.format(param=target.param if target else source_expr, frame=frame.name,
-                                            dims=", ".join(map(str, dims)), compiles=len(frame.compiles)),
-                evidence=evidence, notes=list(notes),
+                rule=self.id,
+                file=site.file,
+                location=site,
+                safety=Safety.SAFE,
+                message=self.message.format(
+                    param=target.param if target else source_expr,
+                    frame=frame.name,
+                    dims=", ".join(map(str, dims)),
+                    compiles=len(frame.compiles),
+                ),
+                evidence=evidence,
+                notes=list(notes),
             )
             if target is None or target.why_not:
                 finding.safety = Safety.NONE
@@ -149,8 +165,9 @@ class MarkDynamic(Rule):
             findings.append(finding)
         return findings
 
-    def _locate(self, finding: Finding, target: "_Target", dims: list[int], mark: str, strided: bool,
-                project: Project) -> None:
+    def _locate(
+        self, finding: Finding, target: "_Target", dims: list[int], mark: str, strided: bool, project: Project
+    ) -> None:
         site = finding.location
         source = project.source(site.file)
         call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
@@ -166,8 +183,14 @@ class MarkDynamic(Rule):
             finding.notes.insert(0, why_not)
             return
         pos = source.positions[call]
-        finding.location = Location(file=site.file, line=pos.start.line, end_line=pos.end.line,
-                                    col=pos.start.column, end_col=pos.end.column, function=site.function)
+        finding.location = Location(
+            file=site.file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column,
+            function=site.function,
+        )
         finding.params = {
             "call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
             "param": target.param,
@@ -179,37 +202,52 @@ class MarkDynamic(Rule):
         }
         if strided and isinstance(arg.value, cst.Name) and _used_elsewhere(source, call, arg.value.value):
             finding.safety = Safety.UNSAFE
-            finding.notes.append(f"the fix passes a contiguous copy of `{arg.value.value}`, which the code uses "
-                                 "again: an in-place write to it after the call would no longer reach the tensor "
-                                 "it was sliced from")
+            finding.notes.append(
+                f"the fix passes a contiguous copy of `{arg.value.value}`, which the code uses "
+                "again: an in-place write to it after the call would no longer reach the tensor "
+                "it was sliced from"
+            )
         if not isinstance(arg.value, cst.Name) and _runs_before(source, statement, call, arg):
             finding.safety = Safety.UNSAFE
-            finding.notes.append("binding the argument to a name moves its evaluation before other "
-                                 "calls in the statement")
+            finding.notes.append(
+                "binding the argument to a name moves its evaluation before other calls in the statement"
+            )
 
     @staticmethod
     def _remaining_recompiles(frame: Frame, source_expr: str, small_sizes: bool) -> list[str]:
         notes = []
         reasons = [r for r in frame.reasons() if r.source == source_expr]
         if small_sizes:
-            notes.append("torch will still recompile once: the Profile saw size 0 or 1, which torch "
-                         "specialises even when marked (0/1 specialisation); start with a larger size, or "
-                         "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
-                         "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
-                         "`recompile-fix verify`), or set torch.fx.experimental._config.backed_size_oblivious = True")
+            notes.append(
+                "torch will still recompile once: the Profile saw size 0 or 1, which torch "
+                "specialises even when marked (0/1 specialisation); start with a larger size, or "
+                "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
+                "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
+                "`recompile-fix verify`), or set torch.fx.experimental._config.backed_size_oblivious = True"
+            )
         if any(r.kind == "stride_mismatch" for r in reasons):
-            notes.append(f"a stride guard on `{source_expr}`: it is a view whose strides change (e.g. a crop "
-                         "`x[:, -n:]`), so the fix passes a copy made with "
-                         "`.clone(memory_format=torch.contiguous_format)` (`.contiguous()` would keep a size-1 "
-                         "dimension's stride)")
+            notes.append(
+                f"a stride guard on `{source_expr}`: it is a view whose strides change (e.g. a crop "
+                "`x[:, -n:]`), so the fix passes a copy made with "
+                "`.clone(memory_format=torch.contiguous_format)` (`.contiguous()` would keep a size-1 "
+                "dimension's stride)"
+            )
         return notes
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        call = next(n for n in source.nodes(cst.Call)
-                    if [source.positions[n].start.line, source.positions[n].start.column,
-                        source.positions[n].end.line, source.positions[n].end.column] == p["call"])
+        call = next(
+            n
+            for n in source.nodes(cst.Call)
+            if [
+                source.positions[n].start.line,
+                source.positions[n].start.column,
+                source.positions[n].end.line,
+                source.positions[n].end.column,
+            ]
+            == p["call"]
+        )
         arg = _argument(call, p["keyword"], p["index"])
         statement, _ = source.statement_of(call)
         indent = source.statement_indent(statement)
@@ -244,22 +282,28 @@ class MarkDynamic(Rule):
 class _Target:
     """The compiled frame's parameter that a guard's source names, and how calls pass it."""
 
-    def __init__(self, param: str, index: int | None, keyword_only: bool, body: cst.CSTNode | None,
-                 why_not: str | None = None):
+    def __init__(
+        self, param: str, index: int | None, keyword_only: bool, body: cst.CSTNode | None, why_not: str | None = None
+    ):
         self.param, self.index, self.keyword_only, self.body, self.why_not = param, index, keyword_only, body, why_not
 
     @classmethod
     def resolve(cls, frame: Frame, source_expr: str, project: Project) -> "_Target | None":
         if frame.name.startswith(RESUME_PREFIX):
-            return cls(source_expr, None, False, None,
-                       f"`{source_expr}` is a local of the code after a graph break, not an argument")
+            return cls(
+                source_expr,
+                None,
+                False,
+                None,
+                f"`{source_expr}` is a local of the code after a graph break, not an argument",
+            )
         if source_expr.startswith("args[") and source_expr.endswith("]") and source_expr[5:-1].isdigit():
             # A compiled builtin module (nn.Sequential): torch's wrapper takes *args.
-            return cls(f"input{source_expr[5:-1]}" if source_expr != "args[0]" else "x",
-                       int(source_expr[5:-1]), False, None)
+            return cls(
+                f"input{source_expr[5:-1]}" if source_expr != "args[0]" else "x", int(source_expr[5:-1]), False, None
+            )
         if not source_expr.isidentifier():
-            return cls(source_expr, None, False, None,
-                       f"`{source_expr}` is not a plain argument of `{frame.name}`")
+            return cls(source_expr, None, False, None, f"`{source_expr}` is not a plain argument of `{frame.name}`")
         file = project.source(frame.file)
         func = file.function_def(frame.first_line, frame.name) if file else None
         if func is None:
@@ -304,16 +348,25 @@ class _Target:
                 index = node.slice[0].slice
                 value = node.value
                 if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                    if (isinstance(value, cst.Attribute) and value.attr.value == "shape" and is_name(value.value, param)) \
-                            or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
+                    if (
+                        isinstance(value, cst.Attribute) and value.attr.value == "shape" and is_name(value.value, param)
+                    ) or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
                         return index.value.evaluated_value
             # x.size(d)
-            if isinstance(node, cst.Call) and _is_method(node, param, "size") and len(node.args) == 1 \
-                    and isinstance(node.args[0].value, cst.Integer):
+            if (
+                isinstance(node, cst.Call)
+                and _is_method(node, param, "size")
+                and len(node.args) == 1
+                and isinstance(node.args[0].value, cst.Integer)
+            ):
                 return node.args[0].value.evaluated_value
             # len(x)
-            if isinstance(node, cst.Call) and is_name(node.func, "len") and len(node.args) == 1 \
-                    and is_name(node.args[0].value, param):
+            if (
+                isinstance(node, cst.Call)
+                and is_name(node.func, "len")
+                and len(node.args) == 1
+                and is_name(node.args[0].value, param)
+            ):
                 return 0
             return None
 
@@ -367,8 +420,9 @@ def _small_sizes_seen(frame: Frame, source_expr: str, dims: list[int]) -> bool:
     """Did this argument have size 0 or 1 in a marked dimension (which torch specialises even
     when the dimension is marked dynamic)?"""
     for reason in frame.reasons():
-        if reason.source == source_expr and (reason.kind == "size_specialization" or
-                                             (reason.kind == "size_mismatch" and reason.expected in (0, 1))):
+        if reason.source == source_expr and (
+            reason.kind == "size_specialization" or (reason.kind == "size_mismatch" and reason.expected in (0, 1))
+        ):
             return True
     return any(d < len(shape) and shape[d] in (0, 1) for shape in frame.shapes(source_expr) for d in dims)
 
@@ -432,7 +486,7 @@ def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) ->
             continue
         start = source.span(node)[0]
         if start < arg_start and source.span(statement)[0] <= start:
-            if call in set(source.ancestors(node)) and not _contains(call.func, lambda n: n is node):
+            if call in set(source.ancestors(node)) and not _contains(call.func, lambda n, node=node: n is node):
                 return True  # an earlier argument of the same call
             if call not in set(source.ancestors(node)) and node not in set(source.ancestors(call)):
                 return True
@@ -453,7 +507,12 @@ def _binding_before(source: SourceFile, statement, name: str) -> cst.BaseExpress
     if index == 0 or not isinstance(body[index - 1], cst.SimpleStatementLine):
         return None
     (small, *rest) = body[index - 1].body
-    if rest or not isinstance(small, cst.Assign) or len(small.targets) != 1 or not is_name(small.targets[0].target, name):
+    if (
+        rest
+        or not isinstance(small, cst.Assign)
+        or len(small.targets) != 1
+        or not is_name(small.targets[0].target, name)
+    ):
         return None
     return small.value if _atomic(small.value) else None
 

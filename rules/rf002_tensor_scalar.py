@@ -71,8 +71,10 @@ class TensorScalar(Rule):
 
     id = "RF002"
     name = "tensor-scalar"
-    message = ("`{param}` of compiled `{frame}` is a Python {kind} that changes ({values}; {compiles} compiles): "
-               "pass it as a 0-d tensor")
+    message = (
+        "`{param}` of compiled `{frame}` is a Python {kind} that changes ({values}; {compiles} compiles): "
+        "pass it as a 0-d tensor"
+    )
     consumes = ("scalar_value",)
     triggers = ("compile",)
     examples = (
@@ -91,8 +93,12 @@ class TensorScalar(Rule):
             guarded: dict[str, set[str]] = {}
             for reason in frame.reasons():
                 # A plain argument; attribute chains (`G['m'].n`) are module state (RF006).
-                if reason.kind == "scalar_value" and reason.source and reason.source.isidentifier() \
-                        and reason.value_type in ("float", "int"):
+                if (
+                    reason.kind == "scalar_value"
+                    and reason.source
+                    and reason.source.isidentifier()
+                    and reason.value_type in ("float", "int")
+                ):
                     guarded.setdefault(reason.source, set()).add(reason.value_type)
             for param in guarded:
                 findings.extend(self._plan_parameter(frame, param, project))
@@ -108,20 +114,29 @@ class TensorScalar(Rule):
             "recompiles": frame.recompiles,
             "compile_seconds": round(frame.compile_seconds, 3),
             "values": values[:10],
-            "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
-                              if r.source == param and r.kind in self.consumes})[:5],
+            "guards": sorted(
+                {r.text.split("\n", 1)[0] for r in frame.reasons() if r.source == param and r.kind in self.consumes}
+            )[:5],
         }
         function_name = frame.name
         resume = RESUME.match(frame.name)
         if resume:
             function_name = resume.group("name")
-        message = self.message.format(param=param, frame=function_name, kind=kind, values=shown,
-                                      compiles=len(frame.compiles))
+        message = self.message.format(
+            param=param, frame=function_name, kind=kind, values=shown, compiles=len(frame.compiles)
+        )
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
             no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
-            return Finding(rule=self.id, file=site.file, location=site, message=no_fix, safety=safety,
-                           evidence=evidence, notes=notes)
+            return Finding(
+                rule=self.id,
+                file=site.file,
+                location=site,
+                message=no_fix,
+                safety=safety,
+                evidence=evidence,
+                notes=notes,
+            )
 
         sites = _call_sites(frame, function_name)
         if not sites:
@@ -138,11 +153,17 @@ class TensorScalar(Rule):
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
         blocking = _dedupe(u for u in uses if u.verdict == BLOCKS)
         if blocking:
-            notes = [f"`{param}` {u.describe()}: a 0-d tensor there fails to compile or changes the graph; no edit"
-                     for u in blocking]
+            notes = [
+                f"`{param}` {u.describe()}: a 0-d tensor there fails to compile or changes the graph; no edit"
+                for u in blocking
+            ]
             return [finding(sites[0], Safety.NONE, notes)]
         if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
-            return [finding(sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{function_name}`; no edit"])]
+            return [
+                finding(
+                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{function_name}`; no edit"]
+                )
+            ]
         dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
         safety = Safety.SAFE if exact else Safety.UNSAFE
         notes = [why] + _masked_changes(frame, param)
@@ -163,19 +184,38 @@ class TensorScalar(Rule):
                 continue
             file = project.source(site.file)
             pos = file.positions[call]
-            location = Location(file=site.file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
-                                end_col=pos.end.column, function=site.function)
+            location = Location(
+                file=site.file,
+                line=pos.start.line,
+                end_line=pos.end.line,
+                col=pos.start.column,
+                end_col=pos.end.column,
+                function=site.function,
+            )
             site_notes, site_safety = list(notes), safety
             if not compiled:
-                site_notes.append(f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
-                                  "wrapped too, so every call passes the same type")
+                site_notes.append(
+                    f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
+                    "wrapped too, so every call passes the same type"
+                )
                 if not _is_number(arg.value):
                     site_safety = Safety.UNSAFE
-                    site_notes.append("the profiled run did not show what it passes: if it is a tensor already, "
-                                      "`torch.tensor()` would copy it")
-            findings.append(Finding(rule=self.id, file=site.file, location=location, message=message, safety=site_safety,
-                                    params={"arg": list(file.span(arg.value)), "dtype": dtype, "param": param},
-                                    evidence=evidence, notes=site_notes))
+                    site_notes.append(
+                        "the profiled run did not show what it passes: if it is a tensor already, "
+                        "`torch.tensor()` would copy it"
+                    )
+            findings.append(
+                Finding(
+                    rule=self.id,
+                    file=site.file,
+                    location=location,
+                    message=message,
+                    safety=site_safety,
+                    params={"arg": list(file.span(arg.value)), "dtype": dtype, "param": param},
+                    evidence=evidence,
+                    notes=site_notes,
+                )
+            )
         return findings
 
     @staticmethod
@@ -205,7 +245,9 @@ class TensorScalar(Rule):
         start, end = finding.params["arg"]
         value = source.text[start:end]
         dtype = finding.params["dtype"]
-        wrapped = f"{torch_name}.tensor({value}, dtype={torch_name}.{dtype})" if dtype else f"{torch_name}.tensor({value})"
+        wrapped = (
+            f"{torch_name}.tensor({value}, dtype={torch_name}.{dtype})" if dtype else f"{torch_name}.tensor({value})"
+        )
         return [Edit(finding.file, start, end, wrapped, self.id)]
 
 
@@ -220,7 +262,8 @@ class _Parameter:
         params = func.params
         positional = [p.name.value for p in (*params.posonly_params, *params.params)]
         if source.enclosing_class(func) is not None and not any(
-                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators):
+            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators
+        ):
             positional = positional[1:]  # `self` is bound by the call
         if name in positional:
             return cls(name, positional.index(name))
@@ -267,9 +310,11 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
             if shape not in shapes:
                 shapes.append(shape)
         if len(shapes) > 1 and not any(r.source == name for r in frame.reasons()):
-            notes.append(f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
-                         f"hidden behind the guard on `{param}` (torch reports the first failing guard): "
-                         "RF001 marks it dynamic from the recorded shapes")
+            notes.append(
+                f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
+                f"hidden behind the guard on `{param}` (torch reports the first failing guard): "
+                "RF001 marks it dynamic from the recorded shapes"
+            )
     return notes
 
 
@@ -283,15 +328,29 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
         exact = all(u.int_exact for u in uses)
         if exact:
             return None, True, "wrapped as an int64 0-d tensor: int arithmetic on it is exact, results bit-identical"
-        return None, False, ("wrapped as an int64 0-d tensor: it goes through `/` or float arithmetic before it meets "
-                             "a tensor, which then runs in float32, not as a Python float: results may differ in the "
-                             "last bits")
+        return (
+            None,
+            False,
+            (
+                "wrapped as an int64 0-d tensor: it goes through `/` or float arithmetic before it meets "
+                "a tensor, which then runs in float32, not as a Python float: results may differ in the "
+                "last bits"
+            ),
+        )
     if met and len(known) == len(met) and all(t.get("dtype") in FLOATING and t.get("shape") for t in known.values()):
-        return "float64", True, (f"float64 keeps the results bit-identical: it meets only {_names(known)} "
-                                 "(floating, rank >= 1), whose dtype wins over a 0-d tensor's")
+        return (
+            "float64",
+            True,
+            (
+                f"float64 keeps the results bit-identical: it meets only {_names(known)} "
+                "(floating, rank >= 1), whose dtype wins over a 0-d tensor's"
+            ),
+        )
     dtypes = {t.get("dtype") for t in tensors.values()}
-    why = ("it meets tensors of unknown or integer dtype, or 0-d ones, where a float64 tensor would make "
-           "float64 results: the default float dtype keeps their dtype")
+    why = (
+        "it meets tensors of unknown or integer dtype, or 0-d ones, where a float64 tensor would make "
+        "float64 results: the default float dtype keeps their dtype"
+    )
     if not scalar_math and "float64" not in dtypes:
         return None, True, f"{why}; it meets them directly, so results are bit-identical"
     return None, False, f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits"
@@ -354,8 +413,11 @@ def _is_number(node: cst.BaseExpression) -> bool:
 
 
 def _is_tensor_call(node: cst.BaseExpression, source: SourceFile | None) -> bool:
-    return source is not None and isinstance(node, cst.Call) and source.qualified_name(node.func) in (
-        "torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
+    return (
+        source is not None
+        and isinstance(node, cst.Call)
+        and source.qualified_name(node.func) in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
+    )
 
 
 RULE = TensorScalar()

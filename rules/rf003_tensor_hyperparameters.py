@@ -96,8 +96,7 @@ class TensorHyperparameters(Rule):
 
     id = "RF003"
     name = "tensor-lr"
-    message = ("`{optimizer}`'s {key} changes every step and recompiles its compiled `step` "
-               "({compiles} compiles): {fix}")
+    message = "`{optimizer}`'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
     consumes = ("optimizer_param_group",)
     triggers = ("optim",)
     # Static mode's pattern also needs a torch LR scheduler and a compile in the same file.
@@ -134,17 +133,28 @@ class TensorHyperparameters(Rule):
                 "recompiles": frame.recompiles,
                 "compile_seconds": round(frame.compile_seconds, 3),
                 "keys": sorted(keys),
-                "guards": sorted({r.text.split("\n", 1)[0] for r in frame.reasons()
-                                  if r.kind == "optimizer_param_group"})[:5],
+                "guards": sorted(
+                    {r.text.split("\n", 1)[0] for r in frame.reasons() if r.kind == "optimizer_param_group"}
+                )[:5],
             }
             if not constructions:
                 site = _first_user_location(frame) or Location(file=frame.file, line=frame.first_line)
-                findings.append(Finding(
-                    rule=self.id, file=site.file, location=site, safety=Safety.NONE, evidence=evidence,
-                    message=self.message.format(optimizer="the optimizer", key=_keys(keys),
-                                                compiles=len(frame.compiles), fix="no edit"),
-                    notes=[f"no `torch.optim` construction matching `{frame.name}` in {frame.file} was found in "
-                           f"the profiled files ({', '.join(files) or 'none'})"]))
+                findings.append(
+                    Finding(
+                        rule=self.id,
+                        file=site.file,
+                        location=site,
+                        safety=Safety.NONE,
+                        evidence=evidence,
+                        message=self.message.format(
+                            optimizer="the optimizer", key=_keys(keys), compiles=len(frame.compiles), fix="no edit"
+                        ),
+                        notes=[
+                            f"no `torch.optim` construction matching `{frame.name}` in {frame.file} was found in "
+                            f"the profiled files ({', '.join(files) or 'none'})"
+                        ],
+                    )
+                )
                 continue
             for built in constructions:
                 done.add((built.file, built.line))
@@ -167,15 +177,28 @@ class TensorHyperparameters(Rule):
             finding.confidence = "static"
             finding.message = finding.message.replace(
                 "changes every step and recompiles its compiled `step` (several compiles)",
-                f"is a Python float that `{schedulers[0].cls}` changes, and `{built.name}.step()` is compiled")
-            finding.notes.insert(0, f"found without a Profile: `{schedulers[0].cls}` at line {schedulers[0].line} "
-                                    f"changes the lr, and the compiled code at line {compiled} calls "
-                                    f"`{built.name}.step()`; profile the program to confirm")
+                f"is a Python float that `{schedulers[0].cls}` changes, and `{built.name}.step()` is compiled",
+            )
+            finding.notes.insert(
+                0,
+                f"found without a Profile: `{schedulers[0].cls}` at line {schedulers[0].line} "
+                f"changes the lr, and the compiled code at line {compiled} calls "
+                f"`{built.name}.step()`; profile the program to confirm",
+            )
             findings.append(finding)
         return findings
 
-    def _finding(self, built: "_Construction", keys: set[str], frame: Frame | None, evidence: dict,
-                 version, project: Project | None, files: list[str], static_source: SourceFile | None = None) -> Finding:
+    def _finding(
+        self,
+        built: "_Construction",
+        keys: set[str],
+        frame: Frame | None,
+        evidence: dict,
+        version,
+        project: Project | None,
+        files: list[str],
+        static_source: SourceFile | None = None,
+    ) -> Finding:
         source = static_source or project.source(built.file)
         compiles = len(frame.compiles) if frame else "several"
         notes: list[str] = []
@@ -183,47 +206,77 @@ class TensorHyperparameters(Rule):
         for scheduler in built.schedulers(source):
             writer = FLOAT_WRITERS.get(scheduler.cls)
             if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
-                blockers.append(f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
-                                "floats (tensor lrs arrived in torch 2.4)")
+                blockers.append(
+                    f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
+                    "floats (tensor lrs arrived in torch 2.4)"
+                )
             elif writer and version is not None and version < writer[0]:
-                blockers.append(f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
-                                f"{'.'.join(map(str, writer[0]))}: a tensor does not help")
+                blockers.append(
+                    f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
+                    f"{'.'.join(map(str, writer[0]))}: a tensor does not help"
+                )
             if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
                 what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
-                text = (f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
-                        "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
-                        "momentum need not cycle")
+                text = (
+                    f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
+                    "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
+                    "momentum need not cycle"
+                )
                 (blockers if keys <= {"betas", "momentum"} else notes).append(text)
         for file in files:
             other = project.source(file) if project else static_source
             for where in _lr_assignments(other, file):
-                blockers.append(f"`{where[1]}` at {where[0]} assigns a Python float to the lr: it would replace "
-                                "a tensor lr (write `group['lr'].fill_(...)` to keep it)")
+                blockers.append(
+                    f"`{where[1]}` at {where[0]} assigns a Python float to the lr: it would replace "
+                    "a tensor lr (write `group['lr'].fill_(...)` to keep it)"
+                )
         if "lr" not in keys:
-            blockers.append(f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
-                            "supported by every optimizer and kept by the schedulers")
+            blockers.append(
+                f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
+                "supported by every optimizer and kept by the schedulers"
+            )
         fix = "make the lr a float64 tensor where the optimizer is built"
         if blockers:
-            return Finding(rule=self.id, file=built.file, location=built.location, safety=Safety.NONE,
-                           evidence=evidence, notes=blockers + notes,
-                           message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles,
-                                                       fix="no edit"))
+            return Finding(
+                rule=self.id,
+                file=built.file,
+                location=built.location,
+                safety=Safety.NONE,
+                evidence=evidence,
+                notes=blockers + notes,
+                message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix="no edit"),
+            )
         safety = Safety.SAFE
-        notes.insert(0, "float64 keeps the scheduler's arithmetic in double precision, as with a float lr "
-                        + ("(bit-identical for Adam/AdamW on torch 2.13)" if built.cls in ("Adam", "AdamW")
-                           else "(the update itself may round differently: within assert_close)"))
+        notes.insert(
+            0,
+            "float64 keeps the scheduler's arithmetic in double precision, as with a float lr "
+            + (
+                "(bit-identical for Adam/AdamW on torch 2.13)"
+                if built.cls in ("Adam", "AdamW")
+                else "(the update itself may round differently: within assert_close)"
+            ),
+        )
         if built.foreach and not built.capturable and built.cls in CAPTURABLE_FOR_FOREACH:
             safety = Safety.UNSAFE
-            notes.append("`foreach=True` with a tensor lr needs `capturable=True` (else ValueError): added; "
-                         "capturable steps need CUDA/XPU/HPU parameters when run eagerly; on CPU use "
-                         "`foreach=False` instead")
+            notes.append(
+                "`foreach=True` with a tensor lr needs `capturable=True` (else ValueError): added; "
+                "capturable steps need CUDA/XPU/HPU parameters when run eagerly; on CPU use "
+                "`foreach=False` instead"
+            )
         if built.lr is None and not built.group_lrs:
             notes.append(f"the lr was left to its default ({built.default}): it is now given explicitly")
         if frame is not None and frame.limit_hits:
             notes.append("`step` no longer hits the recompile limit")
-        return Finding(rule=self.id, file=built.file, location=built.location, safety=safety, evidence=evidence,
-                       notes=notes, params=built.params(),
-                       message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix))
+        return Finding(
+            rule=self.id,
+            file=built.file,
+            location=built.location,
+            safety=safety,
+            evidence=evidence,
+            notes=notes,
+            params=built.params(),
+            message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix),
+        )
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -231,8 +284,9 @@ class TensorHyperparameters(Rule):
         edits = []
         for start, end in p["wrap"]:
             value = source.text[start:end]
-            edits.append(Edit(finding.file, start, end,
-                              f"{torch_name}.tensor({value}, dtype={torch_name}.float64)", self.id))
+            edits.append(
+                Edit(finding.file, start, end, f"{torch_name}.tensor({value}, dtype={torch_name}.float64)", self.id)
+            )
         keywords = []
         if p.get("default") is not None:
             keywords.append(f"lr={torch_name}.tensor({p['default']}, dtype={torch_name}.float64)")
@@ -256,8 +310,9 @@ class _Construction:
         self.source, self.file, self.call, self.cls = source, file, call, cls
         pos = source.positions[call]
         self.line = pos.start.line
-        self.location = Location(file=file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
-                                 end_col=pos.end.column)
+        self.location = Location(
+            file=file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column, end_col=pos.end.column
+        )
         self.default = OPTIMIZERS[cls][1]
         args = call.args
         self.lr = next((a for a in args if a.keyword is not None and a.keyword.value == "lr"), None)
@@ -270,8 +325,11 @@ class _Construction:
             for element in first.elements:
                 if isinstance(element.value, cst.Dict):
                     for item in element.value.elements:
-                        if isinstance(item, cst.DictElement) and isinstance(item.key, cst.SimpleString) \
-                                and item.key.evaluated_value == "lr":
+                        if (
+                            isinstance(item, cst.DictElement)
+                            and isinstance(item.key, cst.SimpleString)
+                            and item.key.evaluated_value == "lr"
+                        ):
                             self.group_lrs.append(item.value)
         self.foreach = _keyword_true(call, "foreach")
         self.capturable = _keyword_true(call, "capturable")
@@ -287,8 +345,11 @@ class _Construction:
             return found
         for call in source.nodes(cst.Call):
             qualified = source.qualified_name(call.func)
-            if qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[1] in OPTIMIZERS \
-                    and ".lr_scheduler." not in qualified:
+            if (
+                qualified.startswith("torch.optim.")
+                and qualified.rsplit(".", 1)[1] in OPTIMIZERS
+                and ".lr_scheduler." not in qualified
+            ):
                 found.append(cls(source, file, call, qualified.rsplit(".", 1)[1]))
         return found
 
@@ -362,13 +423,19 @@ def _compiled_step(source: SourceFile, optimizer: str) -> int | None:
                 return source.positions[call].start.line
             compiled_names.add(target)
     for func in source.nodes(cst.FunctionDef):
-        decorated = any(source.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
-                        == "torch.compile" for d in func.decorators)
+        decorated = any(
+            source.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+            == "torch.compile"
+            for d in func.decorators
+        )
         if not decorated and func.name.value not in compiled_names:
             continue
         for call in _calls_in(func):
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step" \
-                    and source.code(call.func.value) == optimizer:
+            if (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "step"
+                and source.code(call.func.value) == optimizer
+            ):
                 return source.positions[func].start.line
     return None
 
@@ -390,9 +457,14 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[tuple[str, str
     for node in source.nodes(cst.Assign):
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Subscript) and len(t.slice) == 1 and isinstance(t.slice[0].slice, cst.Index) \
-                    and isinstance(t.slice[0].slice.value, cst.SimpleString) \
-                    and t.slice[0].slice.value.evaluated_value == "lr" and not _is_tensor(source, node.value):
+            if (
+                isinstance(t, cst.Subscript)
+                and len(t.slice) == 1
+                and isinstance(t.slice[0].slice, cst.Index)
+                and isinstance(t.slice[0].slice.value, cst.SimpleString)
+                and t.slice[0].slice.value.evaluated_value == "lr"
+                and not _is_tensor(source, node.value)
+            ):
                 line = source.positions[node].start.line
                 found.append((f"{file}:{line}", source.lines[line - 1].strip()))
     return found
@@ -440,7 +512,11 @@ def _keyword_true(call: cst.Call, name: str) -> bool:
 
 def _is_tensor(source: SourceFile, node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Call) and source.qualified_name(node.func) in (
-        "torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full")
+        "torch.tensor",
+        "torch.as_tensor",
+        "torch.scalar_tensor",
+        "torch.full",
+    )
 
 
 def _position(source: SourceFile, node: cst.CSTNode) -> list[int]:

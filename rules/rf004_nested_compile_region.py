@@ -81,7 +81,7 @@ class NestedCompileRegion(Rule):
         Example(
             before="class Block(nn.Module):\n    def forward(self, x):\n        return x + self.mlp(x)\n",
             after="class Block(nn.Module):\n    @torch.compiler.nested_compile_region\n"
-                  "    def forward(self, x):\n        return x + self.mlp(x)\n",
+            "    def forward(self, x):\n        return x + self.mlp(x)\n",
         ),
     )
 
@@ -112,9 +112,12 @@ class NestedCompileRegion(Rule):
                     # regional compilation. The decorator would not help; say so (this also
                     # overrides what static mode would plan for it).
                     finding.safety = Safety.NONE
-                    finding.notes.insert(0, f"`{finding.params['function']}` is compiled as a frame of its own "
-                                            "(a graph break around it, or regional compilation): it is not "
-                                            "inlined into the model's graph")
+                    finding.notes.insert(
+                        0,
+                        f"`{finding.params['function']}` is compiled as a frame of its own "
+                        "(a graph break around it, or regional compilation): it is not "
+                        "inlined into the model's graph",
+                    )
                 if finding is not None:
                     findings[key] = finding
         return list(findings.values())
@@ -133,8 +136,16 @@ class NestedCompileRegion(Rule):
                 findings[site.target_key] = finding
         return list(findings.values())
 
-    def _finding(self, analysis: "Analysis", site: "Site", path: str, version_problem: str | None,
-                 training: str | None, frame: Frame | None, profile: Profile | None) -> Finding | None:
+    def _finding(
+        self,
+        analysis: "Analysis",
+        site: "Site",
+        path: str,
+        version_problem: str | None,
+        training: str | None,
+        frame: Frame | None,
+        profile: Profile | None,
+    ) -> Finding | None:
         if site.count is not None and site.count < MIN_BLOCKS:
             return None
         target = analysis.target_function(site)
@@ -143,25 +154,45 @@ class NestedCompileRegion(Rule):
         verdict = analysis.check(site)
         # The `def` line, not a decorator's: profiles, golden files and editors hold it.
         col = analysis.source.char_column(target.lineno, target.col_offset)
-        location = Location(file=path, line=target.lineno, end_line=target.lineno, col=col,
-                            end_col=col + 3, function=target.name)
+        location = Location(
+            file=path, line=target.lineno, end_line=target.lineno, col=col, end_col=col + 3, function=target.name
+        )
         target_name = f"{site.block}.forward" if site.function is None else site.function
         count = str(site.count) if site.count is not None else "its"
-        where = (f"inline in compiled `{frame.name}` ({frame.compile_seconds:.2f} s compiling)"
-                 if frame is not None else "one after another")
-        evidence = {"container": f"{site.owner}.{site.attr}", "blocks": site.count, "block": site.block,
-                    "loop_line": site.line}
+        where = (
+            f"inline in compiled `{frame.name}` ({frame.compile_seconds:.2f} s compiling)"
+            if frame is not None
+            else "one after another"
+        )
+        evidence = {
+            "container": f"{site.owner}.{site.attr}",
+            "blocks": site.count,
+            "block": site.block,
+            "loop_line": site.line,
+        }
         if frame is not None:
-            evidence.update({"frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                             "compiles": len(frame.compiles), "compile_seconds": round(frame.compile_seconds, 3),
-                             "graph_breaks": sum(b.count for b in frame.graph_breaks)})
+            evidence.update(
+                {
+                    "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+                    "compiles": len(frame.compiles),
+                    "compile_seconds": round(frame.compile_seconds, 3),
+                    "graph_breaks": sum(b.count for b in frame.graph_breaks),
+                }
+            )
             _attribute_graph_breaks(profile, frame, path, verdict)
         finding = Finding(
-            rule=self.id, file=path, location=location, safety=Safety.SAFE,
-            message=self.message.format(container=f"{site.owner}.{site.attr}", count=count, block=site.block,
-                                        where=where, target=target_name),
-            params={"class": site.block if site.function is None else None, "function": target.name,
-                    "line": target.lineno},
+            rule=self.id,
+            file=path,
+            location=location,
+            safety=Safety.SAFE,
+            message=self.message.format(
+                container=f"{site.owner}.{site.attr}", count=count, block=site.block, where=where, target=target_name
+            ),
+            params={
+                "class": site.block if site.function is None else None,
+                "function": target.name,
+                "line": target.lineno,
+            },
             evidence=evidence,
         )
         blockers = list(verdict.hard)
@@ -170,25 +201,33 @@ class NestedCompileRegion(Rule):
             blockers.insert(0, version_problem)
         if verdict.mutations:
             if training:
-                blockers.extend(f"{m}; the program trains ({training}), and nested_compile_region rejects "
-                                "in-place input or buffer mutation in training (RuntimeError)"
-                                for m in verdict.mutations)
+                blockers.extend(
+                    f"{m}; the program trains ({training}), and nested_compile_region rejects "
+                    "in-place input or buffer mutation in training (RuntimeError)"
+                    for m in verdict.mutations
+                )
             else:
-                risks.extend(f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
-                             "no `.backward()` was seen, so the model may be used for inference only"
-                             for m in verdict.mutations)
+                risks.extend(
+                    f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
+                    "no `.backward()` was seen, so the model may be used for inference only"
+                    for m in verdict.mutations
+                )
         if training:
-            risks.append(f"the program trains ({training}): with inductor, torch 2.13 can corrupt the gradients "
-                         "of a reused region (measured: a 2-block model whose first block follows an embedding "
-                         "and whose last feeds a LayerNorm got LayerNorm weight gradients 50% off; inductor's "
-                         "buffer reuse writes over a saved input, pytorch/pytorch#193960; the forward is exact). "
-                         "Check the gradients against eager, or set "
-                         "torch._inductor.config.allow_buffer_reuse = False, which avoids it")
+            risks.append(
+                f"the program trains ({training}): with inductor, torch 2.13 can corrupt the gradients "
+                "of a reused region (measured: a 2-block model whose first block follows an embedding "
+                "and whose last feeds a LayerNorm got LayerNorm weight gradients 50% off; inductor's "
+                "buffer reuse writes over a saved input, pytorch/pytorch#193960; the forward is exact). "
+                "Check the gradients against eager, or set "
+                "torch._inductor.config.allow_buffer_reuse = False, which avoids it"
+            )
         eager = analysis.eager_backend_line if training else None
         if eager:
-            risks.append(f"the file compiles with backend=\"eager\" (line {eager}) and the program trains: "
-                         "in torch 2.13 backward through the region fails with that backend "
-                         "(AssertionError: fake_mode should be enabled for HOPs); aot_eager and inductor work")
+            risks.append(
+                f'the file compiles with backend="eager" (line {eager}) and the program trains: '
+                "in torch 2.13 backward through the region fails with that backend "
+                "(AssertionError: fake_mode should be enabled for HOPs); aot_eager and inductor work"
+            )
         if blockers:
             finding.safety = Safety.NONE
             finding.notes = blockers + risks
@@ -203,9 +242,14 @@ class NestedCompileRegion(Rule):
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
         tree = Tree(source.syntax)
-        func = next(n for n in tree.order
-                    if isinstance(n, DEFS) and n.name == p["function"] and n.lineno == p["line"]
-                    and class_name(tree.enclosing_class(n)) == p["class"])
+        func = next(
+            n
+            for n in tree.order
+            if isinstance(n, DEFS)
+            and n.name == p["function"]
+            and n.lineno == p["line"]
+            and class_name(tree.enclosing_class(n)) == p["class"]
+        )
         if already_marked(func):
             return []
         # On the `def` line, below any decorators it has: where the finding points.
@@ -222,11 +266,15 @@ def _torch_version(text: str | None) -> tuple[int, int] | None:
 def _version_problem(version: str | None, whose: str) -> str | None:
     parsed = _torch_version(version)
     if parsed is None:
-        return (f"the torch version of {whose} is unknown: torch.compiler.nested_compile_region needs torch "
-                ">= 2.8, so no edit is made")
+        return (
+            f"the torch version of {whose} is unknown: torch.compiler.nested_compile_region needs torch "
+            ">= 2.8, so no edit is made"
+        )
     if parsed < MIN_TORCH:
-        return (f"torch {version} ({whose}) has no torch.compiler.nested_compile_region (added in 2.8): "
-                "no edit is made; compile the blocks one by one (`for b in model.blocks: b.compile()`) instead")
+        return (
+            f"torch {version} ({whose}) has no torch.compiler.nested_compile_region (added in 2.8): "
+            "no edit is made; compile the blocks one by one (`for b in model.blocks: b.compile()`) instead"
+        )
     return None
 
 
@@ -269,8 +317,9 @@ def _compiled_on_its_own(profile: Profile, path: str, analysis: Analysis, site: 
     if target is None:
         return False
     first = min([target.lineno] + [d.lineno for d in target.decorator_list])
-    return any(f.file == path and f.name == target.name and first <= f.first_line <= target.lineno
-               for f in profile.frames)
+    return any(
+        f.file == path and f.name == target.name and first <= f.first_line <= target.lineno for f in profile.frames
+    )
 
 
 def _attribute_graph_breaks(profile: Profile, frame: Frame, path: str, verdict: Verdict) -> None:
@@ -280,12 +329,18 @@ def _attribute_graph_breaks(profile: Profile, frame: Frame, path: str, verdict: 
         for graph_break in other.graph_breaks:
             where = graph_break.location
             if where.file == path and any(start <= where.line <= end for start, end in verdict.spans):
-                verdict.add(verdict.hard, f"the Profile recorded a graph break inside the block at "
-                                          f"{where.file}:{where.line} ({graph_break.reason or 'no reason given'}): "
-                                          "inside the region it would be an error")
+                verdict.add(
+                    verdict.hard,
+                    f"the Profile recorded a graph break inside the block at "
+                    f"{where.file}:{where.line} ({graph_break.reason or 'no reason given'}): "
+                    "inside the region it would be an error",
+                )
             elif where.file != path and other is frame:
-                verdict.add(verdict.risks, f"the Profile recorded a graph break at {where.file}:{where.line}, "
-                                           "which may be in code the block calls")
+                verdict.add(
+                    verdict.risks,
+                    f"the Profile recorded a graph break at {where.file}:{where.line}, "
+                    "which may be in code the block calls",
+                )
 
 
 RULE = NestedCompileRegion()

@@ -65,16 +65,18 @@ class GraphBreakShield(Rule):
 
     id = "RF005"
     name = "graph-break-shield"
-    message = ("`{frame}` recompiles for each value of `{value}` ({compiles} compiles), first used at line "
-               "{line} after {prefix} statement(s) that do not read it: a graph break before line {line} "
-               "compiles them once")
+    message = (
+        "`{frame}` recompiles for each value of `{value}` ({compiles} compiles), first used at line "
+        "{line} after {prefix} statement(s) that do not read it: a graph break before line {line} "
+        "compiles them once"
+    )
     consumes = ("scalar_value", "global_value", "module_attribute")
     triggers = ("compile",)
     examples = (
         Example(
             before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n    return y + c\n",
             after="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n"
-                  "    torch._dynamo.graph_break()\n    return y + c\n",
+            "    torch._dynamo.graph_break()\n    return y + c\n",
         ),
     )
 
@@ -116,9 +118,14 @@ class GraphBreakShield(Rule):
     def _plan_frame(self, frame: Frame, uses: dict, source: SourceFile, func: cst.FunctionDef) -> Finding | None:
         value, (line, reasons) = min(uses.items(), key=lambda item: item[1][0])
         body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
-        index = next((i for i, statement in enumerate(body)
-                      if source.positions[statement].start.line <= line <= source.positions[statement].end.line),
-                     None)
+        index = next(
+            (
+                i
+                for i, statement in enumerate(body)
+                if source.positions[statement].start.line <= line <= source.positions[statement].end.line
+            ),
+            None,
+        )
         if index is None:
             return None
         evidence = {
@@ -131,23 +138,34 @@ class GraphBreakShield(Rule):
         }
         statement = body[index]
         pos = source.positions[statement]
-        location = Location(file=frame.file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column,
-                            end_col=pos.end.column if pos.end.line == pos.start.line else None,
-                            function=frame.name)
+        location = Location(
+            file=frame.file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column if pos.end.line == pos.start.line else None,
+            function=frame.name,
+        )
         prefix = list(body[:index])
         if not any(isinstance(n, cst.Call) for earlier in prefix for n in walk(earlier)):
             return None  # no prefix, or one that calls nothing: no work worth a graph break
         finding = Finding(
-            rule=self.id, file=frame.file, location=location, safety=Safety.UNSAFE,
-            message=self.message.format(frame=frame.name, value=value, compiles=len(frame.compiles),
-                                        line=pos.start.line, prefix=len(prefix)),
+            rule=self.id,
+            file=frame.file,
+            location=location,
+            safety=Safety.UNSAFE,
+            message=self.message.format(
+                frame=frame.name, value=value, compiles=len(frame.compiles), line=pos.start.line, prefix=len(prefix)
+            ),
             params={"function": frame.name, "line": pos.start.line, "col": pos.start.column},
             evidence=evidence,
-            notes=[f"trade-off: the prefix (lines {source.positions[body[0]].start.line}-"
-                   f"{source.positions[body[index - 1]].end.line}) compiles once "
-                   f"instead of once per value of `{value}`, but every call then runs two graphs with a return "
-                   "to Python between them and nothing fused across the break, and the rest of the frame "
-                   "still recompiles for each value"],
+            notes=[
+                f"trade-off: the prefix (lines {source.positions[body[0]].start.line}-"
+                f"{source.positions[body[index - 1]].end.line}) compiles once "
+                f"instead of once per value of `{value}`, but every call then runs two graphs with a return "
+                "to Python between them and nothing fused across the break, and the rest of the frame "
+                "still recompiles for each value"
+            ],
         )
         why_not = self._why_not(value, prefix, statement, source, func)
         if why_not:
@@ -158,23 +176,30 @@ class GraphBreakShield(Rule):
     def _why_not(self, value: str, prefix: list, statement, source: SourceFile, func: cst.FunctionDef) -> str | None:
         fullgraph = _fullgraph_line(source, func)
         if fullgraph:
-            return (f"`{func.name.value}` is compiled with fullgraph=True (line {fullgraph}): a graph break "
-                    "there is an error")
+            return (
+                f"`{func.name.value}` is compiled with fullgraph=True (line {fullgraph}): a graph break "
+                "there is an error"
+            )
         if _is_graph_break(prefix[-1]):
             return "a graph break already stands before this statement"
         names = _value_names(value)
         for earlier in prefix:
             read = next((n for n in walk(earlier) if _reads(n, names)), None)
             if read is not None:
-                return (f"the prefix reads `{value}` (line {source.positions[read].start.line}) before the "
-                        "guarded use: a break would not shield it")
+                return (
+                    f"the prefix reads `{value}` (line {source.positions[read].start.line}) before the "
+                    "guarded use: a break would not shield it"
+                )
         return None
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        func = next(n for n in source.nodes(cst.FunctionDef) if n.name.value == p["function"]
-                    and any(source.positions[s].start.line == p["line"] for s in n.body.body))
+        func = next(
+            n
+            for n in source.nodes(cst.FunctionDef)
+            if n.name.value == p["function"] and any(source.positions[s].start.line == p["line"] for s in n.body.body)
+        )
         statement = next(s for s in func.body.body if source.positions[s].start.line == p["line"])
         pos = source.positions[statement]
         indent = source.lines[pos.start.line - 1][: pos.start.column]
@@ -191,8 +216,11 @@ def _line_in_frame(reason: Reason, frame: Frame) -> int | None:
     if first is not None and first.function == frame.name and _same_file(first.file, frame.file):
         return first.line
     _, _, stack = reason.text.partition("User stack trace:")
-    lines = [int(m.group("line")) for m in _USER_FRAME.finditer(stack)
-             if m.group("fn") == frame.name and _same_file(m.group("file"), frame.file)]
+    lines = [
+        int(m.group("line"))
+        for m in _USER_FRAME.finditer(stack)
+        if m.group("fn") == frame.name and _same_file(m.group("file"), frame.file)
+    ]
     return lines[-1] if lines else None
 
 
@@ -218,8 +246,11 @@ def _reads(node: cst.CSTNode, names: tuple[str, ...]) -> bool:
 def _is_graph_break(statement) -> bool:
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
         small = statement.body[0]
-        return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and \
-            dotted_name(small.value.func).endswith("_dynamo.graph_break")
+        return (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and dotted_name(small.value.func).endswith("_dynamo.graph_break")
+        )
     return False
 
 
@@ -235,8 +266,11 @@ def _fullgraph_line(source: SourceFile, func: cst.FunctionDef) -> int | None:
         if not dotted_name(call.func).endswith("compile"):
             continue
         for arg in call.args:
-            if arg.keyword and arg.keyword.value == "fullgraph" and not (
-                    isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+            if (
+                arg.keyword
+                and arg.keyword.value == "fullgraph"
+                and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+            ):
                 return source.positions[call].start.line
     return None
 

@@ -81,16 +81,18 @@ class CounterBuffer(Rule):
 
     id = "RF006"
     name = "counter-buffer"
-    message = ("`{name}` is an int that changes between calls of compiled `{frame}` ({values}; {compiles} compiles"
-               "{limit}): {fix}")
+    message = (
+        "`{name}` is an int that changes between calls of compiled `{frame}` ({values}; {compiles} compiles"
+        "{limit}): {fix}"
+    )
     consumes = ("module_attribute", "global_value", "attribute_presence", "scalar_value")
     triggers = ("compile",)
     examples = (
         Example(
             before="class Loss(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                   "        self.num_iter = 0\n",
+            "        self.num_iter = 0\n",
             after="class Loss(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                  "        self.register_buffer(\"num_iter\", torch.tensor(0), persistent=False)\n",
+            '        self.register_buffer("num_iter", torch.tensor(0), persistent=False)\n',
         ),
     )
 
@@ -105,8 +107,11 @@ class CounterBuffer(Rule):
                 is_int = reason.value_type == "int"
                 if reason.kind == "global_value" and is_int:
                     key = ("global", frame.file, _GLOBAL_SOURCE.match(source).group("name"))
-                elif reason.kind in ("module_attribute", "scalar_value", "attribute_presence") \
-                        and _ATTRIBUTE_SOURCE.match(source) and (is_int or reason.kind == "attribute_presence"):
+                elif (
+                    reason.kind in ("module_attribute", "scalar_value", "attribute_presence")
+                    and _ATTRIBUTE_SOURCE.match(source)
+                    and (is_int or reason.kind == "attribute_presence")
+                ):
                     key = ("attribute", _ATTRIBUTE_SOURCE.match(source).group("attr"))
                 else:
                     continue
@@ -148,24 +153,45 @@ class CounterBuffer(Rule):
         }
 
         def finding(fix: str, safety: Safety, location: Location, notes: list[str], params=None) -> Finding:
-            message = self.message.format(name=state.label if state else counter.name, frame=frame.name,
-                                          values=shown, compiles=compiles,
-                                          limit=", recompile limit hit" if limit else "", fix=fix)
-            return Finding(rule=self.id, file=location.file, location=location, message=message, safety=safety,
-                           params=params or {}, evidence=evidence, notes=notes)
+            message = self.message.format(
+                name=state.label if state else counter.name,
+                frame=frame.name,
+                values=shown,
+                compiles=compiles,
+                limit=", recompile limit hit" if limit else "",
+                fix=fix,
+            )
+            return Finding(
+                rule=self.id,
+                file=location.file,
+                location=location,
+                message=message,
+                safety=safety,
+                params=params or {},
+                evidence=evidence,
+                notes=notes,
+            )
 
         fallback = counter.first_use or Location(file=frame.file, line=frame.first_line)
         if state is None or state.why_not:
-            return finding("it stays an int", Safety.NONE, fallback,
-                           [state.why_not if state else f"cannot find where `{counter.name}` is defined"])
+            return finding(
+                "it stays an int",
+                Safety.NONE,
+                fallback,
+                [state.why_not if state else f"cannot find where `{counter.name}` is defined"],
+            )
         uses = state.reads(frame, project)
         specialising = [u for u in uses if u.kind in _SPECIALISING]
         blocking = [u for u in uses if u.verdict != TENSOR]
         inexact = [u for u in uses if u.verdict == TENSOR and not u.int_exact]
-        reasons = [f"{w} at {where}" for w, where in state.bad_writes] + \
-                  [f"`{state.label}` {u.describe()}" for u in _dedupe(blocking)] + \
-                  [f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
-                   for u in _dedupe(inexact)]
+        reasons = (
+            [f"{w} at {where}" for w, where in state.bad_writes]
+            + [f"`{state.label}` {u.describe()}" for u in _dedupe(blocking)]
+            + [
+                f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
+                for u in _dedupe(inexact)
+            ]
+        )
         if not reasons and state.buffer is not None:
             params, location = state.buffer
             notes = ["results are bit-identical: every read is int arithmetic with tensors, exact in int64"]
@@ -188,8 +214,11 @@ class CounterBuffer(Rule):
             notes.append("a branch on it still compiles once per outcome of the test")
         config_file = state.config_file
         config_source = project.source(config_file)
-        if config_source is None or "dynamic_sources" in config_source.text or \
-                "allow_unspec_int_on_nn_module" in config_source.text:
+        if (
+            config_source is None
+            or "dynamic_sources" in config_source.text
+            or "allow_unspec_int_on_nn_module" in config_source.text
+        ):
             notes.append(f"{config_file} already sets this config or cannot be read; no edit")
             return finding("it stays an int", Safety.NONE, fallback, notes)
         location = state.config_location
@@ -202,7 +231,7 @@ class CounterBuffer(Rule):
         edits = []
         if "config" in p:
             statement = p["config"].replace("torch.", f"{torch_name}.", 1)
-            prefix = "" if source.text[:p["at"]].endswith("\n\n") or p["at"] == 0 else "\n"
+            prefix = "" if source.text[: p["at"]].endswith("\n\n") or p["at"] == 0 else "\n"
             edits.append(Edit(finding.file, p["at"], p["at"], f"{prefix}{statement}\n", self.id))
             return edits
         value = _tensor_code(p["value"], torch_name)
@@ -210,7 +239,7 @@ class CounterBuffer(Rule):
             edits.append(Edit(finding.file, start, end, "", self.id))
         if "replace" in p:
             start, end = p["replace"]
-            new = f'{p["replace_with"]}'.format(tensor=value)
+            new = f"{p['replace_with']}".format(tensor=value)
             edits.append(Edit(finding.file, start, end, new, self.id))
         if "insert" in p:
             at, indent = p["insert"]
@@ -274,8 +303,9 @@ class _AttributeState(_State):
         owner = _preferred_owner(owners, counter, frame, project)
         if owner is None:
             names = ", ".join(sorted({n.name.value for _, _, n in owners})) or "none"
-            state.why_not = (f"cannot tell which class in the profiled files holds `{attr}` "
-                             f"(classes that assign it: {names})")
+            state.why_not = (
+                f"cannot tell which class in the profiled files holds `{attr}` (classes that assign it: {names})"
+            )
             return state
         state.file, state.source, state.cls = owner
         state.label = f"{state.cls.name.value}.{attr}"
@@ -296,23 +326,33 @@ class _AttributeState(_State):
                 for target in node.targets:
                     if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr:
                         stmt = other.parents.get(node)
-                        in_init = other is source and init is not None and stmt in init.body.body \
-                            and is_name(target.target.value, "self") and len(node.targets) == 1
+                        in_init = (
+                            other is source
+                            and init is not None
+                            and stmt in init.body.body
+                            and is_name(target.target.value, "self")
+                            and len(node.targets) == 1
+                        )
                         if in_init and not init_assigns:
                             init_assigns.append((node, stmt))
                         else:
-                            self.bad_writes.append((f"`{_line(other, node)}` assigns a new value", _where(other, file, node)))
+                            self.bad_writes.append(
+                                (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
+                            )
             for node in other.nodes(cst.AugAssign):
                 if isinstance(node.target, cst.Attribute) and node.target.attr.value == attr:
                     if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
-                        self.bad_writes.append((f"`{_line(other, node)}` is not an in-place int update",
-                                                _where(other, file, node)))
+                        self.bad_writes.append(
+                            (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
+                        )
         if not _is_module_class(cls, source):
             self.buffer_why_not = f"`{cls.name.value}` is not an nn.Module: no buffer to register"
             return
         super_call = _super_init(init) if init is not None else None
         if super_call is None:
-            self.buffer_why_not = f"`{cls.name.value}` has no `__init__` that calls `super().__init__()` to register a buffer in"
+            self.buffer_why_not = (
+                f"`{cls.name.value}` has no `__init__` that calls `super().__init__()` to register a buffer in"
+            )
             return
         if init_assigns:
             value = init_assigns[0][0].value
@@ -341,8 +381,7 @@ class _AttributeState(_State):
             params["insert"] = [source.line_offsets[end_line], source.statement_indent(super_call)]
             params["insert_statement"] = statement
         pos = source.positions[location_node]
-        self.buffer = (params, Location(file=self.file, line=pos.start.line, col=pos.start.column,
-                                        function="__init__"))
+        self.buffer = (params, Location(file=self.file, line=pos.start.line, col=pos.start.column, function="__init__"))
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         attr, uses = self.counter.name, []
@@ -375,9 +414,13 @@ class _GlobalState(_State):
         name, source = counter.name, state.source
         inits = []
         for statement in source.module.body:
-            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                    and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
-                    and is_name(statement.body[0].targets[0].target, name):
+            if (
+                isinstance(statement, cst.SimpleStatementLine)
+                and len(statement.body) == 1
+                and isinstance(statement.body[0], cst.Assign)
+                and len(statement.body[0].targets) == 1
+                and is_name(statement.body[0].targets[0].target, name)
+            ):
                 inits.append(statement.body[0])
         if not inits:
             state.why_not = f"no module-level `{name} = ...` in {frame.file}"
@@ -390,17 +433,23 @@ class _GlobalState(_State):
                 continue
             for target in node.targets:
                 if is_name(target.target, name) and _binds_global(source, node, name):
-                    state.bad_writes.append((f"`{_line(source, node)}` assigns a new value", _where(source, frame.file, node)))
+                    state.bad_writes.append(
+                        (f"`{_line(source, node)}` assigns a new value", _where(source, frame.file, node))
+                    )
         for node in source.nodes(cst.AugAssign):
             if is_name(node.target, name) and _binds_global(source, node, name):
                 if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
-                    state.bad_writes.append((f"`{_line(source, node)}` is not an in-place int update",
-                                             _where(source, frame.file, node)))
+                    state.bad_writes.append(
+                        (f"`{_line(source, node)}` is not an in-place int update", _where(source, frame.file, node))
+                    )
         if isinstance(init.value, (cst.Float, cst.Imaginary, cst.SimpleString)):
             state.buffer_why_not = f"`{name}` starts as `{source.code(init.value)}`, not an int"
             return state
-        params = {"value": source.code(init.value), "replace": list(source.span(init.value)),
-                  "replace_with": "{tensor}"}
+        params = {
+            "value": source.code(init.value),
+            "replace": list(source.span(init.value)),
+            "replace_with": "{tensor}",
+        }
         state.buffer = (params, state.config_location)
         return state
 
@@ -421,13 +470,17 @@ def _config(counter: _Counter, state: _State, profile: Profile):
         return "the Profile does not say which torch ran, so no config is inserted"
     if version >= DYNAMIC_SOURCES_SINCE:
         sources = ",".join(sorted(_local_form(s) for s in counter.sources))
-        return (f'torch.compiler.config.dynamic_sources = "{sources}"',
-                f"`dynamic_sources` marks only {sources} dynamic (torch >= 2.7; works under dynamic=False too)")
+        return (
+            f'torch.compiler.config.dynamic_sources = "{sources}"',
+            f"`dynamic_sources` marks only {sources} dynamic (torch >= 2.7; works under dynamic=False too)",
+        )
     if counter.kind == "attribute":
-        return ("torch._dynamo.config.allow_unspec_int_on_nn_module = True",
-                f"torch {profile.torch_version} has no `dynamic_sources` (2.7+): "
-                "`allow_unspec_int_on_nn_module` makes every nn.Module int attribute dynamic after one "
-                "recompile, and does nothing under dynamic=False")
+        return (
+            "torch._dynamo.config.allow_unspec_int_on_nn_module = True",
+            f"torch {profile.torch_version} has no `dynamic_sources` (2.7+): "
+            "`allow_unspec_int_on_nn_module` makes every nn.Module int attribute dynamic after one "
+            "recompile, and does nothing under dynamic=False",
+        )
     return f"torch {profile.torch_version} has no config that makes one global int dynamic (`dynamic_sources` is 2.7+)"
 
 
@@ -512,9 +565,13 @@ def _class_writes(cls: cst.ClassDef, attr: str) -> bool:
 
 def _class_level(cls: cst.ClassDef, attr: str) -> cst.SimpleStatementLine | None:
     for statement in cls.body.body:
-        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1 \
-                and is_name(statement.body[0].targets[0].target, attr):
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign)
+            and len(statement.body[0].targets) == 1
+            and is_name(statement.body[0].targets[0].target, attr)
+        ):
             return statement
     return None
 
@@ -525,8 +582,12 @@ def _function_named(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 def _super_init(init: cst.FunctionDef) -> cst.SimpleStatementLine | None:
     for statement in init.body.body:
-        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.Call):
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.Call)
+        ):
             func = statement.body[0].value.func
             if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
                 return statement
@@ -538,8 +599,10 @@ def _is_module_class(cls: cst.ClassDef, source: SourceFile, depth: int = 0) -> b
         qualified = source.qualified_name(base.value)
         if qualified in ("torch.nn.Module", "nn.Module", "Module", "torch.nn.modules.module.Module"):
             return True
-        local = next((n for n in source.module.body if isinstance(n, cst.ClassDef)
-                      and n.name.value == source.code(base.value)), None)
+        local = next(
+            (n for n in source.module.body if isinstance(n, cst.ClassDef) and n.name.value == source.code(base.value)),
+            None,
+        )
         if local is not None and depth < 5 and _is_module_class(local, source, depth + 1):
             return True
         if qualified.startswith("torch.nn."):

@@ -13,7 +13,9 @@ def run_cli(*args, cwd=None, check=None):
     """Run `recompile-fix ARGS` in a fresh process, as a user would."""
     completed = subprocess.run(
         [sys.executable, "-m", "recompile_fix", *args],
-        cwd=cwd or ROOT, capture_output=True, text=True,
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     if check is not None:
@@ -27,11 +29,15 @@ def cli():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="Re-record golden Profiles and rewrite expected outputs (review the diff!).")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="Re-record golden Profiles and rewrite expected outputs (review the diff!).",
+    )
 
 
-MAIN = '''import torch
+MAIN = """import torch
 
 from helpers import run
 
@@ -44,8 +50,8 @@ def fn(x):
 for n in (3, 4, 5):
     fn(torch.ones(n))
 run()
-'''
-HELPERS = '''import torch
+"""
+HELPERS = """import torch
 
 
 @torch.compile
@@ -57,7 +63,7 @@ def run():
     for n in (6, 7):
         y = torch.ones(n, 2)
         gn(y)
-'''
+"""
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,9 @@ def run_recorded(script: Path, tmp: Path) -> dict:
     key = (str(Path(script).resolve()), hashlib.sha256(Path(script).read_bytes()).hexdigest())
     if key not in _RUNS:
         out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
-        done = subprocess.run([sys.executable, str(HARNESS), str(out), str(script)],
-                              capture_output=True, text=True, cwd=script.parent)
+        done = subprocess.run(
+            [sys.executable, str(HARNESS), str(out), str(script)], capture_output=True, text=True, cwd=script.parent
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         _RUNS[key] = torch.load(out, weights_only=True)
     return _RUNS[key]

@@ -2,13 +2,10 @@
 
 import hashlib
 import json
-import shutil
 
 import pytest
 
-from conftest import run_cli
-
-from conftest import HELPERS, MAIN
+from conftest import HELPERS, MAIN, run_cli
 
 
 def _errors(result):
@@ -30,10 +27,13 @@ def test_clean_project_fixes_both_files(project):
     assert _errors(result) == []
 
 
-@pytest.mark.parametrize("bad, message", [
-    (HELPERS.replace("def run():", "def run(:").encode(), "does not parse"),
-    (HELPERS.encode() + b"# caf\xe9\n", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (HELPERS.replace("def run():", "def run(:").encode(), "does not parse"),
+        (HELPERS.encode() + b"# caf\xe9\n", "not UTF-8"),
+    ],
+)
 def test_unparsable_or_non_utf8_file(project, bad, message):
     _set_source(project, "helpers.py", bad)
     result = run_cli("apply", ".", cwd=project, check=2)

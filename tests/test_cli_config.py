@@ -45,11 +45,14 @@ def test_unknown_config_key_is_an_error(project):
     assert result.stderr.strip().endswith("unknown key(s) in [tool.recompile-fix]: selct")
 
 
-@pytest.mark.parametrize("comment, suppressed", [
-    ("  # recompile-fix: ignore[RF001]", True),
-    ("  # recompile-fix: ignore", True),
-    ("  # recompile-fix: ignore[RF002]", False),
-])
+@pytest.mark.parametrize(
+    "comment, suppressed",
+    [
+        ("  # recompile-fix: ignore[RF001]", True),
+        ("  # recompile-fix: ignore", True),
+        ("  # recompile-fix: ignore[RF002]", False),
+    ],
+)
 def test_suppression_comment(project, comment, suppressed):
     # Added after profiling: a suppression comment alone does not make the Profile stale.
     main = (project / "main.py").read_text().replace("    fn(torch.ones(n))", "    fn(torch.ones(n))" + comment)
@@ -63,8 +66,11 @@ def test_suppression_comment(project, comment, suppressed):
 
 
 def test_other_edits_beside_a_suppression_comment_still_make_the_profile_stale(project):
-    main = (project / "main.py").read_text().replace("    fn(torch.ones(n))",
-                                                    "    fn(torch.ones(n))  # recompile-fix: ignore[RF002]")
+    main = (
+        (project / "main.py")
+        .read_text()
+        .replace("    fn(torch.ones(n))", "    fn(torch.ones(n))  # recompile-fix: ignore[RF002]")
+    )
     (project / "main.py").write_text("# a new first line\n" + main)
     result = run_cli("apply", ".", "--check", cwd=project, check=2)
     assert "main.py: changed since it was profiled" in result.stderr
@@ -97,7 +103,7 @@ def test_static_mode_without_profile(project):
     assert "static mode" in result.stderr
 
 
-STATIC_MODEL = '''import torch
+STATIC_MODEL = """import torch
 from torch import nn
 
 
@@ -119,7 +125,7 @@ class Net{i}(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x
-'''
+"""
 
 
 @pytest.fixture

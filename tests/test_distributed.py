@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from recompile_fix.rules import ALL_RULES
 
 from conftest import PROGRAMS, run_cli
 from recompile_fix.plan import plan
@@ -19,7 +20,6 @@ from recompile_fix.profile import Profile
 from recompile_fix.profile_run import build_profile
 from recompile_fix.report import render_json, render_text
 from recompile_fix.rule import Project
-from recompile_fix.rules import ALL_RULES
 from recompile_fix.trace_reader import profile_from_trace
 
 SCRIPT = PROGRAMS / "distributed" / "ddp_ragged.py"
@@ -34,13 +34,27 @@ def _free_port() -> int:
 
 def _env(**extra) -> dict:
     # Loopback only: gloo on `lo`, the rendezvous on 127.0.0.1.
-    return {**os.environ, "PYTHONWARNINGS": "ignore", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1",
-            "OMP_NUM_THREADS": "1", **extra}
+    return {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "MASTER_ADDR": "127.0.0.1",
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
 
 
 def _torchrun_args(out_dir) -> list[str]:
-    return ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-            "ddp_ragged.py", str(out_dir)]
+    return [
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "ddp_ragged.py",
+        str(out_dir),
+    ]
 
 
 def _rank_outputs(out_dir) -> dict[int, dict]:
@@ -55,7 +69,12 @@ def ddp_run(tmp_path_factory):
     (work / "before").mkdir()
     profiled = subprocess.run(
         [sys.executable, "-m", "recompile_fix", "profile", "--", "torchrun", *_torchrun_args(work / "before")],
-        cwd=work, capture_output=True, text=True, timeout=TIMEOUT, env=_env(TORCH_TRACE=str(work / "trace")))
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=_env(TORCH_TRACE=str(work / "trace")),
+    )
     assert profiled.returncode == 0, profiled.stdout + profiled.stderr[-4000:]
     profile = Profile.load(work / ".recompile-fix" / "profile.json")
     report = run_cli("report", cwd=work, check=0).stdout
@@ -78,7 +97,8 @@ def test_torchrun_profile_records_both_ranks(ddp_run):
             key = f"{frame.name}:{frame.first_line}"
             assert sum(1 for c in frame.compiles if c.rank == rank) == before[rank]["compiles"][key]
     assert {(r.kind, r.source, r.dim, r.expected, r.actual) for r in forward.reasons()} == {
-        ("size_mismatch", "x", 0, 16, 2)}
+        ("size_mismatch", "x", 0, 16, 2)
+    }
     assert all(c.call_site.file == "ddp_ragged.py" and c.call_site.line == 40 for c in forward.compiles)
     # The report shows the counts per rank.
     assert "per rank: rank 0: 2 compiles, rank 1: 2 compiles" in report
@@ -90,10 +110,17 @@ def test_apply_fixes_the_ddp_run_on_both_ranks(ddp_run):
     # The compiled DDP wrapper (torch's `inner(*args)`) and the model's `forward` both see the
     # batch: one mark for both, the soft one (torch's wrapper is not ours to read).
     assert [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")] == [
-        "+        torch._dynamo.maybe_mark_dynamic(data, 0)"]
+        "+        torch._dynamo.maybe_mark_dynamic(data, 0)"
+    ]
     (work / "after").mkdir()
-    fixed = subprocess.run([sys.executable, "-m", "torch.distributed.run", *_torchrun_args(work / "after")],
-                           cwd=work, capture_output=True, text=True, timeout=TIMEOUT, env=_env())
+    fixed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", *_torchrun_args(work / "after")],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=_env(),
+    )
     assert fixed.returncode == 0, fixed.stderr[-4000:]
     before, after = _rank_outputs(work / "before"), _rank_outputs(work / "after")
     for rank in (0, 1):
@@ -112,9 +139,15 @@ def test_trace_of_the_ddp_run_reads_into_the_same_profile(ddp_run):
     assert sorted(p["rank"] for p in traced.processes) == [0, 1]
 
     def compiles(p):
-        return {(c.rank, c.id): (f.key, [(r.kind, r.source, r.dim, r.expected, r.actual) for r in c.reasons],
-                                 c.call_site and (c.call_site.file, c.call_site.line))
-                for f in p.frames for c in f.compiles}
+        return {
+            (c.rank, c.id): (
+                f.key,
+                [(r.kind, r.source, r.dim, r.expected, r.actual) for r in c.reasons],
+                c.call_site and (c.call_site.file, c.call_site.line),
+            )
+            for f in p.frames
+            for c in f.compiles
+        }
 
     assert compiles(traced) == compiles(profile)
     project = Project(str(work), expected_hashes=profile.sources)
@@ -127,8 +160,13 @@ def _record(rank, compiles):
 
 
 def _compile(cid, reasons=()):
-    return {"compile_id": cid, "frame": {"file": "/w/train.py", "line": 10, "name": "step"},
-            "guard_failures": list(reasons), "stack": [], "seconds": {"dynamo": 0.5}}
+    return {
+        "compile_id": cid,
+        "frame": {"file": "/w/train.py", "line": 10, "name": "step"},
+        "guard_failures": list(reasons),
+        "stack": [],
+        "seconds": {"dynamo": 0.5},
+    }
 
 
 def test_report_shows_a_frame_that_recompiles_on_one_rank_only():

@@ -33,8 +33,18 @@ def test_golden_apply(case, tmp_path, request):
     work = _stage(case, tmp_path)
     update = request.config.getoption("--update-golden")
     if update:
-        run_cli("profile", "-o", str(case / "profile.json"), "--backend", "eager", "--",
-                "python", "program.py", cwd=work, check=0)
+        run_cli(
+            "profile",
+            "-o",
+            str(case / "profile.json"),
+            "--backend",
+            "eager",
+            "--",
+            "python",
+            "program.py",
+            cwd=work,
+            check=0,
+        )
     profile = work / "profile.json"  # apply records what it did in its Profile: give it a copy
     shutil.copy(case / "profile.json", profile)
     # UNSAFE_FIXES: the case's fix is unsafe by class (e.g. RF005's graph break): apply it, and only
@@ -51,8 +61,9 @@ def test_golden_apply(case, tmp_path, request):
     assert "already fixed" in again.stderr or "Fixed 0" in again.stderr
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not (c / "NO_CHANGE").exists()],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
+)
 def test_golden_equivalence(case, tmp_path):
     before = run_recorded(case / "program.in.py", tmp_path)
     after = run_recorded(case / "program.out.py", tmp_path)
@@ -60,7 +71,10 @@ def test_golden_equivalence(case, tmp_path):
     assert_same_outputs(before, after, exact=(case / "EXACT").exists())
     if (case / "COMPILES_ONCE").exists():  # the frames named there compiled more than once, now once
         for name in (case / "COMPILES_ONCE").read_text().split():
-            assert before["compiles"][name] > 1 and after["compiles"][name] == 1, (before["compiles"], after["compiles"])
+            assert before["compiles"][name] > 1 and after["compiles"][name] == 1, (
+                before["compiles"],
+                after["compiles"],
+            )
     elif (case / "SAME_COMPILES").exists():  # a compile-time fix (RF004): as many compiles, each cheaper
         assert total_compiles(after) == total_compiles(before), (before["compiles"], after["compiles"])
     else:

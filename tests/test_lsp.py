@@ -23,9 +23,12 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from conftest import ROOT, run_cli
 
 GOLDEN = ROOT / "golden"
-CASES = sorted(p for p in GOLDEN.glob("RF*/*")
-               if all((p / name).exists() for name in ("program.in.py", "profile.json", "program.out.py"))
-               and not (p / "NO_CHANGE").exists())
+CASES = sorted(
+    p
+    for p in GOLDEN.glob("RF*/*")
+    if all((p / name).exists() for name in ("program.in.py", "profile.json", "program.out.py"))
+    and not (p / "NO_CHANGE").exists()
+)
 STALE = "Profile is stale for this file: run `recompile-fix profile` again"
 TIMEOUT = 60
 
@@ -46,17 +49,28 @@ def _client() -> LanguageClient:
 
 
 @asynccontextmanager
-async def session(root: Path, *, debounce: float = 0.05, capabilities: lsp.ClientCapabilities | None = None,
-                  options: dict | None = None, folders: list[Path] | None = None):
+async def session(
+    root: Path,
+    *,
+    debounce: float = 0.05,
+    capabilities: lsp.ClientCapabilities | None = None,
+    options: dict | None = None,
+    folders: list[Path] | None = None,
+):
     config = ClientServerConfig(
         server_command=[sys.executable, "-m", "recompile_fix", "lsp", "--debounce", str(debounce)],
-        client_factory=_client)
+        client_factory=_client,
+    )
     client = await config.start()
     try:
-        await client.initialize_session(lsp.InitializeParams(
-            capabilities=capabilities or lsp.ClientCapabilities(), root_uri=from_fs_path(str(root)),
-            workspace_folders=[lsp.WorkspaceFolder(uri=uri_of(f), name=f.name) for f in folders or []] or None,
-            initialization_options=options))
+        await client.initialize_session(
+            lsp.InitializeParams(
+                capabilities=capabilities or lsp.ClientCapabilities(),
+                root_uri=from_fs_path(str(root)),
+                workspace_folders=[lsp.WorkspaceFolder(uri=uri_of(f), name=f.name) for f in folders or []] or None,
+                initialization_options=options,
+            )
+        )
         yield client
         await asyncio.wait_for(client.shutdown_session(), TIMEOUT)  # the server exits when asked
     finally:
@@ -72,6 +86,7 @@ def uri_of(path: Path) -> str:
 
 async def diagnostics_for(client, uri: str, version: int) -> list[lsp.Diagnostic]:
     """Wait for the diagnostics the server publishes for this version of the document."""
+
     async def wait():
         while True:
             for params in client.published:
@@ -85,6 +100,7 @@ async def diagnostics_for(client, uri: str, version: int) -> list[lsp.Diagnostic
 
 async def until(client, predicate) -> None:
     """Wait until a publishDiagnostics makes ``predicate()`` true."""
+
     async def wait():
         while not predicate():
             client.arrived.clear()
@@ -95,29 +111,39 @@ async def until(client, predicate) -> None:
 
 def open_doc(client, path: Path, text: str, version: int = 1) -> str:
     uri = uri_of(path)
-    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
-        text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)))
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+        )
+    )
     return uri
 
 
 def change_doc(client, uri: str, version: int, text: str) -> None:
-    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)]))
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
 
 
 async def code_actions(client, uri: str, rng: lsp.Range | None = None, only=None) -> list[lsp.CodeAction]:
     rng = rng or lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=10**6, character=0))
-    result = await client.text_document_code_action_async(lsp.CodeActionParams(
-        text_document=lsp.TextDocumentIdentifier(uri=uri), range=rng,
-        context=lsp.CodeActionContext(diagnostics=[], only=only)))
+    result = await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=rng,
+            context=lsp.CodeActionContext(diagnostics=[], only=only),
+        )
+    )
     return [a for a in (result or []) if isinstance(a, lsp.CodeAction)]
 
 
 def _offset(text: str, position: lsp.Position) -> int:
     """An LSP position (UTF-16 code units) to a str offset, written apart from the server's."""
     lines = text.split("\n")
-    start = sum(len(line) + 1 for line in lines[:position.line])
+    start = sum(len(line) + 1 for line in lines[: position.line])
     line = lines[position.line] if position.line < len(lines) else ""
     units = line.encode("utf-16-le")[: 2 * position.character]
     return start + len(units.decode("utf-16-le"))
@@ -130,7 +156,7 @@ def apply_workspace_edit(text: str, uri: str, edit: lsp.WorkspaceEdit) -> str:
         edits = list((edit.changes or {}).get(uri, []))
     spans = [(_offset(text, e.range.start), _offset(text, e.range.end), i, e.new_text) for i, e in enumerate(edits)]
     spans.sort(key=lambda s: (s[0], s[1], s[2]))  # LSP: array order for inserts at one position
-    for (start, end, _, _), (next_start, _, _, _) in zip(spans, spans[1:]):
+    for (_, end, _, _), (next_start, _, _, _) in zip(spans, spans[1:]):
         assert end <= next_start, "overlapping TextEdits"
     for start, end, _, new in reversed(spans):
         text = text[:start] + new + text[end:]
@@ -164,8 +190,17 @@ def stage(case: Path, work: Path) -> Path:
 # -- every rule's golden cases: quick fixes one by one, and fix-all, end where `apply` ends ------
 def quick_fix(actions, unsafe: bool) -> lsp.CodeAction | None:
     allowed = ("safe", "unsafe") if unsafe else ("safe",)
-    return next((a for a in actions if a.kind == lsp.CodeActionKind.QuickFix and a.title.startswith("Fix ")
-                 and a.diagnostics and a.diagnostics[0].data["safety"] in allowed), None)
+    return next(
+        (
+            a
+            for a in actions
+            if a.kind == lsp.CodeActionKind.QuickFix
+            and a.title.startswith("Fix ")
+            and a.diagnostics
+            and a.diagnostics[0].data["safety"] in allowed
+        ),
+        None,
+    )
 
 
 async def fix_one_by_one(client, uri: str, text: str, version: int, *, unsafe: bool) -> tuple[str, int]:
@@ -237,7 +272,7 @@ async def test_golden_quick_fixes_and_fix_all(case, golden_server):
 
 
 # -- one project with a non-ASCII line and an unsafe fix ---------------------------------------
-UNICODE = '''import torch
+UNICODE = """import torch
 
 
 @torch.compile
@@ -253,7 +288,7 @@ for n in (3, 4, 5):
     _ = "\U0001f642\U0001f642"; fn("é", torch.ones(n))
 for n in (6, 7):
     fn(g(), torch.zeros(n))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -310,8 +345,11 @@ async def test_utf16_positions_and_unsafe_fix(unicode_project):
         left = rf001(await diagnostics_for(client, uri, 2))
         assert [d.data["safety"] for d in left] == ["unsafe"]
         assert await code_actions(client, uri, only=[lsp.CodeActionKind.SourceFixAll]) == []
-        unsafe_fix = next(a for a in await code_actions(client, uri, left[0].range, only=[lsp.CodeActionKind.QuickFix])
-                          if a.title.startswith("Fix ") and a.diagnostics[0].code == "RF001")
+        unsafe_fix = next(
+            a
+            for a in await code_actions(client, uri, left[0].range, only=[lsp.CodeActionKind.QuickFix])
+            if a.title.startswith("Fix ") and a.diagnostics[0].code == "RF001"
+        )
         assert unsafe_fix.diagnostics[0].data["safety"] == "unsafe"
         assert apply_workspace_edit(text, uri, unsafe_fix.edit) == expected["--unsafe-fixes"]
 
@@ -327,14 +365,18 @@ async def test_diagnostics_and_hover_evidence(project):
         assert diagnostic.severity == lsp.DiagnosticSeverity.Warning
         assert (diagnostic.range.start.line, diagnostic.range.start.character) == (11, 4)
         assert "`x`" in diagnostic.message and "mark it dynamic" in diagnostic.message
-        hover = await client.text_document_hover_async(lsp.HoverParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), position=diagnostic.range.start))
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=diagnostic.range.start)
+        )
         body = hover.contents.value
         assert "RF001" in body and "Evidence" in body
         assert "tensor 'x' size mismatch at index 0" in body  # the guard text
         assert "compiles: `" in body and "compile seconds: `" in body
-        nothing = await client.text_document_hover_async(lsp.HoverParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=0, character=0)))
+        nothing = await client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=0, character=0)
+            )
+        )
         assert nothing is None
 
 
@@ -346,9 +388,13 @@ async def test_fix_all_resolved_lazily(project):
     work = project.parent / "expected"
     shutil.copytree(project, work)
     run_cli("apply", ".", cwd=work, check=0)
-    capabilities = lsp.ClientCapabilities(text_document=lsp.TextDocumentClientCapabilities(
-        code_action=lsp.CodeActionClientCapabilities(resolve_support=lsp.ClientCodeActionResolveOptions(
-            properties=["edit"]))))
+    capabilities = lsp.ClientCapabilities(
+        text_document=lsp.TextDocumentClientCapabilities(
+            code_action=lsp.CodeActionClientCapabilities(
+                resolve_support=lsp.ClientCodeActionResolveOptions(properties=["edit"])
+            )
+        )
+    )
     async with session(project, capabilities=capabilities) as client:
         uri = open_doc(client, helpers, text)
         await diagnostics_for(client, uri, 1)
@@ -399,8 +445,9 @@ async def test_stale_profile_and_unsaved_buffer(project):
         after = ours(await diagnostics_for(client, uri, 2))
         (stale,) = [d for d in after if d.message == STALE]
         assert stale.severity == lsp.DiagnosticSeverity.Information and stale.range.start.line == 0
-        assert rf001(after) == [] and all(d.data.get("kind") == "stale" or d.data.get("confidence") != "profile"
-                                          for d in after)
+        assert rf001(after) == [] and all(
+            d.data.get("kind") == "stale" or d.data.get("confidence") != "profile" for d in after
+        )
         assert not [a for a in await code_actions(client, uri) if "RF001" in a.title]
 
 
@@ -414,8 +461,11 @@ async def test_syntax_error_no_actions_no_crash(project):
         uri = open_doc(client, broken, source)
         assert ours(await diagnostics_for(client, uri, 1)) == []
         assert await code_actions(client, uri) == []
-        hover = await client.text_document_hover_async(lsp.HoverParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=4, character=4)))
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=4, character=4)
+            )
+        )
         assert hover is None
         # A profiled file edited into a syntax error: stale, and still no actions.
         main_uri = open_doc(client, main, main.read_text())
@@ -485,7 +535,7 @@ async def test_a_new_profile_is_picked_up_without_editor_events(project):
         await until(client, lambda: len(rf001(client.diagnostics[uri])) == 1)
 
 
-STATIC = '''import torch
+STATIC = """import torch
 
 mod = torch.nn.Linear(3, 3)
 opt = torch.optim.Adam(mod.parameters(), lr=0.01)
@@ -500,7 +550,7 @@ def gn(inp):
     opt.step()
     sched.step()
     return out.detach()
-'''
+"""
 
 
 @pytest.mark.asyncio
@@ -518,10 +568,10 @@ async def test_rules_that_need_no_profile(tmp_path):
         uri = open_doc(client, work / "program.py", STATIC)
         found = ours(await diagnostics_for(client, uri, 1))
         assert "RF003" in [d.code for d in found]
-        assert all(d.data["confidence"] == "static" and d.severity == lsp.DiagnosticSeverity.Information
-                   for d in found)
-        hover = await client.text_document_hover_async(lsp.HoverParams(
-            text_document=lsp.TextDocumentIdentifier(uri=uri), position=found[0].range.start))
+        assert all(d.data["confidence"] == "static" and d.severity == lsp.DiagnosticSeverity.Information for d in found)
+        hover = await client.text_document_hover_async(
+            lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=found[0].range.start)
+        )
         assert "seen in the source alone" in hover.contents.value
         (fix_all,) = await code_actions(client, uri, only=[lsp.CodeActionKind.SourceFixAll])
         assert apply_workspace_edit(STATIC, uri, fix_all.edit) == expected

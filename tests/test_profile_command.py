@@ -3,7 +3,7 @@ leaves a partial Profile, nothing compiled gives an empty one, bad commands exit
 
 import json
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS
 from recompile_fix.profile import Profile
 
 EDGE = PROGRAMS / "edge"
@@ -11,8 +11,9 @@ EDGE = PROGRAMS / "edge"
 
 def test_crash_after_compiling_leaves_a_partial_profile(tmp_path, cli):
     out = tmp_path / "p.json"
-    result = cli("profile", "-o", str(out), "--backend", "eager", "--", "python",
-                 str(EDGE / "crash_after_compile.py"), check=1)
+    result = cli(
+        "profile", "-o", str(out), "--backend", "eager", "--", "python", str(EDGE / "crash_after_compile.py"), check=1
+    )
     assert "the training run fell over" in result.stderr  # the program's own traceback
     profile = Profile.load(out)
     assert profile.exit_code == 1
@@ -48,7 +49,8 @@ def test_python_dash_m_and_bare_script(tmp_path, cli):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "__main__.py").write_text(
-        "import torch\nf = torch.compile(lambda x: x + 1)\nf(torch.ones(2)); f(torch.ones(3))\n")
+        "import torch\nf = torch.compile(lambda x: x + 1)\nf(torch.ones(2)); f(torch.ones(3))\n"
+    )
     out = tmp_path / "p.json"
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", "-m", "pkg", cwd=tmp_path, check=0)
     assert Profile.load(out).total_compiles == 2
@@ -59,8 +61,17 @@ def test_python_dash_m_and_bare_script(tmp_path, cli):
 
 def test_report_text_and_json(tmp_path, cli):
     out = tmp_path / "p.json"
-    cli("profile", "-o", str(out), "--backend", "eager", "--", "python",
-        str(PROGRAMS / "seeds" / "limit_hit.py"), check=0)
+    cli(
+        "profile",
+        "-o",
+        str(out),
+        "--backend",
+        "eager",
+        "--",
+        "python",
+        str(PROGRAMS / "seeds" / "limit_hit.py"),
+        check=0,
+    )
     text = cli("report", str(out), check=0).stdout
     assert "7x tensor size changed: `x` dim 0" in text and "recompile limit hit" in text
     data = json.loads(cli("report", "--json", str(out), check=0).stdout)

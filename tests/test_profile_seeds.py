@@ -34,8 +34,9 @@ EXPECTED = {
 
 
 def torch_metrics(script):
-    out = subprocess.run([sys.executable, str(PROGRAMS / "torch_metrics.py"), str(script)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(PROGRAMS / "torch_metrics.py"), str(script)], capture_output=True, text=True, cwd=ROOT
+    )
     line = next(l for l in out.stdout.splitlines() if l.startswith("TORCH_METRICS "))
     return json.loads(line.split(" ", 1)[1])
 
@@ -81,6 +82,7 @@ def test_profile_hashes_every_named_source(tmp_path, cli):
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(SEEDS / "graph_break.py"), check=0)
     profile = Profile.load(out)
     import hashlib
+
     rel = str((SEEDS / "graph_break.py").relative_to(ROOT))
     assert profile.sources[rel] == hashlib.sha256((SEEDS / "graph_break.py").read_bytes()).hexdigest()
     assert profile.schema_version == 1 and profile.torch_version.startswith("2.13")

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from recompile_fix.rules import rule_by_id
 
 from conftest import ROOT
 from recompile_fix.findings import Safety
 from recompile_fix.profile import Compile, Frame, Profile, sha256_bytes
 from recompile_fix.rewrite import rewrite
 from recompile_fix.rule import Project
-from recompile_fix.rules import rule_by_id
 from recompile_fix.source import SourceFile
 
 RF004 = rule_by_id("RF004")
 GOLDEN = ROOT / "golden" / "RF004"
 
-BLOCK = '''
+BLOCK = """
 import torch
 from torch import nn
 {imports}
@@ -45,17 +45,25 @@ class Model(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x
-{tail}'''
+{tail}"""
 
 
 def static(text: str, path: str = "model.py"):
     return RF004.plan_static(SourceFile.parse(Path(path), text), path)
 
 
-def source(body: str, *, imports: str = "", init: str = "", methods: str = "", params: str = "",
-           count: int = 6, tail: str = "") -> str:
-    return BLOCK.format(imports=imports, init=textwrap.indent(init, " " * 8), methods=textwrap.indent(methods, " " * 4),
-                        params=params, body=textwrap.indent(body, " " * 8), count=count, tail=tail)
+def source(
+    body: str, *, imports: str = "", init: str = "", methods: str = "", params: str = "", count: int = 6, tail: str = ""
+) -> str:
+    return BLOCK.format(
+        imports=imports,
+        init=textwrap.indent(init, " " * 8),
+        methods=textwrap.indent(methods, " " * 4),
+        params=params,
+        body=textwrap.indent(body, " " * 8),
+        count=count,
+        tail=tail,
+    )
 
 
 def block(body: str, **parts):
@@ -126,16 +134,22 @@ def test_profile_finding_confirms_the_inlining_frame(tmp_path):
 
 
 # -- what makes a block unsafe or unfixable --------------------------------------------------
-@pytest.mark.parametrize("body, why", [
-    ("s = x.sum().item()\nreturn self.lin(x) * s", "`.item()` (line {line}) reads a tensor into Python"),
-    ("if x.sum() > 0:\n    return self.lin(x)\nreturn x * 2", "branches on a tensor's value (line {line}: `x.sum() > 0`)"),
-    ("if x > 0:\n    x = x * 2\nreturn self.lin(x)", "branches on a tensor's value"),
-    ("return x", "returns its input `x` (line {line})"),
-    ("return x.view(-1, 8)", "returns a view of its input `x`"),
-    ("logger.info('hi')\nreturn x + self.lin(x)", "`logger.info()` (line {line}) is not traceable"),
-    ("warnings.warn('hi')\nreturn x + self.lin(x)", "`warnings.warn()` (line {line}) is not traceable"),
-    ("torch._dynamo.graph_break()\nreturn self.lin(x)", "breaks the graph"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("s = x.sum().item()\nreturn self.lin(x) * s", "`.item()` (line {line}) reads a tensor into Python"),
+        (
+            "if x.sum() > 0:\n    return self.lin(x)\nreturn x * 2",
+            "branches on a tensor's value (line {line}: `x.sum() > 0`)",
+        ),
+        ("if x > 0:\n    x = x * 2\nreturn self.lin(x)", "branches on a tensor's value"),
+        ("return x", "returns its input `x` (line {line})"),
+        ("return x.view(-1, 8)", "returns a view of its input `x`"),
+        ("logger.info('hi')\nreturn x + self.lin(x)", "`logger.info()` (line {line}) is not traceable"),
+        ("warnings.warn('hi')\nreturn x + self.lin(x)", "`warnings.warn()` (line {line}) is not traceable"),
+        ("torch._dynamo.graph_break()\nreturn self.lin(x)", "breaks the graph"),
+    ],
+)
 def test_certain_graph_breaks_get_no_edit(body, why):
     text = source(body, imports="import logging\nimport warnings\nlogger = logging.getLogger(__name__)")
     finding = only(static(text))
@@ -143,13 +157,19 @@ def test_certain_graph_breaks_get_no_edit(body, why):
     assert why.format(line=first_body_line(text)) in notes(finding)
 
 
-@pytest.mark.parametrize("body, why", [
-    ("return x + helper(self.lin(x))", "calls `helper(...)` (line {line}), defined outside what the analysis can see"),
-    ("return x + self.act(self.lin(x))", "calls `self.act` (line {line}), set to `ACTIVATIONS['gelu']`"),
-    ("x.add_(1)\nreturn self.lin(x)", "`x.add_()` (line {line}) mutates the input `x` in place"),
-    ("x += 1\nreturn self.lin(x)", "`x += 1` (line {line}) mutates the input `x` in place"),
-    ("return super().forward(x)", "calls `super().forward(...)`"),
-])
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (
+            "return x + helper(self.lin(x))",
+            "calls `helper(...)` (line {line}), defined outside what the analysis can see",
+        ),
+        ("return x + self.act(self.lin(x))", "calls `self.act` (line {line}), set to `ACTIVATIONS['gelu']`"),
+        ("x.add_(1)\nreturn self.lin(x)", "`x.add_()` (line {line}) mutates the input `x` in place"),
+        ("x += 1\nreturn self.lin(x)", "`x += 1` (line {line}) mutates the input `x` in place"),
+        ("return super().forward(x)", "calls `super().forward(...)`"),
+    ],
+)
 def test_what_the_analysis_cannot_vouch_for_is_unsafe(body, why):
     text = source(body, imports="from helpers import helper, ACTIVATIONS", init="self.act = ACTIVATIONS['gelu']")
     finding = only(static(text))
@@ -157,35 +177,51 @@ def test_what_the_analysis_cannot_vouch_for_is_unsafe(body, why):
     assert why.format(line=first_body_line(text)) in notes(finding)
 
 
-@pytest.mark.parametrize("body", [
-    "if x.shape[0] > 1 and self.training:\n    x = x * 2\nreturn x + self.lin(x)",
-    "h = self.helper(x)\nreturn h * math.sqrt(2)",
-    "y = F.gelu(self.lin(x))\nreturn (x + y).view(-1, 8)",
-    "return x + self.unused_in_forward(x)",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if x.shape[0] > 1 and self.training:\n    x = x * 2\nreturn x + self.lin(x)",
+        "h = self.helper(x)\nreturn h * math.sqrt(2)",
+        "y = F.gelu(self.lin(x))\nreturn (x + y).view(-1, 8)",
+        "return x + self.unused_in_forward(x)",
+    ],
+)
 def test_traceable_blocks_are_safe(body):
-    finding = only(block(body, imports="import math\nimport torch.nn.functional as F",
-                         init="self.unused_in_forward = nn.Sequential(nn.Linear(width, width), nn.ReLU())\n"
-                              "self.never_called = nn.BatchNorm1d(width)",
-                         methods="def helper(self, x):\n    return self.lin(x)\n"))
+    finding = only(
+        block(
+            body,
+            imports="import math\nimport torch.nn.functional as F",
+            init="self.unused_in_forward = nn.Sequential(nn.Linear(width, width), nn.ReLU())\n"
+            "self.never_called = nn.BatchNorm1d(width)",
+            methods="def helper(self, x):\n    return self.lin(x)\n",
+        )
+    )
     assert finding.safety is Safety.SAFE, finding.notes
 
 
 def test_buffer_mutation_and_backward_in_the_file():
-    found = block("self.steps.add_(1)\nreturn x + self.lin(x)",
-                  init="self.register_buffer('steps', torch.zeros(()))",
-                  tail="\nloss = Model()(torch.randn(2, 8)).sum()\nloss.backward()\n")
+    found = block(
+        "self.steps.add_(1)\nreturn x + self.lin(x)",
+        init="self.register_buffer('steps', torch.zeros(()))",
+        tail="\nloss = Model()(torch.randn(2, 8)).sum()\nloss.backward()\n",
+    )
     finding = only(found)
     assert finding.safety is Safety.NONE
     assert "mutates the buffer `steps` in place" in notes(finding) and "the program trains" in notes(finding)
 
 
 def test_training_is_unsafe_gradients_and_eager_backend():
-    finding = only(block("return x + self.lin(x)",
-                         tail="\nstep = torch.compile(Model(), backend=\"eager\")\nstep(torch.randn(2, 8)).sum().backward()\n"))
+    finding = only(
+        block(
+            "return x + self.lin(x)",
+            tail='\nstep = torch.compile(Model(), backend="eager")\nstep(torch.randn(2, 8)).sum().backward()\n',
+        )
+    )
     assert finding.safety is Safety.UNSAFE
     assert "the program trains (`step(torch.randn(2, 8)).sum().backward()` at model.py:" in notes(finding)
-    assert "corrupt the gradients of a reused region" in notes(finding) and "allow_buffer_reuse = False" in notes(finding)
+    assert "corrupt the gradients of a reused region" in notes(finding) and "allow_buffer_reuse = False" in notes(
+        finding
+    )
     assert "fake_mode should be enabled for HOPs" in notes(finding)
 
 
@@ -196,16 +232,19 @@ def test_short_stacks_mixed_stacks_and_marked_blocks_are_left_alone():
     mixed = mixed.replace("nn.ModuleList(Block(8) for _ in range(6))", "nn.Sequential(Block(8), nn.ReLU(), Block(8))")
     assert static(mixed) == []
     marked = source("return x + self.lin(x)")
-    marked = marked.replace("    def forward(self, x):\n        return x + self.lin",
-                            "    @torch.compiler.nested_compile_region\n    def forward(self, x):\n        return x + self.lin")
+    marked = marked.replace(
+        "    def forward(self, x):\n        return x + self.lin",
+        "    @torch.compiler.nested_compile_region\n    def forward(self, x):\n        return x + self.lin",
+    )
     assert static(marked) == []
 
 
 def test_appended_blocks_enumerate_and_a_slice_are_found():
     text = source("return x + self.lin(x)")
-    text = text.replace("self.blocks = nn.ModuleList(Block(8) for _ in range(6))",
-                        "self.blocks = nn.ModuleList()\n        for _ in range(5):\n"
-                        "            self.blocks.append(Block(8))")
+    text = text.replace(
+        "self.blocks = nn.ModuleList(Block(8) for _ in range(6))",
+        "self.blocks = nn.ModuleList()\n        for _ in range(5):\n            self.blocks.append(Block(8))",
+    )
     text = text.replace("for block in self.blocks:", "for i, block in enumerate(self.blocks[:4]):")
     finding = only(static(text))
     assert finding.safety is Safety.SAFE and finding.evidence["blocks"] == 5
@@ -217,12 +256,17 @@ def test_old_or_unknown_torch_gets_no_edit(tmp_path):
     text = source("return x + self.lin(x)")
     (tmp_path / "model.py").write_text(text)
     line = model_forward_line(text)  # Model.forward: the frame that inlines the blocks
-    for version, why in [("2.7.1+cpu", "has no torch.compiler.nested_compile_region (added in 2.8)"),
-                         (None, "the torch version of the Profile is unknown")]:
-        profile = Profile(command=["python", "model.py"], torch_version=version, python_version="3.11",
-                          frames=[Frame("model.py", line, "forward",
-                                        compiles=[Compile(id="0/0", seconds={"dynamo": 1.5})])],
-                          sources={"model.py": sha256_bytes(text.encode())})
+    for version, why in [
+        ("2.7.1+cpu", "has no torch.compiler.nested_compile_region (added in 2.8)"),
+        (None, "the torch version of the Profile is unknown"),
+    ]:
+        profile = Profile(
+            command=["python", "model.py"],
+            torch_version=version,
+            python_version="3.11",
+            frames=[Frame("model.py", line, "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.5})])],
+            sources={"model.py": sha256_bytes(text.encode())},
+        )
         finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
         assert finding.safety is Safety.NONE and why in notes(finding)
 
@@ -232,10 +276,17 @@ def test_a_block_compiled_on_its_own_gets_no_edit(tmp_path):
     of its own; the decorator would not help, and the Profile's word overrides static mode's."""
     text = source("return x + self.lin(x)")
     (tmp_path / "model.py").write_text(text)
-    frames = [Frame("model.py", model_forward_line(text), "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.0})]),
-              Frame("model.py", first_body_line(text) - 1, "forward", compiles=[Compile(id="1/0", seconds={"dynamo": 0.2})])]
-    profile = Profile(command=["python", "model.py"], torch_version="2.13.0", python_version="3.11",
-                      frames=frames, sources={"model.py": sha256_bytes(text.encode())})
+    frames = [
+        Frame("model.py", model_forward_line(text), "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.0})]),
+        Frame("model.py", first_body_line(text) - 1, "forward", compiles=[Compile(id="1/0", seconds={"dynamo": 0.2})]),
+    ]
+    profile = Profile(
+        command=["python", "model.py"],
+        torch_version="2.13.0",
+        python_version="3.11",
+        frames=frames,
+        sources={"model.py": sha256_bytes(text.encode())},
+    )
     finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
     assert finding.safety is Safety.NONE and finding.notes[0].startswith("`forward` is compiled as a frame of its own")
     assert only(static(text)).location.line == finding.location.line  # apply keeps the Profile's finding
@@ -243,7 +294,7 @@ def test_a_block_compiled_on_its_own_gets_no_edit(tmp_path):
 
 # -- the rewritten model trains --------------------------------------------------------------
 def test_training_step_through_the_rewritten_model(tmp_path):
-    text = textwrap.dedent('''
+    text = textwrap.dedent("""
         import torch as th
         from torch import nn
 
@@ -267,7 +318,7 @@ def test_training_step_through_the_rewritten_model(tmp_path):
                 for block in self.blocks:
                     x = block(x)
                 return x
-    ''')
+    """)
     source = SourceFile.parse(Path("model.py"), text)
     findings = static(text)
     assert [f.safety for f in findings] == [Safety.SAFE]
@@ -310,7 +361,10 @@ def test_a_file_with_a_byte_order_mark_is_read_like_any_other():
     text = source("return x + self.mlp(x)")
     (plain,) = static(text)
     (marked,) = static("\ufeff" + text)
-    assert (marked.location.line, marked.location.col, marked.safety) == \
-        (plain.location.line, plain.location.col, plain.safety)
+    assert (marked.location.line, marked.location.col, marked.safety) == (
+        plain.location.line,
+        plain.location.col,
+        plain.safety,
+    )
     (edit,) = RF004.fix(marked, SourceFile.parse(Path("model.py"), "\ufeff" + text, parse=False), "torch")
     assert edit.new_text.strip() == "@torch.compiler.nested_compile_region"

@@ -5,13 +5,13 @@ once after the edit."""
 import shutil
 
 import pytest
+from recompile_fix.rules import rule_by_id
 
 from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import assert_same_outputs, run_recorded
 from recompile_fix.findings import Safety
 from recompile_fix.profile import Profile
 from recompile_fix.rule import Project
-from recompile_fix.rules import rule_by_id
 
 RF005 = rule_by_id("RF005")
 GOLDEN = ROOT / "golden" / "RF005"
@@ -34,10 +34,13 @@ def test_seed_finding_is_unsafe_and_states_the_trade(tmp_path):
     assert "two graphs" in trade and "still recompiles for each value" in trade
 
 
-@pytest.mark.parametrize("case, why", [
-    ("fullgraph_frame", "`fn` is compiled with fullgraph=True (line 8): a graph break there is an error"),
-    ("prefix_reads_value", "the prefix reads `n` (line 6) before the guarded use"),
-])
+@pytest.mark.parametrize(
+    "case, why",
+    [
+        ("fullgraph_frame", "`fn` is compiled with fullgraph=True (line 8): a graph break there is an error"),
+        ("prefix_reads_value", "the prefix reads `n` (line 6) before the guarded use"),
+    ],
+)
 def test_no_fix_says_why(case, why, tmp_path):
     (finding,) = plan_golden(case, tmp_path)
     assert finding.safety is Safety.NONE and finding.notes == [finding.notes[0]]

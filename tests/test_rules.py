@@ -6,9 +6,9 @@ import sys
 import zipfile
 
 import pytest
-
-from conftest import ROOT, run_cli
 from recompile_fix.rules import ALL_RULES
+
+from conftest import ROOT
 
 SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "## Fix safety", "## Profile evidence"]
 
@@ -31,8 +31,11 @@ def test_rules_command_lists_and_explains(cli):
 
 
 def test_wheel_ships_the_rules(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("recompile_fix-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

@@ -10,7 +10,7 @@ import pytest
 from recompile_fix.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses
 from recompile_fix.source import SourceFile
 
-CODE = textwrap.dedent('''
+CODE = textwrap.dedent("""
     import math
     import torch
     import torch.nn.functional as F
@@ -92,7 +92,7 @@ CODE = textwrap.dedent('''
         def forward(self, x, t):
             h = self.proj(x)
             return h / t + self.bias * t
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -105,20 +105,29 @@ def uses(source, function, param, tensors):
     return ScalarUses().of_parameter(source, "m.py", func, param, set(tensors))
 
 
-@pytest.mark.parametrize("function, param, tensors, verdicts, why", [
-    ("direct", "c", {"x"}, [TENSOR], "tensor arithmetic"),
-    ("loop", "n", {"x"}, [BLOCKS], "reaches `range()`"),
-    ("branch", "temperature", {"logits"}, [BLOCKS, TENSOR], "decides a Python branch"),
-    ("dropout", "p", {"x"}, [BLOCKS], "sets the dropout probability of `F.dropout()`"),
-    ("shape", "n", {"x"}, [BLOCKS], "is used as a size or dim by `x.view()`"),
-    ("through_helper", "c", {"x"}, [TENSOR], "tensor arithmetic"),
-    ("eps_and_clamp", "c", {"x"}, [TENSOR, BLOCKS], "sets `eps` of `F.layer_norm()`"),
-    ("via_local", "c", {"x"}, [TENSOR], "tensor arithmetic"),
-    ("unreadable", "c", {"x"}, [UNKNOWN], "is passed to `external_scale()`, whose source recompile-fix cannot read"),
-    ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
-    ("converted", "c", {"x"}, [BLOCKS], "is converted by `int()`"),
-    ("forward", "t", {"x"}, [TENSOR, TENSOR], "tensor arithmetic"),
-])
+@pytest.mark.parametrize(
+    "function, param, tensors, verdicts, why",
+    [
+        ("direct", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+        ("loop", "n", {"x"}, [BLOCKS], "reaches `range()`"),
+        ("branch", "temperature", {"logits"}, [BLOCKS, TENSOR], "decides a Python branch"),
+        ("dropout", "p", {"x"}, [BLOCKS], "sets the dropout probability of `F.dropout()`"),
+        ("shape", "n", {"x"}, [BLOCKS], "is used as a size or dim by `x.view()`"),
+        ("through_helper", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+        ("eps_and_clamp", "c", {"x"}, [TENSOR, BLOCKS], "sets `eps` of `F.layer_norm()`"),
+        ("via_local", "c", {"x"}, [TENSOR], "tensor arithmetic"),
+        (
+            "unreadable",
+            "c",
+            {"x"},
+            [UNKNOWN],
+            "is passed to `external_scale()`, whose source recompile-fix cannot read",
+        ),
+        ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
+        ("converted", "c", {"x"}, [BLOCKS], "is converted by `int()`"),
+        ("forward", "t", {"x"}, [TENSOR, TENSOR], "tensor arithmetic"),
+    ],
+)
 def test_each_use_is_classified(source, function, param, tensors, verdicts, why):
     found = uses(source, function, param, tensors)
     assert [u.verdict for u in found] == verdicts

@@ -5,11 +5,11 @@ import os
 
 import libcst as cst
 
+from conftest import ROOT
 from recompile_fix.findings import Finding, Safety
 from recompile_fix.profile import Location
 from recompile_fix.rule import Rule
 from recompile_fix.scan import StaticScan, discover
-from conftest import ROOT
 
 
 class PrintInForward(Rule):
@@ -22,9 +22,18 @@ class PrintInForward(Rule):
 
     def plan_static(self, source, path):
         PrintInForward.parsed.append(path)
-        return [Finding(rule=self.id, file=path, location=Location(path, source.positions[n].start.line),
-                        message="print", safety=Safety.SAFE, confidence="static")
-                for n in source.nodes(cst.Call) if isinstance(n.func, cst.Name) and n.func.value == "print"]
+        return [
+            Finding(
+                rule=self.id,
+                file=path,
+                location=Location(path, source.positions[n].start.line),
+                message="print",
+                safety=Safety.SAFE,
+                confidence="static",
+            )
+            for n in source.nodes(cst.Call)
+            if isinstance(n.func, cst.Name) and n.func.value == "print"
+        ]
 
 
 def _tree(tmp_path):
@@ -71,7 +80,8 @@ def test_progress_only_when_asked(tmp_path, capsys):
 
     config = Config(root=root)
     StaticScan(root, [PrintInForward()], config.fingerprint(), jobs=1, use_cache=False).run(
-        discover([str(root)], root, config.excluded), progress=True)
+        discover([str(root)], root, config.excluded), progress=True
+    )
     assert "scanned" in capsys.readouterr().err
 
 
@@ -96,7 +106,8 @@ def test_requires_every_substring(tmp_path):
     config = Config(root=tmp_path)
     PrintInForward.parsed = []
     findings = StaticScan(tmp_path, [PrintAfterImport()], config.fingerprint(), jobs=1, use_cache=False).run(
-        discover([str(tmp_path)], tmp_path, config.excluded), progress=False)
+        discover([str(tmp_path)], tmp_path, config.excluded), progress=False
+    )
     assert PrintInForward.parsed == ["b.py"] and [f.file for f in findings] == ["b.py"]
 
 
@@ -105,8 +116,10 @@ def test_rf003_static_needs_a_scheduler_and_a_compile():
 
     rf003 = rule_by_id("RF003")
     assert not rf003.may_fire(b"import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.1)\n")
-    assert rf003.may_fire(b"import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.1)\n"
-                          b"s = torch.optim.lr_scheduler.StepLR(opt, 1)\nstep = torch.compile(opt.step)\n")
+    assert rf003.may_fire(
+        b"import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.1)\n"
+        b"s = torch.optim.lr_scheduler.StepLR(opt, 1)\nstep = torch.compile(opt.step)\n"
+    )
 
 
 def test_a_file_that_does_not_parse_is_reported_and_others_still_scanned(tmp_path):

@@ -14,6 +14,7 @@ import shutil
 import textwrap
 
 import pytest
+from recompile_fix.rules import rule_by_id
 
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
@@ -21,12 +22,12 @@ from recompile_fix.findings import Safety
 from recompile_fix.profile import Compile, Frame, Location, Profile, Reason, sha256_bytes
 from recompile_fix.rewrite import rewrite
 from recompile_fix.rule import Project
-from recompile_fix.rules import rule_by_id
 from recompile_fix.source import SourceFile
 
 GOLDEN = ROOT / "golden"
-OURS = sorted(p for rule in ("RF002", "RF003", "RF006") for p in (GOLDEN / rule).glob("*")
-              if (p / "program.in.py").exists())
+OURS = sorted(
+    p for rule in ("RF002", "RF003", "RF006") for p in (GOLDEN / rule).glob("*") if (p / "program.in.py").exists()
+)
 
 # Negative cases: the reason `report` must print (the file is left as it is).
 NEGATIVE = {
@@ -49,8 +50,9 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
     assert NEGATIVE[case] in out and "a 0-d tensor there fails to compile or changes the graph; no edit" in out
 
 
-@pytest.mark.parametrize("case", [c for c in OURS if not (c / "NO_CHANGE").exists()],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "case", [c for c in OURS if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
+)
 def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
     """EXACT: test_golden compares the outputs bit for bit; CLOSE: within assert_close only, and
     here they must really differ (else the case should say EXACT)."""
@@ -61,8 +63,12 @@ def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
     if close.exists():
         before = run_recorded(case / "program.in.py", tmp_path)
         after = run_recorded(case / "program.out.py", tmp_path)
-        pairs = [(b, a) for key in before["outputs"] for bc, ac in zip(before["outputs"][key], after["outputs"][key])
-                 for b, a in zip(bc, ac)]
+        pairs = [
+            (b, a)
+            for key in before["outputs"]
+            for bc, ac in zip(before["outputs"][key], after["outputs"][key])
+            for b, a in zip(bc, ac)
+        ]
         assert any(not b.equal(a) for b, a in pairs), "the outputs are bit-identical: mark the case EXACT"
 
 
@@ -77,7 +83,7 @@ def test_twenty_step_training_loop_with_a_module_counter(tmp_path):
     (calls,) = [v for k, v in after["outputs"].items() if k.split("#")[0] == "training_loss"]
     assert len(calls) == 20
     assert before["compiles"]["training_loss"] == 9 and after["compiles"]["training_loss"] == 1
-    assert "register_buffer(\"num_iter\", torch.tensor(0), persistent=False)" in (case / "program.out.py").read_text()
+    assert 'register_buffer("num_iter", torch.tensor(0), persistent=False)' in (case / "program.out.py").read_text()
 
 
 # -- hand-written Profiles ----------------------------------------------------------------------
@@ -86,8 +92,13 @@ def project_of(tmp_path, files: dict[str, str], frames, torch_version="2.13.0+cp
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     sources = {name: sha256_bytes(text.encode()) for name, text in files.items()}
-    profile = Profile(command=["python", "train.py"], torch_version=torch_version, python_version="3.11.7",
-                      frames=frames, sources=sources)
+    profile = Profile(
+        command=["python", "train.py"],
+        torch_version=torch_version,
+        python_version="3.11.7",
+        frames=frames,
+        sources=sources,
+    )
     return profile, Project(tmp_path, expected_hashes=sources)
 
 
@@ -105,13 +116,28 @@ ADAM_FILE = "/venv/lib/python3.11/site-packages/torch/optim/adam.py"
 SGD_FILE = "/venv/lib/python3.11/site-packages/torch/optim/sgd.py"
 
 
-def optimizer_frame(file=ADAM_FILE, key="lr", stack=(at("train.py", 12),), values=(0.01, 0.009)):
+TRAIN_SITE = at("train.py", 12)
+
+
+def optimizer_frame(file=ADAM_FILE, key="lr", stack=(TRAIN_SITE,), values=(0.01, 0.009)):
     source = f"self.param_groups[0]['{key}']"
     compiles = [Compile(id="2/0", stack=list(stack))]
     for n, value in enumerate(values):
-        compiles.append(Compile(id=f"2/{n + 1}", stack=list(stack), reasons=[Reason(
-            kind="optimizer_param_group", text=f"2/{n}: {source} == {value}", source=source, value=value,
-            value_type="float")]))
+        compiles.append(
+            Compile(
+                id=f"2/{n + 1}",
+                stack=list(stack),
+                reasons=[
+                    Reason(
+                        kind="optimizer_param_group",
+                        text=f"2/{n}: {source} == {value}",
+                        source=source,
+                        value=value,
+                        value_type="float",
+                    )
+                ],
+            )
+        )
     return Frame(file=file, first_line=214, name="step", compiles=compiles)
 
 
@@ -145,20 +171,30 @@ def test_rf003_edits_the_file_that_builds_the_optimizer(tmp_path):
     profile, project = project_of(tmp_path, files, [frame])
     (finding,) = RF003.plan(profile, project)
     assert finding.file == "train.py" and finding.location.line == 5 and finding.safety is Safety.SAFE
-    assert "opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(3e-4, dtype=torch.float64))" in \
-        fixed(RF003, [finding], project, "train.py")
+    assert "opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(3e-4, dtype=torch.float64))" in fixed(
+        RF003, [finding], project, "train.py"
+    )
 
 
-@pytest.mark.parametrize("construction, expected", [
-    ("torch.optim.SGD(model.parameters(), 0.1, momentum=0.9)",
-     "torch.optim.SGD(model.parameters(), torch.tensor(0.1, dtype=torch.float64), momentum=0.9)"),
-    ("torch.optim.Adam([{'params': model.weight, 'lr': 1e-3}, {'params': model.bias}], lr=1e-2)",
-     "torch.optim.Adam([{'params': model.weight, 'lr': torch.tensor(1e-3, dtype=torch.float64)}, "
-     "{'params': model.bias}], lr=torch.tensor(1e-2, dtype=torch.float64))"),
-    ("torch.optim.Adam(model.parameters())",
-     "torch.optim.Adam(model.parameters(), lr=torch.tensor(0.001, dtype=torch.float64))"),
-    ("Adam(model.parameters(), lr=LR)", "Adam(model.parameters(), lr=torch.tensor(LR, dtype=torch.float64))"),
-])
+@pytest.mark.parametrize(
+    "construction, expected",
+    [
+        (
+            "torch.optim.SGD(model.parameters(), 0.1, momentum=0.9)",
+            "torch.optim.SGD(model.parameters(), torch.tensor(0.1, dtype=torch.float64), momentum=0.9)",
+        ),
+        (
+            "torch.optim.Adam([{'params': model.weight, 'lr': 1e-3}, {'params': model.bias}], lr=1e-2)",
+            "torch.optim.Adam([{'params': model.weight, 'lr': torch.tensor(1e-3, dtype=torch.float64)}, "
+            "{'params': model.bias}], lr=torch.tensor(1e-2, dtype=torch.float64))",
+        ),
+        (
+            "torch.optim.Adam(model.parameters())",
+            "torch.optim.Adam(model.parameters(), lr=torch.tensor(0.001, dtype=torch.float64))",
+        ),
+        ("Adam(model.parameters(), lr=LR)", "Adam(model.parameters(), lr=torch.tensor(LR, dtype=torch.float64))"),
+    ],
+)
 def test_rf003_lr_given_positionally_in_groups_by_default_or_by_import(tmp_path, construction, expected):
     optimizer = "sgd" if "SGD" in construction else "adam"
     train = f"""
@@ -188,18 +224,22 @@ def test_rf003_foreach_adam_needs_capturable_and_is_unsafe(tmp_path):
     profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
     (finding,) = RF003.plan(profile, project)
     assert finding.safety is Safety.UNSAFE and "needs `capturable=True`" in " ".join(finding.notes)
-    assert "lr=torch.tensor(0.01, dtype=torch.float64), foreach=True, capturable=True)" in \
-        fixed(RF003, [finding], project, "train.py", unsafe=True)
+    assert "lr=torch.tensor(0.01, dtype=torch.float64), foreach=True, capturable=True)" in fixed(
+        RF003, [finding], project, "train.py", unsafe=True
+    )
 
 
-@pytest.mark.parametrize("scheduler, version, keys, blocked_by", [
-    ("ReduceLROnPlateau(opt)", "2.9.1", ("lr",), "writes a Python float back into `param_groups[i]['lr']`"),
-    ("ReduceLROnPlateau(opt)", "2.13.0", ("lr",), None),
-    ("ExponentialLR(opt, 0.9)", "2.3.1", ("lr",), "schedulers replace a tensor lr with Python floats"),
-    ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("betas",), "writes Python floats into `betas`"),
-    ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("lr",), None),
-    ("OneCycleLR(opt, max_lr=0.1, total_steps=10, cycle_momentum=False)", "2.13.0", ("lr",), None),
-])
+@pytest.mark.parametrize(
+    "scheduler, version, keys, blocked_by",
+    [
+        ("ReduceLROnPlateau(opt)", "2.9.1", ("lr",), "writes a Python float back into `param_groups[i]['lr']`"),
+        ("ReduceLROnPlateau(opt)", "2.13.0", ("lr",), None),
+        ("ExponentialLR(opt, 0.9)", "2.3.1", ("lr",), "schedulers replace a tensor lr with Python floats"),
+        ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("betas",), "writes Python floats into `betas`"),
+        ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("lr",), None),
+        ("OneCycleLR(opt, max_lr=0.1, total_steps=10, cycle_momentum=False)", "2.13.0", ("lr",), None),
+    ],
+)
 def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, version, keys, blocked_by):
     train = f"""
         import torch
@@ -278,14 +318,17 @@ SEED_LR = textwrap.dedent("""
 """).lstrip("\n")
 
 
-@pytest.mark.parametrize("text, found", [
-    (SEED_LR, True),
-    (SEED_LR.replace("lr=0.01", "lr=torch.tensor(0.01)"), False),  # already a tensor
-    (SEED_LR.replace("sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)", ""), False),  # no scheduler
-    (SEED_LR.replace("@torch.compile\n", ""), False),  # nothing compiled
-    (SEED_LR.replace("@torch.compile\n", "") + "\ngn = torch.compile(gn)\n", True),
-    (SEED_LR.replace("@torch.compile\n", "") + "\nopt.step = torch.compile(opt.step)\n", True),
-])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        (SEED_LR, True),
+        (SEED_LR.replace("lr=0.01", "lr=torch.tensor(0.01)"), False),  # already a tensor
+        (SEED_LR.replace("sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)", ""), False),  # no scheduler
+        (SEED_LR.replace("@torch.compile\n", ""), False),  # nothing compiled
+        (SEED_LR.replace("@torch.compile\n", "") + "\ngn = torch.compile(gn)\n", True),
+        (SEED_LR.replace("@torch.compile\n", "") + "\nopt.step = torch.compile(opt.step)\n", True),
+    ],
+)
 def test_rf003_static_mode_finds_the_documented_pattern(text, found):
     source = SourceFile.parse(ROOT / "x.py", text)
     findings = RF003.plan_static(source, "x.py")
@@ -302,9 +345,23 @@ def test_rf003_static_mode_finds_the_documented_pattern(text, found):
 def counter_frame(file, name, first_line, source, values, kind="module_attribute", inputs=None):
     compiles = [Compile(id="0/0", stack=[at(file, 30)], inputs=inputs or {})]
     for n, value in enumerate(values):
-        compiles.append(Compile(id=f"0/{n + 1}", stack=[at(file, 30)], inputs=inputs or {}, reasons=[Reason(
-            kind=kind, text=f"0/{n}: {source} == {value}", source=source, value=value, value_type="int",
-            first_use=at(file, first_line + 2, name))]))
+        compiles.append(
+            Compile(
+                id=f"0/{n + 1}",
+                stack=[at(file, 30)],
+                inputs=inputs or {},
+                reasons=[
+                    Reason(
+                        kind=kind,
+                        text=f"0/{n}: {source} == {value}",
+                        source=source,
+                        value=value,
+                        value_type="int",
+                        first_use=at(file, first_line + 2, name),
+                    )
+                ],
+            )
+        )
     return Frame(file=file, first_line=first_line, name=name, compiles=compiles)
 
 
@@ -325,17 +382,32 @@ COUNTER_MODULE = """
 X = {"x": {"type": "Tensor", "shape": [3], "stride": [1], "dtype": "float32"}}
 
 
-@pytest.mark.parametrize("use, version, expected, safety", [
-    ("return x * self.calls", "2.13.0",
-     '        self.register_buffer("calls", torch.tensor(0), persistent=False)\n', Safety.SAFE),
-    ("return x if self.calls % 2 else -x", "2.13.0",
-     'torch.compiler.config.dynamic_sources = "L[\'self\'].calls"\n', Safety.SAFE),
-    ("return x if self.calls % 2 else -x", "2.5.1",
-     "torch._dynamo.config.allow_unspec_int_on_nn_module = True\n", Safety.SAFE),
-    ("return x.repeat(self.calls) if True else x", "2.13.0", None, Safety.SAFE),
-    ("return [x for _ in range(self.calls)]", "2.13.0", "specialised on every value there; no edit", Safety.NONE),
-    ("return x * (self.calls / 3)", "2.13.0", "dynamic_sources", Safety.SAFE),  # / before the tensor
-])
+@pytest.mark.parametrize(
+    "use, version, expected, safety",
+    [
+        (
+            "return x * self.calls",
+            "2.13.0",
+            '        self.register_buffer("calls", torch.tensor(0), persistent=False)\n',
+            Safety.SAFE,
+        ),
+        (
+            "return x if self.calls % 2 else -x",
+            "2.13.0",
+            "torch.compiler.config.dynamic_sources = \"L['self'].calls\"\n",
+            Safety.SAFE,
+        ),
+        (
+            "return x if self.calls % 2 else -x",
+            "2.5.1",
+            "torch._dynamo.config.allow_unspec_int_on_nn_module = True\n",
+            Safety.SAFE,
+        ),
+        ("return x.repeat(self.calls) if True else x", "2.13.0", None, Safety.SAFE),
+        ("return [x for _ in range(self.calls)]", "2.13.0", "specialised on every value there; no edit", Safety.NONE),
+        ("return x * (self.calls / 3)", "2.13.0", "dynamic_sources", Safety.SAFE),  # / before the tensor
+    ],
+)
 def test_rf006_buffer_or_narrowest_config(tmp_path, use, version, expected, safety):
     files = {"net.py": COUNTER_MODULE.format(use=use)}
     frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2, 3], inputs=X)
@@ -351,7 +423,10 @@ def test_rf006_buffer_or_narrowest_config(tmp_path, use, version, expected, safe
 
 
 def test_rf006_reassigned_counter_names_the_write(tmp_path):
-    files = {"net.py": COUNTER_MODULE.format(use="return x * self.calls") + "\n\n    def reset(self):\n        self.calls = 0\n"}
+    files = {
+        "net.py": COUNTER_MODULE.format(use="return x * self.calls")
+        + "\n\n    def reset(self):\n        self.calls = 0\n"
+    }
     frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2], inputs=X)
     profile, project = project_of(tmp_path, files, [frame])
     (finding,) = RF006.plan(profile, project)
@@ -381,12 +456,16 @@ GLOBALS = """
 
 
 def test_rf006_two_global_counters_share_one_config_statement(tmp_path):
-    frames = [counter_frame("g.py", "scaled", 7, "G['STEP']", [1, 2], kind="global_value", inputs=X),
-              counter_frame("g.py", "scaled", 7, "G['EPOCH']", [1, 2], kind="global_value", inputs=X)]
+    frames = [
+        counter_frame("g.py", "scaled", 7, "G['STEP']", [1, 2], kind="global_value", inputs=X),
+        counter_frame("g.py", "scaled", 7, "G['EPOCH']", [1, 2], kind="global_value", inputs=X),
+    ]
     frames[0].compiles.extend(frames.pop().compiles[1:])
     profile, project = project_of(tmp_path, {"g.py": GLOBALS}, frames)
     (finding,) = RF006.plan(profile, project)
-    assert "torch.compiler.config.dynamic_sources = \"G['EPOCH'],G['STEP']\"\n" in fixed(RF006, [finding], project, "g.py")
+    assert "torch.compiler.config.dynamic_sources = \"G['EPOCH'],G['STEP']\"\n" in fixed(
+        RF006, [finding], project, "g.py"
+    )
 
 
 def test_rf006_old_torch_has_no_config_for_a_global(tmp_path):
@@ -417,12 +496,28 @@ SCALAR = """
 def scalar_frame(shapes=((2,), (3,), (4,))):
     compiles = []
     for n, shape in enumerate(shapes):
-        inputs = {"x": {"type": "Tensor", "shape": list(shape), "stride": [1], "dtype": "float32"},
-                  "c": {"type": "float", "value": 0.5 + n}}
-        reasons = [] if n == 0 else [Reason(kind="scalar_value", text=f"0/{n - 1}: c == {n - 0.5}", source="c",
-                                            value=n - 0.5, value_type="float")]
-        compiles.append(Compile(id=f"0/{n}", stack=[Location("program.py", 10, 10, 4, 34, "<module>")],
-                                inputs=inputs, reasons=reasons))
+        inputs = {
+            "x": {"type": "Tensor", "shape": list(shape), "stride": [1], "dtype": "float32"},
+            "c": {"type": "float", "value": 0.5 + n},
+        }
+        reasons = (
+            []
+            if n == 0
+            else [
+                Reason(
+                    kind="scalar_value",
+                    text=f"0/{n - 1}: c == {n - 0.5}",
+                    source="c",
+                    value=n - 0.5,
+                    value_type="float",
+                )
+            ]
+        )
+        compiles.append(
+            Compile(
+                id=f"0/{n}", stack=[Location("program.py", 10, 10, 4, 34, "<module>")], inputs=inputs, reasons=reasons
+            )
+        )
     return Frame(file="program.py", first_line=4, name="fn", compiles=compiles)
 
 
@@ -456,11 +551,18 @@ def test_rf002_after_a_graph_break_wraps_the_call_of_the_original_function(tmp_p
             gn(torch.ones(3), i + 0.5)
     """
     stack = [Location("program.py", 12, 12, 4, 30, "<module>"), at("program.py", 7, "gn")]
-    compiles = [Compile(id="1/0", stack=stack, inputs={"y": X["x"], "c": {"type": "float", "value": 0.5}}),
-                Compile(id="1/1", stack=stack, reasons=[Reason(kind="scalar_value", text="1/0: c == 0.5", source="c",
-                                                               value=0.5, value_type="float")])]
+    compiles = [
+        Compile(id="1/0", stack=stack, inputs={"y": X["x"], "c": {"type": "float", "value": 0.5}}),
+        Compile(
+            id="1/1",
+            stack=stack,
+            reasons=[Reason(kind="scalar_value", text="1/0: c == 0.5", source="c", value=0.5, value_type="float")],
+        ),
+    ]
     frame = Frame(file="program.py", first_line=7, name="torch_dynamo_resume_in_gn_at_7", compiles=compiles)
     profile, project = project_of(tmp_path, {"program.py": text}, [frame])
     (finding,) = RF002.plan(profile, project)
     assert finding.safety is Safety.SAFE and finding.location.line == 12
-    assert "gn(torch.ones(3), torch.tensor(i + 0.5, dtype=torch.float64))" in fixed(RF002, [finding], project, "program.py")
+    assert "gn(torch.ones(3), torch.tensor(i + 0.5, dtype=torch.float64))" in fixed(
+        RF002, [finding], project, "program.py"
+    )

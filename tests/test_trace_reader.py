@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from recompile_fix.rules import ALL_RULES
 
 from conftest import PROGRAMS, ROOT, run_cli
 from recompile_fix.errors import UserError
 from recompile_fix.plan import plan
 from recompile_fix.profile import Profile, sha256_file
 from recompile_fix.rule import Project
-from recompile_fix.rules import ALL_RULES
 from recompile_fix.trace_reader import profile_from_trace, read_trace
 from tlparse_output import run_tlparse, tlparse_compiles
 
@@ -28,8 +28,11 @@ def examples_run(tmp_path_factory):
     shutil.copytree(ROOT / "examples", work / "examples")
     done = subprocess.run(
         [sys.executable, "-m", "recompile_fix", "profile", "--backend", "eager", "--", "python", "examples/run_all.py"],
-        cwd=work, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore",
-                                                       "TORCH_TRACE": str(work / "trace")})
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "TORCH_TRACE": str(work / "trace")},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = Profile.load(work / ".recompile-fix" / "profile.json")
     traced = profile_from_trace(work / "trace", root=str(work))
@@ -63,11 +66,14 @@ def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
     for compile_id, (frame, compile_) in ours.items():
         their_frame, their = theirs[compile_id]
         assert frame.key == their_frame.key
-        assert [(r.kind, r.source, r.dim, r.expected, r.actual, r.value, r.entry, r.first_use)
-                for r in compile_.reasons] == [
-            (r.kind, r.source, r.dim, r.expected, r.actual, r.value, r.entry, r.first_use) for r in their.reasons]
+        assert [
+            (r.kind, r.source, r.dim, r.expected, r.actual, r.value, r.entry, r.first_use) for r in compile_.reasons
+        ] == [(r.kind, r.source, r.dim, r.expected, r.actual, r.value, r.entry, r.first_use) for r in their.reasons]
         assert (compile_.limit_hit, compile_.fail_type, compile_.is_recompile) == (
-            their.limit_hit, their.fail_type, their.is_recompile)
+            their.limit_hit,
+            their.fail_type,
+            their.is_recompile,
+        )
         assert compile_.seconds["dynamo"] == pytest.approx(their.seconds["dynamo"])
         # The trace describes the tensors a graph used; the recorder every argument (a frame that
         # breaks before touching `inp` has it only in the recorder).
@@ -81,7 +87,11 @@ def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
         # calling it (`[fn(x) for x in xs]`) shows as its enclosing function, on the same line.
         site, their_site = compile_.call_site, their.call_site
         assert (site.file, site.line, site.col, site.end_col) == (
-            their_site.file, their_site.line, their_site.col, their_site.end_col), compile_id
+            their_site.file,
+            their_site.line,
+            their_site.col,
+            their_site.end_col,
+        ), compile_id
         assert site.function == their_site.function or their_site.function == "<listcomp>"
     for frame in traced.frames:
         their_frame = next(f for f in recorded.frames if f.key == frame.key)
@@ -127,8 +137,13 @@ def test_module_level_call_site_is_lost_by_torch_unless_a_symbol_stack_has_it(tm
     the calling <module> frame; the recompile (automatic dynamic) logs a create_symbol with the
     full stack, the first compile nothing: it gets no stack rather than a guessed one."""
     script = PROGRAMS / "seeds" / "shape_change.py"
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "TORCH_TRACE": str(tmp_path / "t")})
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCH_TRACE": str(tmp_path / "t")},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     frame = profile_from_trace(tmp_path / "t", root=str(ROOT)).frame("fn")
     first, second = frame.compiles
@@ -139,6 +154,7 @@ def test_module_level_call_site_is_lost_by_torch_unless_a_symbol_stack_has_it(tm
 
 # -- the format, on hand-written traces ---------------------------------------------------------
 
+
 def _record(meta, payload=None, *, pid=4242):
     text = f"V1130 09:18:35.716000 {pid} torch/_dynamo/convert_frame.py:303] {json.dumps(meta)}\n"
     if payload is not None:
@@ -146,7 +162,7 @@ def _record(meta, payload=None, *, pid=4242):
     return text
 
 
-TRAIN = '''import torch
+TRAIN = """import torch
 
 
 @torch.compile
@@ -157,7 +173,7 @@ def step(x):
 def loop(batches):
     for b in batches:
         out = step(b)
-'''
+"""
 
 
 def _write_rank(trace: Path, rank: int, compiles: int, torch_dir="/opt/env/site-packages/torch") -> None:
@@ -173,32 +189,90 @@ def _write_rank(trace: Path, rank: int, compiles: int, torch_dir="/opt/env/site-
     for n in range(compiles):
         ids = {"frame_id": 0, "frame_compile_id": n, "attempt": 0, "rank": rank}
         # torch drops the caller (`loop`, line 11) and its own compile wrapper
-        lines.append(_record({"dynamo_start": {"stack": [
-            {"line": 20, "name": "<module>", "filename": 1, "loc": "loop(data)"},
-            {"line": 5, "name": "step", "filename": 1}]}, **ids}))
+        lines.append(
+            _record(
+                {
+                    "dynamo_start": {
+                        "stack": [
+                            {"line": 20, "name": "<module>", "filename": 1, "loc": "loop(data)"},
+                            {"line": 5, "name": "step", "filename": 1},
+                        ]
+                    },
+                    **ids,
+                }
+            )
+        )
         if n:
-            lines.append(_record({"artifact": {"name": "recompile_reasons", "encoding": "json"}, **ids,
-                                  "has_payload": "x"},
-                                 "0/0: tensor 'x' size mismatch at index 0. expected 16, actual 3"))
+            lines.append(
+                _record(
+                    {"artifact": {"name": "recompile_reasons", "encoding": "json"}, **ids, "has_payload": "x"},
+                    "0/0: tensor 'x' size mismatch at index 0. expected 16, actual 3",
+                )
+            )
             # the full stack of a dynamic compile has the call site
-            lines.append(_record({"create_symbol": {"symbol": "s0", "val": "3", "source": "L['x'].size()[0]",
-                                                    "stack": [
-                {"line": 20, "name": "<module>", "filename": 1, "loc": "loop(data)"},
-                {"line": 11, "name": "loop", "filename": 1, "loc": "out = step(b)"},
-                {"line": 1166, "name": "compile_wrapper", "filename": 2, "loc": "result = fn(*args, **kwargs)"},
-                {"line": 2628, "name": "__call__", "filename": 0, "loc": "result = ..."}]}, **ids}))
-        lines.append(_record({"describe_tensor": {"id": 0, "ndim": 1, "dtype": "torch.float32",
-                                                  "size": [16 if n == 0 else 3], "stride": [1], "describer_id": n},
-                              **ids}))
+            lines.append(
+                _record(
+                    {
+                        "create_symbol": {
+                            "symbol": "s0",
+                            "val": "3",
+                            "source": "L['x'].size()[0]",
+                            "stack": [
+                                {"line": 20, "name": "<module>", "filename": 1, "loc": "loop(data)"},
+                                {"line": 11, "name": "loop", "filename": 1, "loc": "out = step(b)"},
+                                {
+                                    "line": 1166,
+                                    "name": "compile_wrapper",
+                                    "filename": 2,
+                                    "loc": "result = fn(*args, **kwargs)",
+                                },
+                                {"line": 2628, "name": "__call__", "filename": 0, "loc": "result = ..."},
+                            ],
+                        },
+                        **ids,
+                    }
+                )
+            )
+        lines.append(
+            _record(
+                {
+                    "describe_tensor": {
+                        "id": 0,
+                        "ndim": 1,
+                        "dtype": "torch.float32",
+                        "size": [16 if n == 0 else 3],
+                        "stride": [1],
+                        "describer_id": n,
+                    },
+                    **ids,
+                }
+            )
+        )
         lines.append(_record({"describe_source": {"describer_id": n, "id": 0, "source": "L['x']"}, **ids}))
-        lines.append(_record({"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}, **ids,
-                              "has_payload": "y"},
-                             f"Graph break in user code at {user}:6\nGraph Break Reason: Call to print\n\n"
-                             "  Explanation: print"))
-        lines.append(_record({"compilation_metrics": {
-            "compile_id": f"0/{n}", "co_name": "step", "co_filename": user, "co_firstlineno": 4,
-            "dynamo_cumulative_compile_time_us": 250000, "fail_type": None, "fail_reason": None,
-            "pytorch_version": "2.13.0+cpu", "recompile_reason": None}, **ids}))
+        lines.append(
+            _record(
+                {"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}, **ids, "has_payload": "y"},
+                f"Graph break in user code at {user}:6\nGraph Break Reason: Call to print\n\n  Explanation: print",
+            )
+        )
+        lines.append(
+            _record(
+                {
+                    "compilation_metrics": {
+                        "compile_id": f"0/{n}",
+                        "co_name": "step",
+                        "co_filename": user,
+                        "co_firstlineno": 4,
+                        "dynamo_cumulative_compile_time_us": 250000,
+                        "fail_type": None,
+                        "fail_reason": None,
+                        "pytorch_version": "2.13.0+cpu",
+                        "recompile_reason": None,
+                    },
+                    **ids,
+                }
+            )
+        )
     (trace / f"dedicated_log_torch_trace_rank_{rank}_abc{rank}.log").write_text("".join(lines))
 
 
@@ -219,8 +293,7 @@ def test_hand_written_multi_rank_trace(tmp_path):
     assert profile.torch_version == "2.13.0+cpu"
     rank0, rank1_first, rank1_second = frame.compiles
     (reason,) = rank1_second.reasons
-    assert (reason.kind, reason.source, reason.dim, reason.expected, reason.actual) == (
-        "size_mismatch", "x", 0, 16, 3)
+    assert (reason.kind, reason.source, reason.dim, reason.expected, reason.actual) == ("size_mismatch", "x", 0, 16, 3)
     # The first compile's caller was dropped by torch and nothing else names it: no stack.
     assert rank0.stack == [] and rank1_first.stack == []
     site = rank1_second.call_site
@@ -236,31 +309,62 @@ def test_hand_written_multi_rank_trace(tmp_path):
 
 
 def test_recompile_reasons_payload_list_and_resume_pieces(tmp_path):
-    (tmp_path / "m.py").write_text("def gn(x, c):\n    y = x + 1\n    print(y)\n    return y * c\n\n\n"
-                                   "def main():\n    gn(1, 2)\n")
+    (tmp_path / "m.py").write_text(
+        "def gn(x, c):\n    y = x + 1\n    print(y)\n    return y * c\n\n\ndef main():\n    gn(1, 2)\n"
+    )
     path = "/elsewhere/checkout/m.py"  # run on another machine
     reasons = ["1/1: c == 2", "1/0: c == 1"]
     lines = [_record({"str": [path, 0]})]
     for n in range(3):
         ids = {"frame_id": 1, "frame_compile_id": n, "attempt": 0}
         # a resume function: torch dropped `gn` (at the break, line 3) and its compile wrapper
-        lines.append(_record({"dynamo_start": {"stack": [
-            {"line": 8, "name": "main", "filename": 0, "loc": "gn(1, 2)"},
-            {"line": 3, "name": "torch_dynamo_resume_in_gn_at_3", "filename": 0}]}, **ids}))
+        lines.append(
+            _record(
+                {
+                    "dynamo_start": {
+                        "stack": [
+                            {"line": 8, "name": "main", "filename": 0, "loc": "gn(1, 2)"},
+                            {"line": 3, "name": "torch_dynamo_resume_in_gn_at_3", "filename": 0},
+                        ]
+                    },
+                    **ids,
+                }
+            )
+        )
         if n:
-            lines.append(_record({"artifact": {"name": "recompile_reasons", "encoding": "json"}, **ids,
-                                  "has_payload": "z"}, json.dumps(reasons[-n:], indent=0) if n > 1 else reasons[-1]))
-        lines.append(_record({"dynamo_cpp_guards_str": {}, **ids, "has_payload": "w"},
-                             "TREE_GUARD_MANAGER:\n"
-                             f"| | +- EQUALS_MATCH: L['c'] == {n + 1}   # return y * c  # m.py:4 in gn"))
-        lines.append(_record({"compilation_metrics": {
-            "compile_id": f"1/{n}", "co_name": "torch_dynamo_resume_in_gn_at_3", "co_filename": path,
-            "co_firstlineno": 3, "entire_frame_compile_time_s": 0.1}, **ids}))
+            lines.append(
+                _record(
+                    {"artifact": {"name": "recompile_reasons", "encoding": "json"}, **ids, "has_payload": "z"},
+                    json.dumps(reasons[-n:], indent=0) if n > 1 else reasons[-1],
+                )
+            )
+        lines.append(
+            _record(
+                {"dynamo_cpp_guards_str": {}, **ids, "has_payload": "w"},
+                f"TREE_GUARD_MANAGER:\n| | +- EQUALS_MATCH: L['c'] == {n + 1}   # return y * c  # m.py:4 in gn",
+            )
+        )
+        lines.append(
+            _record(
+                {
+                    "compilation_metrics": {
+                        "compile_id": f"1/{n}",
+                        "co_name": "torch_dynamo_resume_in_gn_at_3",
+                        "co_filename": path,
+                        "co_firstlineno": 3,
+                        "entire_frame_compile_time_s": 0.1,
+                    },
+                    **ids,
+                }
+            )
+        )
     (tmp_path / "dedicated_log_torch_trace_x.log").write_text("".join(lines))
     (frame,) = profile_from_trace(tmp_path, root=str(tmp_path)).frames
     assert [len(c.reasons) for c in frame.compiles] == [0, 1, 2]
     assert [(r.kind, r.source, r.value) for r in frame.compiles[2].reasons] == [
-        ("scalar_value", "c", 2), ("scalar_value", "c", 1)]
+        ("scalar_value", "c", 2),
+        ("scalar_value", "c", 1),
+    ]
     assert [c.inputs["c"] for c in frame.compiles] == [{"type": "int", "value": v} for v in (1, 2, 3)]
     assert all(c.rank is None for c in frame.compiles)
     # The rebuilt caller is the original function at the break line, as the recorder sees it.

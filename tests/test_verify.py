@@ -41,8 +41,11 @@ VERIFY_PROGRAMS = PROGRAMS / "verify"
 
 
 def _hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*.py")) if ".recompile-fix" not in p.parts and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.py"))
+        if ".recompile-fix" not in p.parts and "__pycache__" not in p.parts
+    }
 
 
 def _row(table: str, label: str) -> list[str]:
@@ -51,6 +54,7 @@ def _row(table: str, label: str) -> list[str]:
 
 
 # -- the examples ---------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def verified_examples(tmp_path_factory):
@@ -86,8 +90,7 @@ def _chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.fail("no headless browser: the HTML test needs Chromium (`apt-get install chromium`), "
-                "it does not skip")
+    pytest.fail("no headless browser: the HTML test needs Chromium (`apt-get install chromium`), it does not skip")
 
 
 # Appended to a copy of the page by the test only: what the browser laid out.
@@ -115,9 +118,21 @@ def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("</body>", _PROBE + "</body>"))
     done = subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", probe.as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = done.stdout
     assert 'id="chart-compiles"' in dom and 'id="chart-seconds"' in dom, done.stderr[-2000:]
     layout = json.loads(re.search(r'<pre id="layout">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
@@ -130,6 +145,7 @@ def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
 
 
 # -- a planted wrong fix ----------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
@@ -154,8 +170,9 @@ def test_verify_flags_the_wrong_fix(planted, tmp_path):
     result = run_cli("verify", "--json", cwd=work, check=1)
     data = json.loads(result.stdout)
     assert data["verified"] is False and data["exit_code"] == {"before": 0, "after": 1}
-    assert any("ConstraintViolationError" in r and "specialized it to be a constant (4)" in r
-               for r in data["regressions"]), data["regressions"]
+    assert any(
+        "ConstraintViolationError" in r and "specialized it to be a constant (4)" in r for r in data["regressions"]
+    ), data["regressions"]
     assert {f["location"]["line"] for f in data["fixes"]} == {38, 41}
     assert (work / "planted.py").read_bytes() == before  # verify never writes the user's files
 
@@ -166,8 +183,11 @@ def test_apply_verify_drops_the_wrong_fix_and_applies_the_good_one(planted, tmp_
     text = (work / "planted.py").read_text()
     assert "torch._dynamo.mark_dynamic(y, 0)" in text  # the good one
     assert "mark_dynamic(x" not in text  # the wrong one is left out
-    assert re.search(r"planted.py:38:\d+: RF001 .*\n    dropped: verification shows it makes things worse:\n"
-                     r"      - the command failed after the fix: exit code 1 \(ConstraintViolationError", result.stdout)
+    assert re.search(
+        r"planted.py:38:\d+: RF001 .*\n    dropped: verification shows it makes things worse:\n"
+        r"      - the command failed after the fix: exit code 1 \(ConstraintViolationError",
+        result.stdout,
+    )
     assert re.search(r"planted.py:41:\d+: RF001 .*\n    verified", result.stdout)
     assert re.search(r"scale \(planted.py:22\)\s+2 -> 1\s+1 -> 0", result.stdout)
     assert "Fixed 1 verified finding(s) in 1 file(s); dropped 1 that made things worse (4 runs" in result.stderr
@@ -189,19 +209,33 @@ class WrapFloat(Rule):
         start = source.text.index(call) + len("shift(base, ")
         line = source.text[:start].count("\n") + 1
         col = start - source.text.rfind("\n", 0, start) - 1
-        return [Finding(rule=self.id, file="planted.py", location=Location("planted.py", line, col=col),
-                        message="wrap alpha", safety=Safety.SAFE, params={"start": start})]
+        return [
+            Finding(
+                rule=self.id,
+                file="planted.py",
+                location=Location("planted.py", line, col=col),
+                message="wrap alpha",
+                safety=Safety.SAFE,
+                params={"start": start},
+            )
+        ]
 
     def fix(self, finding, source, torch_name):
         start = finding.params["start"]
-        return [Edit(finding.file, start, start + len("alpha"), f"{torch_name}.tensor(alpha, dtype=torch.float64)",
-                     self.id)]
+        return [
+            Edit(finding.file, start, start + len("alpha"), f"{torch_name}.tensor(alpha, dtype=torch.float64)", self.id)
+        ]
 
 
 def test_verify_flags_a_tensor_wrapped_value_that_reaches_a_branch(planted, tmp_path):
     work = _stage(planted, tmp_path)
-    v = verify(["python", "planted.py"], Profile.load(work / ".recompile-fix" / "profile.json"), (WrapFloat(),),
-               root=work, backend="eager")
+    v = verify(
+        ["python", "planted.py"],
+        Profile.load(work / ".recompile-fix" / "profile.json"),
+        (WrapFloat(),),
+        root=work,
+        backend="eager",
+    )
     assert [f.rule for f in v.fixes] == ["RF999"]
     assert v.after_exit == 0 and not v.verified
     assert any(r.startswith("more graph breaks: shift (planted.py:") for r in v.regressions), v.regressions
@@ -211,10 +245,16 @@ def test_verify_flags_a_tensor_wrapped_value_that_reaches_a_branch(planted, tmp_
 
 # -- --fail-on-recompile ------------------------------------------------------------------------
 
+
 def test_fail_on_recompile_after_warm_up(tmp_path):
     shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
-    run = run_command(["python", "recompiles_late.py"], cwd=tmp_path, backend="eager",
-                      log=tmp_path / "run.log", fail_on_recompile=True)
+    run = run_command(
+        ["python", "recompiles_late.py"],
+        cwd=tmp_path,
+        backend="eager",
+        log=tmp_path / "run.log",
+        fail_on_recompile=True,
+    )
     # The first call compiles (warm-up), the second hits the cache, the third would recompile.
     assert run.exit_code == 1 and "fail_on_recompile" in run.exception
     assert "size mismatch at index 0. expected 3, actual 4" in run.exception
@@ -224,9 +264,14 @@ def test_fail_on_recompile_after_warm_up(tmp_path):
 
 # -- the comparison, on hand-made runs --------------------------------------------------------
 
+
 def _frame(name, line, compiles, *, graph_breaks=0, file="prog.py"):
-    frame = Frame(file=file, first_line=line, name=name,
-                  compiles=[Compile(id=f"0/{i}", seconds={"dynamo": 0.1}) for i in range(compiles)])
+    frame = Frame(
+        file=file,
+        first_line=line,
+        name=name,
+        compiles=[Compile(id=f"0/{i}", seconds={"dynamo": 0.1}) for i in range(compiles)],
+    )
     if graph_breaks:
         frame.graph_breaks.append(GraphBreak(Location(file, line + 1), "graph_break()", graph_breaks))
     return frame
@@ -236,8 +281,16 @@ def _run(frames, outputs=None, exit_code=0):
     profile = Profile(command=["python", "prog.py"], torch_version=None, python_version="3", frames=frames)
     outs = {}
     for key, tensors in (outputs or {}).items():
-        outs[key] = CallableOutputs(key=key, kind="function", qualname=key, name=key, file="prog.py", line=1,
-                                    calls=len(tensors), outputs=[[t] for t in tensors])
+        outs[key] = CallableOutputs(
+            key=key,
+            kind="function",
+            qualname=key,
+            name=key,
+            file="prog.py",
+            line=1,
+            calls=len(tensors),
+            outputs=[[t] for t in tensors],
+        )
     return Run(profile=profile, exit_code=exit_code, outputs=outs, root=Path("."), log=Path("x.log"))
 
 
@@ -246,14 +299,18 @@ def test_frames_match_across_shifted_lines_and_resume_names():
     after = _run([_frame("fn", 11, 1), _frame("torch_dynamo_resume_in_fn_at_15", 15, 1)])
     v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
     assert [(r.name, r.line_before, r.line_after, r.before["compiles"], r.after["compiles"]) for r in v.frames] == [
-        ("fn", 10, 11, 3, 1), ("torch_dynamo_resume_in_fn_at_14", 14, 15, 1, 1)]
+        ("fn", 10, 11, 3, 1),
+        ("torch_dynamo_resume_in_fn_at_14", 14, 15, 1, 1),
+    ]
     assert v.verified
 
 
 def test_what_counts_as_worse():
     before = _run([_frame("fn", 10, 2)], {"fn": [torch.ones(2)]})
-    after = _run([_frame("fn", 10, 3, graph_breaks=1), _frame("torch_dynamo_resume_in_fn_at_12", 12, 2)],
-                 {"fn": [torch.ones(2) * 1.5]})
+    after = _run(
+        [_frame("fn", 10, 3, graph_breaks=1), _frame("torch_dynamo_resume_in_fn_at_12", 12, 2)],
+        {"fn": [torch.ones(2) * 1.5]},
+    )
     v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
     assert v.regressions == [
         "more compiles: fn (prog.py:10): 2 -> 3",
@@ -308,5 +365,8 @@ def test_copy_tree(tmp_path):
     assert (dst / "pkg" / "mod.py").read_bytes() == b"x = 1\r\n"  # byte for byte: the hashes hold
     assert not (dst / ".git").exists() and not (dst / ".recompile-fix").exists()
     assert (dst / ".venv").is_symlink() and (dst / "data.bin").is_symlink()
-    assert _command_in(["python", str(src / "pkg" / "mod.py"), "-v"], src, dst) == \
-        ["python", str(dst / "pkg" / "mod.py"), "-v"]
+    assert _command_in(["python", str(src / "pkg" / "mod.py"), "-v"], src, dst) == [
+        "python",
+        str(dst / "pkg" / "mod.py"),
+        "-v",
+    ]

@@ -10,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-_FRAME = re.compile(r"Compilation Info for \[(?P<id>[^\]]+)\]\s*</h1>\s*<p><details><summary>Stack</summary>"
-                    r"<div class='stack-trie'><ul><li>(?P<file>[^<]+?):(?P<line>\d+) in (?P<name>[^<]+?)<br>")
+_FRAME = re.compile(
+    r"Compilation Info for \[(?P<id>[^\]]+)\]\s*</h1>\s*<p><details><summary>Stack</summary>"
+    r"<div class='stack-trie'><ul><li>(?P<file>[^<]+?):(?P<line>\d+) in (?P<name>[^<]+?)<br>"
+)
 
 
 def tlparse_binary() -> str:
