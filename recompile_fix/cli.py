@@ -76,11 +76,11 @@ def profile(output, backend, trace_dir, command) -> None:
     recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
     from recompile_fix.config import load_config
-    from recompile_fix.profile_run import run_profiled
+    from recompile_fix.profile.run import run_profiled
 
     output = output or load_config().profile
     if trace_dir is not None:
-        from recompile_fix.trace_reader import profile_from_trace
+        from recompile_fix.profile.trace_reader import profile_from_trace
 
         if command or backend:
             raise UserError("--from-trace reads a finished run: give no command and no --backend")
@@ -111,11 +111,11 @@ def profile(output, backend, trace_dir, command) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def report(profile_file, as_json) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
+    from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
-    from recompile_fix.plan import plan
-    from recompile_fix.profile import Profile
+    from recompile_fix.findings.plan import plan
+    from recompile_fix.profile.model import Profile
     from recompile_fix.report import render_json, render_text
-    from recompile_fix.rule import Project
     from recompile_fix.rules import ALL_RULES
 
     loaded = Profile.load(profile_file or load_config().profile)
@@ -182,11 +182,11 @@ def apply(
     """Edit the files under PATHS so the recompiles in the Profile stop."""
     import os
 
-    from recompile_fix.apply import diff_text, run_apply
     from recompile_fix.config import load_config, split_ids
-    from recompile_fix.findings import Safety
+    from recompile_fix.findings.finding import Safety
     from recompile_fix.output import render
-    from recompile_fix.profile import Profile
+    from recompile_fix.pipeline.fix import diff_text, run_apply
+    from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
 
     config = load_config(explicit=config_file)
@@ -327,7 +327,7 @@ def verify(
     Exit code: 0 verified, 1 a fix makes things worse, 2 error.
     """
     from recompile_fix.config import load_config
-    from recompile_fix.profile import Profile
+    from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
     from recompile_fix.verify import Tolerance, cli_verify
 

@@ -37,15 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.config import DEFAULT_PROFILE
-from recompile_fix.edits import Edit, apply_edits
+from recompile_fix.edits.edit import Edit, apply_edits
+from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.errors import UserError
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.plan import plan
-from recompile_fix.profile import Profile, relative_to_root, resolve, sha256_bytes
-from recompile_fix.rewrite import FileRewrite, rewrite
-from recompile_fix.rule import Project, Rule
-from recompile_fix.source import SourceFile
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.plan import plan
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Profile, relative_to_root, resolve, sha256_bytes
 from recompile_fix.suppression import is_suppressed, strip_suppressions, with_suppression
 
 log = logging.getLogger("recompile_fix.lsp")
@@ -1160,7 +1161,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
 
 
 def _warm_black() -> None:
-    from recompile_fix.format import format_statement
+    from recompile_fix.edits.format import format_statement
 
     format_statement("x = 1")
 

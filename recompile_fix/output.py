@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import recompile_fix
-from recompile_fix.findings import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety
 
 FORMATS = ("text", "json", "sarif", "github")
 _SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from recompile_fix.findings import Finding
-from recompile_fix.profile import REASON_KINDS, Frame, Profile, Reason
+from recompile_fix.findings.finding import Finding
+from recompile_fix.profile.model import REASON_KINDS, Frame, Profile, Reason
 
 
 def _reason_phrase(reason: Reason) -> str:

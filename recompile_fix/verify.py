@@ -31,23 +31,23 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from recompile_fix.apply import _write_atomic, run_apply
-from recompile_fix.compiled_outputs import (
+from recompile_fix.analysis.source import SourceError, SourceFile
+from recompile_fix.edits.rewrite import FileRewrite, rewrite
+from recompile_fix.errors import UserError
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.pipeline.fix import _write_atomic, run_apply
+from recompile_fix.profile.compiled_outputs import (
     CALLS_ENV,
     DEFAULT_CALLS,
     FAIL_ON_RECOMPILE_ENV,
     OUTPUTS_ENV,
 )
-from recompile_fix.compiled_outputs import (
+from recompile_fix.profile.compiled_outputs import (
     load as load_outputs,
 )
-from recompile_fix.errors import UserError
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Frame, Profile, relative_to_root, resolve, sha256_bytes
-from recompile_fix.profile_run import run_profiled
-from recompile_fix.rewrite import FileRewrite, rewrite
-from recompile_fix.rule import Rule
-from recompile_fix.source import SourceError, SourceFile
+from recompile_fix.profile.model import Frame, Profile, relative_to_root, resolve, sha256_bytes
+from recompile_fix.profile.run import run_profiled
 
 LOG_DIR = ".recompile-fix/verify"
 
@@ -918,7 +918,7 @@ def cli_apply_verified(
     was dropped or, with --check, verified fixes are pending, 2 error)."""
     import click
 
-    from recompile_fix.apply import diff_text
+    from recompile_fix.pipeline.fix import diff_text
 
     if profile is None:
         raise UserError("apply --verify needs a Profile: it runs the command the Profile recorded")
@@ -935,7 +935,7 @@ def cli_apply_verified(
         apply_options=apply_options,
     )
     if show_diff:
-        from recompile_fix.apply import ApplyResult
+        from recompile_fix.pipeline.fix import ApplyResult
 
         click.echo(diff_text(ApplyResult(rewrites=result.rewrites)), nl=False)
     else:

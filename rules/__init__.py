@@ -1,13 +1,12 @@
 """The rule catalogue: one file per rule, each holding its docs, examples and logic."""
 
+from recompile_fix.findings.rule import Rule
 from recompile_fix.rules.rf001_mark_dynamic import RULE as RF001
 from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
 from recompile_fix.rules.rf003_tensor_hyperparameters import RULE as RF003
 from recompile_fix.rules.rf004_nested_compile_region import RULE as RF004
 from recompile_fix.rules.rf005_graph_break_shield import RULE as RF005
 from recompile_fix.rules.rf006_counter_buffer import RULE as RF006
-
-from recompile_fix.rule import Rule
 
 ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006)
 

@@ -6,12 +6,13 @@ import os
 
 import libcst as cst
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.format import format_statement
-from recompile_fix.profile import Frame, Location, Profile
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile, is_name, walk
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.edits.edit import Edit
+from recompile_fix.edits.format import format_statement
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 # torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.

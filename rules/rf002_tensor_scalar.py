@@ -8,12 +8,13 @@ import re
 
 import libcst as cst
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Compile, Frame, Location, Profile
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Compile, Frame, Location, Profile
 
 RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>\w+?)_at_(?P<line>\d+)$")
 FLOATING = {"float16", "bfloat16", "float32", "float64"}

@@ -8,11 +8,12 @@ import re
 
 import libcst as cst
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Frame, Location, Profile
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile
 
 _PARAM_GROUP = re.compile(r"""^(?P<owner>.+?)\.param_groups\[(?P<group>\d+)\]\[['"](?P<key>\w+)['"]\]$""")
 _OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")

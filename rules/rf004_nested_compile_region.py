@@ -5,12 +5,22 @@ from __future__ import annotations
 import os
 import re
 
-from recompile_fix.block_stacks import DEFS, Analysis, Site, Tree, Verdict, already_marked, class_name, training_in
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Frame, Location, Profile
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceError, SourceFile
+from recompile_fix.analysis.block_stacks import (
+    DEFS,
+    Analysis,
+    Site,
+    Tree,
+    Verdict,
+    already_marked,
+    class_name,
+    training_in,
+)
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceError, SourceFile
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 MIN_TORCH = (2, 8)  # torch.compiler.nested_compile_region is public from 2.8

@@ -7,11 +7,12 @@ import re
 
 import libcst as cst
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Frame, Location, Profile, Reason
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.source import SourceFile, dotted_name, walk
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile, dotted_name, walk
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile, Reason
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 # ``File "/abs/program.py", line 11, in fn`` in the ``User stack trace:`` block of a guard failure.

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.format import format_statement
-from recompile_fix.profile import Frame, Location, Profile
-from recompile_fix.rule import Example, Project, Rule
-from recompile_fix.scalar_uses import TENSOR, ScalarUses, Use, is_load
-from recompile_fix.source import SourceFile, is_name, walk
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Use, is_load
+from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.edits.edit import Edit
+from recompile_fix.edits.format import format_statement
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile
 
 # ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``: a root, then attributes.
 _ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")

@@ -12,15 +12,15 @@ import subprocess
 import sys
 
 import pytest
-from recompile_fix.rules import ALL_RULES
 
 from conftest import PROGRAMS, run_cli
-from recompile_fix.plan import plan
-from recompile_fix.profile import Profile
-from recompile_fix.profile_run import build_profile
+from recompile_fix.analysis.project import Project
+from recompile_fix.findings.plan import plan
+from recompile_fix.profile.merge import build_profile
+from recompile_fix.profile.model import Profile
+from recompile_fix.profile.trace_reader import profile_from_trace
 from recompile_fix.report import render_json, render_text
-from recompile_fix.rule import Project
-from recompile_fix.trace_reader import profile_from_trace
+from recompile_fix.rules import ALL_RULES
 
 SCRIPT = PROGRAMS / "distributed" / "ddp_ragged.py"
 TIMEOUT = 180

@@ -4,7 +4,7 @@ leaves a partial Profile, nothing compiled gives an empty one, bad commands exit
 import json
 
 from conftest import PROGRAMS
-from recompile_fix.profile import Profile
+from recompile_fix.profile.model import Profile
 
 EDGE = PROGRAMS / "edge"
 

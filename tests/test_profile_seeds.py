@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import PROGRAMS, ROOT
-from recompile_fix.profile import Profile
+from recompile_fix.profile.model import Profile
 
 SEEDS = PROGRAMS / "seeds"
 

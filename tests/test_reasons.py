@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from recompile_fix.profile import REASON_KINDS
-from recompile_fix.reasons import (
+from recompile_fix.profile.model import REASON_KINDS
+from recompile_fix.profile.reasons import (
     is_limit_hit,
     limit_hit_reason,
     parse_reason,

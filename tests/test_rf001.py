@@ -2,13 +2,13 @@
 the calls it must leave alone (with the reason)."""
 
 import pytest
-from recompile_fix.rules import rule_by_id
 
 from conftest import PROGRAMS, run_cli
-from recompile_fix.findings import Safety
-from recompile_fix.plan import plan
-from recompile_fix.profile import Profile
-from recompile_fix.rule import Project
+from recompile_fix.analysis.project import Project
+from recompile_fix.findings.finding import Safety
+from recompile_fix.findings.plan import plan
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules import rule_by_id
 
 HERE = PROGRAMS / "rf001"
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from recompile_fix.rules import rule_by_id
 
 from conftest import ROOT
-from recompile_fix.findings import Safety
-from recompile_fix.profile import Compile, Frame, Profile, sha256_bytes
-from recompile_fix.rewrite import rewrite
-from recompile_fix.rule import Project
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.rewrite import rewrite
+from recompile_fix.findings.finding import Safety
+from recompile_fix.profile.model import Compile, Frame, Profile, sha256_bytes
+from recompile_fix.rules import rule_by_id
 
 RF004 = rule_by_id("RF004")
 GOLDEN = ROOT / "golden" / "RF004"

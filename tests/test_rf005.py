@@ -5,13 +5,13 @@ once after the edit."""
 import shutil
 
 import pytest
-from recompile_fix.rules import rule_by_id
 
 from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import assert_same_outputs, run_recorded
-from recompile_fix.findings import Safety
-from recompile_fix.profile import Profile
-from recompile_fix.rule import Project
+from recompile_fix.analysis.project import Project
+from recompile_fix.findings.finding import Safety
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules import rule_by_id
 
 RF005 = rule_by_id("RF005")
 GOLDEN = ROOT / "golden" / "RF005"

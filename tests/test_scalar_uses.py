@@ -7,8 +7,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from recompile_fix.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses
+from recompile_fix.analysis.source import SourceFile
 
 CODE = textwrap.dedent("""
     import math

@@ -6,10 +6,10 @@ import os
 import libcst as cst
 
 from conftest import ROOT
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Location
-from recompile_fix.rule import Rule
-from recompile_fix.scan import StaticScan, discover
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.pipeline.scan import StaticScan, discover
+from recompile_fix.profile.model import Location
 
 
 class PrintInForward(Rule):
@@ -135,7 +135,7 @@ def test_a_file_that_does_not_parse_is_reported_and_others_still_scanned(tmp_pat
 
 
 def test_the_cache_does_not_outlive_the_code_that_filled_it(tmp_path, monkeypatch):
-    import recompile_fix.scan as scan_module
+    import recompile_fix.pipeline.scan as scan_module
 
     root = _tree(tmp_path)
     _scan(root)

@@ -14,15 +14,15 @@ import shutil
 import textwrap
 
 import pytest
-from recompile_fix.rules import rule_by_id
 
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
-from recompile_fix.findings import Safety
-from recompile_fix.profile import Compile, Frame, Location, Profile, Reason, sha256_bytes
-from recompile_fix.rewrite import rewrite
-from recompile_fix.rule import Project
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.rewrite import rewrite
+from recompile_fix.findings.finding import Safety
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, sha256_bytes
+from recompile_fix.rules import rule_by_id
 
 GOLDEN = ROOT / "golden"
 OURS = sorted(

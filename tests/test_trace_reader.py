@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from recompile_fix.rules import ALL_RULES
 
 from conftest import PROGRAMS, ROOT, run_cli
+from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
-from recompile_fix.plan import plan
-from recompile_fix.profile import Profile, sha256_file
-from recompile_fix.rule import Project
-from recompile_fix.trace_reader import profile_from_trace, read_trace
+from recompile_fix.findings.plan import plan
+from recompile_fix.profile.model import Profile, sha256_file
+from recompile_fix.profile.trace_reader import profile_from_trace, read_trace
+from recompile_fix.rules import ALL_RULES
 from tlparse_output import run_tlparse, tlparse_compiles
 
 

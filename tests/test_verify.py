@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from conftest import PROGRAMS, ROOT, run_cli
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.profile import Compile, Frame, GraphBreak, Location, Profile
-from recompile_fix.rule import Rule
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
 from recompile_fix.verify import (
     CallableOutputs,
     Run,

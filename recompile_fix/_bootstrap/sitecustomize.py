@@ -23,7 +23,7 @@ def _chain_to_shadowed_sitecustomize() -> None:
 
 
 try:
-    from recompile_fix.recorder import install_when_torch_imported
+    from recompile_fix.profile.recorder import install_when_torch_imported
 
     install_when_torch_imported()
 except Exception as exc:  # the user's program must run even if the recorder cannot

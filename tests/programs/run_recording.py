@@ -16,7 +16,7 @@ import sys
 import torch
 import torch._dynamo.utils as dynamo_utils
 
-from recompile_fix.compiled_outputs import OutputRecorder, install
+from recompile_fix.profile.compiled_outputs import OutputRecorder, install
 
 MAX_CALLS = 50
 recorder = OutputRecorder(torch, max_calls=MAX_CALLS, with_file=False)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from recompile_fix.edits import Edit
-from recompile_fix.findings import Finding
-from recompile_fix.profile import Profile
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.findings.finding import Finding
+from recompile_fix.profile.model import Profile
+
+if TYPE_CHECKING:  # a rule's fix makes Edits (the next stage); only its signature names them
+    from recompile_fix.edits.edit import Edit
 
 
 @dataclass(frozen=True)
@@ -22,42 +25,11 @@ class Example:
     after: str
 
 
-class Project:
-    """The sources a rule may read, parsed once each. Resolves Profile paths against a root."""
-
-    def __init__(self, root, expected_hashes: dict[str, str] | None = None):
-        self.root = Path(root)
-        self.expected_hashes = expected_hashes
-        self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
-        self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
-        self._cache: dict[str, SourceFile | Exception] = {}
-
-    def source(self, path: str) -> SourceFile | None:
-        """The parsed file, or None when it is unreadable, unparsable or changed since profiling
-        (a rule must not place a fix by line numbers that no longer hold)."""
-        from recompile_fix.profile import resolve, same_as_profiled
-
-        if path not in self._cache:
-            try:
-                file = resolve(path, self.root)
-                data = file.read_bytes()
-                if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
-                    self.stale.add(path)
-                    raise LookupError(f"{path} changed since it was profiled")
-                self._cache[path] = SourceFile.read(Path(path), data)
-            except Exception as exc:  # apply reports unreadable files on its own
-                if not isinstance(exc, LookupError):
-                    self.errors[path] = str(exc)
-                self._cache[path] = exc
-        value = self._cache[path]
-        return None if isinstance(value, Exception) else value
-
-
 class Rule:
     id: str = ""
     name: str = ""
     message: str = ""
-    # Reason kinds (see recompile_fix.profile.REASON_KINDS) this rule turns into fixes.
+    # Reason kinds (see recompile_fix.profile.model.REASON_KINDS) this rule turns into fixes.
     consumes: tuple[str, ...] = ()
     # Substrings without which the rule cannot fire in a file (a cheap prefilter): a file needs
     # one of ``triggers`` and every one of ``requires``.

@@ -41,7 +41,7 @@ from pathlib import Path
 from recompile_fix.errors import UserError
 
 # The graph-break artifact is the text the recorder reads from torch's graph_breaks log.
-from recompile_fix.recorder import _GRAPH_BREAK_AT, _GRAPH_BREAK_REASON
+from recompile_fix.profile.recorder import _GRAPH_BREAK_AT, _GRAPH_BREAK_REASON
 
 _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pid>\d+) [^\]]*\]")
 _FILE_RANK = re.compile(r"rank_(\d+)_")
@@ -77,7 +77,7 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
 
 def profile_from_trace(path: str | os.PathLike, *, root: str | None = None):
     """A Profile of the run that wrote the TORCH_TRACE directory ``path``."""
-    from recompile_fix.profile_run import build_profile
+    from recompile_fix.profile.merge import build_profile
 
     root = os.path.abspath(root or os.getcwd())
     records = read_trace(path, root=root)

@@ -12,15 +12,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
-from recompile_fix.edits import unified_diff
-from recompile_fix.findings import Finding, Safety
-from recompile_fix.plan import plan
-from recompile_fix.profile import Profile, resolve, same_as_profiled, sha256_bytes
-from recompile_fix.rewrite import FileRewrite, rewrite
-from recompile_fix.rule import Project, Rule
-from recompile_fix.scan import StaticScan, discover
-from recompile_fix.source import SourceError, SourceFile
+from recompile_fix.edits.edit import unified_diff
+from recompile_fix.edits.rewrite import FileRewrite, rewrite
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.plan import plan
+from recompile_fix.findings.rule import Rule
+from recompile_fix.pipeline.scan import StaticScan, discover
+from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.suppression import is_suppressed
 
 

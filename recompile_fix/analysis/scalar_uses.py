@@ -28,7 +28,7 @@ from typing import Callable
 
 import libcst as cst
 
-from recompile_fix.source import SourceFile, is_name, walk
+from recompile_fix.analysis.source import SourceFile, is_name, walk
 
 TENSOR = "tensor"
 BLOCKS = "blocks"

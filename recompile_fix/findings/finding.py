@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from recompile_fix.profile import Location
+from recompile_fix.profile.model import Location
 
 
 class Safety(str, Enum):

@@ -16,7 +16,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from recompile_fix.source import SourceFile
+from recompile_fix.analysis.source import SourceFile
 
 
 @dataclass

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import recompile_fix
-from recompile_fix.findings import Finding
+from recompile_fix.findings.finding import Finding
 
 CACHE_FILE = ".recompile-fix/cache/static.json"
 
@@ -58,7 +58,7 @@ def _init_worker(rule_ids: list[str], rules=None) -> None:
 
 def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], str | None]:
     """(relative path, content hash, findings as JSON, error) for one file."""
-    from recompile_fix.source import SourceError, SourceFile
+    from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
         data = Path(path).read_bytes()
@@ -203,13 +203,17 @@ def _code_digest() -> str:
 
     digest = hashlib.blake2b(digest_size=8)
     for package in (Path(recompile_fix.__file__).parent, Path(rules.__file__).parent):
-        for path in sorted(package.glob("*.py")):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
+        # Every stage folder; os.walk does not follow the link that puts rules/ in the package.
+        for directory, dirnames, filenames in sorted(os.walk(package)):
+            dirnames.sort()
+            for name in sorted(f for f in filenames if f.endswith(".py")):
+                path = Path(directory, name)
+                digest.update(str(path.relative_to(package)).encode())
+                digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 def _base_plan_static():
-    from recompile_fix.rule import Rule
+    from recompile_fix.findings.rule import Rule
 
     return Rule.plan_static

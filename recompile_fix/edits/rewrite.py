@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recompile_fix.edits import Edit, apply_edits
-from recompile_fix.findings import Finding
-from recompile_fix.rule import Rule
-from recompile_fix.source import SourceError, SourceFile
+from recompile_fix.analysis.source import SourceError, SourceFile
+from recompile_fix.edits.edit import Edit, apply_edits
+from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.rule import Rule
 
 
 @dataclass

@@ -3,9 +3,10 @@ says where its fix goes. Nothing is edited here."""
 
 from __future__ import annotations
 
-from recompile_fix.findings import Finding
-from recompile_fix.profile import Profile
-from recompile_fix.rule import Project, Rule
+from recompile_fix.analysis.project import Project
+from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Profile
 
 
 def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Finding]:

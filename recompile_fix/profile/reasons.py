@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
-from recompile_fix.profile import Location, Reason
+from recompile_fix.profile.model import Location, Reason
 
 _LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)

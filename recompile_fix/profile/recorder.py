@@ -33,7 +33,7 @@ BACKEND_ENV = "RECOMPILE_FIX_BACKEND"
 
 # Frames from these trees are torch's (or ours), never the user's call site.
 _TORCH_DIR = None
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the recompile_fix package
 # The standard library's wrappers (contextlib, functools, runpy) are never the user's call site.
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _MAX_STACK = 12
@@ -325,7 +325,7 @@ def install() -> _Recorder:
         _force_backend(torch, backend)
 
     # `recompile-fix verify` also wants what each compiled callable returned.
-    from recompile_fix.compiled_outputs import install_from_env
+    from recompile_fix.profile.compiled_outputs import install_from_env
 
     install_from_env(torch)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from recompile_fix.errors import UserError
+from recompile_fix.suppression import strip_suppressions
 
 SCHEMA = "recompile-fix/profile"
 SCHEMA_VERSION = 1
@@ -327,8 +328,6 @@ def same_as_profiled(data: bytes, expected: str | None) -> bool:
         return True
     if b"recompile-fix" not in data:
         return False
-    from recompile_fix.suppression import strip_suppressions
-
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

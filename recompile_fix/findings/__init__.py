@@ -1,0 +1,6 @@
+"""Stage 2, Findings: which rule fires where, on what evidence, with what fix safety.
+
+* ``finding``: the Finding data type and its Safety;
+* ``rule``: the contract every file in ``rules/`` implements;
+* ``plan``: Profile -> Findings (every rule's ``plan``).
+"""
