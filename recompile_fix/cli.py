@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from recompile_fix.errors import UserError
+
+if TYPE_CHECKING:  # the commands import what they need when they run (a fast `--help`)
+    from recompile_fix.findings.rule import Rule
+    from recompile_fix.profile.model import Profile
+    from recompile_fix.verify.compare import Tolerance
 
 
 def _fail(message: str) -> None:
@@ -208,10 +215,8 @@ def apply(
         )
     write = not (show_diff or check)
     if verify_fixes:
-        from recompile_fix.verify import cli_apply_verified
-
         sys.exit(
-            cli_apply_verified(
+            _apply_verified(
                 paths=list(paths),
                 profile=loaded,
                 profile_path=profile_path,
@@ -234,7 +239,7 @@ def apply(
         use_cache=not no_cache,
     )
     if show_diff:
-        click.echo(diff_text(result), nl=False)
+        click.echo(diff_text(result.rewrites), nl=False)
     else:
         click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES), nl=False)
     for error in result.errors:
@@ -329,14 +334,14 @@ def verify(
     from recompile_fix.config import load_config
     from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
-    from recompile_fix.verify import Tolerance, cli_verify
+    from recompile_fix.verify.compare import Tolerance
 
     if exact and (rtol is not None or atol is not None):
         raise UserError("--exact and --rtol/--atol exclude each other")
     config = load_config()
     loaded = Profile.load(profile_file or config.profile)
     sys.exit(
-        cli_verify(
+        _verify(
             command=list(command),
             profile=loaded,
             rules=ALL_RULES,
@@ -368,6 +373,119 @@ def lsp(debounce) -> None:
         import pygls  # noqa: F401
     except ImportError:
         raise UserError("the language server needs pygls: pip install 'recompile-fix[lsp]'") from None
-    from recompile_fix.lsp import DEFAULT_DEBOUNCE, serve
+    from recompile_fix.lsp.server import DEFAULT_DEBOUNCE, serve
 
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)
+
+
+# -- verify and apply --verify: the click side -------------------------------------------
+
+
+def _verify(
+    *,
+    command: list[str],
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    backend: str | None,
+    unsafe_fixes: bool,
+    as_json: bool,
+    tolerance: Tolerance,
+    html_file: str | None,
+    fail_on_recompile: bool,
+    calls: int,
+    apply_options: dict | None = None,
+) -> int:
+    """`recompile-fix verify`; returns the exit code (0 verified, 1 worse, 2 error)."""
+    from recompile_fix.verify.prove import verify
+    from recompile_fix.verify.render import render_text
+
+    command = list(command) or list(profile.command)
+    if not command:
+        raise UserError("no command to run: use `recompile-fix verify -- python train.py ...`")
+    v = verify(
+        command,
+        profile,
+        rules,
+        backend=backend if backend is not None else profile.backend,
+        unsafe_fixes=unsafe_fixes,
+        tolerance=tolerance,
+        fail_on_recompile=fail_on_recompile,
+        calls=calls,
+        apply_options=apply_options,
+    )
+    if as_json:
+        click.echo(json.dumps(v.to_json(), indent=1))
+    else:
+        click.echo(render_text(v), nl=False)
+    if html_file and v.ran:
+        from recompile_fix.verify.chart import render_html
+
+        Path(html_file).write_text(render_html(v), encoding="utf-8")
+        click.echo(f"recompile-fix: wrote {html_file}", err=True)
+    for error in v.errors:
+        click.echo(f"recompile-fix: error: {error}", err=True)
+    if not v.verified:
+        return 1
+    return 2 if v.errors else 0
+
+
+def _apply_verified(
+    *,
+    paths: list[str],
+    profile: Profile | None,
+    profile_path: str,
+    rules: tuple[Rule, ...],
+    unsafe_fixes: bool,
+    write: bool,
+    show_diff: bool,
+    check: bool,
+    apply_options: dict | None = None,
+) -> int:
+    """`recompile-fix apply --verify`; returns the exit code (0 all verified and applied, 1 a fix
+    was dropped or, with --check, verified fixes are pending, 2 error)."""
+    from recompile_fix.pipeline.fix import diff_text
+    from recompile_fix.verify.prove import apply_verified
+    from recompile_fix.verify.render import frame_table
+
+    if profile is None:
+        raise UserError("apply --verify needs a Profile: it runs the command the Profile recorded")
+    if not profile.command:
+        raise UserError("the Profile records no command to run; use `recompile-fix verify -- CMD`")
+    result = apply_verified(
+        list(profile.command),
+        profile,
+        rules,
+        paths=paths,
+        backend=profile.backend,
+        unsafe_fixes=unsafe_fixes,
+        write=write,
+        apply_options=apply_options,
+    )
+    if show_diff:
+        click.echo(diff_text(result.rewrites), nl=False)
+    else:
+        for finding in result.kept:
+            click.echo(finding.describe(unsafe_fixes=True) + "\n    verified: makes nothing worse, outputs equal")
+        for finding, why in result.dropped:
+            click.echo(finding.describe(unsafe_fixes=True))
+            click.echo("    dropped: verification shows it makes things worse:")
+            click.echo("\n".join(f"      - {w}" for w in why))
+        if result.verification is not None:
+            click.echo("")
+            click.echo("\n".join(frame_table(result.verification)))
+    for error in result.errors:
+        click.echo(f"recompile-fix: error: {error}", err=True)
+    files = len(result.rewrites)
+    verb = "Fixed" if write else "Would fix"
+    summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
+    if result.dropped:
+        summary += f"; dropped {len(result.dropped)} that made things worse"
+    summary += f" ({result.runs} runs of `{' '.join(profile.command)}`)." if result.runs else "."
+    click.echo(summary, err=True)
+    if write and result.rewrites:
+        profile.dump(profile_path)  # remember what was applied: a second apply is a no-op
+    if result.errors:
+        return 2
+    if result.dropped or (check and result.kept):
+        return 1
+    return 0

@@ -580,7 +580,7 @@ async def test_rules_that_need_no_profile(tmp_path):
 
 
 def test_positions_in_each_encoding_and_suppression_round_trip():
-    from recompile_fix.lsp import LineIndex, code_units
+    from recompile_fix.lsp.positions import LineIndex, code_units
     from recompile_fix.suppression import strip_suppressions, with_suppression
 
     text = "a = 1\r\nb = '\U0001f642é'; c(x)\rd\n"

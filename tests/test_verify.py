@@ -24,18 +24,10 @@ from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
-from recompile_fix.verify import (
-    CallableOutputs,
-    Run,
-    Tolerance,
-    _command_in,
-    allowances,
-    compare_runs,
-    compare_tensors,
-    copy_tree,
-    run_command,
-    verify,
-)
+from recompile_fix.verify.compare import Tolerance, allowances, compare_runs, compare_tensors
+from recompile_fix.verify.prove import verify
+from recompile_fix.verify.runs import CallableOutputs, Run, run_command
+from recompile_fix.verify.tree import command_in, copy_tree
 
 VERIFY_PROGRAMS = PROGRAMS / "verify"
 
@@ -365,7 +357,7 @@ def test_copy_tree(tmp_path):
     assert (dst / "pkg" / "mod.py").read_bytes() == b"x = 1\r\n"  # byte for byte: the hashes hold
     assert not (dst / ".git").exists() and not (dst / ".recompile-fix").exists()
     assert (dst / ".venv").is_symlink() and (dst / "data.bin").is_symlink()
-    assert _command_in(["python", str(src / "pkg" / "mod.py"), "-v"], src, dst) == [
+    assert command_in(["python", str(src / "pkg" / "mod.py"), "-v"], src, dst) == [
         "python",
         str(dst / "pkg" / "mod.py"),
         "-v",

@@ -1,14 +1,25 @@
-"""`recompile-fix apply`: plan, rewrite and (unless asked for a diff) write, file by file.
+"""The fix pipeline: the one path from a Profile to written files, which every surface calls
+(`apply` and the pre-commit hooks that run it, `apply --verify`, `verify`, the language server).
 
-Bad input is reported per file in one line and that file is left alone; every other file is
-still processed. Writes are atomic and only touch files under the given paths whose bytes are
-the ones the Profile recorded.
+    Profile + configuration --find--> Findings --select_fixes--> fixes
+        --rewrite_files--> one FileRewrite per file --write_rewrites--> files (or diff_text)
+
+* ``find``: Findings from the Profile for the files whose bytes it saw (a stale, already fixed
+  or unreadable file is reported in one line and left alone), and from the source for the
+  rules that need no Profile; merged (``merge_findings``), filtered by configuration and
+  suppression comments, in position order (``finding_order``).
+* ``select_fixes``: the Findings whose fix is made: safe ones, and unsafe ones when asked.
+* ``rewrite_files``: each file's fixes as one rewrite; a file that cannot be read or parsed, or
+  whose fixes crash, is reported and never loses another file's work.
+* ``write_rewrites``: atomic writes, each remembered in the Profile (``applied``), so a second
+  apply changes nothing.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +34,19 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.scan import StaticScan, discover
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.suppression import is_suppressed
+
+__all__ = [
+    "ApplyResult",
+    "diff_text",
+    "find",
+    "finding_order",
+    "is_selected",
+    "merge_findings",
+    "rewrite_files",
+    "run_apply",
+    "select_fixes",
+    "write_rewrites",
+]
 
 
 @dataclass
@@ -39,11 +63,6 @@ class ApplyResult:
         return [f for r in self.rewrites for f in r.applied]
 
 
-def _inside(path: Path, roots: list[Path]) -> bool:
-    path = path.resolve()
-    return any(path == root or root in path.parents for root in roots)
-
-
 def run_apply(
     paths: list[str],
     profile: Profile | None,
@@ -56,73 +75,86 @@ def run_apply(
     jobs: int | None = None,
     use_cache: bool = True,
 ) -> ApplyResult:
-    """Plan (from the Profile, and from the source for the static rules), filter by
-    configuration and suppression comments, rewrite, and write unless asked not to."""
+    """The whole pipeline: find, select, rewrite, and write unless asked not to."""
     root_dir = Path(root or os.getcwd()).resolve()
     config = config or Config(root=root_dir)
+    result = find(paths, profile, rules, root=root_dir, config=config, jobs=jobs, use_cache=use_cache)
+    rewrites, failed = rewrite_files(root_dir, select_fixes(result.findings, unsafe_fixes=unsafe_fixes), rules)
+    skipped = [
+        (r.path, f"{r.path}:{finding.location.line}: {finding.rule} not applied: {why}")
+        for r in rewrites
+        for finding, why in r.skipped
+    ]
+    result.errors.extend(message for _, message in sorted(failed + skipped, key=lambda item: item[0]))
+    result.rewrites = [r for r in rewrites if r.changed]
+    if write:
+        write_rewrites(root_dir, result.rewrites, profile)
+    return result
+
+
+# -- find ------------------------------------------------------------------------------------
+
+
+def find(
+    paths: list[str],
+    profile: Profile | None,
+    rules: tuple[Rule, ...],
+    *,
+    root: Path,
+    config: Config,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> ApplyResult:
+    """The Findings under ``paths`` of ``root`` (``findings``), with the per-file errors; nothing
+    is rewritten yet."""
     rules = tuple(r for r in rules if config.rule_enabled(r.id))
     roots = []
     for p in paths:
         resolved = Path(p).resolve()
         if not resolved.exists():
             raise SourceError(f"{p}: no such file or directory")
-        if not _inside(resolved, [root_dir]):
-            raise SourceError(f"{p}: outside the project ({root_dir}); run from the project root")
+        if not _inside(resolved, [root]):
+            raise SourceError(f"{p}: outside the project ({root}); run from the project root")
         roots.append(resolved)
     result = ApplyResult()
-    planned: list[Finding] = []
+    profiled: list[Finding] = []
     if profile is not None:
-        planned = _plan_from_profile(profile, rules, root_dir, roots, paths, unsafe_fixes, result)
-    scan = StaticScan(root_dir, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
-    static = scan.run(discover(paths, root_dir, config.excluded))
+        profiled = _plan_from_profile(profile, rules, root, roots, paths, result)
+    scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
+    static = scan.run(discover(paths, root, config.excluded))
     result.errors.extend(scan.errors)
     result.files_parsed = scan.parsed
-    seen = {(f.rule, f.file, f.location.line) for f in planned}
-    planned.extend(f for f in static if (f.rule, f.file, f.location.line) not in seen)
-
-    lines = _LineReader(root_dir)
-    for finding in planned:
-        if not config.rule_enabled(finding.rule, finding.file):
-            continue
-        if is_suppressed(lines.line(finding.file, finding.location.line), finding.rule):
-            continue
-        result.findings.append(finding)
-    result.findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
-
-    by_rule = {rule.id: rule for rule in rules}
-    by_file: dict[str, list[Finding]] = {}
-    for finding in result.findings:
-        if finding.safety is Safety.SAFE or (finding.safety is Safety.UNSAFE and unsafe_fixes):
-            by_file.setdefault(finding.file, []).append(finding)
-    for path, file_findings in sorted(by_file.items()):
-        file = resolve(path, root_dir)
-        try:
-            # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
-            source = SourceFile.read(Path(path), file.read_bytes(), parse=False)
-            source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
-            file_rewrite = rewrite(path, source, file_findings, by_rule)
-        except SourceError as exc:
-            result.errors.append(str(exc))
-            continue
-        except OSError as exc:
-            result.errors.append(f"{path}: cannot read: {exc.strerror}")
-            continue
-        except Exception as exc:  # a crash in one file never loses another file's work
-            result.errors.append(f"{path}: internal error, not changed: {exc!r}")
-            continue
-        for finding, why in file_rewrite.skipped:
-            result.errors.append(f"{path}:{finding.location.line}: {finding.rule} not applied: {why}")
-        if not file_rewrite.changed:
-            continue
-        result.rewrites.append(file_rewrite)
-        if write:
-            _write_atomic(file, file_rewrite.after)
-            if profile is not None and path in profile.sources:
-                profile.applied[path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+    lines = _LineReader(root)
+    result.findings = [
+        finding
+        for finding in merge_findings(profiled, static, config)
+        if not is_suppressed(lines.line(finding.file, finding.location.line), finding.rule)
+    ]
     return result
 
 
-def _plan_from_profile(profile, rules, root_dir, roots, paths, unsafe_fixes, result) -> list[Finding]:
+def merge_findings(profiled: list[Finding], static: list[Finding], config: Config | None = None) -> list[Finding]:
+    """The Profile's Findings, then the static ones on no (rule, file, line) the Profile covers;
+    those the configuration enables for their file; in position order."""
+    seen = {(f.rule, f.file, f.location.line) for f in profiled}
+    merged = profiled + [f for f in static if (f.rule, f.file, f.location.line) not in seen]
+    if config is not None:
+        merged = [f for f in merged if config.rule_enabled(f.rule, f.file)]
+    return sorted(merged, key=finding_order)
+
+
+def finding_order(finding: Finding) -> tuple[str, int, int, str]:
+    return (finding.file, finding.location.line, finding.location.col or 0, finding.rule)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    path = path.resolve()
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _plan_from_profile(
+    profile: Profile, rules: tuple[Rule, ...], root_dir: Path, roots: list[Path], paths: list[str], result: ApplyResult
+) -> list[Finding]:
     """Findings from the Profile for files whose bytes are the ones it saw; errors for the rest."""
     project = Project(root_dir, expected_hashes=profile.sources)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / unreadable
@@ -188,6 +220,62 @@ class _LineReader:
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
+# -- select ----------------------------------------------------------------------------------
+
+
+def is_selected(finding: Finding, *, unsafe_fixes: bool) -> bool:
+    """Is this Finding's fix made? Safe fixes always; unsafe ones only when asked (never in an
+    editor's fix-all); a Finding with no fix never."""
+    return finding.safety is Safety.SAFE or (finding.safety is Safety.UNSAFE and unsafe_fixes)
+
+
+def select_fixes(findings: Iterable[Finding], *, unsafe_fixes: bool) -> list[Finding]:
+    return [f for f in findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
+
+
+# -- rewrite ---------------------------------------------------------------------------------
+
+
+def rewrite_files(
+    root: Path, fixes: list[Finding], rules: tuple[Rule, ...]
+) -> tuple[list[FileRewrite], list[tuple[str, str]]]:
+    """Each file's fixes as one rewrite of its text on disk under ``root`` (unchanged ones
+    included: their ``skipped`` fixes say why), and (path, why) for each file that could not be
+    rewritten."""
+    by_rule = {rule.id: rule for rule in rules}
+    by_file: dict[str, list[Finding]] = {}
+    for finding in fixes:
+        by_file.setdefault(finding.file, []).append(finding)
+    rewrites: list[FileRewrite] = []
+    failed: list[tuple[str, str]] = []
+    for path, file_fixes in sorted(by_file.items()):
+        try:
+            # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
+            source = SourceFile.read(Path(path), resolve(path, root).read_bytes(), parse=False)
+            source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
+            rewrites.append(rewrite(path, source, file_fixes, by_rule))
+        except SourceError as exc:
+            failed.append((path, str(exc)))
+        except OSError as exc:
+            failed.append((path, f"{path}: cannot read: {exc.strerror}"))
+        except Exception as exc:  # a crash in one file never loses another file's work
+            failed.append((path, f"{path}: internal error, not changed: {exc!r}"))
+    return rewrites, failed
+
+
+# -- write -----------------------------------------------------------------------------------
+
+
+def write_rewrites(root: Path, rewrites: list[FileRewrite], profile: Profile | None = None) -> None:
+    """Write each changed file atomically; the Profile remembers the bytes written."""
+    for file_rewrite in rewrites:
+        if not file_rewrite.changed:
+            continue
+        _write_atomic(resolve(file_rewrite.path, root), file_rewrite.after)
+        if profile is not None and file_rewrite.path in profile.sources:
+            profile.applied[file_rewrite.path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+
+
 def _write_atomic(path: Path, text: str) -> None:
     mode = path.stat().st_mode
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -202,5 +290,5 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def diff_text(result: ApplyResult) -> str:
-    return "".join(unified_diff(r.path, r.before, r.after) for r in result.rewrites)
+def diff_text(rewrites: list[FileRewrite]) -> str:
+    return "".join(unified_diff(r.path, r.before, r.after) for r in rewrites)

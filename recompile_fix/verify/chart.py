@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from recompile_fix.verify import FrameRow, Verification
+from recompile_fix.verify.compare import FrameRow, Verification
 
 _LABEL_W = 380
 _BAR_W = 420

@@ -1,0 +1,316 @@
+"""Before against after: frame statistics matched across the two runs, the recorded tensors
+compared call by call, and what got worse."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
+from recompile_fix.profile.model import Frame, Profile
+from recompile_fix.verify.runs import CallableOutputs, Run
+
+__all__ = [
+    "STATS",
+    "FrameRow",
+    "OutputRow",
+    "Tolerance",
+    "Verification",
+    "allowances",
+    "compare_outputs",
+    "compare_runs",
+    "compare_tensors",
+    "match_frames",
+]
+
+
+@dataclass
+class Tolerance:
+    """How close recorded tensors must be: torch.testing.assert_close's defaults (per dtype),
+    given ``rtol``/``atol`` (the other one defaults to 0), or bit for bit."""
+
+    exact: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exactly"
+        if self.rtol is None and self.atol is None:
+            return "with torch.testing.assert_close's default tolerances"
+        return f"with rtol={self.rtol or 0:g}, atol={self.atol or 0:g}"
+
+
+def compare_tensors(before, after, tolerance: Tolerance) -> tuple[bool, float | None, str]:
+    """(same?, max abs difference, what differs)."""
+    import torch
+
+    if before.shape != after.shape:
+        return False, None, f"shape {tuple(before.shape)} -> {tuple(after.shape)}"
+    if before.dtype != after.dtype:
+        return False, None, f"dtype {before.dtype} -> {after.dtype}".replace("torch.", "")
+    diff = None
+    if before.numel():
+        b, a = (
+            before.to(torch.complex128 if before.is_complex() else torch.float64),
+            after.to(torch.complex128 if after.is_complex() else torch.float64),
+        )
+        both_nan = b.isnan() & a.isnan()
+        delta = torch.where(both_nan, torch.zeros_like(b), a - b).abs()
+        delta = torch.where(delta.isnan(), torch.full_like(delta, float("inf")), delta)
+        diff = float(delta.max())
+    if tolerance.exact:
+        same = bool(torch.equal(before, after)) or (diff == 0.0)
+    else:
+        kwargs = {}
+        if tolerance.rtol is not None or tolerance.atol is not None:
+            kwargs = {"rtol": tolerance.rtol or 0.0, "atol": tolerance.atol or 0.0}
+        try:
+            torch.testing.assert_close(after, before, equal_nan=True, **kwargs)
+            same = True
+        except AssertionError:
+            same = False
+    return same, diff, "" if same else f"max abs diff {diff:.3g}"
+
+
+@dataclass
+class OutputRow:
+    key: str
+    label: str
+    file: str
+    line: int
+    calls_before: int | None
+    calls_after: int | None
+    compared: int = 0  # tensors compared
+    same: bool = True
+    max_abs_diff: float | None = None
+    detail: str = ""
+
+
+def compare_outputs(
+    before: dict[str, CallableOutputs], after: dict[str, CallableOutputs], tolerance: Tolerance
+) -> list[OutputRow]:
+    rows = []
+    for key in list(before) + [k for k in after if k not in before]:
+        b, a = before.get(key), after.get(key)
+        some = b or a
+        row = OutputRow(
+            key=key,
+            label=some.label,
+            file=some.file,
+            line=some.line,
+            calls_before=b.calls if b else None,
+            calls_after=a.calls if a else None,
+        )
+        rows.append(row)
+        if b is None or a is None:
+            row.same = False
+            row.detail = "compiled only after the fix" if b is None else "not compiled after the fix"
+            continue
+        if b.calls != a.calls:
+            row.same = False
+            row.detail = f"called {b.calls} times before, {a.calls} after"
+        for i, (b_call, a_call) in enumerate(zip(b.outputs, a.outputs)):
+            if len(b_call) != len(a_call):
+                row.same = False
+                row.detail = row.detail or f"call {i + 1}: {len(b_call)} tensors before, {len(a_call)} after"
+                continue
+            for j, (bt, at) in enumerate(zip(b_call, a_call)):
+                same, diff, why = compare_tensors(bt, at, tolerance)
+                row.compared += 1
+                if diff is not None:
+                    row.max_abs_diff = max(row.max_abs_diff or 0.0, diff)
+                if not same:
+                    if row.same or not row.detail:
+                        row.detail = f"call {i + 1}, tensor {j + 1}: {why}"
+                    row.same = False
+    rows.sort(key=lambda r: (r.file, r.line, r.key))
+    return rows
+
+
+def _norm_name(name: str) -> str:
+    return re.sub(r"_at_\d+$", "", name)
+
+
+def frame_stats(frame: Frame) -> dict:
+    return {
+        "compiles": len(frame.compiles),
+        "recompiles": frame.recompiles,
+        "limit_hits": frame.limit_hits,
+        "compile_seconds": round(frame.compile_seconds, 6),
+        "graph_breaks": sum(b.count for b in frame.graph_breaks),
+    }
+
+
+STATS = ("compiles", "recompiles", "limit_hits", "graph_breaks")
+_STAT_WORDS = {
+    "compiles": "more compiles",
+    "recompiles": "more recompiles",
+    "limit_hits": "more recompile-limit hits",
+    "graph_breaks": "more graph breaks",
+}
+
+
+@dataclass
+class FrameRow:
+    name: str
+    file: str
+    line_before: int | None
+    line_after: int | None
+    before: dict | None
+    after: dict | None
+    outputs: str | None = None  # "same" / "differ": outputs of the callables compiled as this frame
+
+    @property
+    def label(self) -> str:
+        line = self.line_before if self.line_before is not None else self.line_after
+        return f"{self.name} ({self.file}:{line})"
+
+    def value(self, stat: str, side: str):
+        data = self.before if side == "before" else self.after
+        return 0 if data is None else data[stat]
+
+
+def match_frames(before: Profile, after: Profile) -> list[FrameRow]:
+    def groups(profile):
+        out: dict[tuple, list[Frame]] = {}
+        for frame in sorted(profile.frames, key=lambda f: (f.file, f.first_line, f.name)):
+            out.setdefault((frame.file, _norm_name(frame.name)), []).append(frame)
+        return out
+
+    b_groups, a_groups = groups(before), groups(after)
+    rows = []
+    for key in list(b_groups) + [k for k in a_groups if k not in b_groups]:
+        b_list, a_list = b_groups.get(key, []), a_groups.get(key, [])
+        for i in range(max(len(b_list), len(a_list))):
+            b = b_list[i] if i < len(b_list) else None
+            a = a_list[i] if i < len(a_list) else None
+            some = b or a
+            rows.append(
+                FrameRow(
+                    name=some.name,
+                    file=some.file,
+                    line_before=b.first_line if b else None,
+                    line_after=a.first_line if a else None,
+                    before=frame_stats(b) if b else None,
+                    after=frame_stats(a) if a else None,
+                )
+            )
+    rows.sort(key=lambda r: (r.file, r.line_before if r.line_before is not None else r.line_after or 0))
+    return rows
+
+
+@dataclass
+class Verification:
+    """The before/after comparison of one set of fixes."""
+
+    command: list[str]
+    fixes: list[Finding] = field(default_factory=list)
+    frames: list[FrameRow] = field(default_factory=list)
+    outputs: list[OutputRow] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # files apply could not fix (stale, unparsable)
+    notes: list[str] = field(default_factory=list)
+    before_exit: int | None = None
+    after_exit: int | None = None
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    fail_on_recompile: bool = False
+    calls: int = DEFAULT_CALLS
+    ran: bool = True
+
+    @property
+    def verified(self) -> bool:
+        return not self.regressions
+
+    def total(self, stat: str, side: str):
+        return sum(
+            row.value(stat, side)
+            if stat != "compile_seconds"
+            else (getattr(row, side) or {}).get("compile_seconds", 0.0)
+            for row in self.frames
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "command": self.command,
+            "verified": self.verified,
+            "ran": self.ran,
+            "fixes": [f.to_json() for f in self.fixes],
+            "frames": [{**asdict(r), "label": r.label} for r in self.frames],
+            "outputs": [asdict(o) for o in self.outputs],
+            "totals": {
+                s: {"before": self.total(s, "before"), "after": self.total(s, "after")}
+                for s in (*STATS, "compile_seconds")
+            },
+            "regressions": self.regressions,
+            "errors": self.errors,
+            "notes": self.notes,
+            "exit_code": {"before": self.before_exit, "after": self.after_exit},
+            "tolerance": {**asdict(self.tolerance), "describe": self.tolerance.describe()},
+            "fail_on_recompile": self.fail_on_recompile,
+            "calls_recorded": self.calls,
+        }
+
+
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+
+
+def allowances(fixes: list[Finding], rules: tuple[Rule, ...]) -> set[str]:
+    """What the rules of these fixes do on purpose (``Rule.verify_allows``)."""
+    by_id = {rule.id: rule for rule in rules}
+    return {a for f in fixes for a in getattr(by_id.get(f.rule), "verify_allows", ())}
+
+
+def compare_runs(
+    before: Run,
+    after: Run,
+    *,
+    command: list[str],
+    fixes: list[Finding],
+    tolerance: Tolerance,
+    allows: set[str] = frozenset(),
+) -> Verification:
+    """``allows``: "graph_breaks" and/or "resume_frames", not counted against the fixes."""
+    v = Verification(
+        command=list(command),
+        fixes=list(fixes),
+        tolerance=tolerance,
+        before_exit=before.exit_code,
+        after_exit=after.exit_code,
+    )
+    if after.exit_code != before.exit_code:
+        what = f" ({after.exception})" if after.exception else ""
+        v.regressions.append(
+            f"the command failed after the fix: exit code {after.exit_code}{what}; its output is in {after.log}"
+        )
+    v.frames = match_frames(before.profile, after.profile)
+    v.outputs = compare_outputs(before.outputs, after.outputs, tolerance)
+    for row in v.frames:
+        if row.name.startswith(RESUME_PREFIX) and "resume_frames" in allows:
+            continue  # the fix splits a frame on purpose: its resume functions compile
+        if row.before is None:
+            v.regressions.append(f"new compiled frame: {row.label}: {row.after['compiles']} compiles")
+            continue
+        for stat in STATS:
+            if stat == "graph_breaks" and "graph_breaks" in allows:
+                continue
+            b, a = row.value(stat, "before"), row.value(stat, "after")
+            if a > b:
+                v.regressions.append(f"{_STAT_WORDS[stat]}: {row.label}: {b} -> {a}")
+    compiled = {**after.outputs, **before.outputs}
+    for row in v.frames:
+        # The outputs of the callables compiled as this frame (a function, or a module's forward).
+        mine = [o for o in v.outputs if (compiled[o.key].file, compiled[o.key].name) == (row.file, row.name)]
+        if mine:
+            row.outputs = "same" if all(o.same for o in mine) else "differ"
+    if after.exit_code == before.exit_code:  # after a crash, missing outputs say nothing more
+        for out in v.outputs:
+            if not out.same:
+                v.regressions.append(f"outputs differ: {out.label}: {out.detail}")
+    if before.truncated or after.truncated:
+        v.notes.append("some outputs were not kept (over 256 MiB in one process): fewer calls compared")
+    if not any(o.compared for o in v.outputs):
+        v.notes.append("no compiled callable returned a tensor: outputs were not compared")
+    return v

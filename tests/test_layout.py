@@ -1,0 +1,161 @@
+"""The package's shape: one data model flowing forward (Profile -> Finding -> Edit), each stage in
+its own folder, no module importing a later stage, no import circle, and the recorder (which
+runs inside the user's process) loading nothing but the standard library."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "recompile_fix"
+
+# In flow order. A module may import its own stage and earlier ones, never a later one.
+STAGES = [
+    ("base", ("recompile_fix", "recompile_fix.errors", "recompile_fix.suppression", "recompile_fix.config")),
+    ("profile", ("recompile_fix.profile", "recompile_fix._bootstrap")),
+    ("analysis", ("recompile_fix.analysis",)),
+    ("findings", ("recompile_fix.findings",)),
+    ("edits", ("recompile_fix.edits",)),
+    ("rules", ("recompile_fix.rules",)),
+    ("pipeline", ("recompile_fix.pipeline",)),
+    (
+        "surfaces",
+        (
+            "recompile_fix.cli",
+            "recompile_fix.__main__",
+            "recompile_fix.report",
+            "recompile_fix.output",
+            "recompile_fix.verify",
+            "recompile_fix.lsp",
+        ),
+    ),
+]
+
+
+def stage_of(module: str) -> int:
+    best = None
+    for index, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if module == prefix or (prefix != "recompile_fix" and module.startswith(prefix + ".")):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} belongs to no stage: add it to STAGES"
+    return best[0]
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package, rules included (recompile_fix/rules links to rules/)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(("recompile_fix",) + (parts[:-1] if parts[-1] == "__init__" else parts))
+        found[name] = path
+    return found
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The package modules a file imports, at the top or inside functions (a lazy import is still
+    a dependency); imports under ``if TYPE_CHECKING:`` only name types and are left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _type_checking_only(node)
+        for child in node.body
+        for n in ast.walk(child)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] == "recompile_fix":
+                while name not in known and "." in name:
+                    name = name.rsplit(".", 1)[0]
+                found.add(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports(path, known) - {name} for name, path in mods.items()}
+
+
+def test_every_module_has_a_stage():
+    for name in modules():
+        stage_of(name)
+
+
+def test_no_module_imports_a_later_stage():
+    backward = [
+        f"{name} ({STAGES[stage_of(name)][0]}) imports {dep} ({STAGES[stage_of(dep)][0]})"
+        for name, deps in graph().items()
+        for dep in sorted(deps)
+        if stage_of(dep) > stage_of(name)
+    ]
+    assert not backward, "\n".join(backward)
+
+
+def test_no_import_circle():
+    edges = graph()
+    # A package's __init__ is imported on the way to each of its modules: it must not import them
+    # back (none does), so the edges below are the whole story.
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(edges.get(node, ())):
+            if state.get(dep) == 1:
+                circles.append(" -> ".join(path[path.index(dep) :] + [dep]))
+            elif dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert not circles, "\n".join(circles)
+
+
+def test_stage_packages_import_nothing_on_their_own():
+    """Loading one module of a stage loads nothing else of it (the recorder's package included)."""
+    edges = graph()
+    for name, path in modules().items():
+        if path.name == "__init__.py" and name not in ("recompile_fix", "recompile_fix.rules"):
+            assert not edges[name], f"{name} imports {sorted(edges[name])}"
+
+
+def test_recorder_loads_only_the_standard_library():
+    """The recorder and the outputs recorder run inside the user's process, with the user's
+    interpreter: importing them must load nothing outside the standard library (torch is the
+    user's own and is imported by the program)."""
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        "import recompile_fix.profile.recorder, recompile_fix.profile.compiled_outputs\n"
+        "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] != 'recompile_fix'\n"
+        "             and m.split('.')[0] not in sys.stdlib_module_names)\n"
+        "print(new)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
