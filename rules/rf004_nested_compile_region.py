@@ -5,17 +5,10 @@ from __future__ import annotations
 import os
 import re
 
-from recompile_fix.analysis.block_stacks import (
-    DEFS,
-    Analysis,
-    Site,
-    Tree,
-    Verdict,
-    already_marked,
-    class_name,
-    training_in,
-)
+from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name
+from recompile_fix.analysis.block_stacks import Analysis, Site, already_marked, training_in
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.region_check import Verdict
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Use, is_load
+from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement

@@ -28,287 +28,39 @@ from typing import Callable
 
 import libcst as cst
 
+from recompile_fix.analysis.cst_names import (
+    annotated_tensors,
+    function_named,
+    name_loads,
+    one_line,
+    parameter_for,
+    submodule_class,
+    target_names,
+)
 from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.analysis.torch_vocabulary import (
+    ARITH_FUNCTIONS,
+    ARITH_METHODS,
+    CONVERTERS,
+    EXACT_INT_OPS,
+    NOT_TENSOR_METHODS,
+    NOT_TENSOR_TORCH,
+    NOT_VALUE_KEYWORDS,
+    NUMBER_SETTING_FUNCTIONS,
+    PYTHON_REDUCERS,
+    SHAPE_FUNCTIONS,
+    SHAPE_KEYWORDS,
+    SHAPE_METHODS,
+    TENSOR_ATTRIBUTES,
+)
 
 TENSOR = "tensor"
-BLOCKS = "blocks"
-UNKNOWN = "unknown"
 
-# Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
-ARITH_METHODS = frozenset(
-    {
-        "add",
-        "add_",
-        "sub",
-        "sub_",
-        "subtract",
-        "mul",
-        "mul_",
-        "multiply",
-        "div",
-        "div_",
-        "divide",
-        "true_divide",
-        "pow",
-        "pow_",
-        "clamp",
-        "clamp_",
-        "clip",
-        "clip_",
-        "clamp_min",
-        "clamp_max",
-        "lerp",
-        "lerp_",
-        "maximum",
-        "minimum",
-        "fmod",
-        "remainder",
-        "where",
-        "masked_fill",
-        "masked_fill_",
-        "fill_",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "atan2",
-        "hypot",
-        "copysign",
-        "xlogy",
-        "float_power",
-        "rsub",
-    }
-)
-# torch functions of the same kind: the number is a value in the arithmetic, not a setting.
-ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub", "full_like"})
-# Keywords that are never a value in the arithmetic.
-NOT_VALUE_KEYWORDS = frozenset({"dim", "out", "dtype", "keepdim", "alpha", "rounding_mode", "device"})
-SHAPE_METHODS = frozenset(
-    {
-        "view",
-        "reshape",
-        "expand",
-        "repeat",
-        "repeat_interleave",
-        "narrow",
-        "unflatten",
-        "flatten",
-        "permute",
-        "transpose",
-        "split",
-        "chunk",
-        "unfold",
-        "topk",
-        "kthvalue",
-        "new_zeros",
-        "new_ones",
-        "new_empty",
-        "new_full",
-        "sum",
-        "mean",
-        "softmax",
-        "log_softmax",
-        "argmax",
-        "argmin",
-        "max",
-        "min",
-        "cumsum",
-        "squeeze",
-        "unsqueeze",
-        "roll",
-        "tril",
-        "triu",
-        "select",
-        "index_select",
-        "gather",
-        "diagonal",
-        "movedim",
-        "tile",
-        "to",
-    }
-)
-SHAPE_FUNCTIONS = frozenset(
-    {
-        "zeros",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
-        "arange",
-        "linspace",
-        "logspace",
-        "eye",
-        "pad",
-        "interpolate",
-        "topk",
-        "kthvalue",
-        "split",
-        "chunk",
-        "tril",
-        "triu",
-        "roll",
-        "one_hot",
-        "softmax",
-        "log_softmax",
-        "cumsum",
-        "flatten",
-        "unflatten",
-        "reshape",
-        "narrow",
-        "repeat_interleave",
-        "tile",
-        "multinomial",
-        "avg_pool1d",
-        "avg_pool2d",
-        "max_pool1d",
-        "max_pool2d",
-        "adaptive_avg_pool1d",
-        "adaptive_avg_pool2d",
-        "unfold",
-        "fold",
-    }
-)
-SHAPE_KEYWORDS = frozenset(
-    {
-        "size",
-        "shape",
-        "dim",
-        "dims",
-        "kernel_size",
-        "stride",
-        "padding",
-        "output_size",
-        "num_classes",
-        "k",
-        "chunks",
-        "sections",
-        "split_size_or_sections",
-        "repeats",
-        "groups",
-        "num_samples",
-        "scale_factor",
-        "start_dim",
-        "end_dim",
-    }
-)
-# Activation and normalisation settings torch reads as a Python number (§8: leaky_relu, layer_norm).
-NUMBER_SETTING_FUNCTIONS = frozenset(
-    {
-        "leaky_relu",
-        "elu",
-        "celu",
-        "selu",
-        "hardtanh",
-        "softplus",
-        "threshold",
-        "rrelu",
-        "gelu",
-        "layer_norm",
-        "group_norm",
-        "batch_norm",
-        "instance_norm",
-        "rms_norm",
-        "normalize",
-        "local_response_norm",
-        "clip_grad_norm_",
-        "clip_grad_value_",
-        "label_smoothing",
-    }
-)
-NOT_TENSOR_METHODS = frozenset(
-    {
-        "item",
-        "tolist",
-        "size",
-        "dim",
-        "ndimension",
-        "numel",
-        "nelement",
-        "stride",
-        "data_ptr",
-        "element_size",
-        "is_contiguous",
-        "is_floating_point",
-        "is_complex",
-        "get_device",
-        "storage_offset",
-        "numpy",
-        "untyped_storage",
-        "equal",
-        "allclose",
-        "is_nonzero",
-        "has_names",
-        "is_same_size",
-        "__len__",
-        "backward",
-        "register_hook",
-        "parameters",
-        "named_parameters",
-        "state_dict",
-        "train",
-        "eval",
-        "zero_grad",
-        "step",
-    }
-)
-NOT_TENSOR_TORCH = frozenset(
-    {
-        "is_tensor",
-        "numel",
-        "is_floating_point",
-        "is_complex",
-        "is_nonzero",
-        "get_default_dtype",
-        "equal",
-        "allclose",
-        "is_grad_enabled",
-        "is_storage",
-        "typename",
-        "result_type",
-        "promote_types",
-        "can_cast",
-        "finfo",
-        "iinfo",
-        "device",
-        "dtype",
-        "Size",
-        "compile",
-        "no_grad",
-        "enable_grad",
-        "manual_seed",
-        "set_grad_enabled",
-        "is_inference_mode_enabled",
-        "graph_break",
-        "mark_dynamic",
-    }
-)
-TENSOR_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "data", "grad", "real", "imag"})
-_CONVERTERS = frozenset(
-    {
-        "int",
-        "float",
-        "round",
-        "bool",
-        "complex",
-        "len",
-        "str",
-        "repr",
-        "format",
-        "hex",
-        "oct",
-        "bin",
-        "chr",
-        "hash",
-        "divmod",
-    }
-)
-_PYTHON_REDUCERS = frozenset({"max", "min", "sum", "sorted", "any", "all"})
-_EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+
+BLOCKS = "blocks"
+
+
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -362,9 +114,7 @@ class _Path:
 
     def after(self, operator: cst.BaseBinaryOp, other: cst.BaseExpression) -> "_Path":
         exact = (
-            self.int_exact
-            and isinstance(operator, _EXACT_INT_OPS)
-            and not isinstance(other, (cst.Float, cst.Imaginary))
+            self.int_exact and isinstance(operator, EXACT_INT_OPS) and not isinstance(other, (cst.Float, cst.Imaginary))
         )
         return replace(self, scalar_math=True, int_exact=exact)
 
@@ -395,7 +145,7 @@ class ScalarUses:
 
     def scope(self, source: SourceFile, file: str, node: cst.CSTNode, seeds=frozenset()) -> Scope:
         scope = Scope(source=source, file=file, node=node)
-        scope.tensors = self._tensor_names(scope, set(seeds) | _annotated_tensors(node))
+        scope.tensors = self._tensor_names(scope, set(seeds) | annotated_tensors(node))
         return scope
 
     # -- what is a tensor ----------------------------------------------------------------------
@@ -432,8 +182,8 @@ class ScalarUses:
                     ("torch.optim.", "torch._dynamo.", "torch.compiler.")
                 )
             if (
-                qualified in _CONVERTERS
-                or qualified in _PYTHON_REDUCERS
+                qualified in CONVERTERS
+                or qualified in PYTHON_REDUCERS
                 or qualified.startswith(("math.", "numpy.", "random."))
             ):
                 return False
@@ -459,7 +209,7 @@ class ScalarUses:
                 if not self.tensorish(value, scope):
                     continue
                 for target in targets:
-                    for name in _target_names(target):
+                    for name in target_names(target):
                         if name not in names:
                             names.add(name)
                             changed = True
@@ -556,14 +306,14 @@ class ScalarUses:
         if isinstance(parent, (cst.Element, cst.StarredElement)):
             return [
                 self._use(
-                    "store", f"is put in `{_one_line(source.code(source.parents.get(parent)))}`", node, scope, path
+                    "store", f"is put in `{one_line(source.code(source.parents.get(parent)))}`", node, scope, path
                 )
             ]
         if isinstance(parent, cst.DictElement):
             return [self._use("store", "is stored in a dict", node, scope, path)]
         if isinstance(parent, cst.FormattedStringExpression):
             return [self._use("print", "is formatted into a string", node, scope, path)]
-        return [self._use("unknown", f"is used in `{_one_line(source.code(parent or node))}`", node, scope, path)]
+        return [self._use("unknown", f"is used in `{one_line(source.code(parent or node))}`", node, scope, path)]
 
     def _branch(self, node: cst.CSTNode, scope: Scope):
         """The if/while/assert/conditional expression whose test this node decides, if any."""
@@ -592,20 +342,20 @@ class ScalarUses:
     def _call(self, call: cst.Call, arg: cst.Arg, scope: Scope, path: _Path) -> list[Use]:
         source = scope.source
         func = call.func
-        label = f"`{_one_line(source.code(func))}()`"
+        label = f"`{one_line(source.code(func))}()`"
         qualified = source.qualified_name(func)
         keyword = arg.keyword.value if arg.keyword is not None else None
         if arg.star:
             return [self._use("unknown", f"is unpacked into {label}", call, scope, path)]
         if qualified == "range":
             return [self._use("range", "reaches `range()`", call, scope, path)]
-        if qualified in _CONVERTERS:
+        if qualified in CONVERTERS:
             return [self._use("convert", f"is converted by {label}", call, scope, path)]
         if qualified == "print":
             return [self._use("print", "is printed", call, scope, path)]
         if qualified in ("isinstance", "type", "id"):
             return [self._use("type", f"is type-checked by {label}", call, scope, path)]
-        if qualified in _PYTHON_REDUCERS:
+        if qualified in PYTHON_REDUCERS:
             return [self._use("compare", f"is compared by Python's {label}", call, scope, path)]
         if qualified in ("abs", "pow"):
             return self.classify(
@@ -645,7 +395,7 @@ class ScalarUses:
         if path.depth >= self.max_depth:
             return [self._use("unknown", f"is passed to {label}, deeper than recompile-fix follows", call, scope, path)]
         callee_source, callee_file, callee, bound = target
-        params, param = _parameter_for(callee, arg, call, bound)
+        params, param = parameter_for(callee, arg, call, bound)
         if param is None:
             return [self._use("unknown", f"is passed to {label} as an argument it does not name", call, scope, path)]
         seeds = {p for p, a in params.items() if a is not None and self.tensorish(a.value, scope)}
@@ -665,7 +415,7 @@ class ScalarUses:
         """(source, file, FunctionDef, binds_self) for a call whose target's source we can read."""
         source, func = scope.source, call.func
         if isinstance(func, cst.Name):
-            local = _function_named(source, source.module, func.value)
+            local = function_named(source, source.module, func.value)
             if local is not None:
                 return source, scope.file, local, False
             imported = source.imports.get(func.value)
@@ -674,7 +424,7 @@ class ScalarUses:
                 other_file = os.path.normpath(os.path.join(os.path.dirname(scope.file), *module.split("."))) + ".py"
                 other = self.read(other_file)
                 if other is not None:
-                    found = _function_named(other, other.module, name)
+                    found = function_named(other, other.module, name)
                     if found is not None:
                         return other, other_file, found, False
             return None
@@ -682,12 +432,12 @@ class ScalarUses:
             cls = source.enclosing_class(scope.node)
             if cls is None:
                 return None
-            method = _function_named(source, cls.body, func.attr.value)
+            method = function_named(source, cls.body, func.attr.value)
             if method is not None:
                 return source, scope.file, method, True
-            submodule = _submodule_class(source, cls, func.attr.value)
+            submodule = submodule_class(source, cls, func.attr.value)
             if submodule is not None:
-                forward = _function_named(source, submodule.body, "forward")
+                forward = function_named(source, submodule.body, "forward")
                 if forward is not None:
                     return source, scope.file, forward, True
         return None
@@ -719,133 +469,3 @@ class ScalarUses:
             scalar_math=path.scalar_math,
             int_exact=path.int_exact,
         )
-
-
-# -- helpers ------------------------------------------------------------------------------------
-def name_loads(source: SourceFile, scope: cst.CSTNode, name: str) -> list[cst.Name]:
-    """The places ``name`` is read inside ``scope`` (not counting nested functions that bind
-    their own ``name``, or class bodies)."""
-    found: list[cst.Name] = []
-
-    class Collect(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope or name not in _param_names(node)
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return name not in {p.name.value for p in node.params.params}
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return node is scope
-
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value == name and is_load(source, node):
-                found.append(node)
-
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-    body.visit(Collect())
-    return found
-
-
-def is_load(source: SourceFile, node: cst.CSTNode) -> bool:
-    """Is this Name (or Attribute) read, rather than bound, deleted or only a label?"""
-    parent = source.parents.get(node)
-    if isinstance(parent, cst.Attribute) and node is parent.attr:
-        return False
-    if isinstance(parent, cst.Arg) and node is parent.keyword:
-        return False
-    if isinstance(
-        parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.NameItem, cst.AsName, cst.Del)
-    ):
-        return False
-    child = node
-    while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
-        child, parent = parent, source.parents.get(parent)
-    if isinstance(parent, cst.AssignTarget) and child is parent.target:
-        return False
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)) and child is getattr(
-        parent, "target", None
-    ):
-        return False
-    return True
-
-
-def _param_names(func: cst.FunctionDef) -> set[str]:
-    p = func.params
-    names = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
-    for star in (p.star_arg, p.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    return names
-
-
-def _parameter_for(func: cst.FunctionDef, arg: cst.Arg, call: cst.Call, bound: bool):
-    """The callee's parameters mapped to the call's arguments, and the one ``arg`` binds."""
-    p = func.params
-    positional = [x.name.value for x in (*p.posonly_params, *p.params)]
-    if bound and positional:
-        positional = positional[1:]
-    mapping: dict[str, cst.Arg | None] = {name: None for name in _param_names(func)}
-    index = 0
-    for a in call.args:
-        if a.star:
-            return mapping, None
-        if a.keyword is not None:
-            if a.keyword.value in mapping:
-                mapping[a.keyword.value] = a
-            continue
-        if index < len(positional):
-            mapping[positional[index]] = a
-        index += 1
-    param = next((name for name, a in mapping.items() if a is arg), None)
-    return mapping, param
-
-
-def _function_named(source: SourceFile, body_owner, name: str) -> cst.FunctionDef | None:
-    statements = body_owner.body if isinstance(body_owner, (cst.Module, cst.IndentedBlock)) else body_owner
-    for statement in statements:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-            return statement
-    return None
-
-
-def _submodule_class(source: SourceFile, cls: cst.ClassDef, attr: str) -> cst.ClassDef | None:
-    """``self.block = Block(...)`` in the class -> the ClassDef of ``Block`` in the same file."""
-    for node in walk(cls):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr:
-                    for statement in source.module.body:
-                        if isinstance(statement, cst.ClassDef) and statement.name.value == node.value.func.value:
-                            return statement
-    return None
-
-
-def _annotated_tensors(node: cst.CSTNode) -> set[str]:
-    if not isinstance(node, cst.FunctionDef):
-        return set()
-    names = set()
-    p = node.params
-    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
-        annotation = param.annotation.annotation if param.annotation else None
-        text = ""
-        if isinstance(annotation, cst.Name):
-            text = annotation.value
-        elif isinstance(annotation, cst.Attribute):
-            text = annotation.attr.value
-        if text == "Tensor":
-            names.add(param.name.value)
-    return names
-
-
-def _target_names(target: cst.CSTNode) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
-    return []
-
-
-def _one_line(code: str) -> str:
-    first = code.strip().splitlines()[0] if code.strip() else ""
-    return first if len(first) <= 60 else first[:57] + "..."
