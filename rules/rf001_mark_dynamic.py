@@ -10,11 +10,11 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.resume import is_resume
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
 # torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.
 UNBACKED_SINCE = (2, 4)
 
@@ -91,7 +91,7 @@ class MarkDynamic(Rule):
             for reason in frame.reasons():
                 if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
                     dims.setdefault(reason.source, set()).add(reason.dim)
-            if not frame.name.startswith(RESUME_PREFIX):
+            if not is_resume(frame.name):
                 # Torch names only the first failing guard (a scalar's `c == 0.5` can hide a size
                 # change of `x`): the shapes recorded at each compile show every changed dimension.
                 for source_expr in frame.tensor_inputs():
@@ -106,19 +106,9 @@ class MarkDynamic(Rule):
     def _plan_argument(
         self, frame: Frame, source_expr: str, dims: list[int], project: Project, unbacked: bool
     ) -> list[Finding]:
-        evidence = {
-            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-            "compiles": len(frame.compiles),
-            "recompiles": frame.recompiles,
-            "compile_seconds": round(frame.compile_seconds, 3),
-            "guards": sorted(
-                {
-                    r.text.split("\n", 1)[0]
-                    for r in frame.reasons()
-                    if r.source == source_expr and r.kind in self.consumes
-                }
-            )[:5],
-        }
+        evidence = frame_evidence(
+            frame, [r for r in frame.reasons() if r.source == source_expr and r.kind in self.consumes]
+        )
         target = _Target.resolve(frame, source_expr, project)
         small = _small_sizes_seen(frame, source_expr, dims)
         mark = "mark_dynamic"
@@ -290,7 +280,7 @@ class _Target:
 
     @classmethod
     def resolve(cls, frame: Frame, source_expr: str, project: Project) -> "_Target | None":
-        if frame.name.startswith(RESUME_PREFIX):
+        if is_resume(frame.name):
             return cls(
                 source_expr,
                 None,

@@ -4,19 +4,18 @@ frame recompile."""
 from __future__ import annotations
 
 import os
-import re
 
 import libcst as cst
 
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use
+from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile
+from recompile_fix.profile.resume import function_of, resumed_function
 
-RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>\w+?)_at_(?P<line>\d+)$")
 FLOATING = {"float16", "bfloat16", "float32", "float64"}
 
 
@@ -109,20 +108,10 @@ class TensorScalar(Rule):
         values = _values(frame, param)
         kind = "float" if any(isinstance(v, float) for v in values) else "int"
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
-        evidence = {
-            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-            "compiles": len(frame.compiles),
-            "recompiles": frame.recompiles,
-            "compile_seconds": round(frame.compile_seconds, 3),
-            "values": values[:10],
-            "guards": sorted(
-                {r.text.split("\n", 1)[0] for r in frame.reasons() if r.source == param and r.kind in self.consumes}
-            )[:5],
-        }
-        function_name = frame.name
-        resume = RESUME.match(frame.name)
-        if resume:
-            function_name = resume.group("name")
+        evidence = frame_evidence(
+            frame, [r for r in frame.reasons() if r.source == param and r.kind in self.consumes], values=values[:10]
+        )
+        function_name = function_of(frame.name)
         message = self.message.format(
             param=param, frame=function_name, kind=kind, values=shown, compiles=len(frame.compiles)
         )
@@ -152,7 +141,7 @@ class TensorScalar(Rule):
         tensors = _tensor_inputs(frame)
         analysis = ScalarUses(read=project.source)
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
-        blocking = _dedupe(u for u in uses if u.verdict == BLOCKS)
+        blocking = distinct(u for u in uses if u.verdict == BLOCKS)
         if blocking:
             notes = [
                 f"`{param}` {u.describe()}: a 0-d tensor there fails to compile or changes the graph; no edit"
@@ -168,7 +157,7 @@ class TensorScalar(Rule):
         dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
         safety = Safety.SAFE if exact else Safety.UNSAFE
         notes = [why] + _masked_changes(frame, param)
-        for use in _dedupe(u for u in uses if u.verdict == UNKNOWN):
+        for use in distinct(u for u in uses if u.verdict == UNKNOWN):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
         findings = []
@@ -361,16 +350,6 @@ def _names(tensors: dict) -> str:
     return ", ".join(f"`{n}` ({t.get('dtype')}, {len(t.get('shape') or [])}-d)" for n, t in sorted(tensors.items()))
 
 
-def _dedupe(uses) -> list[Use]:
-    seen, out = set(), []
-    for use in uses:
-        key = (use.why, use.file, use.line)
-        if key not in seen:
-            seen.add(key)
-            out.append(use)
-    return out
-
-
 def _call_sites(frame: Frame, function_name: str) -> list[Location]:
     """Per compile, the user line that called the compiled function (for the code after a graph
     break: the line that called the function the break is in)."""
@@ -385,8 +364,7 @@ def _call_sites(frame: Frame, function_name: str) -> list[Location]:
 
 def _site(compile_: Compile, function_name: str) -> Location | None:
     for location in reversed(compile_.stack):
-        resume = RESUME.match(location.function or "")
-        if location.function == function_name or (resume and resume.group("name") == function_name):
+        if function_name in (location.function, resumed_function(location.function)):
             continue
         return location
     return None

@@ -11,7 +11,7 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 
@@ -128,16 +128,9 @@ class TensorHyperparameters(Rule):
                 for built in _Construction.find(project.source(file), file):
                     if built.matches(frame, owners) and (file, built.line) not in done:
                         constructions.append(built)
-            evidence = {
-                "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                "compiles": len(frame.compiles),
-                "recompiles": frame.recompiles,
-                "compile_seconds": round(frame.compile_seconds, 3),
-                "keys": sorted(keys),
-                "guards": sorted(
-                    {r.text.split("\n", 1)[0] for r in frame.reasons() if r.kind == "optimizer_param_group"}
-                )[:5],
-            }
+            evidence = frame_evidence(
+                frame, [r for r in frame.reasons() if r.kind == "optimizer_param_group"], keys=sorted(keys)
+            )
             if not constructions:
                 site = _first_user_location(frame) or Location(file=frame.file, line=frame.first_line)
                 findings.append(

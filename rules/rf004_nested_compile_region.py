@@ -14,8 +14,8 @@ from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.resume import is_resume
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
 MIN_TORCH = (2, 8)  # torch.compiler.nested_compile_region is public from 2.8
 MIN_BLOCKS = 4  # below this the saving (about one block's compile per block) is not worth a region
 DECORATOR = "compiler.nested_compile_region"
@@ -76,9 +76,9 @@ class NestedCompileRegion(Rule):
     id = "RF004"
     name = "nested-compile-region"
     message = "`{container}` runs {count} `{block}` blocks {where}: compile `{target}` once with nested_compile_region"
-    # No guard failure drives this rule: its evidence is the compile seconds of the frame that
-    # inlines the blocks.
-    consumes = ("compile_seconds",)
+    # No guard failure drives this rule (it consumes no reason kind): its evidence is the compile
+    # seconds of the frame that inlines the blocks, and it also runs without a Profile.
+    consumes = ()
     triggers = ("ModuleList", "Sequential")
     examples = (
         Example(
@@ -95,7 +95,7 @@ class NestedCompileRegion(Rule):
         training = None
         analyses: dict[str, Analysis | None] = {}
         for frame in sorted(profile.frames, key=lambda f: -f.compile_seconds):
-            if frame.name.startswith(RESUME_PREFIX) or os.path.isabs(frame.file):
+            if is_resume(frame.name) or os.path.isabs(frame.file):
                 continue  # a resume function, or a file outside the project (torch's, a library's)
             if frame.file not in analyses:
                 analyses[frame.file] = _analysis_of(project.source(frame.file))

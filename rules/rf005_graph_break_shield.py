@@ -10,11 +10,11 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, Reason
+from recompile_fix.profile.resume import is_resume
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
 # ``File "/abs/program.py", line 11, in fn`` in the ``User stack trace:`` block of a guard failure.
 _USER_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 
@@ -85,7 +85,7 @@ class GraphBreakShield(Rule):
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
         for frame in profile.frames:
-            if frame.name.startswith(RESUME_PREFIX) or os.path.isabs(frame.file) or frame.recompiles == 0:
+            if is_resume(frame.name) or os.path.isabs(frame.file) or frame.recompiles == 0:
                 continue  # already split, or in a file outside the project, or nothing recompiled
             uses = self._first_uses(frame)
             if not uses:
@@ -129,14 +129,7 @@ class GraphBreakShield(Rule):
         )
         if index is None:
             return None
-        evidence = {
-            "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-            "compiles": len(frame.compiles),
-            "recompiles": frame.recompiles,
-            "compile_seconds": round(frame.compile_seconds, 3),
-            "guards": sorted({r.text.split("\n", 1)[0] for r in reasons})[:5],
-            "first_use": f"{frame.file}:{line}",
-        }
+        evidence = frame_evidence(frame, reasons, first_use=f"{frame.file}:{line}")
         statement = body[index]
         pos = source.positions[statement]
         location = Location(

@@ -11,7 +11,7 @@ import libcst as cst
 
 from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Use
+from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
@@ -188,10 +188,10 @@ class CounterBuffer(Rule):
         inexact = [u for u in uses if u.verdict == TENSOR and not u.int_exact]
         reasons = (
             [f"{w} at {where}" for w, where in state.bad_writes]
-            + [f"`{state.label}` {u.describe()}" for u in _dedupe(blocking)]
+            + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
             + [
                 f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
-                for u in _dedupe(inexact)
+                for u in distinct(inexact)
             ]
         )
         if not reasons and state.buffer is not None:
@@ -656,15 +656,6 @@ def _line(source: SourceFile, node: cst.CSTNode) -> str:
 
 def _where(source: SourceFile, file: str, node: cst.CSTNode) -> str:
     return f"{file}:{source.positions[node].start.line}"
-
-
-def _dedupe(uses) -> list[Use]:
-    seen, out = set(), []
-    for use in uses:
-        if (use.why, use.file, use.line) not in seen:
-            seen.add((use.why, use.file, use.line))
-            out.append(use)
-    return out
 
 
 RULE = CounterBuffer()

@@ -6,9 +6,11 @@ import sys
 import zipfile
 
 import pytest
-from recompile_fix.rules import ALL_RULES
 
 from conftest import ROOT
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import REASON_KINDS
+from recompile_fix.rules import ALL_RULES
 
 SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "## Fix safety", "## Profile evidence"]
 
@@ -18,7 +20,11 @@ def test_rule_docs_have_every_section_in_order(rule):
     docs = rule.docs()
     positions = [docs.find(s) for s in SECTIONS]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), positions
-    assert rule.id.startswith("RF") and rule.name and rule.consumes and rule.examples
+    assert rule.id.startswith("RF") and rule.name and rule.examples
+    # What drives it: the reason kinds it consumes (each one the Profile knows), or the source
+    # alone (static mode) for a rule no guard failure drives.
+    assert set(rule.consumes) <= set(REASON_KINDS), rule.consumes
+    assert rule.consumes or type(rule).plan_static is not Rule.plan_static
 
 
 def test_rules_command_lists_and_explains(cli):

@@ -23,6 +23,7 @@ only ``+ - * // %`` with ints), so a rule can pick the tensor dtype that keeps r
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -469,3 +470,15 @@ class ScalarUses:
             scalar_math=path.scalar_math,
             int_exact=path.int_exact,
         )
+
+
+def distinct(uses: Iterable[Use]) -> list[Use]:
+    """The uses in order, one per (why, file, line): a value read twice on a line is one use."""
+    seen: set[tuple[str, str, int]] = set()
+    out = []
+    for use in uses:
+        key = (use.why, use.file, use.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(use)
+    return out

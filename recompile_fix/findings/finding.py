@@ -4,11 +4,12 @@ the source alone, in static mode); rewriting turns them into Edits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from recompile_fix.profile.model import Location
+from recompile_fix.profile.model import Frame, Location, Reason
 
 
 class Safety(str, Enum):
@@ -63,3 +64,18 @@ class Finding:
         lines = [f"{self.file}:{loc.line}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
         lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)
+
+
+def frame_evidence(frame: Frame, guards: Iterable[Reason] = (), **more: Any) -> dict[str, Any]:
+    """The evidence a Finding about a recompiling frame shows first: the frame, its compiles,
+    recompiles and compile seconds; then ``more``; then the first lines of up to five of the
+    ``guards`` that failed (distinct, sorted)."""
+    evidence: dict[str, Any] = {
+        "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+        "compiles": len(frame.compiles),
+        "recompiles": frame.recompiles,
+        "compile_seconds": round(frame.compile_seconds, 3),
+        **more,
+    }
+    evidence["guards"] = sorted({r.text.split("\n", 1)[0] for r in guards})[:5]
+    return evidence

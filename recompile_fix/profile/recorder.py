@@ -24,9 +24,10 @@ import importlib.util
 import json
 import logging
 import os
-import re
 import sys
 import time
+
+from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 
 PARTS_DIR_ENV = "RECOMPILE_FIX_PARTS_DIR"
 BACKEND_ENV = "RECOMPILE_FIX_BACKEND"
@@ -38,8 +39,6 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the re
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _MAX_STACK = 12
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
-_GRAPH_BREAK_AT = re.compile(r"Graph break (?:\(user stack suppressed[^)]*\) )?in user code at (.+):(\d+)")
-_GRAPH_BREAK_REASON = re.compile(r"Graph Break Reason: (.+)")
 
 
 def _is_internal(filename: str) -> bool:
@@ -200,14 +199,10 @@ class _Recorder:
             text = record.getMessage()
         except Exception:  # a log record we cannot format is not worth failing the run
             return
-        where = _GRAPH_BREAK_AT.search(text)
-        if not where:
+        graph_break = parse_graph_break(text)
+        if graph_break is None:
             return
-        reason = _GRAPH_BREAK_REASON.search(text)
-        lines = [line.strip() for line in text[reason.end() :].splitlines()] if reason else []
-        # The first line is generic ("Encountered graph break when attempting to trace CALL");
-        # the next names what broke (e.g. "Call to `torch._dynamo.graph_break()`").
-        detail = next((line for line in lines if line), "")
+        file, line, reason = graph_break
         compile_id = None
         try:
             from torch._guards import CompileContext
@@ -218,9 +213,9 @@ class _Recorder:
         self.graph_breaks.append(
             {
                 "compile_id": compile_id,
-                "file": os.path.abspath(where.group(1)),
-                "line": int(where.group(2)),
-                "reason": " ".join(p for p in [reason.group(1).strip() if reason else "", detail] if p),
+                "file": os.path.abspath(file),
+                "line": line,
+                "reason": reason,
             }
         )
 

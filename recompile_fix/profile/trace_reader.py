@@ -39,13 +39,12 @@ import re
 from pathlib import Path
 
 from recompile_fix.errors import UserError
-
-# The graph-break artifact is the text the recorder reads from torch's graph_breaks log.
-from recompile_fix.profile.recorder import _GRAPH_BREAK_AT, _GRAPH_BREAK_REASON
+from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder's reading too
+from recompile_fix.profile.resume import PREFIX as RESUME_PREFIX
+from recompile_fix.profile.resume import function_of, is_resume, parse_resume, resumed_function
 
 _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pid>\d+) [^\]]*\]")
 _FILE_RANK = re.compile(r"rank_(\d+)_")
-_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_(?P<line>\d+)$")
 _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")
 _EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""")
 _MAX_STACK = 12  # as the recorder: the innermost user frames
@@ -179,20 +178,10 @@ class _Process:
             )
 
     def _graph_break(self, cid: str | None, text: str) -> None:
-        where = _GRAPH_BREAK_AT.search(text)
-        if not where:
-            return
-        reason = _GRAPH_BREAK_REASON.search(text)
-        lines = [line.strip() for line in text[reason.end() :].splitlines()] if reason else []
-        detail = next((line for line in lines if line), "")  # as the recorder words it
-        self.graph_breaks.append(
-            {
-                "compile_id": cid,
-                "file": where.group(1),
-                "line": int(where.group(2)),
-                "reason": " ".join(p for p in [reason.group(1).strip() if reason else "", detail] if p),
-            }
-        )
+        graph_break = parse_graph_break(text)
+        if graph_break is not None:
+            file, line, reason = graph_break
+            self.graph_breaks.append({"compile_id": cid, "file": file, "line": line, "reason": reason})
 
     # -- the raw record ---------------------------------------------------------------------
     def record(self, paths: "_PathMap") -> dict:
@@ -271,7 +260,7 @@ class _Process:
         if not start:
             return []
         callers = start[:-1]
-        resume = _RESUME.match(frame["name"])
+        resume = parse_resume(frame["name"])
         if resume:
             return self._user(callers + self._resume_callers(frame, resume), torch_dir)
         if callers and self._internal(callers[-1]["file"], torch_dir):
@@ -286,21 +275,21 @@ class _Process:
     def _user(self, stack: list[dict], torch_dir: str | None) -> list[dict]:
         return [s for s in stack if not self._internal(s["file"], torch_dir)][-_MAX_STACK:]
 
-    def _resume_callers(self, frame: dict, resume: re.Match) -> list[dict]:
+    def _resume_callers(self, frame: dict, resume: tuple[str, int]) -> list[dict]:
         """The two frames torch dropped above a resume function: the piece of the original
         function that reached the graph break at line K, and the piece (if any) that called it."""
-        name, line = resume.group("name"), int(resume.group("line"))
+        name, line = resume
         pieces = {
-            int(r.group("line"))
-            for r in (_RESUME.match(n) for n in self._code_names(frame["file"]))
-            if r and r.group("name") == name
+            piece[1]
+            for piece in (parse_resume(n) for n in self._code_names(frame["file"]))
+            if piece and piece[0] == name
         }
 
         def piece_before(at: int) -> tuple[str, int | None]:
             earlier = [k for k in pieces if k < at]
             if earlier:
                 k = max(earlier)
-                return f"torch_dynamo_resume_in_{name}_at_{k}", k
+                return f"{RESUME_PREFIX}{name}_at_{k}", k
             return name, None
 
         inner_name, inner_start = piece_before(line)
@@ -373,7 +362,7 @@ class _Process:
                 if (
                     not callee
                     or callee.startswith("<")
-                    or (_RESUME.match(callee) and _base_name(callee) == _base_name(site["function"]))
+                    or (is_resume(callee) and function_of(callee) == function_of(site["function"]))
                 ):
                     continue  # a comprehension, or the jump from one graph-break piece to the next
                 span = _call_span(site["file"], site["line"], callee)
@@ -458,17 +447,10 @@ def _key(entry: dict) -> tuple:
     return (entry["file"], entry["line"], entry["name"])
 
 
-def _base_name(name: str | None) -> str | None:
-    """The function a graph-break piece (``torch_dynamo_resume_in_f_at_12``) belongs to."""
-    resume = _RESUME.match(name or "")
-    return resume.group("name") if resume else name
-
-
 def _is_piece_of(entry: dict, frame: dict) -> bool:
     if entry["file"] != frame["file"]:
         return False
-    resume = _RESUME.match(entry["name"] or "")
-    return entry["name"] == frame["name"] or bool(resume and resume.group("name") == frame["name"])
+    return entry["name"] == frame["name"] or resumed_function(entry["name"]) == frame["name"]
 
 
 def _reason_texts(payload: str) -> list[str]:

@@ -3,13 +3,13 @@ compared call by call, and what got worse."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import Frame, Profile
+from recompile_fix.profile.resume import is_resume, without_line
 from recompile_fix.verify.runs import CallableOutputs, Run
 
 __all__ = [
@@ -130,10 +130,6 @@ def compare_outputs(
     return rows
 
 
-def _norm_name(name: str) -> str:
-    return re.sub(r"_at_\d+$", "", name)
-
-
 def frame_stats(frame: Frame) -> dict:
     return {
         "compiles": len(frame.compiles),
@@ -177,7 +173,7 @@ def match_frames(before: Profile, after: Profile) -> list[FrameRow]:
     def groups(profile):
         out: dict[tuple, list[Frame]] = {}
         for frame in sorted(profile.frames, key=lambda f: (f.file, f.first_line, f.name)):
-            out.setdefault((frame.file, _norm_name(frame.name)), []).append(frame)
+            out.setdefault((frame.file, without_line(frame.name)), []).append(frame)
         return out
 
     b_groups, a_groups = groups(before), groups(after)
@@ -254,9 +250,6 @@ class Verification:
         }
 
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
-
-
 def allowances(fixes: list[Finding], rules: tuple[Rule, ...]) -> set[str]:
     """What the rules of these fixes do on purpose (``Rule.verify_allows``)."""
     by_id = {rule.id: rule for rule in rules}
@@ -288,7 +281,7 @@ def compare_runs(
     v.frames = match_frames(before.profile, after.profile)
     v.outputs = compare_outputs(before.outputs, after.outputs, tolerance)
     for row in v.frames:
-        if row.name.startswith(RESUME_PREFIX) and "resume_frames" in allows:
+        if is_resume(row.name) and "resume_frames" in allows:
             continue  # the fix splits a frame on purpose: its resume functions compile
         if row.before is None:
             v.regressions.append(f"new compiled frame: {row.label}: {row.after['compiles']} compiles")
