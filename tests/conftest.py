@@ -1,16 +1,88 @@
+"""Shared test helpers, and the two lanes: ``pytest -m "not slow"`` (no torch program runs) and
+the whole suite.
+
+A test is *slow* when it, or a fixture it uses, runs a program under torch (``profile``,
+``verify``, an equivalence run, ``torch.compile`` in the test itself). Tests that use one of
+``TORCH_FIXTURES`` are marked here; others carry ``@pytest.mark.slow``. ``run_cli`` and
+``equivalence.run_recorded`` refuse to run a torch program for a test without the marker, so
+the quick lane stays quick.
+"""
+
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+# main.py, helpers.py and profile.json: the Profile the tool recorded on them
+# (`pytest --update-golden` records it again).
+TWO_FILES = PROGRAMS / "two_files"
+MAIN = (TWO_FILES / "main.py").read_text()
+HELPERS = (TWO_FILES / "helpers.py").read_text()
+
+# Fixtures that run a torch program: every test that uses one (directly or through another
+# fixture) is slow.
+TORCH_FIXTURES = {
+    "ddp_run",  # test_distributed
+    "fixed_examples",  # test_examples
+    "unicode_recorded",  # test_lsp
+    "findings",  # test_rf001
+    "rewritten",  # test_rf005
+    "examples_run",  # test_trace_reader
+    "verified_examples",  # test_verify
+    "planted",  # test_verify
+}
+
+_CURRENT: list = []  # the test being run (its setup included)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if TORCH_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _CURRENT.append(item)
+    try:
+        yield
+    finally:
+        _CURRENT.pop()
+
+
+def require_slow(what: str) -> None:
+    """Called before a torch program runs: the test running it must be marked slow."""
+    if not _CURRENT:
+        return
+    item = _CURRENT[-1]
+    if item.get_closest_marker("slow") is None and not item.config.getoption("--update-golden"):
+        raise AssertionError(
+            f"{item.nodeid} runs a torch program ({what}) but is not marked slow: add "
+            "@pytest.mark.slow, or its fixture to TORCH_FIXTURES in tests/conftest.py"
+        )
+
+
+def _runs_torch(args) -> bool:
+    if not args:
+        return False
+    if args[0] == "profile":  # a command that exists (no command, or a missing one, runs nothing)
+        command = [str(a) for a in args[args.index("--") + 1 :]] if "--" in args else []
+        if "--from-trace" in args or not command:
+            return False
+        return command[0] == "python" or bool(shutil.which(command[0])) or os.path.exists(command[0])
+    return args[0] == "verify" or (args[0] == "apply" and "--verify" in args)
 
 
 def run_cli(*args, cwd=None, check=None):
     """Run `recompile-fix ARGS` in a fresh process, as a user would."""
+    if _runs_torch(args):
+        require_slow("recompile-fix " + " ".join(map(str, args[:1])))
     completed = subprocess.run(
         [sys.executable, "-m", "recompile_fix", *args],
         cwd=cwd or ROOT,
@@ -28,6 +100,21 @@ def cli():
     return run_cli
 
 
+def pytest_configure(config):
+    # One directory of recorded runs for the session, shared by pytest-xdist's workers (they
+    # inherit the environment of the process that starts them).
+    if not hasattr(config, "workerinput") and "RECOMPILE_FIX_TEST_RUNS" not in os.environ:
+        config.recorded_runs_dir = tempfile.mkdtemp(prefix="recompile-fix-test-runs-")
+        os.environ["RECOMPILE_FIX_TEST_RUNS"] = config.recorded_runs_dir
+
+
+def pytest_unconfigure(config):
+    directory = getattr(config, "recorded_runs_dir", None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop("RECOMPILE_FIX_TEST_RUNS", None)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--update-golden",
@@ -37,49 +124,23 @@ def pytest_addoption(parser):
     )
 
 
-MAIN = """import torch
-
-from helpers import run
-
-
-@torch.compile
-def fn(x):
-    return x + 1
-
-
-for n in (3, 4, 5):
-    fn(torch.ones(n))
-run()
-"""
-HELPERS = """import torch
-
-
-@torch.compile
-def gn(y):
-    return y * 2
-
-
-def run():
-    for n in (6, 7):
-        y = torch.ones(n, 2)
-        gn(y)
-"""
-
-
 @pytest.fixture(scope="session")
-def recorded_project(tmp_path_factory):
+def recorded_project(tmp_path_factory, request):
     """A two-file project and the Profile the tool recorded on it (copy it before changing it)."""
     project = tmp_path_factory.mktemp("project")
-    (project / "main.py").write_text(MAIN)
-    (project / "helpers.py").write_text(HELPERS)
-    run_cli("profile", "--backend", "eager", "--", "python", "main.py", cwd=project, check=0)
+    shutil.copy(TWO_FILES / "main.py", project / "main.py")
+    shutil.copy(TWO_FILES / "helpers.py", project / "helpers.py")
+    if request.config.getoption("--update-golden"):
+        run_cli("profile", "--backend", "eager", "--", "python", "main.py", cwd=project, check=0)
+        shutil.copy(project / ".recompile-fix" / "profile.json", TWO_FILES / "profile.json")
+    else:
+        (project / ".recompile-fix").mkdir()
+        shutil.copy(TWO_FILES / "profile.json", project / ".recompile-fix" / "profile.json")
     return project
 
 
 @pytest.fixture
 def project(recorded_project, tmp_path):
-    import shutil
-
     work = tmp_path / "proj"
     shutil.copytree(recorded_project, work)
     return work

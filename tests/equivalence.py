@@ -1,29 +1,46 @@
 """Run an original and a rewritten program side by side and compare them."""
 
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
+from conftest import require_slow
+
 HARNESS = Path(__file__).resolve().parent / "programs" / "run_recording.py"
 
 
 _RUNS: dict[tuple[str, str], dict] = {}
+# A directory every pytest-xdist worker shares (tests/conftest.py makes it), so that a program
+# run by one worker is not run again by another.
+RUNS_DIR_ENV = "RECOMPILE_FIX_TEST_RUNS"
 
 
 def run_recorded(script: Path, tmp: Path) -> dict:
     """The recording of one run of ``script``. Runs are deterministic (same seed, eager backend),
     so a program whose bytes were already run in this test session is not run again."""
+    require_slow(f"a recorded run of {Path(script).name}")  # cached or not: alone, the test runs it
     key = (str(Path(script).resolve()), hashlib.sha256(Path(script).read_bytes()).hexdigest())
     if key not in _RUNS:
-        out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
-        done = subprocess.run(
-            [sys.executable, str(HARNESS), str(out), str(script)], capture_output=True, text=True, cwd=script.parent
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        _RUNS[key] = torch.load(out, weights_only=True)
+        shared = os.environ.get(RUNS_DIR_ENV)
+        digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
+        cached = Path(shared, f"{digest}.pt") if shared else None
+        if cached is None or not cached.exists():
+            out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
+            done = subprocess.run(
+                [sys.executable, str(HARNESS), str(out), str(script)], capture_output=True, text=True, cwd=script.parent
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            if cached is not None:
+                shutil.copy(out, f"{cached}.{os.getpid()}")
+                os.replace(f"{cached}.{os.getpid()}", cached)
+            else:
+                cached = out
+        _RUNS[key] = torch.load(cached, weights_only=True)
     return _RUNS[key]
 
 

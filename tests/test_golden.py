@@ -64,6 +64,7 @@ def test_golden_apply(case, tmp_path, request):
 @pytest.mark.parametrize(
     "case", [c for c in CASES if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
 )
+@pytest.mark.slow
 def test_golden_equivalence(case, tmp_path):
     before = run_recorded(case / "program.in.py", tmp_path)
     after = run_recorded(case / "program.out.py", tmp_path)

@@ -3,12 +3,15 @@ leaves a partial Profile, nothing compiled gives an empty one, bad commands exit
 
 import json
 
+import pytest
+
 from conftest import PROGRAMS
 from recompile_fix.profile.model import Profile
 
 EDGE = PROGRAMS / "edge"
 
 
+@pytest.mark.slow
 def test_crash_after_compiling_leaves_a_partial_profile(tmp_path, cli):
     out = tmp_path / "p.json"
     result = cli(
@@ -21,6 +24,7 @@ def test_crash_after_compiling_leaves_a_partial_profile(tmp_path, cli):
     assert profile.processes[0]["exit"] == "raised"
 
 
+@pytest.mark.slow
 def test_program_that_compiles_nothing(tmp_path, cli):
     out = tmp_path / "p.json"
     result = cli("profile", "-o", str(out), "--", "python", str(EDGE / "no_compile.py"), check=3)
@@ -44,6 +48,7 @@ def test_no_command(cli):
     assert result.stderr.count("\n") == 1 and "no command given" in result.stderr
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_bare_script(tmp_path, cli):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -59,6 +64,7 @@ def test_python_dash_m_and_bare_script(tmp_path, cli):
     assert Profile.load(out2).total_compiles == 2
 
 
+@pytest.mark.slow
 def test_report_text_and_json(tmp_path, cli):
     out = tmp_path / "p.json"
     cli(

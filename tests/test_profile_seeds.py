@@ -12,6 +12,8 @@ import pytest
 from conftest import PROGRAMS, ROOT
 from recompile_fix.profile.model import Profile
 
+pytestmark = pytest.mark.slow  # every test here runs a torch program
+
 SEEDS = PROGRAMS / "seeds"
 
 # script -> {frame name: (reason kinds that must appear, regex the call-site line must match)}

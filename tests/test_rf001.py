@@ -46,6 +46,7 @@ def test_a_contiguous_copy_of_a_name_read_again_is_unsafe(findings):
     assert any("uses again" in note for note in finding.notes)
 
 
+@pytest.mark.slow
 def test_size_one_with_a_torch_older_than_mark_unbacked_keeps_mark_dynamic_and_says_so(tmp_path):
     out = tmp_path / "profile.json"
     run_cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(HERE / "cropped_generate.py"), check=0)

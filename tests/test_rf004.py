@@ -293,6 +293,7 @@ def test_a_block_compiled_on_its_own_gets_no_edit(tmp_path):
 
 
 # -- the rewritten model trains --------------------------------------------------------------
+@pytest.mark.slow
 def test_training_step_through_the_rewritten_model(tmp_path):
     text = textwrap.dedent("""
         import torch as th

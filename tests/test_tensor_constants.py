@@ -53,6 +53,7 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
 @pytest.mark.parametrize(
     "case", [c for c in OURS if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
 )
+@pytest.mark.slow
 def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
     """EXACT: test_golden compares the outputs bit for bit; CLOSE: within assert_close only, and
     here they must really differ (else the case should say EXACT)."""
@@ -72,6 +73,7 @@ def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
         assert any(not b.equal(a) for b, a in pairs), "the outputs are bit-identical: mark the case EXACT"
 
 
+@pytest.mark.slow
 def test_twenty_step_training_loop_with_a_module_counter(tmp_path):
     """Bit-identical (EXACT: the int64 buffer multiplies float32 by the same integer). Before:
     one compile per step until the recompile limit (8), then eager for the rest; after: one."""

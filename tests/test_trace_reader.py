@@ -132,6 +132,7 @@ def test_from_trace_errors(tmp_path):
     assert "give no command" in both.stderr
 
 
+@pytest.mark.slow
 def test_module_level_call_site_is_lost_by_torch_unless_a_symbol_stack_has_it(tmp_path):
     """The documented limit: `fn(torch.ones(3))` at module level. Torch's dynamo_start drops
     the calling <module> frame; the recompile (automatic dynamic) logs a create_symbol with the

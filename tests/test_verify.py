@@ -238,6 +238,7 @@ def test_verify_flags_a_tensor_wrapped_value_that_reaches_a_branch(planted, tmp_
 # -- --fail-on-recompile ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fail_on_recompile_after_warm_up(tmp_path):
     shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
     run = run_command(
