@@ -276,6 +276,11 @@ def rules(rule_id) -> None:
         if rule is None:
             raise UserError(f"no rule {rule_id!r}; `recompile-fix rules` lists them")
         click.echo(f"# {rule.id} {rule.name}\n\n{rule.docs()}")
+        if rule.examples:  # excerpts of the rule's golden cases, each run by the tests
+            click.echo("\n## Golden cases")
+            for example in rule.examples:
+                what = "" if example.after is not None else " (left alone)"
+                click.echo(f"\ngolden/{example.golden}/program.in.py{what}:\n\n{example.diff()}", nl=False)
         return
     for rule in ALL_RULES:
         summary = rule.docs().split("## What it does", 1)[-1].strip().split("\n\n", 1)[0].replace("\n", " ")

@@ -77,6 +77,7 @@ class MarkDynamic(Rule):
             before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
             after="x = torch.ones(3)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n"
             "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
+            golden="RF001/seed_shape_change",
         ),
     )
 

@@ -79,8 +79,14 @@ class TensorScalar(Rule):
     triggers = ("compile",)
     examples = (
         Example(
-            before="for i in range(5):\n    fn(x, 0.5 + i)\n",
-            after="for i in range(5):\n    fn(x, torch.tensor(0.5 + i, dtype=torch.float64))\n",
+            before="for i in range(5):\n    fn(torch.ones(3), 0.5 + i)\n",
+            after="for i in range(5):\n    fn(torch.ones(3), torch.tensor(0.5 + i, dtype=torch.float64))\n",
+            golden="RF002/seed_scalar_loop",
+        ),
+        Example(  # the loop needs a Python int: no edit
+            before="@torch.compile\ndef repeat_double(x, n):\n    for _ in range(n):\n        x = x * 2\n    return x\n",
+            after=None,
+            golden="RF002/range_count",
         ),
     )
 

@@ -104,8 +104,9 @@ class TensorHyperparameters(Rule):
     requires = ("lr_scheduler", "compile")
     examples = (
         Example(
-            before="opt = torch.optim.Adam(model.parameters(), lr=0.01)\n",
-            after="opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))\n",
+            before="opt = torch.optim.Adam(mod.parameters(), lr=0.01)\n",
+            after="opt = torch.optim.Adam(mod.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))\n",
+            golden="RF003/seed_lr_scheduler",
         ),
     )
 

@@ -82,9 +82,16 @@ class NestedCompileRegion(Rule):
     triggers = ("ModuleList", "Sequential")
     examples = (
         Example(
-            before="class Block(nn.Module):\n    def forward(self, x):\n        return x + self.mlp(x)\n",
-            after="class Block(nn.Module):\n    @torch.compiler.nested_compile_region\n"
-            "    def forward(self, x):\n        return x + self.mlp(x)\n",
+            before="    def forward(self, x):\n        return x + self.scale * F.silu(self.proj(x))\n",
+            after="    @torch.compiler.nested_compile_region\n"
+            "    def forward(self, x):\n        return x + self.scale * F.silu(self.proj(x))\n",
+            golden="RF004/sequential_blocks",
+        ),
+        Example(  # print() breaks the graph inside the region: no edit
+            before='    def forward(self, x):\n        print("block input", tuple(x.shape))\n'
+            "        return x + torch.relu(self.lin(x))\n",
+            after=None,
+            golden="RF004/print_block",
         ),
     )
 

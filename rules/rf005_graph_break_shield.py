@@ -75,9 +75,16 @@ class GraphBreakShield(Rule):
     triggers = ("compile",)
     examples = (
         Example(
-            before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n    return y + c\n",
-            after="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)\n"
+            before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)  # recompiled every time\n"
+            "    return y + c\n",
+            after="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)  # recompiled every time\n"
             "    torch._dynamo.graph_break()\n    return y + c\n",
+            golden="RF005/seed_very_large_function",
+        ),
+        Example(  # fullgraph=True: a graph break would be an error, no edit
+            before="@torch.compile(dynamic=False, fullgraph=True)\ndef fn(x, k):\n    y = prefix(x)\n    return y * k\n",
+            after=None,
+            golden="RF005/fullgraph_frame",
         ),
     )
 

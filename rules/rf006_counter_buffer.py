@@ -91,10 +91,12 @@ class CounterBuffer(Rule):
     triggers = ("compile",)
     examples = (
         Example(
-            before="class Loss(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-            "        self.num_iter = 0\n",
-            after="class Loss(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            before="class AnnealedKLLoss(nn.Module):\n    num_iter = 0\n\n"
+            "    def __init__(self, max_capacity=25.0, capacity_steps=100, gamma=4.0):\n        super().__init__()\n",
+            after="class AnnealedKLLoss(nn.Module):\n"
+            "    def __init__(self, max_capacity=25.0, capacity_steps=100, gamma=4.0):\n        super().__init__()\n"
             '        self.register_buffer("num_iter", torch.tensor(0), persistent=False)\n',
+            golden="RF006/training_step_counter",
         ),
     )
 

@@ -19,6 +19,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+# The recompilation guide's examples (../shared/seeds) as scripts: tests/programs/seeds/, but for
+# those that are also a golden case's input, kept once, there.
+_SEEDS_IN_GOLDEN = {"shape_change.py": "RF001/seed_shape_change", "lr_scheduler.py": "RF003/seed_lr_scheduler"}
+
+
+def seed(name: str) -> Path:
+    if name in _SEEDS_IN_GOLDEN:
+        return ROOT / "golden" / _SEEDS_IN_GOLDEN[name] / "program.in.py"
+    return PROGRAMS / "seeds" / name
+
+
 # main.py, helpers.py and profile.json: the Profile the tool recorded on them
 # (`pytest --update-golden` records it again).
 TWO_FILES = PROGRAMS / "two_files"

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
 from equivalence import assert_same_outputs, run_recorded, total_compiles
-
-GOLDEN = ROOT / "golden"
-CASES = sorted(p for p in GOLDEN.glob("RF*/*") if (p / "program.in.py").exists())
+from golden_cases import CASES, case_id
 
 
 def _stage(case: Path, tmp: Path) -> Path:
@@ -28,8 +26,9 @@ def _stage(case: Path, tmp: Path) -> Path:
     return work
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_golden_apply(case, tmp_path, request):
+@pytest.mark.parametrize("spec", CASES, ids=case_id)
+def test_golden_apply(spec, tmp_path, request):
+    case = spec.path
     work = _stage(case, tmp_path)
     update = request.config.getoption("--update-golden")
     if update:
@@ -47,36 +46,36 @@ def test_golden_apply(case, tmp_path, request):
         )
     profile = work / "profile.json"  # apply records what it did in its Profile: give it a copy
     shutil.copy(case / "profile.json", profile)
-    # UNSAFE_FIXES: the case's fix is unsafe by class (e.g. RF005's graph break): apply it, and only
-    # the case's own rule's fixes (other rules' unsafe fixes are their own cases' business).
-    flags = ["--unsafe-fixes", "--select", case.parent.name] if (case / "UNSAFE_FIXES").exists() else []
+    # unsafe-fixes: the case's fix is unsafe (e.g. RF005's graph break): apply it, and only the
+    # case's own rule's fixes (other rules' unsafe fixes are their own cases' business).
+    flags = ["--unsafe-fixes", "--select", spec.rule] if spec.unsafe_fixes else []
     run_cli("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
     result = (work / "program.py").read_text()
     expected = case / "program.out.py"
     if update:
         expected.write_text(result)
     assert result == expected.read_text()
+    assert (result != (case / "program.in.py").read_text()) == spec.changes, "case.toml: changes"
     again = run_cli("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
     assert (work / "program.py").read_text() == result, "a second apply changed the file"
     assert "already fixed" in again.stderr or "Fixed 0" in again.stderr
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
-)
+@pytest.mark.parametrize("spec", [c for c in CASES if c.changes], ids=case_id)
 @pytest.mark.slow
-def test_golden_equivalence(case, tmp_path):
+def test_golden_equivalence(spec, tmp_path):
+    case = spec.path
     before = run_recorded(case / "program.in.py", tmp_path)
     after = run_recorded(case / "program.out.py", tmp_path)
-    # EXACT (its text says why): the outputs must be bit-identical, not only within assert_close.
-    assert_same_outputs(before, after, exact=(case / "EXACT").exists())
-    if (case / "COMPILES_ONCE").exists():  # the frames named there compiled more than once, now once
-        for name in (case / "COMPILES_ONCE").read_text().split():
+    # outputs = "exact" (case.toml says why): bit-identical, not only within assert_close.
+    assert_same_outputs(before, after, exact=spec.outputs == "exact")
+    if spec.compiled_once:  # the frames named there compiled more than once, now once
+        for name in spec.compiled_once:
             assert before["compiles"][name] > 1 and after["compiles"][name] == 1, (
                 before["compiles"],
                 after["compiles"],
             )
-    elif (case / "SAME_COMPILES").exists():  # a compile-time fix (RF004): as many compiles, each cheaper
+    elif spec.compiles == "same":  # a compile-time fix (RF004): as many compiles, each cheaper
         assert total_compiles(after) == total_compiles(before), (before["compiles"], after["compiles"])
     else:
         assert total_compiles(after) < total_compiles(before), (before["compiles"], after["compiles"])

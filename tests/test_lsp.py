@@ -20,15 +20,12 @@ from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
+from golden_cases import CASES as GOLDEN_CASES
+from golden_cases import GOLDEN
 
-GOLDEN = ROOT / "golden"
-CASES = sorted(
-    p
-    for p in GOLDEN.glob("RF*/*")
-    if all((p / name).exists() for name in ("program.in.py", "profile.json", "program.out.py"))
-    and not (p / "NO_CHANGE").exists()
-)
+CASES = [c.path for c in GOLDEN_CASES if c.changes]
+UNSAFE_CASES = {c.path for c in GOLDEN_CASES if c.unsafe_fixes}
 STALE = "Profile is stale for this file: run `recompile-fix profile` again"
 TIMEOUT = 60
 
@@ -223,7 +220,7 @@ async def golden_server(tmp_path_factory):
     programs = {}
     for case in CASES:
         program = programs[case] = stage(case, root / f"{case.parent.name}-{case.name}")
-        if (case / "UNSAFE_FIXES").exists():
+        if case in UNSAFE_CASES:
             (program.parent / "pyproject.toml").write_text(f'[tool.recompile-fix]\nselect = ["{case.parent.name}"]\n')
     async with session(root, folders=[p.parent for p in programs.values()]) as client:
         yield client, programs
@@ -233,12 +230,12 @@ async def golden_server(tmp_path_factory):
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
 async def test_golden_quick_fixes_and_fix_all(case, golden_server):
     """The golden output is what `apply` writes (test_golden.py). Taking the quick fixes one at
-    a time gets there; fix-all gets there in one action. A case marked UNSAFE_FIXES is applied
+    a time gets there; fix-all gets there in one action. A case with unsafe-fixes is applied
     with `--unsafe-fixes --select RULE`: here, its rule alone (configuration) and its unsafe
     quick fixes too; fix-all then must leave those out."""
     client, programs = golden_server
     program = programs[case]
-    unsafe = (case / "UNSAFE_FIXES").exists()
+    unsafe = case in UNSAFE_CASES
     original = program.read_text(encoding="utf-8")
     expected = (case / "program.out.py").read_text(encoding="utf-8")
     uri = open_doc(client, program, original)
@@ -535,22 +532,8 @@ async def test_a_new_profile_is_picked_up_without_editor_events(project):
         await until(client, lambda: len(rf001(client.diagnostics[uri])) == 1)
 
 
-STATIC = """import torch
-
-mod = torch.nn.Linear(3, 3)
-opt = torch.optim.Adam(mod.parameters(), lr=0.01)
-sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
-
-
-@torch.compile
-def gn(inp):
-    opt.zero_grad(True)
-    out = mod(inp).sum()
-    out.backward()
-    opt.step()
-    sched.step()
-    return out.detach()
-"""
+# The recompilation guide's LR-scheduler seed (one copy: its golden case).
+STATIC = (GOLDEN / "RF003" / "seed_lr_scheduler" / "program.in.py").read_text()
 
 
 @pytest.mark.asyncio

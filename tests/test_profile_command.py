@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import PROGRAMS
+from conftest import PROGRAMS, seed
 from recompile_fix.profile.model import Profile
 
 EDGE = PROGRAMS / "edge"
@@ -60,7 +60,7 @@ def test_python_dash_m_and_bare_script(tmp_path, cli):
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", "-m", "pkg", cwd=tmp_path, check=0)
     assert Profile.load(out).total_compiles == 2
     out2 = tmp_path / "p2.json"
-    cli("profile", "-o", str(out2), "--backend", "eager", "--", str(PROGRAMS / "seeds" / "shape_change.py"), check=0)
+    cli("profile", "-o", str(out2), "--backend", "eager", "--", str(seed("shape_change.py")), check=0)
     assert Profile.load(out2).total_compiles == 2
 
 
@@ -75,7 +75,7 @@ def test_report_text_and_json(tmp_path, cli):
         "eager",
         "--",
         "python",
-        str(PROGRAMS / "seeds" / "limit_hit.py"),
+        str(seed("limit_hit.py")),
         check=0,
     )
     text = cli("report", str(out), check=0).stdout

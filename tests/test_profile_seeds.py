@@ -9,12 +9,11 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, seed
 from recompile_fix.profile.model import Profile
 
 pytestmark = pytest.mark.slow  # every test here runs a torch program
 
-SEEDS = PROGRAMS / "seeds"
 
 # script -> {frame name: (reason kinds that must appear, regex the call-site line must match)}
 EXPECTED = {
@@ -45,7 +44,7 @@ def torch_metrics(script):
 
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_seed_profile_matches_torch_metrics(script, tmp_path, cli):
-    path = SEEDS / script
+    path = seed(script)
     out = tmp_path / "profile.json"
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(path), check=0)
     profile = Profile.load(out)
@@ -69,7 +68,7 @@ def test_seed_profile_matches_torch_metrics(script, tmp_path, cli):
 
 def test_seed_profile_records_all_cache_entries_and_the_limit(tmp_path, cli):
     out = tmp_path / "p.json"
-    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(SEEDS / "limit_hit.py"), check=0)
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(seed("limit_hit.py")), check=0)
     frame = Profile.load(out).frame("fn")
     assert len(frame.compiles) == 9 and frame.limit_hits == 1 and frame.recompiles == 7
     # The limit-hit attempt carries the failures of all 8 cache entries, not only the newest.
@@ -81,12 +80,12 @@ def test_seed_profile_records_all_cache_entries_and_the_limit(tmp_path, cli):
 
 def test_profile_hashes_every_named_source(tmp_path, cli):
     out = tmp_path / "p.json"
-    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(SEEDS / "graph_break.py"), check=0)
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(seed("graph_break.py")), check=0)
     profile = Profile.load(out)
     import hashlib
 
-    rel = str((SEEDS / "graph_break.py").relative_to(ROOT))
-    assert profile.sources[rel] == hashlib.sha256((SEEDS / "graph_break.py").read_bytes()).hexdigest()
+    rel = str((seed("graph_break.py")).relative_to(ROOT))
+    assert profile.sources[rel] == hashlib.sha256((seed("graph_break.py")).read_bytes()).hexdigest()
     assert profile.schema_version == 1 and profile.torch_version.startswith("2.13")
     gn = profile.frame("gn")
     assert [(b.location.line, b.count) for b in gn.graph_breaks] == [(21, 1)]

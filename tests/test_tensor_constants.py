@@ -1,8 +1,9 @@
 """RF002 tensor-scalar, RF003 tensor-lr and RF006 counter-buffer beyond the golden apply test.
 
 * the negative golden cases: no edit, and `recompile-fix report` says which use blocks the tensor;
-* every positive golden case states whether its outputs are bit-identical (EXACT, checked with
-  rtol=atol=0 by test_golden) or only within assert_close (CLOSE), and why; CLOSE ones really differ;
+* every positive golden case states (case.toml) whether its outputs are bit-identical ("exact",
+  checked with rtol=atol=0 by test_golden) or only within assert_close ("close"), and why; "close"
+  ones really differ;
 * the 20-step training loop with a module step counter: compiles stop growing, no limit hit;
 * the rules' decisions on small sources with hand-written Profiles (no torch run): where RF003's
   edit goes, which schedulers and optimizer settings block or change it, static mode, RF006's
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
+from golden_cases import CASES, GOLDEN, case_id, load_case
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
@@ -24,10 +26,7 @@ from recompile_fix.findings.finding import Safety
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, sha256_bytes
 from recompile_fix.rules import rule_by_id
 
-GOLDEN = ROOT / "golden"
-OURS = sorted(
-    p for rule in ("RF002", "RF003", "RF006") for p in (GOLDEN / rule).glob("*") if (p / "program.in.py").exists()
-)
+OURS = [c for c in CASES if c.rule in ("RF002", "RF003", "RF006")]
 
 # Negative cases: the reason `report` must print (the file is left as it is).
 NEGATIVE = {
@@ -41,7 +40,7 @@ NEGATIVE = {
 @pytest.mark.parametrize("case", NEGATIVE, ids=str)
 def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
     directory = GOLDEN / case
-    assert (directory / "NO_CHANGE").exists()
+    assert not load_case(directory).changes
     assert (directory / "program.out.py").read_text() == (directory / "program.in.py").read_text()
     shutil.copy(directory / "program.in.py", tmp_path / "program.py")
     out = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
@@ -51,17 +50,18 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "case", [c for c in OURS if not (c / "NO_CHANGE").exists()], ids=lambda p: f"{p.parent.name}/{p.name}"
+    "spec",
+    # a "close" case runs both programs (slow): their outputs must really differ
+    [pytest.param(c, marks=[pytest.mark.slow] if c.outputs == "close" else []) for c in OURS if c.changes],
+    ids=case_id,
 )
-@pytest.mark.slow
-def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
-    """EXACT: test_golden compares the outputs bit for bit; CLOSE: within assert_close only, and
-    here they must really differ (else the case should say EXACT)."""
-    exact, close = case / "EXACT", case / "CLOSE"
-    assert exact.exists() != close.exists(), "say EXACT or CLOSE (with why)"
-    why = (exact if exact.exists() else close).read_text().strip()
-    assert len(why) > 40, "say why"
-    if close.exists():
+def test_positive_case_states_exact_or_close_and_why(spec, tmp_path):
+    """ "exact": test_golden compares the outputs bit for bit; "close": within assert_close only,
+    and here they must really differ (else the case should say "exact")."""
+    case = spec.path
+    assert spec.outputs in ("exact", "close"), 'say outputs = "exact" or "close" (with why) in case.toml'
+    assert len(spec.why) > 40, "say why"
+    if spec.outputs == "close":
         before = run_recorded(case / "program.in.py", tmp_path)
         after = run_recorded(case / "program.out.py", tmp_path)
         pairs = [
@@ -70,7 +70,7 @@ def test_positive_case_states_exact_or_close_and_why(case, tmp_path):
             for bc, ac in zip(before["outputs"][key], after["outputs"][key])
             for b, a in zip(bc, ac)
         ]
-        assert any(not b.equal(a) for b, a in pairs), "the outputs are bit-identical: mark the case EXACT"
+        assert any(not b.equal(a) for b, a in pairs), 'the outputs are bit-identical: say outputs = "exact"'
 
 
 @pytest.mark.slow
@@ -302,22 +302,8 @@ def test_rf003_default_lrs_are_torchs():
         assert float(default) == float(inspect.signature(cls.__init__).parameters["lr"].default), name
 
 
-SEED_LR = textwrap.dedent("""
-    import torch
-
-    mod = torch.nn.Linear(3, 3)
-    opt = torch.optim.Adam(mod.parameters(), lr=0.01)
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
-
-
-    @torch.compile
-    def gn(inp):
-        opt.zero_grad(True)
-        out = mod(inp).sum()
-        out.backward()
-        opt.step()
-        sched.step()
-""").lstrip("\n")
+# The recompilation guide's LR-scheduler seed (one copy: its golden case).
+SEED_LR = (GOLDEN / "RF003" / "seed_lr_scheduler" / "program.in.py").read_text()
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, ROOT, run_cli
+from conftest import ROOT, run_cli, seed
 from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
 from recompile_fix.findings.plan import plan
@@ -137,7 +137,7 @@ def test_module_level_call_site_is_lost_by_torch_unless_a_symbol_stack_has_it(tm
     """The documented limit: `fn(torch.ones(3))` at module level. Torch's dynamo_start drops
     the calling <module> frame; the recompile (automatic dynamic) logs a create_symbol with the
     full stack, the first compile nothing: it gets no stack rather than a guessed one."""
-    script = PROGRAMS / "seeds" / "shape_change.py"
+    script = seed("shape_change.py")
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,

@@ -4,6 +4,7 @@ consumes, how it plans Findings, how it turns one into Edits, and its examples."
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,10 +20,23 @@ if TYPE_CHECKING:  # a rule's fix makes Edits (the next stage); only its signatu
 
 @dataclass(frozen=True)
 class Example:
-    """A before/after pair for the docs (the golden files hold the full, recorded cases)."""
+    """An excerpt of a golden case (``golden/<golden>/``): in its ``program.in.py``, ``before``
+    becomes ``after`` when the rule runs on the Profile recorded there; ``after=None`` marks an
+    excerpt the rule must leave alone. ``tests/test_rule_examples.py`` runs every example;
+    `recompile-fix rules ID` prints them."""
 
     before: str
-    after: str
+    after: str | None
+    golden: str  # the case, e.g. "RF001/seed_shape_change"
+
+    def diff(self) -> str:
+        """The example as a unified diff (or, left alone, as the code itself)."""
+        if self.after is None:
+            return "".join(f"  {line}" for line in self.before.splitlines(keepends=True))
+        lines = difflib.unified_diff(
+            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True), "before", "after", n=2
+        )
+        return "".join(lines)
 
 
 class Rule:

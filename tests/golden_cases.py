@@ -1,0 +1,65 @@
+"""Golden cases: ``golden/RULE/CASE/`` holds ``program.in.py``, the ``profile.json`` the tool
+recorded on it, ``program.out.py`` (what `apply` must write) and ``case.toml``, which says what
+else the case expects. Every key is optional:
+
+    unsafe-fixes = true        # apply with --unsafe-fixes --select RULE (the case's fix is unsafe)
+    changes = false            # a negative case: the output is the input
+    outputs = "exact"          # or "close": bit for bit, or within assert_close only ...
+    why = "..."                # ... and why (test_tensor_constants requires it for RF002/3/6)
+    compiles = "same"          # a compile-time fix: as many compiles as before (default: fewer)
+    compiled-once = ["fn"]     # these frames compiled more than once before and once after
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+_KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once"}
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    unsafe_fixes: bool = False
+    changes: bool = True
+    outputs: str | None = None  # "exact" / "close" / None (not stated: assert_close)
+    why: str = ""
+    compiles: str = "fewer"  # "fewer" / "same"
+    compiled_once: tuple[str, ...] = ()
+
+    @property
+    def rule(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.parent.name}/{self.path.name}"
+
+
+def load_case(path: Path) -> Case:
+    data = tomllib.loads((path / "case.toml").read_text(encoding="utf-8"))
+    unknown = set(data) - _KEYS
+    assert not unknown, f"{path}/case.toml: unknown keys {sorted(unknown)}"
+    assert data.get("outputs") in (None, "exact", "close"), data
+    assert data.get("compiles") in (None, "fewer", "same"), data
+    assert ("outputs" in data) == bool(data.get("why")), f"{path}/case.toml: say outputs and why together"
+    return Case(
+        path=path,
+        unsafe_fixes=data.get("unsafe-fixes", False),
+        changes=data.get("changes", True),
+        outputs=data.get("outputs"),
+        why=data.get("why", ""),
+        compiles=data.get("compiles", "fewer"),
+        compiled_once=tuple(data.get("compiled-once", ())),
+    )
+
+
+CASES = [load_case(p) for p in sorted(GOLDEN.glob("RF*/*")) if (p / "program.in.py").exists()]
+
+
+def case_id(case: Case) -> str:
+    return case.id
