@@ -12,6 +12,8 @@ import click
 
 from recompile_fix.errors import UserError
 
+__all__ = ["apply", "lsp", "main", "profile", "report", "rules", "verify"]
+
 if TYPE_CHECKING:  # the commands import what they need when they run (a fast `--help`)
     from recompile_fix.findings.rule import Rule
     from recompile_fix.profile.model import Profile

@@ -19,12 +19,13 @@ import hashlib
 import json
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
-
 from recompile_fix.errors import UserError
+
+__all__ = ["DEFAULT_EXCLUDE", "DEFAULT_PROFILE", "Config", "find_pyproject", "load_config", "split_ids"]
 
 DEFAULT_PROFILE = ".recompile-fix/profile.json"
 DEFAULT_EXCLUDE = (
@@ -75,7 +76,7 @@ class Config:
         return any(part_pattern.match(part) for part in Path(relative).parts) or bool(path_pattern.match(relative))
 
     @functools.cached_property
-    def _exclude_patterns(self) -> tuple[re.Pattern, re.Pattern]:
+    def _exclude_patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]]:
         # One regex for all globs: a large tree asks this for every file and directory.
         globs = [os.path.normcase(p.rstrip("/")) for p in (*DEFAULT_EXCLUDE, *self.exclude)]
         parts = "|".join(fnmatch.translate(g) for g in globs)
@@ -96,7 +97,7 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def _ids(value, key: str, where: Path) -> list[str]:
+def _ids(value: object, key: str, where: Path) -> list[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -104,7 +105,7 @@ def _ids(value, key: str, where: Path) -> list[str]:
     return [v.strip().upper() for v in value]
 
 
-def load_config(start: str | os.PathLike | None = None, explicit: str | None = None) -> Config:
+def load_config(start: str | os.PathLike[str] | None = None, explicit: str | None = None) -> Config:
     start_dir = Path(start or os.getcwd()).resolve()
     path = Path(explicit) if explicit else find_pyproject(start_dir)
     if path is None:

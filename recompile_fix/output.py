@@ -8,6 +8,8 @@ import json
 import recompile_fix
 from recompile_fix.findings.finding import Finding, Safety
 
+__all__ = ["FORMATS", "render", "sarif"]
+
 FORMATS = ("text", "json", "sarif", "github")
 _SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 

@@ -7,6 +7,8 @@ from collections import Counter
 from recompile_fix.findings.finding import Finding
 from recompile_fix.profile.model import REASON_KINDS, Frame, Profile, Reason
 
+__all__ = ["frame_label", "grouped_reasons", "profile_ranks", "rank_counts", "render_json", "render_text"]
+
 
 def _reason_phrase(reason: Reason) -> str:
     words = REASON_KINDS.get(reason.kind, reason.kind)

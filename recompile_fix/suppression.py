@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+__all__ = ["is_suppressed", "strip_suppressions", "suppressed_rules", "with_suppression"]
+
 _COMMENT = re.compile(r"#\s*recompile-fix:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]*)\])?")
 
 

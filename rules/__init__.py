@@ -8,6 +8,8 @@ from recompile_fix.rules.rf004_nested_compile_region import RULE as RF004
 from recompile_fix.rules.rf005_graph_break_shield import RULE as RF005
 from recompile_fix.rules.rf006_counter_buffer import RULE as RF006
 
+__all__ = ["ALL_RULES", "rule_by_id"]
+
 ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006)
 
 

@@ -15,6 +15,8 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import is_resume
 
+__all__ = ["RULE", "MarkDynamic"]
+
 # torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.
 UNBACKED_SINCE = (2, 4)
 

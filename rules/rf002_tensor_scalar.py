@@ -16,6 +16,8 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile
 from recompile_fix.profile.resume import function_of, resumed_function
 
+__all__ = ["RULE", "TensorScalar"]
+
 FLOATING = {"float16", "bfloat16", "float32", "float64"}
 
 

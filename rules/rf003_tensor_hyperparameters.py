@@ -15,6 +15,8 @@ from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 
+__all__ = ["RULE", "TensorHyperparameters"]
+
 _PARAM_GROUP = re.compile(r"""^(?P<owner>.+?)\.param_groups\[(?P<group>\d+)\]\[['"](?P<key>\w+)['"]\]$""")
 _OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")
 # Each optimizer: the torch/optim module its `step` lives in (AdamW is an Adam subclass since

@@ -16,6 +16,8 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import is_resume
 
+__all__ = ["RULE", "NestedCompileRegion"]
+
 MIN_TORCH = (2, 8)  # torch.compiler.nested_compile_region is public from 2.8
 MIN_BLOCKS = 4  # below this the saving (about one block's compile per block) is not worth a region
 DECORATOR = "compiler.nested_compile_region"

@@ -15,6 +15,8 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, Reason
 from recompile_fix.profile.resume import is_resume
 
+__all__ = ["RULE", "GraphBreakShield"]
+
 # ``File "/abs/program.py", line 11, in fn`` in the ``User stack trace:`` block of a guard failure.
 _USER_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 

@@ -19,6 +19,8 @@ from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 
+__all__ = ["RULE", "CounterBuffer"]
+
 # ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``: a root, then attributes.
 _ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
 _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")

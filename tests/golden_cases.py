@@ -12,10 +12,9 @@ else the case expects. Every key is optional:
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 _KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once"}

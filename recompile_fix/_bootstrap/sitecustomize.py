@@ -13,7 +13,7 @@ def _chain_to_shadowed_sitecustomize() -> None:
     saved = list(sys.path)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     try:
-        import sitecustomize  # noqa: F401  (the user's own, if there is one)
+        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  (the user's own, if any)
     except ImportError:
         pass
     finally:

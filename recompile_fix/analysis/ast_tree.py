@@ -11,6 +11,25 @@ import tokenize
 
 from recompile_fix.analysis.source import SourceFile
 
+__all__ = [
+    "DEFS",
+    "FORS",
+    "arguments",
+    "class_name",
+    "code_of",
+    "dotted",
+    "eager_compile",
+    "identifiers",
+    "in_place",
+    "is_int",
+    "parameter_receiving",
+    "parameters",
+    "self_attr",
+    "simple_string",
+    "Tree",
+    "unstarred",
+]
+
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 

@@ -30,6 +30,8 @@ from recompile_fix.analysis.ast_tree import (
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
 from recompile_fix.analysis.source import SourceFile
 
+__all__ = ["already_marked", "Analysis", "Site", "training_in"]
+
 
 @dataclass
 class Site:

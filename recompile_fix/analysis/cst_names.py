@@ -8,6 +8,17 @@ import libcst as cst
 
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 
+__all__ = [
+    "annotated_tensors",
+    "function_named",
+    "is_load",
+    "name_loads",
+    "one_line",
+    "parameter_for",
+    "submodule_class",
+    "target_names",
+]
+
 
 def name_loads(source: SourceFile, scope: cst.CSTNode, name: str) -> list[cst.Name]:
     """The places ``name`` is read inside ``scope`` (not counting nested functions that bind

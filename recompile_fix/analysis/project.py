@@ -3,16 +3,19 @@ hashed (a rule must never place a fix by line numbers that no longer hold)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import resolve, same_as_profiled
 
+__all__ = ["Project"]
+
 
 class Project:
     """The sources a rule may read, parsed once each. Resolves Profile paths against a root."""
 
-    def __init__(self, root, expected_hashes: dict[str, str] | None = None):
+    def __init__(self, root: str | os.PathLike[str], expected_hashes: dict[str, str] | None = None):
         self.root = Path(root)
         self.expected_hashes = expected_hashes
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw

@@ -21,6 +21,8 @@ from recompile_fix.analysis.ast_tree import (
 )
 from recompile_fix.analysis.source import SourceFile
 
+__all__ = ["binding_lines", "RegionWalker", "Verdict"]
+
 if TYPE_CHECKING:
     from recompile_fix.analysis.block_stacks import Analysis
 

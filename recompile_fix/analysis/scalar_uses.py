@@ -55,6 +55,8 @@ from recompile_fix.analysis.torch_vocabulary import (
     TENSOR_ATTRIBUTES,
 )
 
+__all__ = ["BLOCKS", "TENSOR", "UNKNOWN", "distinct", "ScalarUses", "Scope", "Use"]
+
 TENSOR = "tensor"
 
 

@@ -16,6 +16,8 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from recompile_fix.errors import UserError
 
+__all__ = ["dotted_name", "is_name", "SourceError", "SourceFile", "walk"]
+
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 

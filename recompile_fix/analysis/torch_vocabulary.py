@@ -7,6 +7,22 @@ from __future__ import annotations
 
 import libcst as cst
 
+__all__ = [
+    "ARITH_FUNCTIONS",
+    "ARITH_METHODS",
+    "CONVERTERS",
+    "EXACT_INT_OPS",
+    "NOT_TENSOR_METHODS",
+    "NOT_TENSOR_TORCH",
+    "NOT_VALUE_KEYWORDS",
+    "NUMBER_SETTING_FUNCTIONS",
+    "PYTHON_REDUCERS",
+    "SHAPE_FUNCTIONS",
+    "SHAPE_KEYWORDS",
+    "SHAPE_METHODS",
+    "TENSOR_ATTRIBUTES",
+]
+
 # Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
 ARITH_METHODS = frozenset(
     {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+__all__ = ["apply_edits", "Edit", "unified_diff"]
+
 
 @dataclass(frozen=True)
 class Edit:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+__all__ = ["format_statement"]
+
 
 @functools.lru_cache(maxsize=1024)
 def format_statement(statement: str, indent_width: int = 0, line_length: int = 88) -> str:

@@ -10,6 +10,8 @@ from recompile_fix.edits.edit import Edit, apply_edits
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 
+__all__ = ["FileRewrite", "rewrite"]
+
 
 @dataclass
 class FileRewrite:

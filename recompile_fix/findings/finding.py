@@ -11,6 +11,8 @@ from typing import Any
 
 from recompile_fix.profile.model import Frame, Location, Reason
 
+__all__ = ["Finding", "frame_evidence", "Safety"]
+
 
 class Safety(str, Enum):
     SAFE = "safe"  # applied by `apply`, offered in fix-all
@@ -34,13 +36,13 @@ class Finding:
     def fixable(self) -> bool:
         return self.safety is not Safety.NONE
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["safety"] = self.safety.value
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "Finding":
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
         return cls(
             rule=data["rule"],
             file=data["file"],

@@ -8,6 +8,8 @@ from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Profile
 
+__all__ = ["plan"]
+
 
 def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Finding]:
     findings: list[Finding] = []

@@ -14,6 +14,8 @@ from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Finding
 from recompile_fix.profile.model import Profile
 
+__all__ = ["Example", "Rule"]
+
 if TYPE_CHECKING:  # a rule's fix makes Edits (the next stage); only its signature names them
     from recompile_fix.edits.edit import Edit
 

@@ -107,7 +107,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
 
     def report(message: str, kind=lsp.MessageType.Warning) -> None:
         try:
-            server.window_logdiagnostic_message(lsp.LogMessageParams(type=kind, message=message))
+            server.window_log_message(lsp.LogMessageParams(type=kind, message=message))
         except Exception:  # noqa: BLE001 - not connected yet, or already gone
             log.warning("%s", message)
 

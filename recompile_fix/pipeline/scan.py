@@ -13,16 +13,26 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import recompile_fix
 from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.rule import Rule
+
+__all__ = ["CACHE_FILE", "CacheEntry", "discover", "Scanned", "StaticScan"]
+
+# A file's cache entry: [mtime_ns, size, content digest, its findings as JSON].
+CacheEntry = list[Any]
+# What scanning one file gives: (relative path, content digest, findings as JSON, error).
+Scanned = tuple[str, str | None, list[dict[str, Any]], str | None]
 
 CACHE_FILE = ".recompile-fix/cache/static.json"
 
 
-def discover(paths: list[str], root: Path, excluded) -> list[Path]:
+def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
     """Python files under ``paths``; an explicitly named file is always included."""
     files: list[Path] = []
     for given in paths:
@@ -40,10 +50,10 @@ def discover(paths: list[str], root: Path, excluded) -> list[Path]:
 
 
 # -- worker side ---------------------------------------------------------------------------
-_RULES = None
+_RULES: list[Rule] = []
 
 
-def _init_worker(rule_ids: list[str], rules=None) -> None:
+def _init_worker(rule_ids: list[str], rules: Iterable[Rule] | None = None) -> None:
     global _RULES
     # Syntax trees hold no reference cycles, yet allocating millions of their nodes triggers the
     # cycle collector over and over (about half of ast.parse's time here): collect rarely.
@@ -56,7 +66,7 @@ def _init_worker(rule_ids: list[str], rules=None) -> None:
     _RULES = list(rules)
 
 
-def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], str | None]:
+def _scan_one(path: str, relative: str) -> Scanned:
     """(relative path, content hash, findings as JSON, error) for one file."""
     from recompile_fix.analysis.source import SourceError, SourceFile
 
@@ -73,7 +83,7 @@ def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], st
         source = SourceFile.read(Path(relative), data, parse=False)
     except SourceError as exc:
         return relative, digest, [], str(exc)
-    found = []
+    found: list[dict[str, Any]] = []
     for rule in candidates:
         try:
             found.extend(f.to_json() for f in rule.plan_static(source, relative))
@@ -84,15 +94,17 @@ def _scan_one(path: str, relative: str) -> tuple[str, str | None, list[dict], st
     return relative, digest, found, None
 
 
-def _scan_chunk(items: list[tuple[str, str]]):
+def _scan_chunk(items: list[tuple[str, str]]) -> list[Scanned]:
     return [_scan_one(path, rel) for path, rel in items]
 
 
 # -- driver --------------------------------------------------------------------------------
 class StaticScan:
-    def __init__(self, root: Path, rules, fingerprint: str, jobs: int | None = None, use_cache: bool = True):
+    def __init__(
+        self, root: Path, rules: Iterable[Rule], fingerprint: str, jobs: int | None = None, use_cache: bool = True
+    ):
         self.root = root
-        self.rules = [r for r in rules if type(r).plan_static is not _base_plan_static()]
+        self.rules = [r for r in rules if type(r).plan_static is not Rule.plan_static]
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
         self.key = (
@@ -102,16 +114,17 @@ class StaticScan:
         self.errors: list[str] = []
         self.parsed = 0  # files that missed the cache (for the benchmark and tests)
 
-    def _load_cache(self) -> dict:
+    def _load_cache(self) -> dict[str, CacheEntry]:
         if not self.use_cache:
             return {}
         try:
             data = json.loads(self.cache_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        return data.get("files", {}) if data.get("key") == self.key else {}
+        files: dict[str, CacheEntry] = data.get("files", {}) if data.get("key") == self.key else {}
+        return files
 
-    def _save_cache(self, files: dict) -> None:
+    def _save_cache(self, files: dict[str, CacheEntry]) -> None:
         if not self.use_cache:
             return
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +136,8 @@ class StaticScan:
         if not self.rules or not files:
             return []
         cache = self._load_cache()
-        fresh: dict[str, list] = {}
-        results: dict[str, list[dict]] = {}
+        fresh: dict[str, CacheEntry] = {}
+        results: dict[str, list[dict[str, Any]]] = {}
         todo: list[tuple[str, str]] = []
         for path in files:
             rel = os.path.relpath(path, self.root)
@@ -161,7 +174,7 @@ class StaticScan:
         findings = [Finding.from_json(f) for rel in sorted(results) for f in results[rel]]
         return findings
 
-    def _scan(self, todo: list[tuple[str, str]], show_progress: bool):
+    def _scan(self, todo: list[tuple[str, str]], show_progress: bool) -> Iterator[Scanned]:
         rule_ids = [r.id for r in self.rules]
         total = len(todo)
         if self.jobs <= 1 or total < 16:
@@ -182,8 +195,7 @@ class StaticScan:
             done = 0
             with ProcessPoolExecutor(self.jobs, initializer=_init_worker, initargs=(rule_ids,)) as pool:
                 for batch in pool.map(_scan_chunk, chunks):
-                    for item in batch:
-                        yield item
+                    yield from batch
                     done += len(batch)
                     if show_progress:
                         _progress(done, total)
@@ -204,16 +216,9 @@ def _code_digest() -> str:
     digest = hashlib.blake2b(digest_size=8)
     for package in (Path(recompile_fix.__file__).parent, Path(rules.__file__).parent):
         # Every stage folder; os.walk does not follow the link that puts rules/ in the package.
-        for directory, dirnames, filenames in sorted(os.walk(package)):
-            dirnames.sort()
+        for directory, _, filenames in sorted(os.walk(package)):
             for name in sorted(f for f in filenames if f.endswith(".py")):
                 path = Path(directory, name)
                 digest.update(str(path.relative_to(package)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def _base_plan_static():
-    from recompile_fix.findings.rule import Rule
-
-    return Rule.plan_static

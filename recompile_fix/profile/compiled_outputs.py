@@ -33,6 +33,19 @@ import os
 import sys
 import weakref
 
+__all__ = [
+    "CALLS_ENV",
+    "DEFAULT_CALLS",
+    "FAIL_ON_RECOMPILE_ENV",
+    "FORMAT",
+    "MAX_BYTES",
+    "OUTPUTS_ENV",
+    "install",
+    "install_from_env",
+    "load",
+    "OutputRecorder",
+]
+
 OUTPUTS_ENV = "RECOMPILE_FIX_RECORD_OUTPUTS"  # directory to write outputs-<pid>.pt into
 CALLS_ENV = "RECOMPILE_FIX_OUTPUT_CALLS"  # how many first calls of each callable to keep
 FAIL_ON_RECOMPILE_ENV = "RECOMPILE_FIX_FAIL_ON_RECOMPILE"

@@ -19,6 +19,8 @@ from recompile_fix.profile.model import (
 )
 from recompile_fix.profile.reasons import is_limit_hit, limit_hit_reason, parse_reason, parse_reasons
 
+__all__ = ["build_profile"]
+
 
 def _location(raw: dict, root: str) -> Location:
     return Location(

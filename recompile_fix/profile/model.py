@@ -22,6 +22,24 @@ from typing import Any
 from recompile_fix.errors import UserError
 from recompile_fix.suppression import strip_suppressions
 
+__all__ = [
+    "REASON_KINDS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Compile",
+    "Frame",
+    "GraphBreak",
+    "Location",
+    "Profile",
+    "Reason",
+    "relative_to_root",
+    "resolve",
+    "same_as_profiled",
+    "sha256_bytes",
+    "sha256_file",
+    "torch_release",
+]
+
 SCHEMA = "recompile-fix/profile"
 SCHEMA_VERSION = 1
 
@@ -97,7 +115,7 @@ class Compile:
     stack: list[Location] = field(default_factory=list)
     seconds: dict[str, float | None] = field(default_factory=dict)
     # The compiled frame's arguments at this compile: tensors' shape/stride/dtype, scalars' values.
-    inputs: dict[str, dict] = field(default_factory=dict)
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_type: str | None = None
     fail_reason: str | None = None
     limit_hit: bool = False
@@ -145,9 +163,9 @@ class Frame:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]
 
-    def tensor_inputs(self) -> dict[str, dict]:
+    def tensor_inputs(self) -> dict[str, dict[str, Any]]:
         """Tensor arguments recorded at the frame's compiles: name -> its first record."""
-        tensors: dict[str, dict] = {}
+        tensors: dict[str, dict[str, Any]] = {}
         for compile_ in self.compiles:
             for name, entry in compile_.inputs.items():
                 if entry.get("type") == "Tensor":
@@ -172,7 +190,7 @@ class Profile:
     frames: list[Frame] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # path -> sha256 of its bytes
     exit_code: int | None = None
-    processes: list[dict] = field(default_factory=list)  # pid / rank / how each process ended
+    processes: list[dict[str, Any]] = field(default_factory=list)  # pid / rank / how each process ended
     tool_version: str | None = None
     # path -> sha256 of the file as `apply` left it: a second apply knows it is already done.
     applied: dict[str, str] = field(default_factory=dict)
@@ -198,10 +216,11 @@ class Profile:
         return sum(len(f.compiles) for f in self.frames)
 
     # -- JSON -------------------------------------------------------------------------
-    def to_json(self) -> dict:
-        return _strip_none(dataclasses.asdict(self))
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = _strip_none(dataclasses.asdict(self))
+        return data
 
-    def dump(self, path: str | os.PathLike) -> None:
+    def dump(self, path: str | os.PathLike[str]) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -209,7 +228,7 @@ class Profile:
         os.replace(tmp, path)
 
     @classmethod
-    def from_json(cls, data: dict) -> "Profile":
+    def from_json(cls, data: dict[str, Any]) -> "Profile":
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise UserError("not a recompile-fix Profile (no 'schema': 'recompile-fix/profile')")
         version = data.get("schema_version")
@@ -236,7 +255,7 @@ class Profile:
             raise UserError(f"malformed Profile: {exc!r}") from None
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Profile":
+    def load(cls, path: str | os.PathLike[str]) -> "Profile":
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -262,7 +281,7 @@ def torch_release(version: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _strip_none(value):
+def _strip_none(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _strip_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
@@ -270,26 +289,29 @@ def _strip_none(value):
     return value
 
 
-def _location(data: dict | None) -> Location | None:
-    if data is None:
-        return None
-    return Location(**{k: data.get(k) for k in ("file", "line", "end_line", "col", "end_col", "function")})
+def _location(data: dict[str, Any] | None) -> Location | None:
+    return None if data is None else _location_of(data)
 
 
-def _reason_from_json(data: dict) -> Reason:
-    values = {f.name: data.get(f.name) for f in dataclasses.fields(Reason)}
+def _location_of(data: dict[str, Any]) -> Location:
+    values: dict[str, Any] = {k: data.get(k) for k in ("file", "line", "end_line", "col", "end_col", "function")}
+    return Location(**values)
+
+
+def _reason_from_json(data: dict[str, Any]) -> Reason:
+    values: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(Reason)}
     values["first_use"] = _location(data.get("first_use"))
     if values["kind"] not in REASON_KINDS:
         raise ValueError(f"unknown reason kind {values['kind']!r}")
     return Reason(**values)
 
 
-def _frame_from_json(data: dict) -> Frame:
+def _frame_from_json(data: dict[str, Any]) -> Frame:
     compiles = [
         Compile(
             id=c["id"],
             reasons=[_reason_from_json(r) for r in c.get("reasons", [])],
-            stack=[_location(s) for s in c.get("stack", [])],
+            stack=[_location_of(s) for s in c.get("stack", [])],
             seconds=dict(c.get("seconds", {})),
             inputs=dict(c.get("inputs", {})),
             fail_type=c.get("fail_type"),
@@ -300,7 +322,7 @@ def _frame_from_json(data: dict) -> Frame:
         for c in data.get("compiles", [])
     ]
     breaks = [
-        GraphBreak(location=_location(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
+        GraphBreak(location=_location_of(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
         for b in data.get("graph_breaks", [])
     ]
     return Frame(
@@ -308,7 +330,7 @@ def _frame_from_json(data: dict) -> Frame:
     )
 
 
-def sha256_file(path: str | os.PathLike) -> str | None:
+def sha256_file(path: str | os.PathLike[str]) -> str | None:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
@@ -344,6 +366,6 @@ def relative_to_root(path: str, root: str) -> str:
     return absolute
 
 
-def resolve(path: str, root: str | os.PathLike) -> Path:
+def resolve(path: str, root: str | os.PathLike[str]) -> Path:
     """The file a Profile path names, for a project rooted at ``root``."""
     return Path(path) if os.path.isabs(path) else Path(root, path)

@@ -13,6 +13,8 @@ import re
 
 from recompile_fix.profile.model import Location, Reason
 
+__all__ = ["is_limit_hit", "limit_hit_reason", "parse_reason", "parse_reasons", "strip_local_scope"]
+
 _LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
 _USER_STACK = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)(?:\n\s+(?P<code>.*))?')

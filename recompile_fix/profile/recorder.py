@@ -29,6 +29,8 @@ import time
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 
+__all__ = ["BACKEND_ENV", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
+
 PARTS_DIR_ENV = "RECOMPILE_FIX_PARTS_DIR"
 BACKEND_ENV = "RECOMPILE_FIX_BACKEND"
 

@@ -14,7 +14,7 @@ _NAME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$"
 
 def is_resume(name: str | None) -> bool:
     """Is this the name of a piece torch cut from a function at a graph break?"""
-    return bool(name) and name.startswith(PREFIX)
+    return name is not None and name.startswith(PREFIX)
 
 
 def parse_resume(name: str | None) -> tuple[str, int] | None:

@@ -24,6 +24,8 @@ from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
+__all__ = ["resolve_command", "run_profiled"]
+
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 

@@ -43,6 +43,8 @@ from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder
 from recompile_fix.profile.resume import PREFIX as RESUME_PREFIX
 from recompile_fix.profile.resume import function_of, is_resume, parse_resume, resumed_function
 
+__all__ = ["profile_from_trace", "read_trace", "trace_files"]
+
 _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pid>\d+) [^\]]*\]")
 _FILE_RANK = re.compile(r"rank_(\d+)_")
 _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")

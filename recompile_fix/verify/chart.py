@@ -8,6 +8,8 @@ from html import escape
 
 from recompile_fix.verify.compare import FrameRow, Verification
 
+__all__ = ["bar_chart", "render_html"]
+
 _LABEL_W = 380
 _BAR_W = 420
 _VALUE_W = 70
