@@ -1,4 +1,4 @@
-"""Table tests for recompile_fix.reasons, on guard-failure strings real torch produced.
+"""Table tests for recompile_fix.profile.reasons, on guard-failure strings real torch produced.
 
 Every string in REAL_213 was copied from ``torch._dynamo.utils.guard_failures`` (or, for the limit
 hit, ``get_compilation_metrics()[i].fail_reason``) after compiling small functions with

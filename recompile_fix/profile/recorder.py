@@ -12,7 +12,7 @@ program that never imports torch pays nothing. Everything it reads is torch's ow
 * the ``graph_breaks`` artifact log, which names the user file:line of each break.
 
 It uses only the standard library and torch, writes JSON (never pickles) and asks torch to write
-no files. The raw record is typed and merged into a Profile by ``recompile_fix.profile_run``.
+no files. The raw record is typed and merged into a Profile by ``recompile_fix.profile.merge``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`recompile-fix profile --from-trace DIR`: read a TORCH_TRACE directory written by plain
 PyTorch (``TORCH_TRACE=DIR python train.py``, or torchrun with any number of ranks) into the
-raw records the recorder writes, and merge them with ``profile_run.build_profile`` into the
+raw records the recorder writes, and merge them with ``merge.build_profile`` into the
 same Profile.
 
 What torch 2.13 writes: one file per process that compiled (opened at its first record; a
