@@ -272,6 +272,28 @@ class MarkDynamic(Rule):
         edits.append(Edit(finding.file, at, at, _indented(mark, indent), self.id))
         return edits
 
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """A mark of the argument between its binding and the call (``mark_dynamic``,
+        ``maybe_mark_dynamic`` or ``mark_unbacked``, ours or hand-written, any spelling of the
+        dims), and the contiguous copy where one is needed. Marks of some of the dims narrow the
+        finding to the others."""
+        p = finding.params
+        call = _call_at(source, p.get("call"))
+        arg = _argument(call, p.get("keyword"), p.get("index")) if call is not None else None
+        if arg is None or not isinstance(arg.value, cst.Name):
+            return None  # the fix binds the argument to a new name: nothing of it can be there yet
+        name = arg.value.value
+        statement, _ = source.statement_of(call)
+        marked, copied = _marks_before(source, statement, name)
+        missing = [d for d in p["dims"] if d not in marked]
+        if p.get("contiguous") and copied is None:
+            return None  # the copy goes first, and the marks must be on the copy: the whole fix
+        if missing:
+            p["dims"], p["contiguous"] = missing, False
+            return None
+        lines = sorted({marked[d] for d in p["dims"]} | ({copied} if p.get("contiguous") else set()))
+        return f"line {', '.join(map(str, lines))}: `{name}` is already marked dynamic in dim {', '.join(map(str, p['dims']))}"
+
 
 class _Target:
     """The compiled frame's parameter that a guard's source names, and how calls pass it."""
@@ -520,6 +542,75 @@ def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:
         if isinstance(node, cst.AssignTarget) and is_name(node.target, name):
             bound.add(id(node.target))
     return any(is_name(n, name) and id(n) not in in_call and id(n) not in bound for n in walk(scope))
+
+
+_MARKS = ("mark_dynamic", "maybe_mark_dynamic", "mark_unbacked")
+
+
+def _call_at(source: SourceFile, position: list[int] | None) -> cst.Call | None:
+    if not position:
+        return None
+    for node in source.nodes(cst.Call):
+        pos = source.positions[node]
+        if [pos.start.line, pos.start.column, pos.end.line, pos.end.column] == position:
+            return node
+    return None
+
+
+def _marks_before(source: SourceFile, statement, name: str) -> tuple[dict[int, int], int | None]:
+    """The dims of ``name`` marked by the statements before ``statement`` in its block, up to the
+    one that binds ``name`` (dim -> line), and the line of a contiguous copy made there."""
+    block = source.parents.get(statement)
+    body = list(getattr(block, "body", ()))
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    marked: dict[int, int] = {}
+    for earlier in reversed(body[:index]):
+        if not isinstance(earlier, cst.SimpleStatementLine):
+            break  # a compound statement may bind the name: marks above it are not known to hold
+        line = source.positions[earlier].start.line
+        for small in reversed(earlier.body):
+            if isinstance(small, cst.Assign) and any(is_name(t.target, name) for t in small.targets):
+                return marked, line if _contiguous_copy(small.value) else None
+            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and is_name(small.target, name):
+                return marked, None
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                for dim in _marked_dims(small.value, name):
+                    marked.setdefault(dim, line)
+    return marked, None
+
+
+def _marked_dims(call: cst.Call, name: str) -> list[int]:
+    """The dims ``torch._dynamo.mark_dynamic(name, dims)`` (or maybe_mark_dynamic, mark_unbacked,
+    however imported) marks; [] for any other call."""
+    func = call.func
+    called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    if called not in _MARKS or not call.args or not is_name(call.args[0].value, name):
+        return []
+    dims = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "index"), None)
+    values = dims.elements if isinstance(dims, (cst.List, cst.Tuple)) else [dims]
+    found = []
+    for value in values:
+        if isinstance(value, cst.BaseElement):  # a list or tuple element wraps its value
+            value = value.value
+        if isinstance(value, cst.Integer):
+            found.append(int(value.evaluated_value))
+    return found
+
+
+def _contiguous_copy(value: cst.BaseExpression) -> bool:
+    """``....clone(memory_format=torch.contiguous_format)``: the copy RF001 makes."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "clone"
+        and any(
+            a.keyword is not None
+            and a.keyword.value == "memory_format"
+            and isinstance(a.value, (cst.Attribute, cst.Name))
+            and (a.value.attr.value if isinstance(a.value, cst.Attribute) else a.value.value) == "contiguous_format"
+            for a in value.args
+        )
+    )
 
 
 def _fresh_name(base: str, taken: set[str]) -> str:

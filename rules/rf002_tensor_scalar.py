@@ -10,6 +10,7 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
 from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
@@ -247,6 +248,14 @@ class TensorScalar(Rule):
             f"{torch_name}.tensor({value}, dtype={torch_name}.{dtype})" if dtype else f"{torch_name}.tensor({value})"
         )
         return [Edit(finding.file, start, end, wrapped, self.id)]
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The argument is already a tensor made from the number (``torch.tensor(c)``, ours or
+        hand-written)."""
+        start, end = finding.params["arg"]
+        if not makes_tensor(source.text[start:end]):
+            return None
+        return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
 
 
 class _Parameter:

@@ -118,6 +118,7 @@ class NestedCompileRegion(Rule):
                     continue
                 if training is None:
                     training = _training_evidence(project, [p for p in profile.sources if not os.path.isabs(p)])
+                    training = training or (_RAN_BACKWARD if profile.trains else "")
                 finding = self._finding(analysis, site, frame.file, version_problem, training, frame, profile)
                 if finding is not None and _compiled_on_its_own(profile, frame.file, analysis, site):
                     # Not inlined: a graph break in it (said above, when the Profile saw it), or
@@ -135,9 +136,12 @@ class NestedCompileRegion(Rule):
         return list(findings.values())
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
+        return self._plan_static(source, path, None)
+
+    def _plan_static(self, source: SourceFile, path: str, training: str | None) -> list[Finding]:
         version_problem = _version_problem(_installed_torch(), "this environment")
         analysis = Analysis(source)
-        training = training_in(source, path, analysis.tree.order)
+        training = training or training_in(source, path, analysis.tree.order)
         findings: dict[str, Finding] = {}
         for site in analysis.sites():
             if site.target_key in findings:
@@ -182,6 +186,8 @@ class NestedCompileRegion(Rule):
             "block": site.block,
             "loop_line": site.line,
         }
+        if training:
+            evidence["trains"] = training
         if frame is not None:
             evidence.update(
                 {
@@ -250,24 +256,54 @@ class NestedCompileRegion(Rule):
             finding.notes.append("the number of blocks is not a constant in the source")
         return finding
 
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
+        """A Profile whose run ran a backward pass makes the static finding what the Profile's
+        plan made it: the program trains, whatever this one file shows."""
+        if not profile.trains or finding.evidence.get("trains") or finding.safety is Safety.NONE:
+            return finding
+        try:
+            again = self._plan_static(source, finding.file, _RAN_BACKWARD)
+        except SourceError:
+            return finding
+        return next((f for f in again if f.params == finding.params), finding)
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The function is already a region (``nested_compile_region``, ours or hand-written)."""
+        func = _target_def(Tree(source.syntax), finding.params)
+        if func is None or not already_marked(func):
+            return None
+        return f"line {func.lineno}: `{finding.params['function']}` is already a nested_compile_region"
+
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        tree = Tree(source.syntax)
-        func = next(
-            n
-            for n in tree.order
-            if isinstance(n, DEFS)
-            and n.name == p["function"]
-            and n.lineno == p["line"]
-            and class_name(tree.enclosing_class(n)) == p["class"]
-        )
+        func = _target_def(Tree(source.syntax), p)
+        if func is None:
+            raise ValueError(f"no `def {p['function']}` at line {p['line']}")
         if already_marked(func):
             return []
         # On the `def` line, below any decorators it has: where the finding points.
         indent = source.lines[func.lineno - 1][: source.char_column(func.lineno, func.col_offset)]
         at = source.offset(func.lineno, 0)
         return [Edit(finding.file, at, at, f"{indent}@{torch_name}.{DECORATOR}\n", self.id)]
+
+
+# The training evidence of a Profile whose files no longer tell (already fixed, or edited since).
+_RAN_BACKWARD = "the profiled run ran a backward pass"
+
+
+def _target_def(tree: Tree, params: dict):
+    return next(
+        (
+            n
+            for n in tree.order
+            if isinstance(n, DEFS)
+            and n.name == params["function"]
+            and n.lineno == params["line"]
+            and class_name(tree.enclosing_class(n)) == params["class"]
+        ),
+        None,
+    )
 
 
 def _torch_version(text: str | None) -> tuple[int, int] | None:

@@ -257,6 +257,18 @@ class CounterBuffer(Rule):
             edits.append(Edit(finding.file, at, at, text, self.id))
         return edits
 
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The config line anywhere in the file, or the rule's own edits made again (the
+        default)."""
+        statement = finding.params.get("config")
+        if statement is not None:
+            wanted = statement.replace("torch.", f"{source.torch_alias or 'torch'}.", 1).replace(" ", "")
+            for number, line in enumerate(source.lines, 1):
+                if line.replace(" ", "").strip() == wanted:
+                    return f"line {number}: `{line.strip()}`"
+            return None
+        return super().already_present(finding, source)
+
 
 def _config(counter: Counter, state: CounterState, profile: Profile):
     """The config statement that makes this one int dynamic, and a note; or why there is none."""

@@ -8,6 +8,10 @@
   or unreadable file is reported in one line and left alone), and from the source for the
   rules that need no Profile; merged (``merge_findings``), filtered by configuration and
   suppression comments, in position order (``finding_order``).
+* ``settle``: each Finding against the code as it is and the Profile's facts: a static Finding
+  never contradicts what the Profile established (``Rule.honour_facts``: the program trains),
+  and a Finding whose fix the code already holds (``Rule.already_present``: the tool's own edit
+  from an earlier round, or a hand-written equivalent) is not pending, so it is never made twice.
 * ``select_fixes``: the Findings whose fix is made: safe ones, and unsafe ones when asked.
 * ``rewrite_files``: each file's fixes as one rewrite; a file that cannot be read or parsed, or
   whose fixes crash, is reported and never loses another file's work.
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +49,7 @@ __all__ = [
     "rewrite_files",
     "run_apply",
     "select_fixes",
+    "settle",
     "write_rewrites",
 ]
 
@@ -57,6 +62,7 @@ class ApplyResult:
     already_applied: list[str] = field(default_factory=list)
     outside: list[Finding] = field(default_factory=list)
     files_parsed: int = 0  # files the static scan had to parse (cache misses)
+    present: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, where its fix already is)
 
     @property
     def pending(self) -> list[Finding]:
@@ -125,12 +131,44 @@ def find(
     result.errors.extend(scan.errors)
     result.files_parsed = scan.parsed
     lines = _LineReader(root)
-    result.findings = [
+    findings = [
         finding
         for finding in merge_findings(profiled, static, config)
         if not is_suppressed(lines.line(finding.file, finding.location.line), finding.rule)
     ]
+    result.findings, result.present = settle(findings, rules, profile=profile, source_of=_SourceReader(root).source)
     return result
+
+
+def settle(
+    findings: list[Finding],
+    rules: tuple[Rule, ...],
+    *,
+    profile: Profile | None,
+    source_of: Callable[[str], SourceFile | None],
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """The Findings still pending in the code as it is, and (finding, where) for those whose fix
+    is already there. Static Findings first take in the Profile's facts."""
+    by_id = {rule.id: rule for rule in rules}
+    pending: list[Finding] = []
+    present: list[tuple[Finding, str]] = []
+    for finding in findings:
+        rule = by_id.get(finding.rule)
+        source = source_of(finding.file) if rule is not None else None
+        if rule is None or source is None:
+            pending.append(finding)
+            continue
+        try:
+            if profile is not None and finding.confidence == "static":
+                finding = rule.honour_facts(finding, profile, source)
+            where = rule.already_present(finding, source) if finding.fixable else None
+        except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
+            where = None
+        if where:
+            present.append((finding, where))
+        else:
+            pending.append(finding)
+    return pending, present
 
 
 def merge_findings(profiled: list[Finding], static: list[Finding], config: Config | None = None) -> list[Finding]:
@@ -201,6 +239,22 @@ def _plan_from_profile(
                 result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     return planned
+
+
+class _SourceReader:
+    """Each file's text as it is on disk, parsed only when a rule asks; None when unreadable."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._sources: dict[str, SourceFile | None] = {}
+
+    def source(self, path: str) -> SourceFile | None:
+        if path not in self._sources:
+            try:
+                self._sources[path] = SourceFile.read(Path(path), resolve(path, self.root).read_bytes(), parse=False)
+            except (OSError, SourceError):
+                self._sources[path] = None
+        return self._sources[path]
 
 
 class _LineReader:

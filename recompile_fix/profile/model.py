@@ -153,6 +153,12 @@ class Frame:
         return sum(1 for c in self.compiles if c.limit_hit)
 
     @property
+    def compile_count(self) -> int:
+        """How often torch compiled the frame: a recompile-limit hit is a refused attempt, not a
+        compile (torch's own count, which ``len(compiles)`` exceeds by the limit hits)."""
+        return sum(1 for c in self.compiles if not c.limit_hit)
+
+    @property
     def compile_seconds(self) -> float:
         total = 0.0
         for c in self.compiles:
@@ -196,6 +202,9 @@ class Profile:
     applied: dict[str, str] = field(default_factory=dict)
     # The backend `profile --backend` forced (None: the program's own); `apply --verify` reuses it.
     backend: str | None = None
+    # Facts of the run that outlive edits to the files (static mode honours them): did the program
+    # run a backward pass (torch.autograd.backward/grad)? None: not known (an older Profile, a trace).
+    trains: bool | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -213,7 +222,7 @@ class Profile:
 
     @property
     def total_compiles(self) -> int:
-        return sum(len(f.compiles) for f in self.frames)
+        return sum(f.compile_count for f in self.frames)
 
     # -- JSON -------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -250,6 +259,7 @@ class Profile:
                 tool_version=data.get("tool_version"),
                 applied=dict(data.get("applied", {})),
                 backend=data.get("backend"),
+                trains=data.get("trains"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None

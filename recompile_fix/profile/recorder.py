@@ -9,7 +9,9 @@ program that never imports torch pays nothing. Everything it reads is torch's ow
   (the metrics keep only the first);
 * the Python stack when the compile starts (the metrics' own stack drops the caller), with the
   column span of the calling expression so the rewrite can find the exact call;
-* the ``graph_breaks`` artifact log, which names the user file:line of each break.
+* the ``graph_breaks`` artifact log, which names the user file:line of each break;
+* whether the program ran a backward pass (``torch.autograd.backward``/``grad``, which
+  ``Tensor.backward`` calls): a fact about the program that later edits do not change.
 
 It uses only the standard library and torch, writes JSON (never pickles) and asks torch to write
 no files. The raw record is typed and merged into a Profile by ``recompile_fix.profile.merge``.
@@ -139,6 +141,7 @@ class _Recorder:
         self.frame_of_code: dict[int, dict] = {}
         self.started = time.time()
         self.torch_version = None
+        self.backward_ran = False
 
     # -- torch hooks -------------------------------------------------------------------
     def on_compile_start(self, *args) -> None:
@@ -244,6 +247,7 @@ class _Recorder:
             "python_version": sys.version.split()[0],
             "compiles": self.compiles,
             "graph_breaks": self.graph_breaks,
+            "backward_ran": self.backward_ran,
             "exit": exit_info,
             "wall_seconds": time.time() - self.started,
         }
@@ -320,6 +324,7 @@ def install() -> _Recorder:
     backend = os.environ.get(BACKEND_ENV)
     if backend:
         _force_backend(torch, backend)
+    _note_backward(torch, recorder)
 
     # `recompile-fix verify` also wants what each compiled callable returned.
     from recompile_fix.profile.compiled_outputs import install_from_env
@@ -339,6 +344,36 @@ def _force_backend(torch, backend: str) -> None:
 
     compile_with_backend.__wrapped__ = original
     torch.compile = compile_with_backend
+
+
+def _note_backward(torch, recorder: _Recorder) -> None:
+    """Note the first backward pass. The wrappers' frames are skipped by dynamo (it would compile
+    them as frames of their own when eager code runs them under a compiled caller), and inside a
+    compiled region `Tensor.backward()` breaks the graph before reaching them, as it did before."""
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:  # an older torch: no way to keep dynamo out of the wrappers; not noted
+        return
+    autograd = torch.autograd
+    try:
+        from torch._guards import TracingContext
+    except ImportError:
+        return
+
+    def wrap(original):
+        def noted(*args, **kwargs):
+            # A backend compiling a graph (AOT autograd tracing the joint graph) calls grad too.
+            if not recorder.backward_ran and TracingContext.try_get() is None:
+                recorder.backward_ran = True
+            return original(*args, **kwargs)
+
+        skip_code(noted.__code__)
+        noted.__wrapped__ = original
+        noted.__name__, noted.__qualname__, noted.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        return noted
+
+    autograd.backward = wrap(autograd.backward)
+    autograd.grad = wrap(autograd.grad)
 
 
 _EXIT_INFO: dict = {"status": "exited"}
