@@ -145,7 +145,7 @@ class MarkDynamic(Rule):
                     param=target.param if target else source_expr,
                     frame=frame.name,
                     dims=", ".join(map(str, dims)),
-                    compiles=len(frame.compiles),
+                    compiles=frame.compile_count,
                 ),
                 evidence=evidence,
                 notes=list(notes),

@@ -122,7 +122,7 @@ class TensorScalar(Rule):
         )
         function_name = function_of(frame.name)
         message = self.message.format(
-            param=param, frame=function_name, kind=kind, values=shown, compiles=len(frame.compiles)
+            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
         )
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:

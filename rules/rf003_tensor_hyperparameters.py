@@ -145,7 +145,7 @@ class TensorHyperparameters(Rule):
                         safety=Safety.NONE,
                         evidence=evidence,
                         message=self.message.format(
-                            optimizer="the optimizer", key=_keys(keys), compiles=len(frame.compiles), fix="no edit"
+                            optimizer="the optimizer", key=_keys(keys), compiles=frame.compile_count, fix="no edit"
                         ),
                         notes=[
                             f"no `torch.optim` construction matching `{frame.name}` in {frame.file} was found in "
@@ -198,7 +198,7 @@ class TensorHyperparameters(Rule):
         static_source: SourceFile | None = None,
     ) -> Finding:
         source = static_source or project.source(built.file)
-        compiles = len(frame.compiles) if frame else "several"
+        compiles = frame.compile_count if frame else "several"
         notes: list[str] = []
         blockers: list[str] = []
         for scheduler in built.schedulers(source):

@@ -192,7 +192,7 @@ class NestedCompileRegion(Rule):
             evidence.update(
                 {
                     "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                    "compiles": len(frame.compiles),
+                    "compiles": frame.compile_count,
                     "compile_seconds": round(frame.compile_seconds, 3),
                     "graph_breaks": sum(b.count for b in frame.graph_breaks),
                 }

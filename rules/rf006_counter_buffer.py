@@ -149,7 +149,7 @@ class CounterBuffer(Rule):
             state = GlobalState.find(counter, project)
         else:
             state = AttributeState.find(counter, frame, files, project)
-        compiles = sum(len(f.compiles) for f in counter.frames)
+        compiles = sum(f.compile_count for f in counter.frames)
         limit = sum(f.limit_hits for f in counter.frames)
         values = counter.values
         shown = ", ".join(map(repr, values[:3])) + (", ..." if len(values) > 3 else "")

@@ -27,7 +27,7 @@ from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Pr
 from recompile_fix.verify.compare import Tolerance, allowances, compare_runs, compare_tensors
 from recompile_fix.verify.prove import verify
 from recompile_fix.verify.runs import CallableOutputs, Run, run_command
-from recompile_fix.verify.tree import command_in, copy_tree
+from recompile_fix.verify.tree import Checkout, command_in, copy_tree
 
 VERIFY_PROGRAMS = PROGRAMS / "verify"
 
@@ -243,7 +243,7 @@ def test_fail_on_recompile_after_warm_up(tmp_path):
     shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
     run = run_command(
         ["python", "recompiles_late.py"],
-        cwd=tmp_path,
+        at=Checkout(tmp_path, tmp_path),
         backend="eager",
         log=tmp_path / "run.log",
         fail_on_recompile=True,

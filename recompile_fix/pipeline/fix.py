@@ -50,6 +50,7 @@ __all__ = [
     "run_apply",
     "select_fixes",
     "settle",
+    "settle_in",
     "write_rewrites",
 ]
 
@@ -63,6 +64,7 @@ class ApplyResult:
     outside: list[Finding] = field(default_factory=list)
     files_parsed: int = 0  # files the static scan had to parse (cache misses)
     present: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, where its fix already is)
+    stale: dict[str, str] = field(default_factory=dict)  # path -> what changed since it was profiled
 
     @property
     def pending(self) -> list[Finding]:
@@ -91,7 +93,9 @@ def run_apply(
         for r in rewrites
         for finding, why in r.skipped
     ]
-    result.errors.extend(message for _, message in sorted(failed + skipped, key=lambda item: item[0]))
+    changed = {r.path for r in rewrites if r.changed}
+    stale = [(path, _stale_message(path, what, path in changed)) for path, what in result.stale.items()]
+    result.errors.extend(message for _, message in sorted(stale + failed + skipped, key=lambda item: item[0]))
     result.rewrites = [r for r in rewrites if r.changed]
     if write:
         write_rewrites(root_dir, result.rewrites, profile)
@@ -138,6 +142,13 @@ def find(
     ]
     result.findings, result.present = settle(findings, rules, profile=profile, source_of=_SourceReader(root).source)
     return result
+
+
+def settle_in(
+    root: str | os.PathLike[str], findings: list[Finding], rules: tuple[Rule, ...], profile: Profile | None
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """``settle`` against the files as they are under ``root``."""
+    return settle(findings, rules, profile=profile, source_of=_SourceReader(Path(root)).source)
 
 
 def settle(
@@ -223,10 +234,7 @@ def _plan_from_profile(
         if state == "applied" or (state in ("outside", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
         if state == "stale":
-            error_once(
-                finding.file,
-                "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed",
-            )
+            result.stale.setdefault(finding.file, _what_changed(finding.file, profile))
             continue
         if state == "outside":
             result.outside.append(finding)
@@ -239,6 +247,22 @@ def _plan_from_profile(
                 result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     return planned
+
+
+def _what_changed(path: str, profile: Profile) -> str:
+    if path in profile.applied:
+        return "its bytes are neither the ones the Profile hashed nor the ones `apply` wrote: edited since"
+    return "its bytes are not the ones the Profile hashed"
+
+
+def _stale_message(path: str, what: str, changed: bool) -> str:
+    """The stale-Profile line for ``path``, true to the diff: whether the fixes that need no
+    Profile still changed the file."""
+    done = "only the fixes that need no Profile were made" if changed else "not changed"
+    return (
+        f"{path}: changed since it was profiled ({what}): stale Profile, its fixes for this file were "
+        f"skipped; run `recompile-fix profile` again; {done}"
+    )
 
 
 class _SourceReader:

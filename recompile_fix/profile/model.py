@@ -35,6 +35,7 @@ __all__ = [
     "relative_to_root",
     "resolve",
     "same_as_profiled",
+    "save_profile",
     "sha256_bytes",
     "sha256_file",
     "torch_release",
@@ -205,6 +206,9 @@ class Profile:
     # Facts of the run that outlive edits to the files (static mode honours them): did the program
     # run a backward pass (torch.autograd.backward/grad)? None: not known (an older Profile, a trace).
     trains: bool | None = None
+    # The program's own import paths (sys.path less installed code), spelled as paths are: a copy
+    # of the project that `verify` and `fix` run in must hold them.
+    import_paths: list[str] = field(default_factory=list)
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -260,6 +264,7 @@ class Profile:
                 applied=dict(data.get("applied", {})),
                 backend=data.get("backend"),
                 trains=data.get("trains"),
+                import_paths=list(data.get("import_paths", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None
@@ -283,6 +288,24 @@ class Profile:
             return cls.from_json(data)
         except UserError as exc:
             raise UserError(f"{path}: {exc}") from None
+
+
+def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
+    """Write ``profile`` to ``path``, but never over a Profile that recorded compiles with one
+    that recorded none (a run that compiled nothing, or failed before compiling: a typo in the
+    command): that one goes beside it, ``profile.empty.json`` or ``profile.failed.json``.
+    Returns where it went."""
+    path = Path(path)
+    if not profile.frames and path.exists():
+        try:
+            kept = Profile.load(path)
+        except UserError:  # not a Profile we can read: nothing to lose
+            kept = None
+        if kept is not None and kept.frames:
+            what = "failed" if profile.exit_code else "empty"
+            path = path.with_name(f"{path.stem}.{what}{path.suffix}")
+    profile.dump(path)
+    return path
 
 
 def torch_release(version: str | None) -> tuple[int, int] | None:

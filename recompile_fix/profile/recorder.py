@@ -248,6 +248,7 @@ class _Recorder:
             "compiles": self.compiles,
             "graph_breaks": self.graph_breaks,
             "backward_ran": self.backward_ran,
+            "import_paths": _program_import_paths(),
             "exit": exit_info,
             "wall_seconds": time.time() - self.started,
         }
@@ -257,6 +258,28 @@ class _Recorder:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(record, fh)
         os.replace(tmp, path)
+
+
+def _program_import_paths() -> list[str]:
+    """The program's own import paths (``sys.path`` as it ended, with what the program or
+    PYTHONPATH added), installed code and our bootstrap left out: `verify` and `fix` run the
+    program in a copy that must hold them."""
+    installed = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = []
+    for entry in sys.path:
+        path = os.path.abspath(entry or os.curdir)
+        parts = path.split(os.sep)
+        if (
+            not os.path.isdir(path)
+            or "site-packages" in parts
+            or "dist-packages" in parts
+            or any(path == d or path.startswith(d + os.sep) for d in installed)
+            or os.path.exists(os.path.join(path, "sitecustomize.py"))  # ours (or a system one)
+            or path in found
+        ):
+            continue
+        found.append(path)
+    return found
 
 
 def _int_env(name: str):
