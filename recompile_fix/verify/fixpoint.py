@@ -15,8 +15,10 @@ gives every recompile that remains its typed reason and why it stays (``why_it_s
 
 from __future__ import annotations
 
+import difflib
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,8 +225,9 @@ def _line(tree: Checkout, file: str, line: int) -> str:
         return ""
 
 
-def _site_counts(frame: Frame | None, tree: Checkout) -> dict[tuple, tuple[str, int]]:
-    """Per call site (file, function, code), its label and how often it compiled the frame."""
+def _site_counts(frame: Frame | None, tree: Checkout, moved: Callable[[str, int], int]) -> dict[tuple, tuple[str, int]]:
+    """Per call site (file, line in the last run's text), its label and how often it compiled
+    the frame; ``moved`` maps a line to where it is in the last run's text."""
     counts: dict[tuple, tuple[str, int]] = {}
     for compile_ in frame.compiles if frame else []:
         if compile_.limit_hit:
@@ -234,19 +237,46 @@ def _site_counts(frame: Frame | None, tree: Checkout) -> dict[tuple, tuple[str, 
             key, label = ("?",), "(no call site recorded)"
         else:
             code = _line(tree, site.file, site.line)
-            key, label = (site.file, site.function, code), f"{site.file}:{site.line}" + (f"  {code}" if code else "")
-        counts[key] = (counts.get(key, (label, 0))[0], counts.get(key, (label, 0))[1] + 1)
+            key, label = (
+                (site.file, moved(site.file, site.line)),
+                f"{site.file}:{site.line}" + (f"  {code}" if code else ""),
+            )
+        label, n = counts.get(key, (label, 0))
+        counts[key] = (label, n + 1)
     return counts
+
+
+def _line_moves(user: Checkout, work: Checkout) -> Callable[[str, int], int]:
+    """Where a line of the user's file is in the working copy's (lines the fixes replaced map to
+    their replacements, one for one)."""
+    maps: dict[str, dict[int, int]] = {}
+
+    def moved(path: str, line: int) -> int:
+        if path not in maps:
+            maps[path] = {}
+            try:
+                before = resolve(path, user.cwd).read_text(encoding="utf-8").splitlines()
+                after = resolve(path, work.cwd).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                before = after = []
+            matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                    maps[path].update((i1 + k + 1, j1 + k + 1) for k in range(i2 - i1))
+        return maps[path].get(line, -line)
+
+    return moved
 
 
 def _site_rows(first: Run, last: Run, user: Checkout, work: Checkout) -> list[SiteRow]:
     before = {(f.file, f.first_line, f.name): f for f in first.profile.frames}
     after = {(f.file, f.first_line, f.name): f for f in last.profile.frames}
+    moved = _line_moves(user, work)
     rows = []
     for row in match_frames(first.profile, last.profile):
         b = before.get((row.file, row.line_before, row.name)) if row.line_before is not None else None
         a = after.get((row.file, row.line_after, row.name)) if row.line_after is not None else None
-        b_sites, a_sites = _site_counts(b, user), _site_counts(a, work)
+        b_sites, a_sites = _site_counts(b, user, moved), _site_counts(a, work, lambda path, line: line)
         for key in list(a_sites) + [k for k in b_sites if k not in a_sites]:
             label = a_sites.get(key, b_sites.get(key, ("", 0)))[0]
             rows.append(SiteRow(row.label, label, b_sites.get(key, ("", 0))[1], a_sites.get(key, ("", 0))[1]))
@@ -273,7 +303,9 @@ def _remaining(state: Run, work: Checkout, findings: list[Finding], result: FixP
                 continue
             site = compile_.call_site
             where = f"{site.file}:{site.line}" if site else "?"
-            reasons = list(dict.fromkeys(_phrase(r) for r in compile_.reasons)) or ["no reason recorded"]
+            # One phrase per guarded value: every cache entry torch tried fails on it in its own way.
+            distinct = {(r.kind, r.source, r.dim): r for r in reversed(compile_.reasons)}
+            reasons = [_phrase(r) for r in reversed(distinct.values())] or ["no reason recorded"]
             why = why_it_stays(compile_, label, findings, dropped, unsafe)
             rows.append(Remaining(label, where, compile_.id, "; ".join(reasons), why))
     return rows
@@ -318,14 +350,16 @@ def why_it_stays(
 
 
 def _explains(finding: Finding, frame: str, reason: Reason) -> bool:
-    """Is ``finding`` about this reason of this frame? By the guard texts in its evidence, where
-    it has them, else by the reason kinds its rule consumes."""
+    """Is ``finding`` about this reason of this frame: its rule consumes the reason's kind, and
+    its evidence names the guard, or its message the guarded value (evidence keeps a few guard
+    texts only)?"""
     if finding.evidence.get("frame") != frame and frame not in finding.evidence.get("also_frames", []):
         return False
-    guards = finding.evidence.get("guards")
-    if guards:
-        return reason.text.split("\n", 1)[0] in guards
-    return reason.kind in _consumed(finding.rule)
+    if reason.kind not in _consumed(finding.rule):
+        return False
+    guards = finding.evidence.get("guards") or []
+    named = bool(reason.source) and f"`{reason.source}`" in finding.message
+    return not guards or reason.text.split("\n", 1)[0] in guards or named
 
 
 def _short(text: str, limit: int = 160) -> str:
