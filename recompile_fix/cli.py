@@ -269,6 +269,10 @@ def apply(
         summary += f" {len(result.already_applied)} file(s) already fixed."
     if unsafe_left:
         summary += f" {unsafe_left} more with --unsafe-fixes."
+    if loaded is not None and fixed and write and loaded.frames:
+        # A fix can uncover what it removed hid (torch names only the first failing guard), and
+        # some recompiles are legitimate: `fix` profiles again and says which stay, and why.
+        summary += " Profile again to see what the fixes leave, or run `recompile-fix fix -- <command>` to the end."
     if output_format == "text" or show_diff:
         click.echo(summary, err=True)
     if result.errors:
