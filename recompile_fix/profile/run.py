@@ -3,7 +3,11 @@ starts, and hand the raw records to ``merge`` (one Profile).
 
 The recorder enters through ``PYTHONPATH`` (a ``sitecustomize`` in a private directory), so
 ``python script.py``, ``python -m pkg``, a bare ``script.py`` and launchers that start more
-Python processes (torchrun) all work without touching the user's code.
+Python processes (torchrun) all work without touching the user's code. The command runs in the
+user's environment, as a shell would run it: recompile-fix itself may be installed in an
+environment of its own (pipx, ``uv tool``) without torch; what enters the user's processes
+(``_bootstrap/sitecustomize.py``, ``recorder``, ``compiled_outputs``) imports only the standard
+library and the user's torch.
 """
 
 from __future__ import annotations
@@ -24,33 +28,72 @@ from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
-__all__ = ["resolve_command", "run_profiled"]
+__all__ = ["check_torch", "resolve_command", "run_profiled"]
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 
+_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?")
+# Exit code of the probe below when the interpreter has no torch to import.
+_NO_TORCH = 3
+
+
 def resolve_command(command: list[str]) -> list[str]:
+    """The argv to run, as a shell would find it: ``python`` is the first ``python`` on PATH (the
+    user's environment, not the one recompile-fix is installed in); a bare ``script.py`` runs
+    under that ``python``."""
     if not command:
         raise UserError("no command given: use `recompile-fix profile -- python train.py ...`")
     program = command[0]
-    if re.fullmatch(r"python(3(\.\d+)?)?", program):
-        # `python` means the interpreter recompile-fix runs under: the one whose torch it knows.
-        return [sys.executable, *command[1:]]
     if program.endswith(".py") and os.path.isfile(program) and not os.access(program, os.X_OK):
-        return [sys.executable, *command]
-    if os.sep in program:
+        return [_python_on_path(), *command]
+    if os.sep in program or (os.altsep and os.altsep in program):
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):
             raise UserError(f"command not found: {program}")
         return list(command)
     if program.endswith(".py") and os.path.isfile(program):
-        return [sys.executable, *command]
-    if shutil.which(program) is None:
+        return [_python_on_path(), *command]
+    found = shutil.which(program)
+    if found is None:
         # A launcher installed beside our interpreter (torchrun in an unactivated venv).
         beside = os.path.join(os.path.dirname(sys.executable), program)
-        if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        if not _PYTHON.fullmatch(program) and os.path.isfile(beside) and os.access(beside, os.X_OK):
             return [beside, *command[1:]]
+        if _PYTHON.fullmatch(program):
+            raise UserError(
+                f"command not found: {program} (no `{program}` on PATH): activate the virtualenv your "
+                f"program runs in, or name its interpreter: recompile-fix profile -- .venv/bin/python train.py"
+            )
         raise UserError(f"command not found: {program}")
-    return list(command)
+    return [found, *command[1:]]
+
+
+def _python_on_path() -> str:
+    found = shutil.which("python") or shutil.which("python3")
+    if found is None:
+        raise UserError("no `python` on PATH to run the script with: name the interpreter (-- .venv/bin/python ...)")
+    return found
+
+
+def check_torch(argv: list[str], env: dict[str, str] | None = None) -> None:
+    """When the command starts a Python interpreter, that interpreter must be able to import torch
+    (the recorder reads torch's own bookkeeping); otherwise one clear line instead of the
+    program's ModuleNotFoundError. Launchers (torchrun) are not probed: their interpreter is
+    their own and has torch by construction."""
+    interpreter = argv[0]
+    if not _PYTHON.fullmatch(os.path.basename(interpreter)):
+        return
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else %d)" % _NO_TORCH
+    try:
+        done = subprocess.run([interpreter, "-c", probe], env=env, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the run itself says what is wrong with the interpreter
+    if done.returncode == _NO_TORCH:
+        raise UserError(
+            f"{interpreter} cannot import torch: run from the environment your program runs in "
+            "(activate its virtualenv, so `python` is its interpreter) or name that interpreter: "
+            "recompile-fix profile -- /path/to/venv/bin/python train.py"
+        )
 
 
 def _bootstrap_dir(workdir: Path) -> Path:
@@ -77,6 +120,7 @@ def run_profiled(
     ``root`` (default: ``cwd``). ``env``: extra environment variables. ``output``: a file the
     program's stdout and stderr go to (default: ours)."""
     argv = resolve_command(command)
+    check_torch(argv, env={**os.environ, **(env or {})})
     root = os.path.abspath(root or cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="recompile-fix-") as tmp:
         workdir = Path(tmp)
