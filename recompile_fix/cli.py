@@ -47,7 +47,7 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)  # ctx.exit(n) comes back as n here
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recompile-fix")
 def main() -> None:
     """Find the frames torch.compile recompiles, and edit the source so it stops."""
@@ -145,8 +145,11 @@ def report(profile_file, as_json) -> None:
     help="The Profile to fix from [default: .recompile-fix/profile.json; without one, "
     "only the rules that need no Profile run].",
 )
-@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing; exit 1 when fixes are pending."
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when fixes are pending.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when fixes are pending (--check, --diff).")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes marked unsafe.")
 @click.option("--select", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to run.")
 @click.option("--ignore", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to skip.")
@@ -187,11 +190,15 @@ def apply(
     jobs,
     no_cache,
     verify_fixes,
+    exit_zero,
 ) -> None:
-    """Edit the files under PATHS so the recompiles in the Profile stop."""
+    """Edit the files under PATHS so the recompiles in the Profile stop.
+
+    Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
+    """
     import os
 
-    from recompile_fix.config import load_config, split_ids
+    from recompile_fix.config import check_selectors, load_config, split_ids
     from recompile_fix.findings.finding import Safety
     from recompile_fix.output import render
     from recompile_fix.pipeline.fix import diff_text, run_apply
@@ -199,9 +206,13 @@ def apply(
     from recompile_fix.rules import ALL_RULES
 
     config = load_config(explicit=config_file)
+    rule_ids = [rule.id for rule in ALL_RULES]
+    config.check_selectors(rule_ids)
     if select is not None:
         config.select = split_ids(select)
+        check_selectors(config.select, rule_ids, "--select")
     if ignore is not None:
+        check_selectors(split_ids(ignore), rule_ids, "--ignore")
         config.ignore = config.ignore + split_ids(ignore)
     if unsafe_fixes is not None:
         config.unsafe_fixes = unsafe_fixes
@@ -226,7 +237,8 @@ def apply(
                 unsafe_fixes=config.unsafe_fixes,
                 write=write,
                 show_diff=show_diff,
-                check=check,
+                check=check and not exit_zero,
+                diff_exit=show_diff and not exit_zero,
                 apply_options={"config": config, "jobs": jobs, "use_cache": not no_cache},
             )
         )
@@ -261,10 +273,16 @@ def apply(
         summary += f" {unsafe_left} more with --unsafe-fixes."
     if output_format == "text" or show_diff:
         click.echo(summary, err=True)
+        if result.outside:  # context (torch's own files, other folders): never an error
+            outside = sorted({f.file for f in result.outside})
+            named = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+            click.echo(
+                f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True
+            )
     if result.errors:
         sys.exit(2)
-    if check and fixed:
-        sys.exit(1)
+    if (check or show_diff) and fixed and not exit_zero:
+        sys.exit(1)  # as ruff: --check and --diff fail while fixes are pending
 
 
 @main.command()
@@ -346,6 +364,7 @@ def verify(
     if exact and (rtol is not None or atol is not None):
         raise UserError("--exact and --rtol/--atol exclude each other")
     config = load_config()
+    config.check_selectors([rule.id for rule in ALL_RULES])
     loaded = Profile.load(profile_file or config.profile)
     sys.exit(
         _verify(
@@ -446,6 +465,7 @@ def _apply_verified(
     write: bool,
     show_diff: bool,
     check: bool,
+    diff_exit: bool = False,
     apply_options: dict | None = None,
 ) -> int:
     """`recompile-fix apply --verify`; returns the exit code (0 all verified and applied, 1 a fix
@@ -493,6 +513,6 @@ def _apply_verified(
         profile.dump(profile_path)  # remember what was applied: a second apply is a no-op
     if result.errors:
         return 2
-    if result.dropped or (check and result.kept):
+    if result.dropped or ((check or diff_exit) and result.kept):
         return 1
     return 0

@@ -23,8 +23,33 @@ def _rules_fired(result):
 def test_select_and_ignore_on_the_command_line(project):
     assert _rules_fired(run_cli("apply", ".", "--check", cwd=project, check=1)) == ["RF001", "RF001"]
     run_cli("apply", ".", "--check", "--ignore", "RF0", cwd=project, check=0)
-    run_cli("apply", ".", "--check", "--select", "RF9", cwd=project, check=0)
     run_cli("apply", ".", "--check", "--select", "rf001", cwd=project, check=1)
+
+
+@pytest.mark.parametrize(
+    "argv, where",
+    [
+        (["--select", "RF9"], "--select: Unknown rule selector: `RF9`"),
+        (["--select", "F401"], "--select: Unknown rule selector: `F401`"),
+        (["--select", "RF001,RF01"], "--select: Unknown rule selector: `RF01`"),
+        (["--ignore", "E501"], "--ignore: Unknown rule selector: `E501`"),
+    ],
+)
+def test_unknown_rule_selector_is_an_error(project, argv, where):
+    """ruff: "Unknown rule selector", exit 2; a selector that selects nothing is a typo."""
+    result = run_cli("apply", ".", "--check", *argv, cwd=project, check=2)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"recompile-fix: error: {where} ")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "body", ['select = ["RF01"]\n', 'ignore = ["RF9"]\n', 'per-file-ignores = { "a.py" = ["X1"] }\n']
+)
+def test_unknown_rule_selector_in_the_config_is_an_error(project, body):
+    _write_config(project, body)
+    result = run_cli("apply", ".", "--check", cwd=project, check=2)
+    assert result.stderr.count("\n") == 1 and "pyproject.toml: [tool.recompile-fix] " in result.stderr
+    assert "Unknown rule selector" in result.stderr
 
 
 def test_config_table(project):

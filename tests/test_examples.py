@@ -17,7 +17,7 @@ def fixed_examples(tmp_path_factory):
     work = tmp_path_factory.mktemp("ex")
     shutil.copytree(ROOT / "examples", work / "examples")
     run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
-    diff = run_cli("apply", "examples/", "--diff", cwd=work, check=0).stdout
+    diff = run_cli("apply", "examples/", "--diff", cwd=work, check=1).stdout
     run_cli("apply", "examples/", cwd=work, check=0)
     return work, diff
 

@@ -119,7 +119,7 @@ def find(
     result = ApplyResult()
     profiled: list[Finding] = []
     if profile is not None:
-        profiled = _plan_from_profile(profile, rules, root, roots, paths, result)
+        profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))
     result.errors.extend(scan.errors)
@@ -153,17 +153,35 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 
 def _plan_from_profile(
-    profile: Profile, rules: tuple[Rule, ...], root_dir: Path, roots: list[Path], paths: list[str], result: ApplyResult
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    root_dir: Path,
+    roots: list[Path],
+    paths: list[str],
+    result: ApplyResult,
+    config: Config | None = None,
 ) -> list[Finding]:
-    """Findings from the Profile for files whose bytes are the ones it saw; errors for the rest."""
+    """Findings from the Profile for files whose bytes it saw; errors for the rest.
+
+    A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
+    its Findings go to ``result.outside``, never to the errors, and it is not even read (a
+    checkout without the profiled virtualenv has none of torch's files)."""
     project = Project(root_dir, expected_hashes=profile.sources)
-    status: dict[str, str] = {}  # path -> ok / applied / stale / outside / unreadable
+    status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
     def file_status(path: str) -> str:
         if path not in status:
             file = resolve(path, root_dir)
+            if not _inside(file, roots) or (
+                config is not None and config.excluded(os.path.relpath(file.resolve(), root_dir))
+            ):
+                status[path] = "outside"
+                return status[path]
             try:
                 data = file.read_bytes()
+            except FileNotFoundError:
+                status[path] = "missing"
+                return status[path]
             except OSError:
                 status[path] = "unreadable"
                 return status[path]
@@ -172,33 +190,44 @@ def _plan_from_profile(
             elif not same_as_profiled(data, profile.sources.get(path)):
                 status[path] = "stale"
             else:
-                status[path] = "ok" if _inside(file, roots) else "outside"
+                status[path] = "ok"
         return status[path]
 
     def error_once(path: str, message: str) -> None:
         if not any(e.startswith(path + ":") for e in result.errors):
             result.errors.append(f"{path}: {message}")
 
+    def error_for(path: str) -> None:
+        state = file_status(path)
+        if state == "stale":
+            error_once(
+                path, "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed"
+            )
+        elif state == "missing":
+            error_once(path, "no such file, but the Profile names it (moved or deleted since profiling?); not changed")
+        elif state == "unreadable":
+            error_once(path, "cannot be read; not changed")
+
     planned = []
     for finding in plan(profile, project, rules):
         state = file_status(finding.file)
-        if state == "applied" or (state in ("outside", "unreadable") and finding.safety is Safety.NONE):
+        if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
-        if state == "stale":
-            error_once(
-                finding.file,
-                "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed",
-            )
-            continue
         if state == "outside":
-            result.outside.append(finding)
-            error_once(finding.file, f"outside the given paths ({', '.join(paths)}); not changed")
+            result.outside.append(finding)  # context: reported, never an error, never edited
+            continue
+        if state != "ok":
+            error_for(finding.file)
             continue
         planned.append(finding)
     for path, why in sorted(project.errors.items()):
-        if _inside(resolve(path, root_dir), roots):
-            if not any(e.startswith(path + ":") for e in result.errors):
-                result.errors.append(why)
+        state = file_status(path)
+        if state == "outside":
+            continue  # a rule read torch's source for context; a checkout may not have it
+        if state in ("missing", "unreadable"):
+            error_for(path)
+        elif not any(e.startswith(path + ":") for e in result.errors):
+            result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     return planned
 
