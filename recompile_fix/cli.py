@@ -123,6 +123,7 @@ def report(profile_file, as_json) -> None:
     from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
     from recompile_fix.findings.plan import plan
+    from recompile_fix.output import terminal_width
     from recompile_fix.profile.model import Profile
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
@@ -132,7 +133,7 @@ def report(profile_file, as_json) -> None:
     if as_json:
         click.echo(json.dumps(render_json(loaded, findings), indent=1))
     else:
-        click.echo(render_text(loaded, findings=findings), nl=False)
+        click.echo(render_text(loaded, findings=findings, width=terminal_width()), nl=False)
 
 
 @main.command()
@@ -200,8 +201,8 @@ def apply(
 
     from recompile_fix.config import check_selectors, load_config, split_ids
     from recompile_fix.findings.finding import Safety
-    from recompile_fix.output import render
-    from recompile_fix.pipeline.fix import diff_text, run_apply
+    from recompile_fix.output import render, terminal_width
+    from recompile_fix.pipeline.fix import diff_text, run_apply, write_rewrites
     from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
 
@@ -247,15 +248,20 @@ def apply(
         loaded,
         ALL_RULES,
         unsafe_fixes=config.unsafe_fixes,
-        write=write,
+        write=False,  # written below, once the output (each fix's edits on the files as they are) is made
         config=config,
         jobs=jobs,
         use_cache=not no_cache,
     )
     if show_diff:
-        click.echo(diff_text(result.rewrites), nl=False)
+        shown = diff_text(result.rewrites)
     else:
-        click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES), nl=False)
+        shown = render(
+            result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES, width=terminal_width()
+        )
+    if write:
+        write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+    click.echo(shown, nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
     fixed = len(result.pending)
@@ -288,23 +294,21 @@ def apply(
 @main.command()
 @click.argument("rule_id", required=False)
 def rules(rule_id) -> None:
-    """List the rules, or print one rule's docs."""
+    """List the rules, or print one rule's docs (Markdown, as docs/rules/ID.md has it)."""
+    from recompile_fix.output import terminal_width, wrap
+    from recompile_fix.rule_docs import rule_page, rule_summary
     from recompile_fix.rules import ALL_RULES, rule_by_id
 
     if rule_id:
         rule = rule_by_id(rule_id)
         if rule is None:
             raise UserError(f"no rule {rule_id!r}; `recompile-fix rules` lists them")
-        click.echo(f"# {rule.id} {rule.name}\n\n{rule.docs()}")
-        if rule.examples:  # excerpts of the rule's golden cases, each run by the tests
-            click.echo("\n## Golden cases")
-            for example in rule.examples:
-                what = "" if example.after is not None else " (left alone)"
-                click.echo(f"\ngolden/{example.golden}/program.in.py{what}:\n\n{example.diff()}", nl=False)
+        click.echo(rule_page(rule), nl=False)
         return
+    width = terminal_width()
     for rule in ALL_RULES:
-        summary = rule.docs().split("## What it does", 1)[-1].strip().split("\n\n", 1)[0].replace("\n", " ")
-        click.echo(f"{rule.id}  {rule.name:<24} {summary}")
+        line = f"{rule.id}  {rule.name:<24} {rule_summary(rule)}"
+        click.echo(wrap(line, width, indent=" " * 31))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

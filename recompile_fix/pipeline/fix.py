@@ -26,7 +26,7 @@ from pathlib import Path
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
-from recompile_fix.edits.edit import unified_diff
+from recompile_fix.edits.edit import Edit, unified_diff
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
@@ -37,8 +37,10 @@ from recompile_fix.suppression import is_suppressed
 
 __all__ = [
     "ApplyResult",
+    "FindingFix",
     "diff_text",
     "find",
+    "finding_fixes",
     "finding_order",
     "is_selected",
     "merge_findings",
@@ -290,6 +292,40 @@ def rewrite_files(
         except Exception as exc:  # a crash in one file never loses another file's work
             failed.append((path, f"{path}: internal error, not changed: {exc!r}"))
     return rewrites, failed
+
+
+@dataclass
+class FindingFix:
+    """One Finding's fix on its own, as ruff reports each fix: the Edits that make it (``import
+    torch`` included where the file lacks it), in character offsets of ``text``."""
+
+    text: str
+    edits: list[Edit]
+
+
+def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) -> list[FindingFix | None]:
+    """Each Finding's own fix (None: no fix, or the file cannot be read or parsed), for the
+    machine-readable outputs; what `apply` writes is all of a file's fixes together."""
+    by_rule = {rule.id: rule for rule in rules}
+    sources: dict[str, SourceFile | None] = {}
+    fixes: list[FindingFix | None] = []
+    for finding in findings:
+        if not finding.fixable or finding.rule not in by_rule:
+            fixes.append(None)
+            continue
+        if finding.file not in sources:
+            try:
+                data = resolve(finding.file, root).read_bytes()
+                sources[finding.file] = SourceFile.read(Path(finding.file), data, parse=False)
+            except (OSError, SourceError):
+                sources[finding.file] = None
+        source = sources[finding.file]
+        try:
+            made = rewrite(finding.file, source, [finding], by_rule) if source is not None else None
+        except SourceError:
+            made = None
+        fixes.append(FindingFix(made.before, made.edits) if made is not None and made.applied else None)
+    return fixes
 
 
 # -- write -----------------------------------------------------------------------------------
