@@ -118,7 +118,15 @@ def profile(output, backend, trace_dir, command) -> None:
 @main.command()
 @click.argument("profile_file", required=False, metavar="[FILE]")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-def report(profile_file, as_json) -> None:
+@click.option(
+    "--html",
+    "html_file",
+    default=None,
+    metavar="FILE",
+    help="Also write one self-contained page (offline): frames by compile seconds, their call sites, "
+    "reasons, graph breaks, and each finding with its diff.",
+)
+def report(profile_file, as_json, html_file) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
     from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
@@ -134,6 +142,13 @@ def report(profile_file, as_json) -> None:
         click.echo(json.dumps(render_json(loaded, findings), indent=1))
     else:
         click.echo(render_text(loaded, findings=findings, width=terminal_width()), nl=False)
+    if html_file:
+        from recompile_fix.html_report import render_page
+        from recompile_fix.pipeline.fix import finding_fixes
+
+        page = render_page(loaded, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".")
+        Path(html_file).write_text(page, encoding="utf-8")
+        click.echo(f"recompile-fix: wrote {html_file}", err=True)
 
 
 @main.command()
@@ -347,7 +362,8 @@ def rules(rule_id) -> None:
     "html_file",
     default=None,
     metavar="FILE",
-    help="Also write a self-contained page with before/after bar charts.",
+    help="Also write a self-contained page: before/after bar charts, and per frame its reasons, call "
+    "sites, graph breaks, the fixes' diffs and its own before/after bars.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def verify(
@@ -448,9 +464,19 @@ def _verify(
     else:
         click.echo(render_text(v), nl=False)
     if html_file and v.ran:
-        from recompile_fix.verify.chart import render_html
+        from recompile_fix.html_report import render_page
+        from recompile_fix.pipeline.fix import finding_fixes
+        from recompile_fix.verify.chart import verification_body
 
-        Path(html_file).write_text(render_html(v), encoding="utf-8")
+        page = render_page(
+            profile,
+            v.fixes,
+            finding_fixes(Path.cwd(), v.fixes, rules),
+            root=".",
+            verification=v,
+            verification_body=verification_body(v, heading="h2"),
+        )
+        Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)
     for error in v.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)

@@ -13,6 +13,7 @@ __all__ = [
     "grouped_reasons",
     "profile_ranks",
     "rank_counts",
+    "reason_phrase",
     "render_json",
     "render_text",
     "short_path",
@@ -24,6 +25,11 @@ def _reason_phrase(reason: Reason) -> str:
     source = f" `{reason.source}`" if reason.source and reason.kind != "limit_hit" else ""
     dim = f" dim {reason.dim}" if reason.dim is not None else ""
     return f"{words}:{source}{dim}" if (source or dim) else words
+
+
+def reason_phrase(reason: Reason) -> str:
+    """A typed reason in plain words, as the report groups them."""
+    return _reason_phrase(reason)
 
 
 def _reason_example(reason: Reason) -> str:

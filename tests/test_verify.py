@@ -13,13 +13,13 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import PROGRAMS, ROOT, run_cli
+from headless_browser import layout
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
@@ -77,24 +77,26 @@ def test_verify_examples_table(verified_examples):
     assert "growing_shape" in (work / ".recompile-fix" / "verify" / "after.log").read_text()
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail("no headless browser: the HTML test needs Chromium (`apt-get install chromium`), it does not skip")
-
-
 # Appended to a copy of the page by the test only: what the browser laid out.
 _PROBE = """<script>
-const out = {};
-for (const svg of document.querySelectorAll('svg.chart')) {
-  out[svg.id] = [...svg.querySelectorAll('g.frame')].map(g => ({
+const out = {scrollWidth: document.documentElement.scrollWidth, frames: {}};
+for (const id of ['chart-compiles', 'chart-seconds']) {
+  out[id] = [...document.getElementById(id).querySelectorAll('g.frame')].map(g => ({
     frame: g.dataset.frame,
     before: g.querySelector('rect.before').getBBox().width,
     after: g.querySelector('rect.after').getBBox().width,
     shown: g.getBoundingClientRect().height > 0,
   }));
+}
+for (const section of document.querySelectorAll('section.frame')) {
+  const bars = {};
+  for (const svg of section.querySelectorAll('svg.before-after')) {
+    bars[svg.dataset.stat] = Object.fromEntries([...svg.querySelectorAll('rect')].map(
+      r => [r.dataset.side, {value: +r.dataset.value, width: r.getBBox().width}]));
+  }
+  out.frames[section.dataset.frame] = {
+    bars, text: section.innerText, added: [...section.querySelectorAll('pre.diff span.add')].map(s => s.textContent),
+  };
 }
 const pre = document.createElement('pre'); pre.id = 'layout'; pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
@@ -102,38 +104,28 @@ document.body.appendChild(pre);
 
 
 def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
+    """`verify --html`: the verdict and before/after bars, then each frame as `report --html`
+    shows it (reasons, call sites, the fix's diff) with its own before/after bars."""
     work, _, result = verified_examples
     page = (work / "verify.html").read_text()
-    # Self-contained: nothing to fetch, no script of its own.
-    assert "<script" not in page and "<link" not in page and " src=" not in page
-    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", page)
-    probe = tmp_path / "probe.html"
-    probe.write_text(page.replace("</body>", _PROBE + "</body>"))
-    done = subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            probe.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    dom = done.stdout
-    assert 'id="chart-compiles"' in dom and 'id="chart-seconds"' in dom, done.stderr[-2000:]
-    layout = json.loads(re.search(r'<pre id="layout">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
-    compiles = {bar["frame"]: bar for bar in layout["chart-compiles"]}
-    assert len(compiles) == len(layout["chart-seconds"]) >= 10
+    # Self-contained: nothing to fetch, no script of its own; links only to the rules' pages.
+    assert "<script" not in page and "<link" not in page and " src=" not in page and "url(" not in page
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg|github\.com/recompile-fix/)", page)
+    laid = layout(page, _PROBE, tmp_path, width=1200)
+    assert laid["scrollWidth"] <= 1200
+    compiles = {bar["frame"]: bar for bar in laid["chart-compiles"]}
+    assert len(compiles) == len(laid["chart-seconds"]) >= 10
     growing = next(bar for frame, bar in compiles.items() if frame.startswith("forward (examples/growing_shape.py"))
     # 2 compiles before, 1 after: the browser drew the before bar twice as wide.
     assert growing["shown"] and growing["before"] == pytest.approx(2 * growing["after"], rel=0.02)
     assert all(bar["before"] > 0 and bar["after"] > 0 for bar in compiles.values())
+
+    frame = next(f for label, f in laid["frames"].items() if label.startswith("forward (examples/growing_shape.py"))
+    assert frame["bars"]["compiles"]["before"]["value"] == 2 and frame["bars"]["compiles"]["after"]["value"] == 1
+    before, after = frame["bars"]["compiles"]["before"]["width"], frame["bars"]["compiles"]["after"]["width"]
+    assert before == pytest.approx(2 * after, rel=0.02)
+    assert "tensor size changed" in frame["text"] and "RF001" in frame["text"]
+    assert any("mark_dynamic(" in line for line in frame["added"])
 
 
 # -- a planted wrong fix ----------------------------------------------------------------------
