@@ -403,7 +403,14 @@ def verify(
     )
 
 
-@main.command()
+_EDITOR_GUIDE = Path(__file__).resolve().parent / "docs" / "editors.md"
+
+
+@main.command(
+    help="Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.\n\n"
+    "Setups for VS Code, Neovim (0.7 to 0.11+) and Helix are in the editor guide, installed with "
+    f"this package: {_EDITOR_GUIDE} (`recompile-fix lsp --guide` prints it)."
+)
 @click.option(
     "--debounce",
     type=click.FloatRange(0),
@@ -411,10 +418,11 @@ def verify(
     metavar="SECONDS",
     help="Quiet time after a change before a file is analysed again [default: 0.3].",
 )
-def lsp(debounce) -> None:
-    """Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.
-
-    See docs/editors.md for VS Code, Neovim and Helix."""
+@click.option("--guide", is_flag=True, help="Print the editor guide (Markdown) and exit.")
+def lsp(debounce, guide) -> None:
+    if guide:
+        click.echo(_EDITOR_GUIDE.read_text(encoding="utf-8"), nl=False)
+        return
     try:
         import pygls  # noqa: F401
     except ImportError:
