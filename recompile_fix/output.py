@@ -1,7 +1,7 @@
 """Findings for people and machines, in ruff's shapes:
 
 * ``text``: ``path:line:col: RF001 [*] message`` and its notes, wrapped to the terminal's width
-  (not wrapped when the output is not a terminal, unless ``$COLUMNS`` is set);
+  (not wrapped when the output is not a terminal);
 * ``json``: ruff's fields (``code``, ``message``, ``filename``, 1-based ``location`` and
   ``end_location`` in characters, ``fix`` with ``applicability``, ``message`` and ``edits``,
   ``url``, ``noqa_row``), then ours (``safety``, ``confidence``, ``notes``, ``evidence``);
@@ -35,14 +35,11 @@ _SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/sche
 
 
 def terminal_width() -> int | None:
-    """The width to wrap text to: ``$COLUMNS`` when set, else the terminal's when stdout is one;
-    None (do not wrap) when the output goes to a file or a pipe."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if sys.stdout.isatty():
-        return shutil.get_terminal_size().columns
-    return None
+    """The width to wrap text to when stdout is a terminal (its width; ``$COLUMNS`` wins, as
+    everywhere); None (do not wrap) when the output goes to a file or a pipe, as ruff's."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def wrap(text: str, width: int | None, indent: str = "    ") -> str:

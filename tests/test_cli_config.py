@@ -174,19 +174,49 @@ def test_output_formats(project, tmp_path):
     assert applied != before and json_fixed == applied and sarif_fixed == applied
 
 
+def _on_a_terminal(args, cwd, columns):
+    """Run `recompile-fix ARGS` with stdout on a pseudo-terminal ``columns`` wide; its output."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # xdist sets them
+    done = subprocess.Popen(
+        [sys.executable, "-m", "recompile_fix", *args], cwd=cwd, stdout=follower, stderr=subprocess.DEVNULL, env=environ
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the program is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    done.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
 def test_text_output_wraps_to_the_terminal_width(project):
-    wide = run_cli("apply", ".", "--check", cwd=project, check=1).stdout  # not a terminal: as it is
+    wide = run_cli("apply", ".", "--check", cwd=project, check=1).stdout  # a pipe: as it is
     assert max(len(line) for line in wide.splitlines()) > 70
-    environ = dict(os.environ, COLUMNS="70")
-    narrow = subprocess.run(
+    narrow = _on_a_terminal(["apply", ".", "--check"], project, 70)
+    assert max(len(line) for line in narrow.splitlines()) <= 70
+    assert " ".join(narrow.split()) == " ".join(wide.split())  # the same words, re-flowed
+    # $COLUMNS alone (as pytest-xdist and CI runners set it) does not wrap what goes to a pipe.
+    piped = subprocess.run(
         [sys.executable, "-m", "recompile_fix", "apply", ".", "--check"],
         cwd=project,
         capture_output=True,
         text=True,
-        env=environ,
+        env=dict(os.environ, COLUMNS="70"),
     ).stdout
-    assert max(len(line) for line in narrow.splitlines()) <= 70
-    assert " ".join(narrow.split()) == " ".join(wide.split())  # the same words, re-flowed
+    assert piped == wide
 
 
 def test_exit_codes(project):

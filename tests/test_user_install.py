@@ -7,7 +7,9 @@ click and black at the test environment's versions); the test environment plays 
 The user's program also makes the tool's own dependencies unimportable before it imports torch:
 what recompile-fix puts into the user's processes must run without them."""
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, seed
+from equivalence import RUNS_DIR_ENV
 from recompile_fix.profile.model import Profile
 
 pytestmark = pytest.mark.slow
@@ -43,22 +46,38 @@ sys.meta_path.insert(0, _NotInstalled())
 
 @pytest.fixture(scope="session")
 def tool_venv(tmp_path_factory) -> Path:
-    """A venv holding recompile-fix and its own dependencies only: no torch."""
-    work = tmp_path_factory.mktemp("tool-venv")
-    wheels = work / "wheels"
+    """A venv holding recompile-fix and its own dependencies only: no torch. Built once per
+    session: pytest-xdist's workers share it (the first builds it under a lock)."""
+    shared = os.environ.get(RUNS_DIR_ENV)
+    work = Path(shared) if shared else tmp_path_factory.mktemp("tool-venv")
+    venv = work / "tool-venv"
+    with open(work / "tool-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / "ready").exists():
+            _build_tool_venv(work, venv)
+            (venv / "ready").write_text("")
+    return venv
 
+
+def _build_tool_venv(work: Path, venv: Path) -> None:
     def run(*argv):
         done = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT)
+    # The wheel is built from a copy of the sources (the rules link followed), not in the tree:
+    # another test may be building there.
+    source = work / "tool-source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    shutil.copytree(ROOT / "recompile_fix", source / "recompile_fix", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    wheels = work / "tool-wheels"
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, source)
     (wheel,) = wheels.glob("recompile_fix-*.whl")
-    venv = work / "venv"
     run(sys.executable, "-m", "venv", venv)
     pip = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     run(*pip, "--no-deps", wheel)
     run(*pip, *(f"{name}=={metadata.version(name)}" for name in TOOL_DEPENDENCIES))
-    return venv
 
 
 def _tool(venv: Path, *args, cwd: Path, path_first: Path):

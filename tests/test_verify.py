@@ -13,6 +13,8 @@ import hashlib
 import json
 import re
 import shutil
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,12 @@ from headless_browser import layout
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.compiled_outputs import OutputRecorder, TensorRef, load_refs
+from recompile_fix.profile.compiled_outputs import load as load_outputs
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
-from recompile_fix.verify.compare import Tolerance, allowances, compare_runs, compare_tensors
+from recompile_fix.verify.compare import Tolerance, allowances, compare_outputs, compare_runs, compare_tensors
 from recompile_fix.verify.prove import verify
-from recompile_fix.verify.runs import CallableOutputs, Run, run_command
+from recompile_fix.verify.runs import CallableOutputs, Run, _outputs, run_command
 from recompile_fix.verify.tree import command_in, copy_tree
 
 VERIFY_PROGRAMS = PROGRAMS / "verify"
@@ -277,6 +281,30 @@ def _run(frames, outputs=None, exit_code=0):
             outputs=[[t] for t in tensors],
         )
     return Run(profile=profile, exit_code=exit_code, outputs=outs, root=Path("."), log=Path("x.log"))
+
+
+@pytest.mark.slow
+def test_outputs_are_compared_in_the_users_interpreter_when_the_tool_has_no_torch(tmp_path):
+    """recompile-fix installed without torch (pipx) reads what was called from the .json beside
+    each .pt file and has the user's interpreter compare the tensors: the same rows as here."""
+    for side, bump in (("before", 0.0), ("after", 2e-3)):
+        recorder = OutputRecorder(torch)
+        entry = recorder.register("function", "fn", "fn", str(tmp_path / "prog.py"), 3)
+        recorder.call(entry, lambda x: x * 2, (torch.ones(3) + bump,), {})
+        recorder.call(entry, lambda x: (x, x.sum()), (torch.arange(3.0),), {})
+        recorder.save(str(tmp_path / side / "outputs-1.pt"))
+    refs = {
+        side: _outputs(load_refs(str(tmp_path / side)), tmp_path, interpreter=sys.executable)[0]
+        for side in ("before", "after")
+    }
+    loaded = {side: _outputs(load_outputs(str(tmp_path / side)), tmp_path)[0] for side in ("before", "after")}
+    assert all(isinstance(t, TensorRef) for o in refs["before"].values() for call in o.outputs for t in call)
+    for tolerance in (Tolerance(), Tolerance(atol=1e-2), Tolerance(exact=True)):
+        judged = compare_outputs(refs["before"], refs["after"], tolerance)
+        here = compare_outputs(loaded["before"], loaded["after"], tolerance)
+        assert [asdict(r) for r in judged] == [asdict(r) for r in here]
+    (row,) = compare_outputs(refs["before"], refs["after"], Tolerance())
+    assert not row.same and row.compared == 3 and row.detail == "call 1, tensor 1: max abs diff 0.004"
 
 
 def test_frames_match_across_shifted_lines_and_resume_names():
