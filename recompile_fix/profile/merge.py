@@ -57,12 +57,15 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 "exit": record.get("exit", {}).get("status"),
                 "exception": record.get("exit", {}).get("exception"),
                 "compiles": len(record.get("compiles", [])),
+                # How this process was recorded: "in-process" (the recorder: its sources, the
+                # cross-check against torch's compile ids, what it had to repair) or "torch_trace".
+                "recorder": record.get("recorder") or {"path": record.get("source", "in-process")},
             }
         )
         frame_of_id: dict[str, Frame] = {}
         compile_of_id: dict[str, Compile] = {}
         for raw in record.get("compiles", []):
-            compile_id = raw["compile_id"]
+            compile_id = _generation_id(raw)
             frame_id = compile_id.rsplit("/", 1)[0]
             frame = None
             if raw.get("frame"):
@@ -110,7 +113,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             compile_of_id[compile_id] = compile_
         breaks: dict[tuple, tuple[Frame, Counter]] = {}
         for raw in record.get("graph_breaks", []):
-            frame = frame_of_id.get((raw.get("compile_id") or "").rsplit("/", 1)[0])
+            frame = frame_of_id.get(_generation_id(raw).rsplit("/", 1)[0])
             if frame is None:
                 continue
             named.add(raw["file"])
@@ -138,6 +141,14 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
         if digest is not None:
             profile.sources[relative_to_root(path, root)] = digest
     return profile
+
+
+def _generation_id(raw: dict) -> str:
+    """Compile ids start again at 0/0 after ``torch._dynamo.reset()``: the ids of each later
+    generation get a prefix (``g1:0/0``), so they neither merge with nor replace earlier ones."""
+    compile_id = raw.get("compile_id") or ""
+    generation = raw.get("generation") or 0
+    return f"g{generation}:{compile_id}" if generation else compile_id
 
 
 def _add_seconds(compile_: Compile, seconds: dict) -> None:
