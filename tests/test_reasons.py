@@ -24,6 +24,8 @@ from recompile_fix.profile.reasons import (
     strip_local_scope,
 )
 
+pytestmark = pytest.mark.torch_lane  # quick, and the wording it parses is the release's
+
 USER = "/proj/model.py"
 ADAM = "/venv/lib/python3.11/site-packages/torch/optim/adam.py"
 FIELDS = ("kind", "source", "dim", "expected", "actual", "value", "value_type", "entry", "first_use")

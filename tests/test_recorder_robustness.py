@@ -18,6 +18,7 @@ from conftest import PROGRAMS, ROOT
 from recompile_fix.profile.model import Profile
 
 ROBUST = PROGRAMS / "robust"
+pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # each test profiles a torch program
 
 # program -> (what the recorder must say it repaired, or None; how the process ended)
 PROGRAMS_AND_NOTES = {
@@ -47,8 +48,6 @@ def torch_truth(script):
     return json.loads(lines["TORCH_METRICS"]), int(lines["TORCH_GRAPH_BREAKS"])
 
 
-@pytest.mark.slow
-@pytest.mark.torch_lane
 @pytest.mark.parametrize("program", sorted(PROGRAMS_AND_NOTES))
 def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
     script = ROBUST / program
@@ -66,6 +65,7 @@ def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
             if not frame.name.startswith("torch_dynamo_resume_in_"):
                 assert compile_.inputs.get("x", {}).get("type") == "Tensor", (frame.name, compile_.id)
 
+    assert f"(torch {profile.torch_version}, recorded in-process" in result.stderr  # says how it recorded
     note, ended = PROGRAMS_AND_NOTES[program]
     (process,) = profile.processes
     assert process["exit"] == ended
@@ -82,7 +82,6 @@ def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
     assert "missing compiles" not in result.stderr
 
 
-@pytest.mark.slow
 def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
     out = tmp_path / "profile.json"
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(ROBUST / "dynamo_reset.py"), check=0)
@@ -95,7 +94,6 @@ def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
     assert profile.processes[0]["recorder"]["generations"] == 2
 
 
-@pytest.mark.slow
 def test_the_metrics_context_source_alone_records_every_compile(tmp_path, cli):
     """Another tool's deque is never replaced: every compile comes from MetricsContext's exit."""
     out = tmp_path / "profile.json"

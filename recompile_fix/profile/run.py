@@ -28,7 +28,7 @@ from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
-__all__ = ["check_torch", "recorder_warnings", "resolve_command", "run_profiled"]
+__all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_command", "run_profiled"]
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
@@ -177,6 +177,32 @@ def recorder_warnings(records: list[dict]) -> list[str]:
 
 
 _NO_ATEXIT = "ended without atexit"
+_PATH_NAMES = {
+    "in-process": "recorded in-process",
+    "in-process (journal)": "recorded in-process (read back from the journal: no atexit)",
+    "torch_trace": "read from TORCH_TRACE",
+}
+_SOURCE_NAMES = {
+    "deque": "metrics deque",
+    "metrics_context": "MetricsContext exit",
+    "deque-scan": "deque scan",
+    "exit-scan": "exit scan",
+}
+
+
+def recording_summary(profile: Profile) -> str:
+    """Which torch ran and how its compiles were recorded, for `profile`'s closing line:
+    ``torch 2.14.1, recorded in-process (metrics deque 33)``, ``torch 2.8.0, read from TORCH_TRACE``."""
+    statuses = [p.get("recorder") or {} for p in profile.processes]
+    paths = sorted({_PATH_NAMES.get(s.get("path") or "in-process", str(s.get("path"))) for s in statuses})
+    sources: dict[str, int] = {}
+    for status in statuses:
+        for source, count in (status.get("sources") or {}).items():
+            sources[source] = sources.get(source, 0) + int(count)
+    text = f"torch {profile.torch_version or 'unknown'}, {' + '.join(paths or [_PATH_NAMES['in-process']])}"
+    if sources:
+        text += " (" + ", ".join(f"{_SOURCE_NAMES.get(k, k)} {v}" for k, v in sorted(sources.items())) + ")"
+    return text
 
 
 def _read_parts(parts: Path) -> list[dict]:
