@@ -94,6 +94,12 @@ def profile(output, backend, trace_dir, command) -> None:
         if command or backend:
             raise UserError("--from-trace reads a finished run: give no command and no --backend")
         result, exit_code = profile_from_trace(trace_dir), 0
+        if result.frames and result.torch_version is None:
+            click.echo(
+                "recompile-fix: warning: the trace does not say which torch wrote it (torch < 2.10 names it "
+                "nowhere, and its torch is not installed here): fixes that depend on the release are not made",
+                err=True,
+            )
     else:
         result, exit_code = run_profiled(list(command), backend=backend)
     result.dump(output)

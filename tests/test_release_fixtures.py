@@ -59,7 +59,8 @@ def traced_profile(version: str, program: str, tmp: Path) -> Profile:
 
 
 def check(profile: Profile, version: str, compiles: dict, limit_hits: int, graph_breaks: int | None) -> None:
-    assert profile.torch_version.startswith(version)
+    if profile.torch_version is not None:
+        assert profile.torch_version.startswith(version)
     assert {frame_key(f): len(f.compiles) for f in profile.frames} == compiles
     assert sum(f.limit_hits for f in profile.frames) == limit_hits
     others = [r.text for f in profile.frames for r in f.reasons() if r.kind == "other"]
@@ -85,6 +86,7 @@ def test_fixtures_of_four_releases_besides_2_13():
 @pytest.mark.parametrize("version, program, expected", PROGRAMS, ids=[f"{v}-{p}" for v, p, _ in PROGRAMS])
 def test_recorder_records_of_a_release(version, program, expected):
     profile = recorded_profile(version, program)
+    assert profile.torch_version.startswith(version)
     check(profile, version, expected["compiles"], expected["limit_hits"], expected["graph_breaks"])
     for process in profile.processes:
         status = process["recorder"]
@@ -103,6 +105,9 @@ def test_recorder_records_of_a_release(version, program, expected):
 )
 def test_trace_of_a_release(version, program, expected, tmp_path):
     profile = traced_profile(version, program, tmp_path)
+    # torch < 2.10 writes its version nowhere in the trace (the reader then asks the torch the
+    # trace names, not installed here): the Profile says it does not know.
+    assert (profile.torch_version is not None) == (torch_release(version) >= (2, 10)), profile.torch_version
     check(profile, version, expected["trace_compiles"], expected["trace_limit_hits"], expected["graph_breaks"])
     if program.endswith("float_constant"):
         # torch 2.8 writes EQUALS_MATCH guards without a comment: the value is read all the same.
@@ -117,16 +122,17 @@ def test_trace_of_a_release(version, program, expected, tmp_path):
 )
 def test_recompiles_log_of_a_release(version, program, expected):
     """TORCH_LOGS=recompiles: every guard failure it lists parses to a typed reason, one
-    "Recompiling function" block per recompile torch made, and the limit warning names the
-    config the limit-hit Reason names."""
-    with gzip.open(FIXTURES / f"torch-{version}" / program / "recompiles.log.gz", "rt", encoding="utf-8") as fh:
-        log = fh.read()
-    guards = re.findall(r"\[__recompiles\]\s+- (.+)$", log, re.M)
+    "Recompiling function" block per compile after a frame's first, and the limit warning names
+    the config the limit-hit Reason names."""
+    path = FIXTURES / f"torch-{version}" / program / "recompiles.log.gz"
+    log = ""  # torch logged nothing: nothing recompiled
+    if path.exists():
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            log = fh.read()
+    guards = re.findall(r"\[__recompiles\]\s+- (!?[\d/]+: .+)$", log, re.M)  # one entry's failure a line
     assert all(r.kind != "other" for g in guards for r in parse_reasons(g)), guards
-    blocks = len(re.findall(r"Recompiling function", log))
-    compiles = expected["trace_compiles"]
-    frames = len(compiles)
-    assert blocks == sum(compiles.values()) - frames - expected["trace_limit_hits"]
+    blocks = len(re.findall(r"Recompiling function", log))  # the attempt at the limit too
+    assert blocks == sum(expected["compiles"].values()) - len(expected["compiles"])
     limit = re.search(r"hit config\.(\w+) \((\d+)\)", log)
     assert (limit is not None) == (expected["limit_hits"] > 0)
     if limit:
@@ -163,3 +169,15 @@ def test_run_all_gives_the_fixes_of_2_13(version, tmp_path):
     assert len(baseline) >= 7
     changed = {key[0]: found.get(key) for key in baseline.keys() | found.keys() if baseline.get(key) != found.get(key)}
     assert changed == DIFFERENCES.get(version, {}), (baseline, found)
+
+
+def test_trace_after_reset_numbers_generations_as_the_recorder_does(tmp_path):
+    """tests/programs/robust/dynamo_reset.py on 2.14.1: torch._dynamo.reset() numbers compile ids
+    from 0/0 again; the trace reader starts a generation where a compile id starts twice."""
+    profile = traced_profile("2.14.1", "robust/dynamo_reset", tmp_path)
+    assert {f.name: [c.id for c in f.compiles] for f in profile.frames} == {
+        "f": ["0/0", "0/1", "0/2", "g1:1/0", "g1:1/1"],
+        "g": ["g1:0/0", "g1:0/1"],
+    }
+    (reason,) = profile.frame("g").compiles[1].reasons
+    assert (reason.kind, reason.source, reason.value) == ("scalar_value", "c", 2)

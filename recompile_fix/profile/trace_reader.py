@@ -202,6 +202,10 @@ class _Process:
     def record(self, paths: "_PathMap") -> dict:
         self.paths = paths
         torch_dir = self._torch_dir()
+        if self.torch_version is None and torch_dir:
+            # torch < 2.10 names its version nowhere in the trace: ask the torch whose files it
+            # names, when that is installed here (the trace is read where it was written).
+            self.torch_version = _installed_version(torch_dir)
         frames_by_id: dict[str, dict] = {}
         compiles = []
         for m in self.metrics:
@@ -458,6 +462,15 @@ def _compile_id(meta: dict) -> str | None:
 def _qualified(generation: int, compile_id: str | None) -> str | None:
     """A compile id unique in the process: ids of later generations are prefixed (``g1:0/0``)."""
     return f"g{generation}:{compile_id}" if generation and compile_id else compile_id
+
+
+def _installed_version(torch_dir: str) -> str | None:
+    try:
+        text = Path(torch_dir, "version.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    match = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
+    return match.group(1) if match else None
 
 
 def _frame_id(compile_id: str) -> str:
