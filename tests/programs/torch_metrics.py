@@ -41,6 +41,10 @@ def _record_compilation_metrics(*args, **kwargs):
 
 
 dynamo_utils.record_compilation_metrics = _record_compilation_metrics
+for _name in ("_METRICS_CONTEXT", "_RUNTIME_METRICS_CONTEXT"):  # torch < 2.13: made at import
+    _context = getattr(dynamo_utils, _name, None)
+    if _context is not None:
+        _context._on_exit = _record_compilation_metrics
 _keep_hook()
 _reset = torch._dynamo.reset
 
