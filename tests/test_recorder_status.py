@@ -103,3 +103,11 @@ def test_the_journal_is_written_as_compiles_are_recorded(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("part-*.jsonl"))
     (final,) = tmp_path.glob("part-*.json")
     assert json.loads(final.read_text())["recorder"]["complete"] is True
+
+
+def test_what_a_missing_internal_costs_is_said():
+    status = {"torch_version": "2.99.0", "features": {"guard_failures": False, "compile_start_callback": True}}
+    (note,) = recorder_warnings([{"pid": 3, "recorder": status, "compiles": []}])
+    assert note == (
+        "note: pid 3: torch 2.99.0 has no guard_failures: each recompile keeps only the reason its metrics record names"
+    )

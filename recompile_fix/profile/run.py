@@ -161,6 +161,10 @@ def recorder_warnings(records: list[dict]) -> list[str]:
         pid = record.get("pid")
         for event in status.get("events", []):
             lines.append(f"note: pid {pid}: {event}")
+        features = status.get("features") or {}
+        for feature, loss in _FEATURE_LOSS.items():
+            if features.get(feature) is False:
+                lines.append(f"note: pid {pid}: torch {status.get('torch_version')} has no {feature}: {loss}")
         if record.get("exit", {}).get("status") == _NO_ATEXIT:
             lines.append(
                 f"warning: pid {pid} ended without running atexit (os._exit or a signal): its "
@@ -177,6 +181,13 @@ def recorder_warnings(records: list[dict]) -> list[str]:
 
 
 _NO_ATEXIT = "ended without atexit"
+# What the Profile lacks when this torch lacks an internal the recorder reads.
+_FEATURE_LOSS = {
+    "compile_start_callback": "call sites and arguments are read when each compile ends",
+    "guard_failures": "each recompile keeps only the reason its metrics record names",
+    "frame_compile_counter": "the compiles recorded cannot be checked against torch's count",
+    "compile_context": "graph breaks cannot be attached to their compiles",
+}
 _PATH_NAMES = {
     "in-process": "recorded in-process",
     "in-process (journal)": "recorded in-process (read back from the journal: no atexit)",
