@@ -81,8 +81,8 @@ class CounterBuffer(Rule):
     counter stays an int and `torch.compiler.config.dynamic_sources` names it (torch >= 2.7, known
     from the Profile; it also works under `dynamic=False`); older torch has no such config
     (`allow_unspec_int_on_nn_module` is 2.7+ too): no edit there. A counter that reaches
-    `range()`, `int()` or `math.*` is specialised on every
-    value even when dynamic: no edit, and the finding says why.
+    `range()`, `int()` or `math.*` is specialised on every value even when dynamic: no edit,
+    and the finding says why.
 
     ## Profile evidence
     `self.num_iter == 1` (with torch's hint about `allow_unspec_int_on_nn_module`),
