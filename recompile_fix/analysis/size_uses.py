@@ -1,0 +1,280 @@
+"""What compiled code does with a tensor argument's sizes, as RF001 needs to know before it marks a
+dimension dynamic (libcst, one function body):
+
+* ``loop_dims``: dimensions that set how often Python code runs (``range(x.size(1))``, a loop
+  over the tensor, ``x.unbind(1)``). Torch must specialise those: a hard ``mark_dynamic`` raises
+  ``ConstraintViolationError`` on every call and ``maybe_mark_dynamic`` changes nothing, so such a
+  dimension gets no mark (measured: staging/measure A.7).
+* ``compared_dims``: dimensions compared for equality (``if x.shape[0] == 4``): torch guards
+  them, and a hard mark would raise, so the mark is ``maybe_mark_dynamic``.
+* ``unseen_call``: the first call into code the analysis cannot read (a model from a package,
+  a module passed in), where a size may be specialised out of sight.
+
+Sizes are followed through plain locals (``n = x.size(1)``, ``B, T, C = x.shape``).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import libcst as cst
+
+from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+
+__all__ = ["SizeUses", "unseen_call"]
+
+# Builtins that run no user or library code on a tensor's behalf.
+_SEEN_BUILTINS = frozenset(name for name in dir(builtins) if not name.startswith("_")) - {"exec", "eval"}
+# Modules whose functions the analysis trusts not to specialise a size out of sight.
+_SEEN_MODULES = ("torch", "math", "operator", "functools", "itertools", "collections", "typing")
+
+
+class SizeUses:
+    """How one function body uses the sizes of its parameter ``param``."""
+
+    def __init__(self, func: cst.FunctionDef, param: str):
+        self.func = func
+        self.param = param
+        self.aliases: dict[str, int] = {}  # local name -> the dimension it holds
+        self.loops: dict[int, str] = {}  # dimension -> the code that loops over it
+        self.compared: set[int] = set()
+        self._read_aliases()
+        self._read_uses()
+
+    def loop_dims(self) -> dict[int, str]:
+        return dict(self.loops)
+
+    def compared_dims(self) -> set[int]:
+        return set(self.compared)
+
+    # -- sizes ---------------------------------------------------------------------------
+    def size_dim(self, node: cst.CSTNode) -> int | None:
+        """The dimension of ``param`` this expression is the size of: ``x.shape[d]``,
+        ``x.size()[d]``, ``x.size(d)``, ``len(x)`` (0), or a local holding one."""
+        param = self.param
+        if isinstance(node, cst.Name) and node.value in self.aliases:
+            return self.aliases[node.value]
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            index = node.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and self._is_shape(node.value):
+                return int(index.value.evaluated_value)
+        if isinstance(node, cst.Call) and _is_method(node, param, "size") and len(node.args) == 1:
+            value = node.args[0].value
+            if isinstance(value, cst.Integer):
+                return int(value.evaluated_value)
+        if isinstance(node, cst.Call) and is_name(node.func, "len") and len(node.args) == 1:
+            if is_name(node.args[0].value, param):
+                return 0
+        return None
+
+    def _is_shape(self, node: cst.CSTNode) -> bool:
+        """``x.shape`` or ``x.size()``."""
+        if isinstance(node, cst.Attribute) and node.attr.value == "shape" and is_name(node.value, self.param):
+            return True
+        return isinstance(node, cst.Call) and _is_method(node, self.param, "size") and not node.args
+
+    def _contains_size(self, root: cst.CSTNode) -> int | None:
+        for node in walk(root):
+            dim = self.size_dim(node)
+            if dim is not None:
+                return dim
+        return None
+
+    def _read_aliases(self) -> None:
+        for node in walk(self.func.body):
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if isinstance(target, cst.Name):
+                dim = self.size_dim(node.value)
+                if dim is not None:
+                    self.aliases[target.value] = dim
+            elif isinstance(target, (cst.Tuple, cst.List)) and self._is_shape(_unsliced(node.value)):
+                for i, element in enumerate(target.elements):
+                    if isinstance(element.value, cst.Name):
+                        self.aliases[element.value.value] = i
+
+    # -- uses ----------------------------------------------------------------------------
+    def _read_uses(self) -> None:
+        for node in walk(self.func.body):
+            if isinstance(node, cst.Call) and is_name(node.func, "range"):
+                dim = self._contains_size(node)
+                if dim is not None:
+                    self.loops.setdefault(dim, f"range() over dim {dim}")
+            elif isinstance(node, (cst.For, cst.CompFor)):
+                dim = self._iterated_dim(node.iter)
+                if dim is not None:
+                    self.loops.setdefault(dim, f"a Python loop over dim {dim}")
+            elif isinstance(node, cst.Comparison):
+                if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                    dim = self._contains_size(node)
+                    if dim is not None:
+                        self.compared.add(dim)
+
+    def _iterated_dim(self, iterable: cst.BaseExpression) -> int | None:
+        """The dimension a ``for`` loop runs over: the tensor itself (dim 0), ``enumerate(x)``,
+        ``zip(x, ...)``, ``x.unbind(d)``, ``torch.unbind(x, d)``."""
+        if is_name(iterable, self.param):
+            return 0
+        if not isinstance(iterable, cst.Call):
+            return None
+        func = iterable.func
+        args = iterable.args
+        if isinstance(func, cst.Name) and func.value in ("enumerate", "zip", "list", "tuple", "reversed"):
+            return 0 if any(is_name(a.value, self.param) for a in args) else None
+        if _is_method(iterable, self.param, "unbind"):
+            return _dim_argument(args, 0)
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "unbind"
+            and args
+            and is_name(args[0].value, self.param)
+        ):
+            return _dim_argument(args[1:], 0)
+        return None
+
+
+def unseen_call(source: SourceFile, func: cst.FunctionDef) -> str | None:
+    """The first call in ``func`` into code the analysis cannot read, as ``self.lm(...)``
+    (line N); None when every call goes to torch, a builtin, a tensor method or code of this
+    file."""
+    cls = source.enclosing_class(func)
+    module_names = _module_bindings(source)
+    for node in walk(func.body):
+        if not isinstance(node, cst.Call):
+            continue
+        if not _seen_callee(source, node.func, cls, module_names):
+            line = source.positions[node].start.line
+            return f"`{_short(source.code(node.func))}(...)` (line {line})"
+    return None
+
+
+def _seen_callee(
+    source: SourceFile, callee: cst.BaseExpression, cls: cst.ClassDef | None, module_names: dict[str, cst.CSTNode]
+) -> bool:
+    if isinstance(callee, cst.Call) and is_name(callee.func, "super"):
+        return cls is not None and all(_seen_class_expr(source, b.value, module_names) for b in cls.bases)
+    if isinstance(callee, cst.Subscript):  # self.layers[i](x)
+        return _seen_callee(source, callee.value, cls, module_names)
+    if isinstance(callee, cst.Attribute):
+        if isinstance(callee.value, cst.Call) and is_name(callee.value.func, "super"):
+            return _seen_callee(source, callee.value, cls, module_names)
+        root = _root_name(callee)
+        if root is None:
+            return True  # a method of a value computed here: a tensor's
+        if root == "self":
+            attr = _self_attribute(callee)
+            if attr is None or cls is None:
+                return True  # a method of something held on self: a tensor's (self.weight.t())
+            value = _self_assignment(source, cls, attr)
+            if value is not None:
+                return _seen_value(source, value, module_names)
+            if any(isinstance(n, cst.FunctionDef) and n.name.value == attr for n in cls.body.body):
+                return True  # a method of this class
+            # Inherited (self.register_buffer) or set elsewhere: readable when the bases are.
+            return all(_seen_class_expr(source, b.value, module_names) for b in cls.bases)
+        return _seen_name(source, root, module_names, method=True)
+    if isinstance(callee, cst.Name):
+        return _seen_name(source, callee.value, module_names, method=False)
+    return True
+
+
+def _seen_name(source: SourceFile, name: str, module_names: dict[str, cst.CSTNode], *, method: bool) -> bool:
+    imported = source.imports.get(name)
+    if imported is not None:
+        return imported.split(".")[0] in _SEEN_MODULES
+    bound = module_names.get(name)
+    if bound is None:
+        # A local or parameter: calling a method on it is a tensor method; calling it is not readable.
+        return method or name in _SEEN_BUILTINS
+    if isinstance(bound, (cst.FunctionDef, cst.ClassDef)):
+        return True
+    return _seen_value(source, bound, module_names)
+
+
+def _seen_value(source: SourceFile, value: cst.CSTNode, module_names: dict[str, cst.CSTNode]) -> bool:
+    """Is every call in this expression (what a name or ``self.attr`` is bound to) one whose code
+    is readable: ``nn.Linear(8, 16)``, ``nn.ModuleList([Block() for _ in range(4)])``?"""
+    calls = [n for n in walk(value) if isinstance(n, cst.Call)]
+    if not calls:
+        return False  # bound to something passed in: cannot tell what it is
+    return all(_seen_class_expr(source, call.func, module_names) for call in calls)
+
+
+def _seen_class_expr(source: SourceFile, node: cst.BaseExpression, module_names: dict[str, cst.CSTNode]) -> bool:
+    name = dotted_name(node)
+    if not name:
+        return False
+    head = name.split(".")[0]
+    if head in _SEEN_BUILTINS and head not in module_names:
+        return True
+    qualified = source.qualified_name(node)
+    if qualified.split(".")[0] in _SEEN_MODULES and (head in source.imports or head == "torch"):
+        return True
+    return isinstance(module_names.get(head), (cst.ClassDef, cst.FunctionDef))
+
+
+def _module_bindings(source: SourceFile) -> dict[str, cst.CSTNode]:
+    bound: dict[str, cst.CSTNode] = {}
+    for statement in source.module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            bound[statement.name.value] = statement
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    if isinstance(small.targets[0].target, cst.Name):
+                        bound[small.targets[0].target.value] = small.value
+    return bound
+
+
+def _self_assignment(source: SourceFile, cls: cst.ClassDef, attr: str) -> cst.BaseExpression | None:
+    """What ``self.<attr> = ...`` assigns in the class's methods (the first such assignment)."""
+    for node in walk(cls.body):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr:
+                    return node.value
+    return None
+
+
+def _self_attribute(callee: cst.Attribute) -> str | None:
+    """``self.lm`` -> ``lm``; ``self.lm.generate`` -> ``lm``; ``self.layers[0]`` handled above."""
+    node: cst.BaseExpression = callee
+    while isinstance(node, cst.Attribute):
+        if is_name(node.value, "self"):
+            return node.attr.value
+        node = node.value
+    return None
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _is_method(call: cst.Call, owner: str, method: str) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and is_name(call.func.value, owner)
+
+
+def _dim_argument(args, default: int) -> int | None:
+    for arg in args:
+        if arg.keyword is not None and arg.keyword.value != "dim":
+            continue
+        if isinstance(arg.value, cst.Integer):
+            return int(arg.value.evaluated_value)
+        return None
+    return default
+
+
+def _unsliced(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.shape[:2]`` -> ``x.shape`` (unpacking its first dimensions)."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+        return node.value
+    return node
+
+
+def _short(code: str) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= 40 else code[:37] + "..."
