@@ -313,7 +313,7 @@ class _SitePlan:
         partial: list[str] = []
         lost: list[str] = []
         for group in self.ev.groups:
-            looped = self._looped(group, located, func)
+            looped = self._looped(group, located, func, func_source)
             if looped:
                 notes.append(looped)
                 continue
@@ -357,7 +357,7 @@ class _SitePlan:
                 )
         unseen = unseen_call(func_source, func) if func is not None and func_source is not None else None
         plain = all(located[src][0].param for src, _ in kept)  # type: ignore[union-attr]
-        compared = self._compared(kept, located, func)
+        compared = self._compared(kept, located, func, func_source)
         hard = func is not None and not self.library and not partial and plain and not compared and unseen is None
         small = any(self.ev.small(src, [d]) for src, d in kept)
         mark = "mark_dynamic" if hard else "maybe_mark_dynamic"
@@ -400,7 +400,11 @@ class _SitePlan:
         return func, source
 
     def _looped(
-        self, group: list[tuple[str, int]], located: dict[str, Any], func: cst.FunctionDef | None
+        self,
+        group: list[tuple[str, int]],
+        located: dict[str, Any],
+        func: cst.FunctionDef | None,
+        func_source: SourceFile | None,
     ) -> str | None:
         if func is None:
             return None
@@ -408,7 +412,7 @@ class _SitePlan:
             target = located[src][0]
             if target is None or not target.param:
                 continue
-            loops = SizeUses(func, target.param).loop_dims()
+            loops = SizeUses(func, target.param, func_source).loop_dims()
             if d in loops:
                 tied = [f"`{s}` dim {e}" for s, e in group if (s, e) != (src, d)]
                 also = f" (nor {', '.join(tied)}, tied to it)" if tied else ""
@@ -419,12 +423,18 @@ class _SitePlan:
                 )
         return None
 
-    def _compared(self, kept: list[tuple[str, int]], located: dict[str, Any], func: cst.FunctionDef | None) -> bool:
+    def _compared(
+        self,
+        kept: list[tuple[str, int]],
+        located: dict[str, Any],
+        func: cst.FunctionDef | None,
+        func_source: SourceFile | None,
+    ) -> bool:
         if func is None:
             return False
         for src, d in kept:
             target = located[src][0]
-            if target.param and d in SizeUses(func, target.param).compared_dims():
+            if target.param and d in SizeUses(func, target.param, func_source).compared_dims():
                 return True
         return False
 

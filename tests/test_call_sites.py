@@ -391,3 +391,44 @@ def test_a_cache_is_marked_in_a_loop_with_the_mask_it_is_tied_to(tmp_path):
         "            torch._dynamo.maybe_mark_dynamic(layer.keys, 2)\n"
         "            torch._dynamo.maybe_mark_dynamic(layer.values, 2)\n"
     )
+
+
+def test_sizes_are_followed_through_locals_and_into_helpers_of_the_file():
+    code = """
+import torch
+from torch import nn
+
+
+def unroll(cell, seq):
+    h = seq[:, 0]
+    for t in range(1, seq.size(1)):
+        h = cell(seq[:, t], h)
+    return h
+
+
+class Block(nn.Module):
+    def forward(self, y):
+        n = y.shape[0]
+        if n == 4:
+            return y
+        return -y
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(x) + self.run(x)
+
+    def run(self, z):
+        return unroll(torch.add, z)
+"""
+    source, func = function(code)
+    forward = next(
+        f for f in source.nodes(cst.FunctionDef) if f.name.value == "forward" and "self.block" in source.code(f)
+    )
+    uses = SizeUses(forward, "x", source)
+    assert uses.compared_dims() == {0}  # Block.forward, through `n = y.shape[0]`
+    assert set(uses.loop_dims()) == {1} and "`unroll`" in uses.loop_dims()[1]  # Net.run -> unroll

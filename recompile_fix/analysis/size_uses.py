@@ -30,16 +30,21 @@ _SEEN_MODULES = ("torch", "math", "operator", "functools", "itertools", "collect
 
 
 class SizeUses:
-    """How one function body uses the sizes of its parameter ``param``."""
+    """How one function body uses the sizes of its parameter ``param``, and the functions of the
+    same file it passes the tensor to (``self.step(x)``, ``helper(x)``, ``self.block(x)`` of a
+    class defined here), ``depth`` calls deep."""
 
-    def __init__(self, func: cst.FunctionDef, param: str):
+    def __init__(self, func: cst.FunctionDef, param: str, source: SourceFile | None = None, depth: int = 3):
         self.func = func
         self.param = param
+        self.source = source
         self.aliases: dict[str, int] = {}  # local name -> the dimension it holds
         self.loops: dict[int, str] = {}  # dimension -> the code that loops over it
         self.compared: set[int] = set()
         self._read_aliases()
         self._read_uses()
+        if source is not None and depth > 0:
+            self._follow_calls(source, depth)
 
     def loop_dims(self) -> dict[int, str]:
         return dict(self.loops)
@@ -111,6 +116,34 @@ class SizeUses:
                     if dim is not None:
                         self.compared.add(dim)
 
+    def _follow_calls(self, source: SourceFile, depth: int) -> None:
+        cls = source.enclosing_class(self.func)
+        for node in walk(self.func.body):
+            if not isinstance(node, cst.Call):
+                continue
+            callee = _callee_def(source, node.func, cls)
+            if callee is None or callee is self.func:
+                continue
+            func, bound = callee
+            params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)][bound:]
+            keyword_params = params + [p.name.value for p in func.params.kwonly_params]
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            for arg in node.args:
+                if not is_name(arg.value, self.param) or arg.star:
+                    continue
+                if arg.keyword is not None:
+                    target = arg.keyword.value if arg.keyword.value in keyword_params else None
+                else:
+                    index = next(i for i, a in enumerate(positional) if a is arg)
+                    target = params[index] if index < len(params) else None
+                if target is None:
+                    continue
+                inner = SizeUses(func, target, source, depth - 1)
+                where = f" in `{func.name.value}` (line {source.positions[func].start.line})"
+                for dim, what in inner.loops.items():
+                    self.loops.setdefault(dim, what if " in `" in what else what + where)
+                self.compared |= inner.compared
+
     def _iterated_dim(self, iterable: cst.BaseExpression) -> int | None:
         """The dimension a ``for`` loop runs over: the tensor itself (dim 0), ``enumerate(x)``,
         ``zip(x, ...)``, ``x.unbind(d)``, ``torch.unbind(x, d)``."""
@@ -132,6 +165,39 @@ class SizeUses:
         ):
             return _dim_argument(args[1:], 0)
         return None
+
+
+def _callee_def(
+    source: SourceFile, callee: cst.BaseExpression, cls: cst.ClassDef | None
+) -> tuple[cst.FunctionDef, int] | None:
+    """The def a call runs, when this file has it: ``helper(x)`` (a module-level function),
+    ``self.step(x)`` (a method of this class), ``self.block(x)`` (the forward of a class of this
+    file assigned to ``self.block``). With how many leading parameters are bound (``self``)."""
+    module = _module_bindings(source)
+    if isinstance(callee, cst.Name):
+        bound = module.get(callee.value)
+        if isinstance(bound, cst.FunctionDef):
+            return bound, 0
+        if isinstance(bound, cst.ClassDef):
+            forward = _method(bound, "forward")
+            return (forward, 1) if forward is not None else None
+        return None
+    if cls is None or not isinstance(callee, cst.Attribute) or not is_name(callee.value, "self"):
+        return None
+    method = _method(cls, callee.attr.value)
+    if method is not None:
+        return method, 1
+    value = _self_assignment(source, cls, callee.attr.value)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        owner = module.get(value.func.value)
+        if isinstance(owner, cst.ClassDef):
+            forward = _method(owner, "forward")
+            return (forward, 1) if forward is not None else None
+    return None
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((n for n in cls.body.body if isinstance(n, cst.FunctionDef) and n.name.value == name), None)
 
 
 def unseen_call(source: SourceFile, func: cst.FunctionDef) -> str | None:
