@@ -114,11 +114,24 @@ class MarkDynamic(Rule):
             "    loss = compiled(**batch)\n",
             golden="RF001/dict_batch",
         ),
-        # A cache passed in: each layer's keys and values, in a loop, with the mask they grow with.
+        # A cache passed in: at the decode call, each layer's keys and values, in a loop, with the
+        # mask they grow with; at the prefill call (an empty cache), the prompt and its mask.
         Example(
-            before="        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            before="    mask = torch.ones(prompt.shape)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
             "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
-            after="        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            after="    mask = torch.ones(prompt.shape)\n"
+            "    torch._dynamo.maybe_mark_dynamic(prompt, 1)\n"
+            "    torch._dynamo.maybe_mark_dynamic(mask, 1)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
             "        torch._dynamo.maybe_mark_dynamic(mask, 1)\n"
             "        for layer in cache.layers:\n"
             "            torch._dynamo.maybe_mark_dynamic(layer.keys, 2)\n"
