@@ -637,8 +637,11 @@ class _SitePlan:
         """Library code (``model.generate()``) calls the compiled code with tensors the user's
         code never holds: the user's ``torch.compile`` call can make them dynamic instead."""
         where = library_frame(self.library[-1])
+        # What the call hands the library: the object it calls a method of (`model.generate`), or
+        # a compiled function passed as an argument (`run(step, x)`).
+        names = {_root(call.func)} | {_root(a.value) for a in call.args}
         callee = _root(call.func)
-        compile_call = _compile_call(self.project, self.site.file, callee) if callee else None
+        compile_call = _compile_call(self.project, self.site.file, {n for n in names if n})
         head = (
             f"library code ({where}) calls compiled `{self.frame.name}` with tensors whose size "
             f"changes ({self.here} compiles at this call); the program cannot mark them"
@@ -677,7 +680,7 @@ class _SitePlan:
         )
         finding.params = {
             "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
-            "dynamic": "replace" if existing else "add",
+            "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
         }
         return [finding]
 
@@ -761,20 +764,19 @@ def _dim_text(dims: list[int]) -> str:
     return ", ".join(map(str, dims))
 
 
-def _compile_call(project: Project, path: str, callee: str) -> tuple[SourceFile, cst.Call, bool] | None:
-    """The one ``torch.compile(<callee>...)`` or ``<callee>.compile(...)`` call in the file (or
-    ``x = torch.compile(...)`` bound to ``callee``): (file, call, whether it has ``dynamic=``)."""
+def _compile_call(project: Project, path: str, names: set[str]) -> tuple[SourceFile, cst.CSTNode, bool] | None:
+    """The one ``torch.compile(<name>...)``, ``<name>.compile(...)``, ``<name> = torch.compile(...)``
+    or ``@torch.compile`` on ``def <name>`` in the file: (file, the call or bare decorator, whether
+    it has ``dynamic=``)."""
     source = project.source(path)
     if source is None:
         return None
-    found = []
+    found: list[cst.CSTNode] = []
     for node in source.nodes(cst.Call):
         qualified = source.qualified_name(node.func)
-        if qualified == "torch.compile" and node.args and node.args[0].keyword is None:
-            target = _root(node.args[0].value)
-        elif (
-            isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile" and qualified != "torch.compile"
-        ):
+        if qualified == "torch.compile":
+            target = _root(node.args[0].value) if node.args and node.args[0].keyword is None else None
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
             target = _root(node.func.value)
         else:
             continue
@@ -782,11 +784,19 @@ def _compile_call(project: Project, path: str, callee: str) -> tuple[SourceFile,
             (_root(t.target) for a in source.ancestors(node) if isinstance(a, cst.Assign) for t in a.targets),
             None,
         )
-        if callee in (target, bound):
+        decorated = next((a.name.value for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        is_decorator = isinstance(source.parents.get(node), cst.Decorator)
+        if names & {target, bound} or (is_decorator and decorated in names):
             found.append(node)
+    for func in source.nodes(cst.FunctionDef):
+        for decorator in func.decorators:
+            if func.name.value in names and source.qualified_name(decorator.decorator) == "torch.compile":
+                found.append(decorator.decorator)  # bare @torch.compile
     if len(found) != 1:
         return None
     node = found[0]
+    if not isinstance(node, cst.Call):
+        return source, node, False
     dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
     if dynamic is not None and isinstance(dynamic.value, cst.Name) and dynamic.value.value == "True":
         return None  # already dynamic: nothing to edit there
@@ -856,6 +866,10 @@ def _node_at(source: SourceFile, kind: type, span: list[int]) -> Any:
 
 
 def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
+    if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
+        node = _node_at(source, cst.BaseExpression, finding.params["compile_call"])
+        end = source.span(node)[1]
+        return [Edit(finding.file, end, end, "(dynamic=True)", "RF001")]
     node = _node_at(source, cst.Call, finding.params["compile_call"])
     dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
     if dynamic is not None:

@@ -432,3 +432,60 @@ class Net(nn.Module):
     uses = SizeUses(forward, "x", source)
     assert uses.compared_dims() == {0}  # Block.forward, through `n = y.shape[0]`
     assert set(uses.loop_dims()) == {1} and "`unroll`" in uses.loop_dims()[1]  # Net.run -> unroll
+
+
+# -- what the recorder records -----------------------------------------------------------------
+
+
+def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
+    import torch
+
+    from recompile_fix.profile.recorder import _InputWalk, _signature
+
+    class Layer:
+        def __init__(self, length):
+            self.keys = None if length is None else torch.zeros(2, 2, length, 8)
+            self.values = None if length is None else torch.zeros(2, 2, length, 8)
+
+    class Cache:
+        def __init__(self, length):
+            self.layers = [Layer(length) for _ in range(3)]
+
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)  # parameters and submodules are not walked
+            self.cache = Cache(5)
+
+    walk = _InputWalk(torch)
+    walk.visit("self", Holder(), 0)
+    kwargs = {"input_ids": torch.zeros(2, 6, dtype=torch.long), "past_key_values": Cache(None), "use_cache": True}
+    for key, value in kwargs.items():
+        walk.visit(f"kwargs[{key!r}]", value, 1)
+    walk.visit("args[0]", (torch.zeros(3), [torch.zeros(1)]), 1)
+    shapes = {k: v.get("shape", v.get("value", v.get("type"))) for k, v in walk.entries.items()}
+    assert shapes == {
+        "self": "Module",
+        "self.cache.layers[0].keys": [2, 2, 5, 8],
+        "self.cache.layers[0].values": [2, 2, 5, 8],
+        "self.cache.layers[1].keys": [2, 2, 5, 8],
+        "self.cache.layers[1].values": [2, 2, 5, 8],
+        "self.cache.layers[2].keys": [2, 2, 5, 8],
+        "self.cache.layers[2].values": [2, 2, 5, 8],
+        "kwargs['input_ids']": [2, 6],
+        "kwargs['use_cache']": True,
+        "args[0][0]": [3],
+        "args[0][1][0]": [1],
+    }
+    for source in walk.entries:
+        assert source == "self" or parse_source(source) is not None
+
+    def wrapper(self, *args, **kwargs):
+        return args, kwargs
+
+    assert _signature(wrapper.__code__) == {
+        "positional": ["self"],
+        "keyword_only": [],
+        "varargs": "args",
+        "varkw": "kwargs",
+    }

@@ -68,3 +68,26 @@ def test_compiled_sequential_maps_args0_to_the_call(findings):
     comprehension = by_line[14]
     assert comprehension.safety is Safety.NONE
     assert "inside a lambda or comprehension" in comprehension.notes[0]
+
+
+def test_library_code_between_the_call_and_the_compiled_frame(findings):
+    """steplib (in a site-packages folder) calls the compiled function: with the user's own
+    tensor (marked before the user's call into the library), or with a copy it makes (then only
+    the compile call can help: `dynamic=True`, unsafe)."""
+    by_line = {f.location.line: f for f in findings("through_library/program.py")}
+    passed = by_line[24]  # outputs.append(steplib.run(scale, x))
+    assert passed.safety is Safety.SAFE and passed.params["mark"] == "maybe_mark_dynamic"
+    assert passed.params["marks"] == [
+        {
+            "base": {"expr": "x"},
+            "steps": [],
+            "dims": [0],
+            "label": "x",
+            "source": "x",
+            "optional": False,
+            "contiguous": False,
+        }
+    ]
+    copied = by_line[18]  # shift_compiled = torch.compile(shift)
+    assert copied.safety is Safety.UNSAFE and copied.params["dynamic"] == "add"
+    assert "`run_copy` at " in copied.message and "does not hold it" in " ".join(copied.notes)

@@ -136,6 +136,12 @@ class _InputWalk:
     def visit(self, source: str, value, depth: int) -> None:
         if len(self.entries) >= _MAX_ENTRIES or self.visits >= _MAX_VISITS:
             return
+        try:
+            self._visit(source, value, depth)
+        except Exception:  # a property that raises, a dict that changes size: skip that object
+            pass
+
+    def _visit(self, source: str, value, depth: int) -> None:
         self.visits += 1
         torch = self.torch
         if depth <= 1:
@@ -239,10 +245,18 @@ def _compiled_frame_inputs() -> dict:
     reachable from them (see ``_InputWalk``), plus the code's signature under ``__signature__``.
     Read from the locals of torch's ``_compile`` (convert_frame.py), which holds them. When
     library code made the call, each argument the user's own frame also holds (the same object)
-    says how it names it (``held_by``): the library passed it through unchanged."""
+    says how it names it (``held_by``): the library passed it through unchanged. Never raises:
+    an object that misbehaves when looked at costs its entry, not the user's compile."""
+    try:
+        return _read_compiled_frame_inputs()
+    except Exception:
+        return {}
+
+
+def _read_compiled_frame_inputs() -> dict:
     import torch
 
-    frame = sys._getframe(2)
+    frame = sys._getframe(3)
     while frame is not None:
         if frame.f_code.co_name == "_compile" and "code" in frame.f_locals and "locals" in frame.f_locals:
             code, values = frame.f_locals["code"], frame.f_locals["locals"]
@@ -258,12 +272,14 @@ def _compiled_frame_inputs() -> dict:
             if signature["varkw"]:
                 for key, item in list(dict(values.get(signature["varkw"]) or {}).items())[:_MAX_ITEMS]:
                     walk.visit(f"{signature['varkw']}[{key!r}]", item, 1)
-            user = _user_frame_past_library(frame)
-            if user is not None:
-                held = _holders(user)
-                for source, value in walk.roots.items():
-                    if id(value) in held and value is not None and not isinstance(value, (bool, int, float)):
-                        walk.entries.setdefault(source, {"type": type(value).__name__})["held_by"] = held[id(value)]
+            try:
+                user = _user_frame_past_library(frame)
+                held = _holders(user) if user is not None else {}
+            except Exception:  # the user's frame could not be read: no held_by, the shapes stay
+                held = {}
+            for source, value in walk.roots.items():
+                if id(value) in held and value is not None and not isinstance(value, (bool, int, float)):
+                    walk.entries.setdefault(source, {"type": type(value).__name__})["held_by"] = held[id(value)]
             inputs = walk.entries
             inputs[_SIGNATURE] = signature
             return inputs
