@@ -88,6 +88,6 @@ def test_library_code_between_the_call_and_the_compiled_frame(findings):
             "contiguous": False,
         }
     ]
-    copied = by_line[18]  # shift_compiled = torch.compile(shift)
+    copied = by_line[19]  # shift_compiled = torch.compile(shift)
     assert copied.safety is Safety.UNSAFE and copied.params["dynamic"] == "add"
     assert "`run_copy` at " in copied.message and "does not hold it" in " ".join(copied.notes)
