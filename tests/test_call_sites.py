@@ -489,3 +489,35 @@ def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
         "varargs": "args",
         "varkw": "kwargs",
     }
+
+
+def test_a_loop_over_a_container_of_readable_blocks_is_readable():
+    code = """
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Stack(nn.Module):
+    def __init__(self, lm):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+        self.others = lm.layers
+
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+        return x
+
+    def other(self, x):
+        for layer in self.others:
+            x = layer(x)
+        return x
+"""
+    source, forward = function(code)
+    assert unseen_call(source, forward) is None
+    other = next(f for f in source.nodes(cst.FunctionDef) if f.name.value == "other")
+    assert unseen_call(source, other).startswith("`layer(...)`")

@@ -205,11 +205,11 @@ def unseen_call(source: SourceFile, func: cst.FunctionDef) -> str | None:
     (line N); None when every call goes to torch, a builtin, a tensor method or code of this
     file."""
     cls = source.enclosing_class(func)
-    module_names = _module_bindings(source)
+    names = {**_module_bindings(source), **_local_bindings(source, func, cls)}
     for node in walk(func.body):
         if not isinstance(node, cst.Call):
             continue
-        if not _seen_callee(source, node.func, cls, module_names):
+        if not _seen_callee(source, node.func, cls, names):
             line = source.positions[node].start.line
             return f"`{_short(source.code(node.func))}(...)` (line {line})"
     return None
@@ -290,6 +290,36 @@ def _module_bindings(source: SourceFile) -> dict[str, cst.CSTNode]:
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     if isinstance(small.targets[0].target, cst.Name):
                         bound[small.targets[0].target.value] = small.value
+    return bound
+
+
+def _local_bindings(source: SourceFile, func: cst.FunctionDef, cls: cst.ClassDef | None) -> dict[str, cst.CSTNode]:
+    """Locals bound to what ``self.<attr>`` holds: ``for block in self.blocks``, ``for i, block
+    in enumerate(self.blocks)``, ``head = self.head`` (-> what ``self.blocks = ...`` assigned)."""
+    bound: dict[str, cst.CSTNode] = {}
+    if cls is None:
+        return bound
+    for node in walk(func.body):
+        if isinstance(node, cst.For):
+            iterable, target = node.iter, node.target
+            if (
+                isinstance(iterable, cst.Call)
+                and is_name(iterable.func, "enumerate")
+                and iterable.args
+                and isinstance(target, cst.Tuple)
+                and len(target.elements) == 2
+            ):
+                iterable, target = iterable.args[0].value, target.elements[1].value
+            pairs = [(target, iterable)]
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            pairs = [(node.targets[0].target, node.value)]
+        else:
+            continue
+        for name, value in pairs:
+            if isinstance(name, cst.Name) and isinstance(value, cst.Attribute) and is_name(value.value, "self"):
+                assigned = _self_assignment(source, cls, value.attr.value)
+                if assigned is not None:
+                    bound[name.value] = assigned
     return bound
 
 

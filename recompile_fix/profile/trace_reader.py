@@ -50,7 +50,9 @@ _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pi
 _FILE_RANK = re.compile(r"rank_(\d+)_")
 _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")
 _LOCAL_ROOT = re.compile(r"""^L\[['"](?P<name>\w+)['"]\]""")
-_MODULE_INTERNALS = ("._modules", "._parameters", "._buffers")
+# What the recorder does not walk: a module's parameters, buffers and submodules, and torch's own
+# objects (an optimizer's param_groups).
+_MODULE_INTERNALS = ("._modules", "._parameters", "._buffers", ".param_groups[")
 _EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""")
 _MAX_STACK = 12  # as the recorder: the innermost user frames
 # Events whose payload we read; every other payload is skipped unread.
@@ -344,7 +346,7 @@ class _Process:
             if tensor is None or name == str(source) or parse_source(name) is None:
                 continue
             if any(internal in name for internal in _MODULE_INTERNALS):
-                continue  # a parameter or buffer: the recorder walks a module's plain attributes only
+                continue  # the recorder walks plain objects and a module's plain attributes only
             inputs.setdefault(
                 name,
                 {
