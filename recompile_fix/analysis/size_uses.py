@@ -300,6 +300,8 @@ def _local_bindings(source: SourceFile, func: cst.FunctionDef, cls: cst.ClassDef
     if cls is None:
         return bound
     for node in walk(func.body):
+        iterable: cst.BaseExpression
+        target: cst.BaseExpression
         if isinstance(node, cst.For):
             iterable, target = node.iter, node.target
             if (
