@@ -368,6 +368,8 @@ class _SitePlan:
                     f"`{names[entry['source']]}` changes with them but is not passed on every call: "
                     "the marks are `maybe_mark_dynamic`, which cannot raise"
                 )
+        if not entries and not loops:
+            return self.none(notes + partial)
         unseen = unseen_call(func_source, func) if func is not None and func_source is not None else None
         plain = all(located[src][0].param for src, _ in kept)  # type: ignore[union-attr]
         compared = self._compared(kept, located, func, func_source)
