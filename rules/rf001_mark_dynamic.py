@@ -642,7 +642,6 @@ class _SitePlan:
         # What the call hands the library: the object it calls a method of (`model.generate`), or
         # a compiled function passed as an argument (`run(step, x)`).
         names = {_root(call.func)} | {_root(a.value) for a in call.args}
-        callee = _root(call.func)
         compile_call = _compile_call(self.project, self.site.file, {n for n in names if n})
         head = (
             f"library code ({where}) calls compiled `{self.frame.name}` with tensors whose size "
@@ -653,9 +652,11 @@ class _SitePlan:
                 [
                     head,
                     *lost[:3],
-                    f"what to do: compile with `dynamic=True` (`torch.compile({callee or 'model'}.forward, "
-                    "dynamic=True)`), or use the library's own option for static shapes where it has one "
-                    '(transformers: `cache_implementation="static"` in generate())',
+                    "what to do: pass `dynamic=True` where the model is compiled (`torch.compile(model.forward, "
+                    "dynamic=True)`; on transformers' generate() that gives 2 compiles instead of 4, the "
+                    "prefill/decode floor), or the library's own option to compile with dynamic shapes "
+                    "where it has one; the compile call was not found in "
+                    f"{self.site.file}",
                 ]
             )
         compile_source, node, existing = compile_call
