@@ -521,3 +521,49 @@ class Stack(nn.Module):
     assert unseen_call(source, forward) is None
     other = next(f for f in source.nodes(cst.FunctionDef) if f.name.value == "other")
     assert unseen_call(source, other).startswith("`layer(...)`")
+
+
+GENERATE = """\
+from helpers import load_compiled_model
+
+model = load_compiled_model()
+for prompt in prompts:
+    out = model.generate(input_ids=prompt, max_new_tokens=8)
+"""
+
+
+@pytest.mark.parametrize("compiled_here", [True, False])
+def test_library_made_calls_get_dynamic_true_at_the_compile_call_or_say_what_to_do(tmp_path, compiled_here):
+    program = GENERATE
+    if compiled_here:
+        program = program.replace(
+            "model = load_compiled_model()\n",
+            "import torch\n\nmodel = load_model()\nmodel.forward = torch.compile(model.forward)\n",
+        )
+    (tmp_path / "program.py").write_text(program)
+    line = program.splitlines().index("    out = model.generate(input_ids=prompt, max_new_tokens=8)") + 1
+    library = [
+        Location("/venv/lib/python3.11/site-packages/transformers/generation/utils.py", 4333, function="_prefill")
+    ]
+    frame = Frame(LIB, 121, "wrapped_func", signature=WRAPPED_FUNC)
+    frame.compiles = [
+        Compile(
+            f"0/{i}",
+            stack=[Location("program.py", line, line, 10, 61, "<module>"), *library],
+            inputs={"args[0]": {"type": "Module"}, "kwargs['input_ids']": tensor(2, n)},
+            reasons=[size("kwargs['input_ids']", 1, 6, n, "0/0")] if i else [],
+        )
+        for i, n in enumerate((6, 10))
+    ]
+    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
+    (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
+    if compiled_here:
+        compile_line = program.splitlines().index("model.forward = torch.compile(model.forward)") + 1
+        assert finding.safety is Safety.UNSAFE and finding.location.line == compile_line
+        edits = rule_by_id("RF001").fix(finding, SourceFile.parse(Path("program.py"), program), "torch")
+        assert [e.new_text for e in edits] == [", dynamic=True"]
+    else:
+        assert finding.safety is Safety.NONE and finding.location.line == line
+        assert any("`_prefill` at transformers/generation/utils.py:4333" in n for n in finding.notes)
+        assert any(n.startswith("what to do: pass `dynamic=True` where the model is compiled") for n in finding.notes)
