@@ -115,7 +115,8 @@ class MarkDynamic(Rule):
             golden="RF001/dict_batch",
         ),
         # A cache passed in: at the decode call, each layer's keys and values, in a loop, with the
-        # mask they grow with; at the prefill call (an empty cache), the prompt and its mask.
+        # mask they grow with (maybe_mark_dynamic: not all plain arguments); at the prefill call
+        # (an empty cache), the prompt and its mask, plain arguments of readable code.
         Example(
             before="    mask = torch.ones(prompt.shape)\n"
             "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
@@ -125,8 +126,8 @@ class MarkDynamic(Rule):
             "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
             "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
             after="    mask = torch.ones(prompt.shape)\n"
-            "    torch._dynamo.maybe_mark_dynamic(prompt, 1)\n"
-            "    torch._dynamo.maybe_mark_dynamic(mask, 1)\n"
+            "    torch._dynamo.mark_dynamic(prompt, 1)\n"
+            "    torch._dynamo.mark_dynamic(mask, 1)\n"
             "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
             "    next_id = logits[:, -1:].argmax(-1)\n"
             "    tokens = [next_id]\n"
@@ -370,7 +371,11 @@ class _SitePlan:
                 )
         if not entries and not loops:
             return self.none(notes + partial)
-        unseen = unseen_call(func_source, func) if func is not None and func_source is not None else None
+        unseen = (
+            unseen_call(func_source, func, self._opaque_params(signature))
+            if func is not None and func_source is not None
+            else None
+        )
         plain = all(located[src][0].param for src, _ in kept)  # type: ignore[union-attr]
         compared = self._compared(kept, located, func, func_source)
         hard = func is not None and not self.library and not partial and plain and not compared and unseen is None
@@ -383,11 +388,24 @@ class _SitePlan:
         notes = notes + partial
         if not hard and not partial:
             notes.append(self._why_maybe(func, compared, unseen))
-        notes.extend(self._still_compiles(kept, mark, func, unseen, names))
+        copied = {e["source"] for e in entries if e["contiguous"]}
+        notes.extend(self._still_compiles(kept, mark, func, unseen, names, copied))
 
         finding = self.finding("", Safety.SAFE, notes)
         self._fill(finding, source, call, statement, entries, loops, mark)
         return [finding]
+
+    def _opaque_params(self, signature: dict[str, Any] | None) -> frozenset[str]:
+        """Parameters never recorded as a tensor or a number at this call (a cache object passed
+        in): their methods may be a library's."""
+        if signature is None:
+            return frozenset()
+        found = set()
+        for param in [*signature.get("positional", []), *signature.get("keyword_only", [])]:
+            kinds = {c.inputs.get(param, {}).get("type") for c in self.ev.compiles if c.inputs}
+            if param not in ("self", "cls") and kinds and not kinds & {"Tensor", "int", "float", "bool"}:
+                found.add(param)
+        return frozenset(found)
 
     def _marking_helps(self, kept: list[tuple[str, int]]) -> bool:
         """Would the marks merge any compiles? After marking, the calls still differ where a
@@ -478,7 +496,10 @@ class _SitePlan:
         func: cst.FunctionDef | None,
         unseen: str | None,
         names: dict[str, str],
+        copied: set[str] | None = None,
     ) -> list[str]:
+        """Why torch will still compile after the marks; ``copied``: the strided views the fix
+        passes as contiguous copies."""
         notes = []
         small = sorted({f"`{names.get(src, src)}` dim {d}" for src, d in kept if self.ev.small(src, [d])})
         if mark == "decorators.mark_unbacked":
@@ -495,12 +516,18 @@ class _SitePlan:
                     "scaled_dot_product_attention: check with `recompile-fix verify`), or set "
                     "torch.fx.experimental._config.backed_size_oblivious = True"
                 )
-            else:
+            elif self.library or func is None:
                 suggestion = (
                     ". `mark_unbacked` and `backed_size_oblivious` are not suggested: model code takes "
                     "another path for a size-1 input (transformers: `q_length == 1` in masking_utils, "
                     "`is_causal = q_length > 1` in sdpa_attention), so they graph-break there "
                     "(`is_causal must be bool, not SymBool`) and compile more, not less"
+                )
+            else:
+                suggestion = (
+                    f"; start with a larger size. `mark_unbacked` and `backed_size_oblivious` are not "
+                    f"suggested: the compiled code calls {unseen}, which the analysis cannot read and "
+                    "which may need a concrete size (scaled_dot_product_attention does, and graph-breaks)"
                 )
             notes.append(
                 f"torch will still compile twice: {', '.join(small)} had size 1 (or 0) on some calls, "
@@ -517,7 +544,7 @@ class _SitePlan:
                 "others (an empty cache before the prefill, a filled one when decoding): those are "
                 "different graphs, and torch compiles each once whatever is marked"
             )
-        for src in sorted(self.ev.strided):
+        for src in sorted(self.ev.strided & (copied or set())):
             notes.append(
                 f"a stride guard on `{src}`: it is a view whose strides change (e.g. a crop "
                 "`x[:, -n:]`), so the fix passes a copy made with "

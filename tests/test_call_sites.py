@@ -567,3 +567,17 @@ def test_library_made_calls_get_dynamic_true_at_the_compile_call_or_say_what_to_
         assert finding.safety is Safety.NONE and finding.location.line == line
         assert any("`_prefill` at transformers/generation/utils.py:4333" in n for n in finding.notes)
         assert any(n.startswith("what to do: pass `dynamic=True` where the model is compiled") for n in finding.notes)
+
+
+def test_methods_of_a_passed_in_object_are_not_a_tensors():
+    """A cache (or any object) passed to the compiled function: `layer.update(...)` on what is
+    taken from it may be a library's code."""
+    code = """
+def forward(self, h, cache):
+    for block, layer in zip(self.blocks, cache.layers):
+        h = block(h) + layer.update(h)
+    return h.sum(1)
+"""
+    source, func = function(code)
+    assert unseen_call(source, func) is None  # taken for tensor methods without the Profile's word
+    assert unseen_call(source, func, frozenset({"cache"})).startswith("`layer.update(...)`")

@@ -200,16 +200,20 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return next((n for n in cls.body.body if isinstance(n, cst.FunctionDef) and n.name.value == name), None)
 
 
-def unseen_call(source: SourceFile, func: cst.FunctionDef) -> str | None:
+def unseen_call(source: SourceFile, func: cst.FunctionDef, opaque: frozenset[str] = frozenset()) -> str | None:
     """The first call in ``func`` into code the analysis cannot read, as ``self.lm(...)``
     (line N); None when every call goes to torch, a builtin, a tensor method or code of this
-    file."""
+    file. ``opaque``: parameters known not to be tensors (a cache object passed in): their
+    methods, and those of what is taken from them (``for layer in cache.layers``), are not a
+    tensor's, and may be a library's."""
     cls = source.enclosing_class(func)
     names = {**_module_bindings(source), **_local_bindings(source, func, cls)}
+    opaque = _opaque_locals(func, opaque)
     for node in walk(func.body):
         if not isinstance(node, cst.Call):
             continue
-        if not _seen_callee(source, node.func, cls, names):
+        root = _root_name(node.func)
+        if (root in opaque and isinstance(node.func, cst.Attribute)) or not _seen_callee(source, node.func, cls, names):
             line = source.positions[node].start.line
             return f"`{_short(source.code(node.func))}(...)` (line {line})"
     return None
@@ -293,26 +297,51 @@ def _module_bindings(source: SourceFile) -> dict[str, cst.CSTNode]:
     return bound
 
 
+def _opaque_locals(func: cst.FunctionDef, opaque: frozenset[str]) -> frozenset[str]:
+    """``opaque`` and the locals bound from them (``layer`` in ``for block, layer in
+    zip(self.blocks, cache.layers)``; ``keys = cache.keys``)."""
+    found = set(opaque)
+    if not found:
+        return frozenset()
+    for node in walk(func.body):
+        targets: list[cst.BaseExpression]
+        values: list[cst.BaseExpression]
+        if isinstance(node, cst.For):
+            targets, values = [node.target], [node.iter]
+            if isinstance(node.iter, cst.Call) and isinstance(node.target, cst.Tuple):
+                if is_name(node.iter.func, "zip") and len(node.target.elements) == len(node.iter.args):
+                    targets = [e.value for e in node.target.elements]
+                    values = [a.value for a in node.iter.args]
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1:
+            targets, values = [node.targets[0].target], [node.value]
+        else:
+            continue
+        for target, value in zip(targets, values):
+            if _root_name(value) in found:
+                found.update(n.value for n in walk(target) if isinstance(n, cst.Name))
+    return frozenset(found)
+
+
 def _local_bindings(source: SourceFile, func: cst.FunctionDef, cls: cst.ClassDef | None) -> dict[str, cst.CSTNode]:
     """Locals bound to what ``self.<attr>`` holds: ``for block in self.blocks``, ``for i, block
-    in enumerate(self.blocks)``, ``head = self.head`` (-> what ``self.blocks = ...`` assigned)."""
+    in enumerate(self.blocks)``, ``for block, x in zip(self.blocks, xs)``, ``head = self.head``
+    (-> what ``self.blocks = ...`` assigned)."""
     bound: dict[str, cst.CSTNode] = {}
     if cls is None:
         return bound
     for node in walk(func.body):
-        iterable: cst.BaseExpression
-        target: cst.BaseExpression
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]]
         if isinstance(node, cst.For):
-            iterable, target = node.iter, node.target
-            if (
-                isinstance(iterable, cst.Call)
-                and is_name(iterable.func, "enumerate")
-                and iterable.args
-                and isinstance(target, cst.Tuple)
-                and len(target.elements) == 2
-            ):
-                iterable, target = iterable.args[0].value, target.elements[1].value
+            iterable: cst.BaseExpression = node.iter
+            target: cst.BaseExpression = node.target
             pairs = [(target, iterable)]
+            if isinstance(iterable, cst.Call) and isinstance(target, cst.Tuple):
+                elements = [e.value for e in target.elements]
+                args = [a.value for a in iterable.args]
+                if is_name(iterable.func, "enumerate") and len(elements) == 2 and args:
+                    pairs = [(elements[1], args[0])]
+                elif is_name(iterable.func, "zip") and len(elements) == len(args):
+                    pairs = list(zip(elements, args))  # for block, layer in zip(self.blocks, ...)
         elif isinstance(node, cst.Assign) and len(node.targets) == 1:
             pairs = [(node.targets[0].target, node.value)]
         else:

@@ -58,8 +58,8 @@ model = torch.compile(TinyDecoder().eval())
 def generate(prompt, new_tokens):
     cache = Cache(num_layers=2)
     mask = torch.ones(prompt.shape)
-    torch._dynamo.maybe_mark_dynamic(prompt, 1)
-    torch._dynamo.maybe_mark_dynamic(mask, 1)
+    torch._dynamo.mark_dynamic(prompt, 1)
+    torch._dynamo.mark_dynamic(mask, 1)
     logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)
     next_id = logits[:, -1:].argmax(-1)
     tokens = [next_id]
