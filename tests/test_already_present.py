@@ -50,12 +50,19 @@ def _mark_finding(text: str, dims: list[int], *, contiguous: bool = False) -> Fi
         safety=Safety.SAFE,
         params={
             "call": call,
-            "param": "idx",
-            "keyword": None,
-            "index": 0,
-            "dims": dims,
             "mark": "mark_dynamic",
-            "contiguous": contiguous,
+            "marks": [
+                {
+                    "base": {"index": 0},
+                    "steps": [],
+                    "dims": dims,
+                    "label": "idx",
+                    "source": "idx",
+                    "optional": False,
+                    "contiguous": contiguous,
+                }
+            ],
+            "loops": [],
         },
     )
 
@@ -69,7 +76,7 @@ def test_rf001_own_fix_made_again_is_already_present():
     assert "idx_cond = idx[:, -4:].clone(memory_format=torch.contiguous_format)" in once
     again = _mark_finding(once, [1], contiguous=True)
     where = RULES["RF001"].already_present(again, _source(once))
-    assert where == "line 6, 7: `idx_cond` is already marked dynamic in dim 1", where
+    assert where == "line 6, 7: already marked dynamic: `idx_cond` in dim 1", where
 
 
 def test_rf001_recognises_hand_written_marks():
@@ -89,7 +96,7 @@ def test_rf001_narrows_to_the_dims_not_yet_marked():
     )
     finding = _mark_finding(text, [0, 1])
     assert RULES["RF001"].already_present(finding, _source(text)) is None
-    assert finding.params["dims"] == [0]
+    assert finding.params["marks"][0]["dims"] == [0]
     after = _fixed(text, finding)
     assert after.count("mark_dynamic(idx_cond") == 2 and "torch._dynamo.mark_dynamic(idx_cond, 0)" in after
 
@@ -106,7 +113,8 @@ def test_rf001_marks_that_do_not_hold_at_the_call_do_not_count():
     )
     finding = _mark_finding(text, [1], contiguous=True)
     assert RULES["RF001"].already_present(finding, _source(text)) is None
-    assert finding.params["dims"] == [1] and finding.params["contiguous"]
+    (entry,) = finding.params["marks"]
+    assert entry["dims"] == [1] and entry["contiguous"]
 
 
 def _span(text: str, code: str) -> list[int]:
