@@ -44,13 +44,9 @@ class Program:
 def _programs() -> list:
     found = [
         Program("examples/run_all", ROOT / "examples", "run_all.py"),
-        pytest.param(
-            Program("examples/train_generate", ROOT / "examples" / "train_generate.py", "train_generate.py"),
-            # Issue 14's failure 1: RF001 marks `targets` (safe) but files the tied mark on the
-            # inputs as unsafe (evidence pooled from generate()'s crop): ConstraintViolationError.
-            # Per-call-site evidence and tied dimensions are issue 13's (P13).
-            marks=pytest.mark.xfail(strict=True, reason="issue 13: RF001 tied dimensions"),
-        ),
+        # Issue 14's failure 1 (RF001 marked `targets` but filed the tied mark on the inputs as
+        # unsafe: ConstraintViolationError) is gone with per-call-site evidence (issue 13).
+        Program("examples/train_generate", ROOT / "examples" / "train_generate.py", "train_generate.py"),
     ]
     for case in CASES:  # the Profile golden/ recorded, on the program named program.py
         found.append(Program(f"golden/{case.id}", case.path, "program.py", case.path / "profile.json", "program.py"))
@@ -68,11 +64,14 @@ def _programs() -> list:
         for script in sorted((PROGRAMS / folder).glob("*.py")):
             program = Program(f"{folder}/{script.stem}", script, script.name)
             if (folder, script.stem) == ("verify", "planted"):
-                # RF001 plants a hard mark on a size the code specialises through a local
-                # (`n = x.shape[0]; if n == 4`), which its source check does not see: the fixed
-                # program raises ConstraintViolationError. Issue 13 (P13) makes such a mark
-                # maybe_mark_dynamic; until then this is the known failure of a safe fix.
-                program = pytest.param(program, marks=pytest.mark.xfail(strict=True, reason="issue 13: RF001"))
+                # A deliberate plant: the code specialises the size in a match statement
+                # (`match x.shape[0]:` / `case 4:`), which RF001's source check does not see, so
+                # its safe mark_dynamic raises ConstraintViolationError: the one known failure of
+                # a safe fix left (RF001's, P13's area: a match on a size should make the mark
+                # maybe_mark_dynamic).
+                program = pytest.param(
+                    program, marks=pytest.mark.xfail(strict=True, reason="RF001 does not read match statements")
+                )
             found.append(program)
     # tests/programs/distributed needs torchrun and two ranks: test_distributed applies the fixes
     # and runs the fixed program on both.
