@@ -124,7 +124,13 @@ def uses(source, function, param, tensors):
             "is passed to `external_scale()`, whose source recompile-fix cannot read",
         ),
         ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
-        ("converted", "c", {"x"}, [BLOCKS], "is converted by `int()`"),
+        (
+            "converted",
+            "c",
+            {"x"},
+            [BLOCKS],
+            "is converted by `int()` (a 0-d tensor graph-breaks there on `.item()` and compiles more often)",
+        ),
         ("forward", "t", {"x"}, [TENSOR, TENSOR], "tensor arithmetic"),
     ],
 )
