@@ -120,19 +120,23 @@ def profile(output, backend, trace_dir, command) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def report(profile_file, as_json) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
+    from recompile_fix.analysis.compile_calls import static_compile_site
     from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
+    from recompile_fix.findings.accounting import account
     from recompile_fix.findings.plan import plan
     from recompile_fix.profile.model import Profile
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
 
     loaded = Profile.load(profile_file or load_config().profile)
-    findings = plan(loaded, Project(".", expected_hashes=loaded.sources), ALL_RULES)
+    project = Project(".", expected_hashes=loaded.sources)
+    findings = plan(loaded, project, ALL_RULES)
+    accounting = account(loaded, findings, deliberate_static=static_compile_site(loaded, project))
     if as_json:
-        click.echo(json.dumps(render_json(loaded, findings), indent=1))
+        click.echo(json.dumps(render_json(loaded, findings, accounting=accounting), indent=1))
     else:
-        click.echo(render_text(loaded, findings=findings), nl=False)
+        click.echo(render_text(loaded, findings=findings, accounting=accounting), nl=False)
 
 
 @main.command()
@@ -261,10 +265,33 @@ def apply(
         summary += f" {unsafe_left} more with --unsafe-fixes."
     if output_format == "text" or show_diff:
         click.echo(summary, err=True)
+        if loaded is not None:
+            click.echo(_accounting_line(loaded, result, config.unsafe_fixes), err=True)
     if result.errors:
         sys.exit(2)
     if check and fixed:
         sys.exit(1)
+
+
+def _accounting_line(loaded: Profile, result, unsafe_fixes: bool) -> str:
+    """Where the Profile's recompiles end (findings.accounting), for the end of `apply`."""
+    from recompile_fix.analysis.compile_calls import static_compile_site
+    from recompile_fix.analysis.project import Project
+    from recompile_fix.findings.accounting import account
+
+    if result.already_applied:
+        return (
+            f"Recompiles: the Profile predates the fixes in {len(result.already_applied)} file(s); "
+            "profile again to see what remains."
+        )
+    project = Project(".", expected_hashes=loaded.sources)
+    accounting = account(
+        loaded,
+        result.findings + result.outside,
+        unsafe_fixes=unsafe_fixes,
+        deliberate_static=static_compile_site(loaded, project),
+    )
+    return f"Recompiles in the Profile: {accounting.summary()}."
 
 
 @main.command()

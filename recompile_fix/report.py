@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from recompile_fix.findings.accounting import Accounting
 from recompile_fix.findings.finding import Finding
 from recompile_fix.profile.model import REASON_KINDS, Frame, Profile, Reason
 
@@ -67,7 +68,9 @@ def frame_label(frame: Frame) -> str:
     return f"{frame.name} ({frame.file}:{frame.first_line})"
 
 
-def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> str:
+def render_text(
+    profile: Profile, *, findings: list[Finding] | None = None, accounting: Accounting | None = None
+) -> str:
     lines = [
         f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
         f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
@@ -126,13 +129,21 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
         lines.append("")
         lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
         lines.extend(f.describe() for f in findings)
+    if accounting is not None and accounting.total:
+        lines.append("")
+        lines.append(f"Every recompile accounted for: {accounting.summary()}")
+        for line, count in accounting.unexplained():
+            lines.append(f"    {count}x {line}")
     return "\n".join(lines) + "\n"
 
 
-def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict:
+def render_json(
+    profile: Profile, findings: list[Finding] | None = None, *, accounting: Accounting | None = None
+) -> dict:
     ranks = profile_ranks(profile)
     return {
         "findings": [f.to_json() for f in findings or []],
+        **({"recompiles": accounting.to_json()} if accounting is not None else {}),
         "command": profile.command,
         "torch_version": profile.torch_version,
         "exit_code": profile.exit_code,
