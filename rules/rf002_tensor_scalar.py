@@ -90,6 +90,21 @@ class TensorScalar(Rule):
             after=None,
             golden="RF002/range_count",
         ),
+        Example(  # temperature meets tensors through max(t, 1e-5); top_k becomes a size and stays an int
+            before="        sample(logits.clone(), temperature, top_k)\n",
+            after="        sample(logits.clone(), torch.tensor(temperature, dtype=torch.float64), top_k)\n",
+            golden="RF002/sampling_temperature",
+        ),
+        Example(  # a tensor would take the is_tensor() path and keep the fraction: no edit
+            before="        denoiser(x, t * 999)\n",
+            after=None,
+            golden="RF002/timestep_truncated",
+        ),
+        Example(  # a float64 fill is wrong under inductor: no edit
+            before="    return torch.full_like(x, value) + x\n",
+            after=None,
+            golden="RF002/full_like_fill",
+        ),
     )
 
     # -- planning ----------------------------------------------------------------------

@@ -56,7 +56,9 @@ class ClassIndex:
     def read(self, file: str) -> SourceFile | None:
         """A project file for reading names (hash-checked when the Profile saw it, as it is now
         otherwise)."""
-        return self.project.source(file) or self.project.read_only(file)
+        if self.project.expected_hashes is not None and file in self.project.expected_hashes:
+            return self.project.source(file) or self.project.read_only(file)
+        return self.project.read_only(file)
 
     def module_file(self, importer: str, module: str, level: int = 0) -> str | None:
         """The project file ``module`` names when imported from ``importer`` (``level`` leading

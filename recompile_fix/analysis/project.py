@@ -28,6 +28,9 @@ class Project:
         (a rule must not place a fix by line numbers that no longer hold)."""
         if path not in self._cache:
             try:
+                if self.expected_hashes is not None and path not in self.expected_hashes:
+                    # Never hashed: it cannot be the file the Profile saw (nor is it an error).
+                    raise LookupError(f"{path} was not seen by the Profile")
                 file = resolve(path, self.root)
                 data = file.read_bytes()
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):

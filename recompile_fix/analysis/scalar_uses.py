@@ -431,7 +431,7 @@ class ScalarUses:
             return [self._use("convert", f"is converted by {label}{why}", call, scope, path)]
         if qualified == "print":
             return [self._use("print", "is printed", call, scope, path)]
-        if qualified in ("isinstance", "type", "id"):
+        if qualified in ("isinstance", "type", "id", "torch.is_tensor", "callable"):
             return [self._use("type", f"is type-checked by {label}", call, scope, path)]
         if qualified in ("max", "min"):
             others = [a for a in call.args if a is not arg]
@@ -701,6 +701,7 @@ _CONSEQUENCES = {
     "compare": "a 0-d tensor there graph-breaks or is guarded on its value",
     "return": "the caller would receive a tensor instead of a number",
     "wrong": "it must stay a Python number there",
+    "type": "a 0-d tensor takes another path there",
     "ctor": "a float64 0-d tensor there makes a float64 tensor where the number made one of the default dtype",
 }
 

@@ -220,7 +220,7 @@ def _is_none_switch(reason: Reason) -> bool:
     return (
         reason.kind == "id_mismatch"
         and bool(reason.source and reason.source.isidentifier())
-        and bool(_NONE_TEST.search(reason.text.split("\n", 1)[0]))
+        and bool(_NONE_TEST.search(reason.text.split("\n", 1)[0].split("  # ", 1)[0]))
     )
 
 
