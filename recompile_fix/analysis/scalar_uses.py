@@ -97,6 +97,7 @@ class Use:
     scalar_slot: bool = False  # it fills a Scalar argument: the tensor's dtype never reaches the result
     float64_only: bool = False  # torch takes a float64 0-d tensor there, not a float32 one
     exact: bool = True  # a 0-d tensor there computes bit-identically (False: only close)
+    effect: str = ""  # what a 0-d tensor does at this use, when it is known for this use alone
 
     @property
     def where(self) -> str:
@@ -427,8 +428,8 @@ class ScalarUses:
         if qualified == "range":
             return [self._use("range", "reaches `range()`", call, scope, path)]
         if qualified in CONVERTERS:
-            why = f" (a 0-d tensor {CONVERTER_WHY[qualified]})" if qualified in CONVERTER_WHY else ""
-            return [self._use("convert", f"is converted by {label}{why}", call, scope, path)]
+            effect = f"a 0-d tensor {CONVERTER_WHY[qualified]}" if qualified in CONVERTER_WHY else ""
+            return [self._use("convert", f"is converted by {label}", call, scope, path, effect=effect)]
         if qualified == "print":
             return [self._use("print", "is printed", call, scope, path)]
         if qualified in ("isinstance", "type", "id", "torch.is_tensor", "callable"):
@@ -450,7 +451,8 @@ class ScalarUses:
         if qualified == "abs":
             return self.classify(call, scope, replace(path, scalar_math=True))
         if qualified == "pow":
-            return [self._use("math", "reaches builtin `pow()` (a 0-d tensor graph-breaks there)", call, scope, path)]
+            effect = "a 0-d tensor graph-breaks there (torch cannot trace builtin `pow`)"
+            return [self._use("math", "reaches builtin `pow()`", call, scope, path, effect=effect)]
         if qualified in _CONSTRUCTORS and call.args and arg is call.args[0] and keyword is None:
             if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
                 # `torch.tensor(c, dtype=torch.long)`: the new tensor's dtype is fixed and it reads
@@ -615,6 +617,7 @@ class ScalarUses:
         exact: bool = True,
         slot: bool = False,
         float64_only: bool = False,
+        effect: str = "",
     ) -> Use:
         source = scope.source
         line = source.positions[node].start.line
@@ -633,6 +636,7 @@ class ScalarUses:
             scalar_slot=slot,
             float64_only=float64_only,
             exact=exact,
+            effect=effect,
         )
 
 
@@ -692,7 +696,7 @@ def _scalar_slot(name: str, call: cst.Call, arg: cst.Arg, function: bool = False
 _CONSEQUENCES = {
     "branch": "a 0-d tensor there graph-breaks (data-dependent branch) and compiles more often",
     "range": "`range()` of a 0-d tensor graph-breaks and compiles more often",
-    "convert": "it would stay a Python number there anyway",
+    "convert": "it is a Python number there anyway",
     "math": "a 0-d tensor there graph-breaks or is guarded on its value (`c.item() == 0.25`): no fewer compiles",
     "dropout": "a 0-d tensor p graph-breaks in F.dropout (and fails under fullgraph)",
     "setting": "torch reads it as a Python number there and guards on its value: no fewer compiles",
@@ -708,7 +712,7 @@ _CONSEQUENCES = {
 
 def consequence(use: Use) -> str:
     """Why a blocking use keeps the value a Python number, in a few words."""
-    return _CONSEQUENCES.get(use.kind, "it must stay a Python number there")
+    return use.effect or _CONSEQUENCES.get(use.kind, "it must stay a Python number there")
 
 
 def distinct(uses: Iterable[Use]) -> list[Use]:
