@@ -28,7 +28,8 @@ def main():
     x, y = torch.randn(16, 8), torch.randn(16, 1)
     losses, predictions = [], []
     for _ in range(2):
-        loss = F.mse_loss(compiled(x), y)
+        prediction = compiled(x)
+        loss = F.mse_loss(prediction, y)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -72,7 +72,9 @@ class ScheduledDropout(Rule):
     ## What it does
     When a schedule changes a dropout probability between calls of compiled code (early
     dropout: `model.drop.p = schedule[step]`; stochastic depth: `block.drop_path.drop_prob =
-    rate`), keeps the probability out of the guards:
+    rate`), keeps the probability out of torch's guards: a scheduled `nn.Dropout` becomes a
+    `ScheduledDropout` whose p is a tensor, and a drop-path module of the program's own runs
+    eagerly.
 
     * an `nn.Dropout` built in the program becomes `ScheduledDropout`, a subclass the fix
       inserts once in that file: `p` lives in a 0-d float64 buffer that the `p = ...` writes
