@@ -289,7 +289,7 @@ def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def profile_and_apply(model_dir: Path, model_file: str, unsafe: bool) -> str:
     """`recompile-fix profile` the program, then `apply` the model file; return the diff."""
-    profiled = tool("profile", "--backend", "eager", "--", "python", "profile_me.py", cwd=model_dir)
+    profiled = tool("profile", "--backend", "eager", "--", sys.executable, "profile_me.py", cwd=model_dir)
     if profiled.returncode != 0:
         raise RuntimeError(f"profile failed:\n{profiled.stderr[-3000:]}")
     flags = ["--unsafe-fixes"] if unsafe else []

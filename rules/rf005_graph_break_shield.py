@@ -11,6 +11,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import REASON_KINDS, Frame, Location, Profile, Reason
 from recompile_fix.profile.resume import is_resume
@@ -82,6 +83,7 @@ class GraphBreakShield(Rule):
     triggers = ("compile",)
     # The break splits the frame on purpose: the graph break and the resume frame it adds.
     verify_allows = ("graph_breaks", "resume_frames")
+    emits = (TorchApi("torch._dynamo.graph_break", None, "measured: present 2.6.0 to 2.15.0"),)
     examples = (
         Example(
             before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)  # recompiled every time\n"

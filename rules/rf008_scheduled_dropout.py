@@ -12,6 +12,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, Reason
 
@@ -126,6 +127,11 @@ class ScheduledDropout(Rule):
     )
     consumes = ("scalar_value", "module_attribute")
     triggers = ("Dropout", "drop")
+    emits = (
+        TorchApi("torch.tensor", None, "every release"),
+        TorchApi("torch.empty_like", None, "every release"),
+        TorchApi("torch.compiler.disable", None, "torch 2.1 and later (every release in the table)"),
+    )
     # The drop-path fix runs the module eagerly: a graph break at each call, a resume frame after.
     verify_allows = ("graph_breaks", "resume_frames")
     examples = (

@@ -15,6 +15,7 @@ from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Scope, Use, c
 from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
@@ -100,6 +101,11 @@ class ScheduleTensor(Rule):
     )
     consumes = ("scalar_value",)
     triggers = ("[",)
+    emits = (
+        TorchApi("torch.tensor", None, "every release"),
+        TorchApi("torch.take", None, "every release"),
+        TorchApi("torch.as_tensor", None, "every release"),
+    )
     examples = (
         Example(
             before=_BEFORE,

@@ -34,6 +34,8 @@ class Finding:
     # The recompiles this Finding is about (findings.accounting): each {"frame": Frame.label,
     # "sources": guarded expressions (absent: any), "kinds": reason kinds (absent: any)}.
     covers: list[dict[str, Any]] = field(default_factory=list)
+    # The torch the fix is for: the Profile's (set by plan); None in static mode (the installed one).
+    torch_version: str | None = None
 
     @property
     def fixable(self) -> bool:
@@ -57,6 +59,7 @@ class Finding:
             notes=list(data.get("notes", [])),
             confidence=data.get("confidence", "profile"),
             covers=list(data.get("covers", [])),
+            torch_version=data.get("torch_version"),
         )
 
     def describe(self, *, unsafe_fixes: bool = False) -> str:

@@ -16,6 +16,7 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
     findings: list[Finding] = []
     for rule in rules:
         for finding in rule.plan(profile, project):
+            finding.torch_version = finding.torch_version or profile.torch_version
             if not finding.covers:  # the rule did not say which recompiles it is about
                 finding.covers = infer_covers(finding, rule.consumes, profile)
             findings.append(finding)
