@@ -168,7 +168,7 @@ def render_text(
     if accounting is not None and accounting.total:
         lines.append("")
         lines.append(f"Every recompile accounted for: {accounting.summary()}")
-        for line, count in accounting.unexplained():
+        for line, count in accounting.unexplained(frame_label):
             lines.append(f"    {count}x {line}")
     return (
         "\n".join(line if i in aligned else wrap(line, width, indent="      ") for i, line in enumerate(lines)) + "\n"
@@ -181,7 +181,7 @@ def render_json(
     ranks = profile_ranks(profile)
     return {
         "findings": [f.to_json() for f in findings or []],
-        **({"recompiles": accounting.to_json()} if accounting is not None else {}),
+        **({"recompiles": accounting.to_json(frame_label)} if accounting is not None else {}),
         "command": profile.command,
         "torch_version": profile.torch_version,
         "exit_code": profile.exit_code,

@@ -35,6 +35,10 @@ _NONE_TEST = re.compile(r" is (?:not )?None\b")
 _SIZE_KINDS = ("size_mismatch", "size_specialization", "stride_mismatch", "rank_mismatch")
 
 
+def _label(frame: Frame) -> str:
+    return frame.label
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One recompile and where it ends."""
@@ -66,17 +70,18 @@ class Accounting:
             f"{self.count(EXPECTED)} expected"
         )
 
-    def unexplained(self) -> list[tuple[str, int]]:
+    def unexplained(self, label: Callable[[Frame], str] = _label) -> list[tuple[str, int]]:
         """(line, count) for the outcomes no Finding speaks for: the expected ones and the
-        reasons no rule has a fix for, grouped, most frequent first."""
+        reasons no rule has a fix for, grouped, most frequent first. ``label`` names a frame
+        (report's: torch's files by import path)."""
         counts: Counter[str] = Counter()
         for outcome in self.outcomes:
             if outcome.finding is None:
-                label = "expected" if outcome.category == EXPECTED else "no fix"
-                counts[f"[{label}] {outcome.frame.label}: {outcome.why}"] += 1
+                kind = "expected" if outcome.category == EXPECTED else "no fix"
+                counts[f"[{kind}] {label(outcome.frame)}: {outcome.why}"] += 1
         return counts.most_common()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, label: Callable[[Frame], str] = _label) -> dict[str, Any]:
         return {
             "recompiles": self.total,
             "fix": self.count(FIX),
@@ -84,7 +89,7 @@ class Accounting:
             "expected": self.count(EXPECTED),
             "items": [
                 {
-                    "frame": o.frame.label,
+                    "frame": label(o.frame),
                     "compile": o.compile.id,
                     "category": o.category,
                     "why": o.why,
