@@ -6,6 +6,7 @@ import os
 
 import libcst as cst
 
+from recompile_fix.analysis.call_sites import call_at_site
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.edits.edit import Edit
@@ -113,6 +114,8 @@ class MarkDynamic(Rule):
             frame, [r for r in frame.reasons() if r.source == source_expr and r.kind in self.consumes]
         )
         target = _Target.resolve(frame, source_expr, project)
+        if target is not None:
+            target.frame = frame  # its recorded arguments tell its call apart on a line without spans
         small = _small_sizes_seen(frame, source_expr, dims)
         mark = "mark_dynamic"
         if target is not None and target.specialized(dims):
@@ -164,7 +167,7 @@ class MarkDynamic(Rule):
     ) -> None:
         site = finding.location
         source = project.source(site.file)
-        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+        call = call_at_site(source, site, target.frame, project.source) if source else None
         if call is None:
             finding.safety = Safety.NONE
             finding.notes.insert(0, f"no call found at {site.file}:{site.line}")
@@ -260,6 +263,15 @@ class MarkDynamic(Rule):
                     edits.append(Edit(finding.file, end, end, clone, self.id))
                 else:
                     edits.append(Edit(finding.file, at, at, _indented(f"{name} = {name}{clone}", indent), self.id))
+        elif isinstance(arg.value, cst.NamedExpr) and isinstance(arg.value.target, cst.Name):
+            # `f(x := make(), c)`: the statement binds `x` itself (`x = make()`), then passes `x`.
+            name = arg.value.target.value
+            value = source.code(arg.value.value)
+            if clone and not _atomic(arg.value.value):
+                value = f"({value})"
+            edits.append(Edit(finding.file, at, at, _indented(f"{name} = {value}{clone}", indent), self.id))
+            start, end = source.span(arg.value)
+            edits.append(Edit(finding.file, start, end, name, self.id))
         else:
             name = _fresh_name(p["param"], source.names_in_scope(call))
             value = source.code(arg.value)
@@ -275,6 +287,8 @@ class MarkDynamic(Rule):
 
 class _Target:
     """The compiled frame's parameter that a guard's source names, and how calls pass it."""
+
+    frame: Frame | None = None
 
     def __init__(
         self, param: str, index: int | None, keyword_only: bool, body: cst.CSTNode | None, why_not: str | None = None

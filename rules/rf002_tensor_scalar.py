@@ -7,6 +7,7 @@ import os
 
 import libcst as cst
 
+from recompile_fix.analysis.call_sites import call_at_site
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
 from recompile_fix.analysis.source import SourceFile
@@ -169,7 +170,7 @@ class TensorScalar(Rule):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
         findings = []
-        for site, call, compiled in self._calls(sites, project):
+        for site, call, compiled in self._calls(sites, project, frame):
             if call is None:
                 findings.append(finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"]))
                 continue
@@ -217,13 +218,13 @@ class TensorScalar(Rule):
         return findings
 
     @staticmethod
-    def _calls(sites: list[Location], project: Project):
+    def _calls(sites: list[Location], project: Project, frame: Frame):
         """The compiled call sites, then the other calls of the same callee in those files."""
         seen = set()
         callees: dict[str, set[str]] = {}
         for site in sites:
             source = project.source(site.file)
-            call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+            call = call_at_site(source, site, frame, project.source) if source else None
             if call is not None:
                 if id(call) in seen:
                     continue
