@@ -212,6 +212,46 @@ def apply(
 
     Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
     """
+    import contextlib
+    import os
+
+    from recompile_fix.pipeline.lock import project_lock
+
+    write = not (show_diff or check)
+    # One writing run at a time: from reading the Profile to recording what was written in it.
+    with project_lock(os.getcwd()) if write else contextlib.nullcontext():
+        _apply(
+            paths,
+            profile_file,
+            show_diff,
+            check,
+            unsafe_fixes,
+            select,
+            ignore,
+            output_format,
+            config_file,
+            jobs,
+            no_cache,
+            verify_fixes,
+            exit_zero,
+        )
+
+
+def _apply(
+    paths,
+    profile_file,
+    show_diff,
+    check,
+    unsafe_fixes,
+    select,
+    ignore,
+    output_format,
+    config_file,
+    jobs,
+    no_cache,
+    verify_fixes,
+    exit_zero,
+) -> None:
     import os
 
     from recompile_fix.config import check_selectors, load_config, split_ids
@@ -275,7 +315,9 @@ def apply(
             result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES, width=terminal_width()
         )
     if write:
-        write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+        unwritten = write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+        result.errors.extend(why for _, why in unwritten)  # one line each; the others are written
+        result.rewrites = [r for r in result.rewrites if all(r is not u for u, _ in unwritten)]
     click.echo(shown, nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
@@ -284,7 +326,11 @@ def apply(
     unsafe_left = 0 if config.unsafe_fixes else sum(1 for f in result.findings if f.safety is Safety.UNSAFE)
     if write:
         if result.rewrites and loaded is not None:
-            loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
+            try:
+                loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
+            except UserError as exc:
+                result.errors.append(f"{exc}; the files fixed will read as changed since profiling")
+                click.echo(f"recompile-fix: error: {result.errors[-1]}", err=True)
         summary = f"Fixed {fixed} finding(s) in {files} file(s)."
     else:
         summary = f"Would fix {fixed} finding(s) in {files} file(s)."

@@ -8,7 +8,7 @@ import libcst as cst
 from conftest import ROOT
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.scan import StaticScan, discover
+from recompile_fix.pipeline.scan import CACHE_FILE, StaticScan, discover
 from recompile_fix.profile.model import Location
 
 
@@ -72,6 +72,38 @@ def test_prefilter_exclude_and_cache(tmp_path):
     a.write_text("print(1)\nprint(2)\n")  # changed content
     scan, findings = _scan(root)
     assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 2
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_scanned_again(tmp_path):
+    # The cache was keyed by (mtime, size): such an edit reused the old findings, and `apply`
+    # placed them by line numbers that no longer held.
+    root = _tree(tmp_path)
+    a = root / "pkg" / "a.py"
+    a.write_text("print(1)\nx = 22222\n")
+    _scan(root)
+    stamp = a.stat()
+    a.write_text("x = 22222\nprint(1)\n")  # same size, the print moved
+    os.utime(a, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    scan, findings = _scan(root)
+    assert scan.parsed == 1 and [f.location.line for f in findings] == [2]
+
+
+def test_a_damaged_or_unwritable_cache_is_only_slower(tmp_path):
+    root = _tree(tmp_path)
+    _scan(root)
+    cache = root / CACHE_FILE
+    for damaged in ("[1, 2]", '{"key": 1}', "{", '{"files": [], "key": null}'):
+        cache.write_text(damaged)
+        scan, findings = _scan(root)
+        assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 1
+    cache.unlink()
+    cache.parent.chmod(0o500)
+    try:
+        scan, findings = _scan(root)  # cannot write the cache (as root: it can, and that is fine)
+        assert len(findings) == 1
+    finally:
+        cache.parent.chmod(0o700)
+    assert [p.name for p in cache.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_progress_only_when_asked(tmp_path, capsys):

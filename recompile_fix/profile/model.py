@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,11 +222,25 @@ class Profile:
         return data
 
     def dump(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically: a temp file of its own (runs at once never share one), synced, then
+        renamed over ``path``; on any failure (a full disk) the old Profile stays whole and no
+        temp file is left. A failure is one line (UserError)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        text = json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write the Profile: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Profile":
