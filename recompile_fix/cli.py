@@ -133,10 +133,12 @@ def report(profile_file, as_json, html_file) -> None:
     from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
     from recompile_fix.profile.model import Profile
+    from recompile_fix.profile.validate import check_against_sources
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
 
     loaded = Profile.load(profile_file or load_config().profile)
+    check_against_sources(loaded, _read_or_none)
     findings = plan(loaded, Project(".", expected_hashes=loaded.sources), ALL_RULES)
     if as_json:
         click.echo(json.dumps(render_json(loaded, findings), indent=1))
@@ -476,6 +478,13 @@ def lsp(debounce, guide) -> None:
     from recompile_fix.lsp.server import DEFAULT_DEBOUNCE, serve
 
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)
+
+
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
 
 
 # -- verify and apply --verify: the click side -------------------------------------------

@@ -172,7 +172,9 @@ def _failing_replace(monkeypatch, name: str, error: int):
     monkeypatch.setattr(os, "replace", replace)
 
 
-@pytest.mark.parametrize("error, words", [(errno.EPERM, "Operation not permitted"), (errno.ENOSPC, "No space left on device")])
+@pytest.mark.parametrize(
+    "error, words", [(errno.EPERM, "Operation not permitted"), (errno.ENOSPC, "No space left on device")]
+)
 def test_a_failed_write_is_one_line_and_the_other_files_are_written_and_recorded(project, monkeypatch, error, words):
     monkeypatch.chdir(project)
     profile = Profile.load(project / ".recompile-fix" / "profile.json")

@@ -36,6 +36,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.lock import project_lock
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
+from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
 
 __all__ = [
@@ -186,6 +187,7 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
+    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir)))
     project = Project(root_dir, expected_hashes=profile.sources)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
@@ -256,6 +258,13 @@ def _plan_from_profile(
             result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     return planned
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 class _LineReader:

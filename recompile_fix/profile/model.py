@@ -247,11 +247,20 @@ class Profile:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise UserError("not a recompile-fix Profile (no 'schema': 'recompile-fix/profile')")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION or isinstance(version, bool):
+            if isinstance(version, str) and version.strip() == str(SCHEMA_VERSION):
+                raise UserError(
+                    f"Profile schema_version is the string {version!r}; this recompile-fix reads the number "
+                    f"{SCHEMA_VERSION} (the Profile was edited or written by another tool); profile the program again"
+                )
             raise UserError(
-                f"Profile schema version {version} is not supported (this recompile-fix reads "
-                f"version {SCHEMA_VERSION}); profile the program again"
+                f"Profile schema_version {version!r} is not supported (this recompile-fix reads "
+                f"schema_version {SCHEMA_VERSION}); profile the program again"
             )
+        # Types, ranges and inner agreement (a damaged Profile is one line, not a traceback).
+        from recompile_fix.profile.validate import validate_profile_json
+
+        validate_profile_json(data)
         try:
             frames = [_frame_from_json(f) for f in data["frames"]]
             return cls(

@@ -1,0 +1,111 @@
+"""Damaged and hand-edited Profiles: exit 2 and one line, nothing written, never a traceback and
+never other edits (of 144 corrupted Profiles, 38 gave a ~40-line traceback and 17 wrote different
+edits: the wrong call, `mark_dynamic(x, [0, 99])`, fewer fixes). tests/test_fuzz_profiles.py
+mutates real Profiles at random; these are the named cases."""
+
+import json
+
+import pytest
+
+from conftest import HELPERS, MAIN, run_cli
+
+
+def _edit(project, change):
+    path = project / ".recompile-fix" / "profile.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _frame(data, name):
+    return next(f for f in data["frames"] if f["name"] == name)
+
+
+def _set(path_in, value):
+    def change(data):
+        target = data
+        for key in path_in[:-1]:
+            if key in ("fn", "gn"):  # a frame, by name
+                target = next(f for f in target if f["name"] == key)
+            else:
+                target = target[key]
+        target[path_in[-1]] = value
+
+    return change
+
+
+CASES = {
+    "schema version as a string": (
+        _set(["schema_version"], "1"),
+        "Profile schema_version is the string '1'; this recompile-fix reads the number 1",
+    ),
+    "a dimension beyond the rank": (
+        _set(["frames", "fn", "compiles", 1, "reasons", 0, "dim"], 99),
+        "is 99, outside 0..63",
+    ),
+    "a dimension within torch's limit, beyond the recorded rank": (
+        lambda d: _frame(d, "fn")["compiles"][1]["reasons"][0].update(
+            dim=1, text=_frame(d, "fn")["compiles"][1]["reasons"][0]["text"].replace("index 0", "index 1")
+        ),
+        "names dimension 1 of `x`, recorded with 1 dimensions",
+    ),
+    "a typed dimension its text does not say": (
+        lambda d: _frame(d, "gn")["compiles"][1]["reasons"][0].update(dim=1),
+        "says source='y', dim=1, expected=6, actual=7, but its text says source='y', dim=0",
+    ),
+    "a size the compile did not record": (
+        lambda d: _frame(d, "fn")["compiles"][0]["inputs"]["x"].update(shape=[1]),
+        "says `x` had size 3 in dimension 0; the compile recorded [1]",
+    ),
+    "a line given as a string": (
+        _set(["frames", "fn", "compiles", 0, "stack", 0, "line"], "12"),
+        ".line is '12', not an integer",
+    ),
+    "a negative column": (
+        _set(["frames", "fn", "compiles", 0, "stack", 0, "col"], -4),
+        ".col is -4, outside 0..100000",
+    ),
+    "NaN seconds": (
+        _set(["frames", "fn", "compiles", 0, "seconds", "dynamo"], float("nan")),
+        "is nan, not a number of seconds",
+    ),
+    "frames not a list": (_set(["frames"], {"0": 1}), "frames is dict, not a list"),
+    "a hash that is not sha256": (_set(["sources", "main.py"], "abc"), "is 'abc', not a sha256 digest"),
+    "a path that leaves the project": (
+        lambda d: d["sources"].update({"../outside.py": "0" * 64}),
+        "the path '../outside.py' leaves the project",
+    ),
+    "a file without a hash": (
+        _set(["frames", "fn", "file"], "other.py"),
+        "names the file 'other.py', of which it records no hash",
+    ),
+    "a call site past the end of the file": (
+        lambda d: _frame(d, "fn")["compiles"][0]["stack"][0].update(line=400, end_line=400),
+        "names line 400 of main.py, which has 13 lines",
+    ),
+    "a span that is no expression (the wrong call)": (
+        _set(["frames", "fn", "compiles", 0, "stack", 0, "end_col"], 9),
+        "names main.py:12:4, no expression there",
+    ),
+    "a frame at a line where its def is not": (
+        _set(["frames", "fn", "first_line"], 3),
+        "frame `fn` names line 3 of main.py: no such def there",
+    ),
+    "a recompile reason of an unknown kind": (
+        _set(["frames", "fn", "compiles", 1, "reasons", 0, "kind"], "guess"),
+        "is 'guess', not a reason kind",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_damaged_profile_is_one_line_and_exit_2(project, case):
+    change, words = CASES[case]
+    _edit(project, change)
+    for command in (["apply", "."], ["report"]):
+        result = run_cli(*command, cwd=project)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("recompile-fix: error: ") and words in line, line
+        assert "Traceback" not in result.stderr
+    assert (project / "main.py").read_text() == MAIN and (project / "helpers.py").read_text() == HELPERS
