@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from recompile_fix.errors import UserError
+from recompile_fix.errors import Interrupted, UserError
 
 __all__ = ["apply", "lsp", "main", "profile", "report", "rules", "verify"]
 
@@ -33,18 +34,45 @@ class _Group(click.Group):
             _fail(str(exc))
 
     def main(self, *args, **kwargs):
+        # SIGTERM unwinds like Ctrl-C (temp directories removed, locks released), then exits
+        # with 143; while a program runs, profile/run.py passes both on to it instead.
+        previous = _raise_on_sigterm()
         # Usage errors in one line, like every other error (click prints three).
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "recompile-fix"
             _fail(f"{exc.format_message()} (see `{command} --help`)")
-        except click.exceptions.Abort:
+        except Interrupted as exc:
+            _interrupted(exc)
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _interrupted(Interrupted(signal.SIGINT))
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except click.ClickException as exc:
             _fail(exc.format_message())
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         sys.exit(code if isinstance(code, int) else 0)  # ctx.exit(n) comes back as n here
+
+
+def _raise_on_sigterm():
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a test driving main() from a thread)
+        return None
+
+
+def _interrupted(exc: Interrupted) -> None:
+    name = signal.Signals(exc.signum).name
+    what = "aborted: no Profile written" if exc.aborted else "stopped"
+    click.echo(f"recompile-fix: interrupted ({name}); {what}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -95,7 +123,19 @@ def profile(output, backend, trace_dir, command) -> None:
             raise UserError("--from-trace reads a finished run: give no command and no --backend")
         result, exit_code = profile_from_trace(trace_dir), 0
     else:
-        result, exit_code = run_profiled(list(command), backend=backend)
+        try:
+            result, exit_code = run_profiled(list(command), backend=backend)
+        except Interrupted as exc:
+            if exc.partial is None:
+                raise
+            exc.partial.dump(output)  # what the program compiled before it was stopped
+            name = signal.Signals(exc.signum).name
+            click.echo(
+                f"recompile-fix: interrupted ({name}): wrote the partial Profile to {output}: "
+                f"{len(exc.partial.frames)} frames, {exc.partial.total_compiles} compiles",
+                err=True,
+            )
+            sys.exit(exc.exit_code)
     result.dump(output)
     frames = len(result.frames)
     if frames == 0:
