@@ -39,3 +39,7 @@ class Project:
                 self._cache[path] = exc
         value = self._cache[path]
         return None if isinstance(value, Exception) else value
+
+    def parsed(self) -> dict[str, SourceFile]:
+        """The files read so far that parsed (path -> SourceFile)."""
+        return {path: value for path, value in self._cache.items() if isinstance(value, SourceFile)}

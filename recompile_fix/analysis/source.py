@@ -96,12 +96,17 @@ class SourceFile:
 
     # -- metadata ---------------------------------------------------------------------
     @functools.cached_property
+    def _metadata(self):
+        # Both in one walk of the tree: every rule that asks for one asks for the other.
+        return self._wrapper.resolve_many([PositionProvider, ParentNodeProvider])
+
+    @functools.cached_property
     def positions(self):
-        return self._wrapper.resolve(PositionProvider)
+        return self._metadata[PositionProvider]
 
     @functools.cached_property
     def parents(self):
-        return self._wrapper.resolve(ParentNodeProvider)
+        return self._metadata[ParentNodeProvider]
 
     @functools.cached_property
     def line_offsets(self) -> list[int]:

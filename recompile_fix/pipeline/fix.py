@@ -66,6 +66,8 @@ class ApplyResult:
     # path -> content digest of the bytes its Findings were planned from: a file rewritten from
     # other bytes (another run wrote it meanwhile) is left alone.
     planned_from: dict[str, str] = field(default_factory=dict)
+    # path -> the file as planning parsed it: rewriting the same bytes reuses its trees.
+    parsed: dict[str, SourceFile] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[Finding]:
@@ -91,7 +93,11 @@ def run_apply(
     with project_lock(root_dir) if write else contextlib.nullcontext():
         result = find(paths, profile, rules, root=root_dir, config=config, jobs=jobs, use_cache=use_cache)
         rewrites, failed = rewrite_files(
-            root_dir, select_fixes(result.findings, unsafe_fixes=unsafe_fixes), rules, result.planned_from
+            root_dir,
+            select_fixes(result.findings, unsafe_fixes=unsafe_fixes),
+            rules,
+            result.planned_from,
+            result.parsed,
         )
         skipped = [
             (r.path, f"{r.path}:{finding.location.line}: {finding.rule} not applied: {why}")
@@ -257,6 +263,7 @@ def _plan_from_profile(
         elif not any(e.startswith(path + ":") for e in result.errors):
             result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
+    result.parsed = project.parsed()
     return planned
 
 
@@ -301,12 +308,17 @@ def select_fixes(findings: Iterable[Finding], *, unsafe_fixes: bool) -> list[Fin
 
 
 def rewrite_files(
-    root: Path, fixes: list[Finding], rules: tuple[Rule, ...], planned_from: dict[str, str] | None = None
+    root: Path,
+    fixes: list[Finding],
+    rules: tuple[Rule, ...],
+    planned_from: dict[str, str] | None = None,
+    parsed: dict[str, SourceFile] | None = None,
 ) -> tuple[list[FileRewrite], list[tuple[str, str]]]:
     """Each file's fixes as one rewrite of its text on disk under ``root`` (unchanged ones
     included: their ``skipped`` fixes say why), and (path, why) for each file that could not be
     rewritten. ``planned_from``: the content digest each file's Findings were planned from; a
-    file whose bytes are others now is not rewritten (positions would not hold)."""
+    file whose bytes are others now is not rewritten (positions would not hold). ``parsed``: files
+    as planning parsed them, reused when their bytes are still these."""
     by_rule = {rule.id: rule for rule in rules}
     by_file: dict[str, list[Finding]] = {}
     for finding in fixes:
@@ -319,8 +331,10 @@ def rewrite_files(
             if planned_from is not None and planned_from.get(path, content_digest(data)) != content_digest(data):
                 failed.append((path, f"{path}: {_CHANGED_MEANWHILE}"))
                 continue
-            # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
-            source = SourceFile.read(Path(path), data, parse=False)
+            source = (parsed or {}).get(path)
+            if source is None or source.text.encode("utf-8") != data:
+                # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
+                source = SourceFile.read(Path(path), data, parse=False)
             source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
             rewrites.append(rewrite(path, source, file_fixes, by_rule))
         except SourceError as exc:

@@ -28,6 +28,7 @@ from recompile_fix.profile.resume import is_resume
 __all__ = ["check_against_sources", "validate_profile_json"]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_CODE_NAME = re.compile(r"[^\W\d]\w*|<\w+>")  # a def's name, or <module>, <lambda>, <genexpr> ...
 _MAX_LINE = 10_000_000  # no source file has more lines
 _MAX_DIM = 64  # torch's own limit on a tensor's rank
 
@@ -230,6 +231,8 @@ def _check_frame(frame: dict[str, Any], where: str) -> None:
     _str(frame.get("file"), f"{where}.file", empty=False)
     _int(frame.get("first_line"), f"{where}.first_line", 1, _MAX_LINE)
     _str(frame.get("name"), f"{where}.name", empty=False)
+    if not _CODE_NAME.fullmatch(frame["name"]):
+        _fail(f"{where}.name", f"is {frame['name']!r}, not the name of a function")
     compiles = [
         _obj(c, f"{where}.compiles[{i}]") for i, c in enumerate(_list(frame.get("compiles", []), f"{where}.compiles"))
     ]
@@ -286,7 +289,7 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
 
 def _check_reason(reason: dict[str, Any], where: str) -> None:
     kind = reason.get("kind")
-    if kind not in REASON_KINDS:
+    if not isinstance(kind, str) or kind not in REASON_KINDS:
         _fail(f"{where}.kind", f"is {kind!r}, not a reason kind")
     _str(reason.get("text"), f"{where}.text")
     _str(reason.get("entry"), f"{where}.entry", optional=True)
