@@ -138,7 +138,12 @@ async def test_an_unreadable_profile_takes_its_fixes_with_it(project):
     async with session(project) as client:
         uri = open_doc(client, main, main.read_text())
         assert len(rf001(await diagnostics_for(client, uri, 1))) == 1
-        for damaged in (recorded[: len(recorded) // 2], recorded.replace('"dim": 0', '"dim": "0"')):
+        damaged_ones = (
+            recorded[: len(recorded) // 2],  # truncated
+            recorded.replace('"dim": 0', '"dim": "0"'),  # a string for a number
+            recorded.replace('"reasons": []', '"reasons": [1]', 1),  # a number for a reason: a traceback before
+        )
+        for damaged in damaged_ones:
             profile.write_text(damaged)
             await until(client, lambda: rf001(client.diagnostics[uri]) == [])
             actions = await client.text_document_code_action_async(
