@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recompile_fix.errors import UserError
+from recompile_fix.profile.schema import validate_profile_json
 from recompile_fix.suppression import strip_suppressions
 
 __all__ = [
@@ -257,10 +258,7 @@ class Profile:
                 f"Profile schema_version {version!r} is not supported (this recompile-fix reads "
                 f"schema_version {SCHEMA_VERSION}); profile the program again"
             )
-        # Types, ranges and inner agreement (a damaged Profile is one line, not a traceback).
-        from recompile_fix.profile.validate import validate_profile_json
-
-        validate_profile_json(data)
+        validate_profile_json(data, REASON_KINDS)  # a damaged Profile: one line, not a traceback
         try:
             frames = [_frame_from_json(f) for f in data["frames"]]
             return cls(
