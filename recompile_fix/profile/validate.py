@@ -43,7 +43,8 @@ def check_against_sources(profile: Profile, read: Callable[[str], bytes | None])
     def file_of(path: str) -> _File | None:
         if path not in files:
             files[path] = None
-            data = read(path)
+            # Files outside the project (torch's own, by absolute path) are context: not read.
+            data = None if os.path.isabs(path) else read(path)
             if data is not None and same_as_profiled(data, profile.sources.get(path)):
                 files[path] = _File.parse(data)
         return files[path]
