@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
@@ -223,9 +224,12 @@ def _progress(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+@functools.cache
 def _code_digest() -> str:
     """A digest of the tool's own source (engine and rules), so a cached result never outlives
-    the code that computed it: an editable install changes without a version bump."""
+    the code that computed it: an editable install changes without a version bump. Once per
+    process: the code that runs is the code imported (a language server edited under it keeps
+    running the old code, so keeps its old key); it read every file of the tool on every apply."""
     from recompile_fix import rules
 
     digest = hashlib.blake2b(digest_size=8)
