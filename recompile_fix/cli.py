@@ -113,7 +113,7 @@ def profile(output, backend, trace_dir, command) -> None:
     recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
     from recompile_fix.config import load_config
-    from recompile_fix.profile.run import run_profiled
+    from recompile_fix.profile.run import recording_summary, run_profiled
 
     output = output or load_config().profile
     if trace_dir is not None:
@@ -122,6 +122,12 @@ def profile(output, backend, trace_dir, command) -> None:
         if command or backend:
             raise UserError("--from-trace reads a finished run: give no command and no --backend")
         result, exit_code = profile_from_trace(trace_dir), 0
+        if result.frames and result.torch_version is None:
+            click.echo(
+                "recompile-fix: warning: the trace does not say which torch wrote it (torch < 2.10 names it "
+                "nowhere, and its torch is not installed here): fixes that depend on the release are not made",
+                err=True,
+            )
     else:
         try:
             result, exit_code = run_profiled(list(command), backend=backend)
@@ -138,9 +144,11 @@ def profile(output, backend, trace_dir, command) -> None:
             sys.exit(exc.exit_code)
     result.dump(output)
     frames = len(result.frames)
+    recorded = recording_summary(result)
     if frames == 0:
         click.echo(
-            f"recompile-fix: the program compiled nothing under torch.compile; wrote an empty Profile to {output}",
+            f"recompile-fix: the program compiled nothing under torch.compile ({recorded}); "
+            f"wrote an empty Profile to {output}",
             err=True,
         )
     else:
@@ -148,7 +156,7 @@ def profile(output, backend, trace_dir, command) -> None:
         limit_hits = sum(f.limit_hits for f in result.frames)
         click.echo(
             f"recompile-fix: wrote {output}: {frames} frames, {result.total_compiles} compiles, "
-            f"{recompiles} recompiles, {limit_hits} limit hits"
+            f"{recompiles} recompiles, {limit_hits} limit hits ({recorded})"
             + (f" (the program exited with {exit_code})" if exit_code else ""),
             err=True,
         )

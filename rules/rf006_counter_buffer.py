@@ -13,6 +13,7 @@ from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Location, Profile
 
@@ -27,9 +28,12 @@ _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")
 
 
 # torch.compiler.config.dynamic_sources names one source; it arrived in torch 2.7 (pytorch#147979).
-DYNAMIC_SOURCES_SINCE = (2, 7)
-
-
+DYNAMIC_SOURCES = TorchApi(
+    "torch.compiler.config.dynamic_sources", (2, 7), "measured: absent 2.6.0, present 2.8.0; 2.7 from pytorch#147979"
+)
+DYNAMIC_SOURCES_SINCE = DYNAMIC_SOURCES.since
+# Not written: before 2.7 there is no allow_unspec_int_on_nn_module either (pytorch#142829, 2.7;
+# 2.6.0 raises AttributeError on it), and from 2.7 dynamic_sources names the one counter.
 # Uses where even a dynamic int is specialised on every value: the config cannot help there.
 _SPECIALISING = {"range", "convert", "math", "type"}
 
@@ -75,10 +79,10 @@ class CounterBuffer(Rule):
     buffer is non-persistent, so `state_dict()` and old checkpoints are unchanged, and it moves
     with `.to(device)`. Otherwise (a read in a Python branch, a print, a plain reassignment) the
     counter stays an int and `torch.compiler.config.dynamic_sources` names it (torch >= 2.7, known
-    from the Profile; it also works under `dynamic=False`); older torch gets
-    `torch._dynamo.config.allow_unspec_int_on_nn_module = True` for module attributes and no edit
-    for globals. A counter that reaches `range()`, `int()` or `math.*` is specialised on every
-    value even when dynamic: no edit, and the finding says why.
+    from the Profile; it also works under `dynamic=False`); older torch has no such config
+    (`allow_unspec_int_on_nn_module` is 2.7+ too): no edit there. A counter that reaches
+    `range()`, `int()` or `math.*` is specialised on every value even when dynamic: no edit,
+    and the finding says why.
 
     ## Profile evidence
     `self.num_iter == 1` (with torch's hint about `allow_unspec_int_on_nn_module`),
@@ -94,6 +98,7 @@ class CounterBuffer(Rule):
     )
     consumes = ("module_attribute", "global_value", "attribute_presence", "scalar_value")
     triggers = ("compile",)
+    emits = (TorchApi("torch.tensor", None, "every release"), DYNAMIC_SOURCES)
     examples = (
         Example(
             before="class AnnealedKLLoss(nn.Module):\n    num_iter = 0\n\n"
@@ -269,14 +274,12 @@ def _config(counter: Counter, state: CounterState, profile: Profile):
             f'torch.compiler.config.dynamic_sources = "{sources}"',
             f"`dynamic_sources` marks only {sources} dynamic (torch >= 2.7; works under dynamic=False too)",
         )
-    if counter.kind == "attribute":
-        return (
-            "torch._dynamo.config.allow_unspec_int_on_nn_module = True",
-            f"torch {profile.torch_version} has no `dynamic_sources` (2.7+): "
-            "`allow_unspec_int_on_nn_module` makes every nn.Module int attribute dynamic after one "
-            "recompile, and does nothing under dynamic=False",
-        )
-    return f"torch {profile.torch_version} has no config that makes one global int dynamic (`dynamic_sources` is 2.7+)"
+    # allow_unspec_int_on_nn_module arrived with dynamic_sources (2.7): 2.6 raises on it.
+    what = "nn.Module int attribute" if counter.kind == "attribute" else "global int"
+    return (
+        f"torch {profile.torch_version} has no config that makes one {what} dynamic "
+        "(`dynamic_sources` and `allow_unspec_int_on_nn_module` arrived in 2.7)"
+    )
 
 
 def _merge_configs(findings: list[Finding]) -> Finding:

@@ -62,6 +62,7 @@ def verified_examples(tmp_path_factory):
     return work, before, result
 
 
+@pytest.mark.torch_lane
 def test_verify_examples_table(verified_examples):
     work, before, result = verified_examples
     assert result.returncode == 0, result.stdout + result.stderr
@@ -152,6 +153,7 @@ def _stage(planted: Path, tmp: Path) -> Path:
     return work
 
 
+@pytest.mark.torch_lane
 def test_verify_flags_the_wrong_fix(planted, tmp_path):
     work = _stage(planted, tmp_path)
     before = (work / "planted.py").read_bytes()
@@ -235,6 +237,7 @@ def test_verify_flags_a_tensor_wrapped_value_that_reaches_a_branch(planted, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.torch_lane
 def test_fail_on_recompile_after_warm_up(tmp_path):
     shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
     run = run_command(

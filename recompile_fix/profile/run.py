@@ -29,7 +29,7 @@ from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
-__all__ = ["check_torch", "resolve_command", "run_profiled"]
+__all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_command", "run_profiled"]
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
@@ -137,12 +137,78 @@ def run_profiled(
         code, stopped_by = _run_child(argv, env=env, cwd=cwd, output=output)
         exit_code = code if code >= 0 else 128 - code
         records = _read_parts(parts)
+    for line in recorder_warnings(records):
+        print(f"recompile-fix: {line}", file=sys.stderr)
     profile = build_profile(records, command=list(command), root=root)
     profile.exit_code = exit_code
     profile.backend = backend
     if stopped_by is not None:
         raise Interrupted(stopped_by, partial=profile)
     return profile, exit_code
+
+
+def recorder_warnings(records: list[dict]) -> list[str]:
+    """What the recorder had to repair in each process (notes), and where it recorded fewer
+    compiles than torch handed out compile ids for (a warning: that Profile is incomplete)."""
+    lines = []
+    for record in records:
+        status = record.get("recorder") or {}
+        pid = record.get("pid")
+        for event in status.get("events", []):
+            lines.append(f"note: pid {pid}: {event}")
+        features = status.get("features") or {}
+        for feature, loss in _FEATURE_LOSS.items():
+            if features.get(feature) is False:
+                lines.append(f"note: pid {pid}: torch {status.get('torch_version')} has no {feature}: {loss}")
+        if record.get("exit", {}).get("status") == _NO_ATEXIT:
+            lines.append(
+                f"warning: pid {pid} ended without running atexit (os._exit or a signal): its "
+                f"{len(record.get('compiles', []))} compiles were read from what the recorder wrote as it went"
+            )
+        if status.get("complete") is False:
+            lines.append(
+                f"warning: pid {pid}: torch {status.get('torch_version')} handed out "
+                f"{status.get('torch_compile_ids')} compile ids, the recorder saw {status.get('recorded_compile_ids')}: "
+                "this Profile is missing compiles. Run the program with TORCH_TRACE=DIR and use "
+                "`recompile-fix profile --from-trace DIR` for a complete one"
+            )
+    return lines
+
+
+_NO_ATEXIT = "ended without atexit"
+# What the Profile lacks when this torch lacks an internal the recorder reads.
+_FEATURE_LOSS = {
+    "compile_start_callback": "call sites and arguments are read when each compile ends",
+    "guard_failures": "each recompile keeps only the reason its metrics record names",
+    "frame_compile_counter": "the compiles recorded cannot be checked against torch's count",
+    "compile_context": "graph breaks cannot be attached to their compiles",
+}
+_PATH_NAMES = {
+    "in-process": "recorded in-process",
+    "in-process (journal)": "recorded in-process (read back from the journal: no atexit)",
+    "torch_trace": "read from TORCH_TRACE",
+}
+_SOURCE_NAMES = {
+    "deque": "metrics deque",
+    "metrics_context": "MetricsContext exit",
+    "deque-scan": "deque scan",
+    "exit-scan": "exit scan",
+}
+
+
+def recording_summary(profile: Profile) -> str:
+    """Which torch ran and how its compiles were recorded, for `profile`'s closing line:
+    ``torch 2.14.1, recorded in-process (metrics deque 33)``, ``torch 2.8.0, read from TORCH_TRACE``."""
+    statuses = [p.get("recorder") or {} for p in profile.processes]
+    paths = sorted({_PATH_NAMES.get(s.get("path") or "in-process", str(s.get("path"))) for s in statuses})
+    sources: dict[str, int] = {}
+    for status in statuses:
+        for source, count in (status.get("sources") or {}).items():
+            sources[source] = sources.get(source, 0) + int(count)
+    text = f"torch {profile.torch_version or 'unknown'}, {' + '.join(paths or [_PATH_NAMES['in-process']])}"
+    if sources:
+        text += " (" + ", ".join(f"{_SOURCE_NAMES.get(k, k)} {v}" for k, v in sorted(sources.items())) + ")"
+    return text
 
 
 # -- signals -----------------------------------------------------------------------------------
@@ -233,11 +299,48 @@ def _hand_terminal(fd: int, pgid: int) -> None:
 
 
 def _read_parts(parts: Path) -> list[dict]:
+    """One raw record per process: its ``part-<pid>.json`` (written at exit), else what its
+    ``part-<pid>.jsonl`` holds (written as it went; the process never reached atexit)."""
     records = []
-    if parts.is_dir():
-        for path in sorted(parts.glob("part-*.json")):
-            try:
-                records.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
-                continue  # a process killed mid-write leaves nothing usable
+    if not parts.is_dir():
+        return records
+    finished = set()
+    for path in sorted(parts.glob("part-*.json")):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+            finished.add(path.stem)
+        except (OSError, json.JSONDecodeError):
+            continue  # a process killed mid-write: its .jsonl (if any) is read below
+    for path in sorted(parts.glob("part-*.jsonl")):
+        if path.stem not in finished:
+            record = _read_journal(path)
+            if record is not None:
+                records.append(record)
     return records
+
+
+def _read_journal(path: Path) -> dict | None:
+    record: dict | None = None
+    compiles, graph_breaks = [], []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the last line of a process killed mid-write
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("process"), dict):
+            record = dict(entry["process"])
+        elif isinstance(entry.get("compile"), dict):
+            compiles.append(entry["compile"])
+        elif isinstance(entry.get("graph_break"), dict):
+            graph_breaks.append(entry["graph_break"])
+    if record is None:
+        return None
+    record.update(compiles=compiles, graph_breaks=graph_breaks, exit={"status": _NO_ATEXIT})
+    record["recorder"] = {"torch_version": record.get("torch_version"), "path": "in-process (journal)"}
+    return record
