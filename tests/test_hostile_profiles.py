@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from conftest import HELPERS, MAIN, run_cli
+from conftest import HELPERS, MAIN, ROOT, run_cli
+from recompile_fix.errors import UserError
+from recompile_fix.profile.model import Profile
+from recompile_fix.profile.validate import check_agreement
 
 
 def _edit(project, change):
@@ -91,6 +94,9 @@ CASES = {
         _set(["frames", "fn", "first_line"], 3),
         "frame `fn` names line 3 of main.py: no such def there",
     ),
+    # Found by the longer round of tests/test_fuzz_profiles.py: which mark RF001 writes depends
+    # on the torch version (findings/releases.py), so an empty one wrote another edit.
+    "an empty torch version": (_set(["torch_version"], ""), "torch_version is '', not a torch version"),
     "a recompile reason of an unknown kind": (
         _set(["frames", "fn", "compiles", 1, "reasons", 0, "kind"], "guess"),
         "is 'guess', not a reason kind",
@@ -109,3 +115,14 @@ def test_a_damaged_profile_is_one_line_and_exit_2(project, case):
         assert line.startswith("recompile-fix: error: ") and words in line, line
         assert "Traceback" not in result.stderr
     assert (project / "main.py").read_text() == MAIN and (project / "helpers.py").read_text() == HELPERS
+
+
+def test_a_first_use_its_text_does_not_say_is_damaged():
+    """Found by the longer round of tests/test_fuzz_profiles.py: a guard's first use moved to
+    another line of the function (RF005 then placed its graph break after the wrong line)."""
+    data = json.loads((ROOT / "golden" / "RF005" / "module_attribute_tail" / "profile.json").read_text())
+    check_agreement(Profile.from_json(data))  # as recorded: agrees with itself
+    reason = data["frames"][0]["compiles"][1]["reasons"][0]
+    reason["first_use"]["line"] -= 1
+    with pytest.raises(UserError, match=r"first used at line 14 in `forward`; its text says line 15 in `forward`"):
+        check_agreement(Profile.from_json(data))

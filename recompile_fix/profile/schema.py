@@ -54,6 +54,9 @@ def _int(value: Any, where: str, low: int = 0, high: int = 2**62, optional: bool
         _fail(where, f"is {value}, outside {low}..{high}")
 
 
+_TORCH_VERSION = re.compile(r"\d+\.\d+")  # 2.13.0+cpu, 2.8.0a0+git1234567, 2.14.1
+
+
 def _str(value: Any, where: str, optional: bool = False, empty: bool = True) -> None:
     if value is None and optional:
         return
@@ -110,6 +113,9 @@ def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
     for i, arg in enumerate(command):
         _str(arg, f"command[{i}]")
     _str(top.get("torch_version"), "torch_version", optional=True)
+    if top.get("torch_version") is not None and not _TORCH_VERSION.match(top["torch_version"]):
+        # Which fix a rule writes depends on it (findings/releases.py): a damaged one is no guess.
+        _fail("torch_version", f"is {top['torch_version']!r}, not a torch version")
     _str(top.get("python_version", ""), "python_version")
     _str(top.get("tool_version"), "tool_version", optional=True)
     _str(top.get("backend"), "backend", optional=True)

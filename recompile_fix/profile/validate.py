@@ -139,10 +139,21 @@ _TYPED_FROM_TEXT = ("size_mismatch", "stride_mismatch", "size_specialization", "
 
 
 def _check_text(reason: Reason, where: str) -> None:
-    """The typed fields are what the text says (when this version reads the text the same way)."""
-    if reason.kind not in _TYPED_FROM_TEXT or not reason.text:
+    """The typed fields, and the line that first used the guarded value, are what the text
+    says (when this version reads the text the same way)."""
+    if not reason.text:
         return
-    parsed = [r for r in parse_reasons(reason.text) if r.kind == reason.kind]
+    parsed = parse_reasons(reason.text)
+    text_use = next((r.first_use for r in parsed if r.first_use is not None), None)
+    use = reason.first_use
+    if use is not None and text_use is not None and (use.line, use.function) != (text_use.line, text_use.function):
+        raise _damaged(
+            f"{where} says `{reason.source}` was first used at line {use.line} in `{use.function}`; "
+            f"its text says line {text_use.line} in `{text_use.function}`"
+        )
+    if reason.kind not in _TYPED_FROM_TEXT:
+        return
+    parsed = [r for r in parsed if r.kind == reason.kind]
     if parsed and not any(_typed(r) == _typed(reason) for r in parsed):
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(reason)))
         said = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(parsed[0])))
