@@ -4,6 +4,7 @@ edits: the wrong call, `mark_dynamic(x, [0, 99])`, fewer fixes). tests/test_fuzz
 mutates real Profiles at random; these are the named cases."""
 
 import json
+import re
 
 import pytest
 
@@ -125,4 +126,39 @@ def test_a_first_use_its_text_does_not_say_is_damaged():
     reason = data["frames"][0]["compiles"][1]["reasons"][0]
     reason["first_use"]["line"] -= 1
     with pytest.raises(UserError, match=r"first used at line 14 in `forward`; its text says line 15 in `forward`"):
+        check_agreement(Profile.from_json(data))
+
+
+def _golden_profile(case: str) -> dict:
+    return json.loads((ROOT / "golden" / case / "profile.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "case, damage, words",
+    [
+        # A global guard whose value is gone: RF006 raised AttributeError on it.
+        (
+            "RF006/global_step_counter",
+            lambda d: d["frames"][0]["compiles"][2]["reasons"][0].update(source=None),
+            "names no value, but its text says `G['STEP']`",
+        ),
+        (
+            "RF006/global_step_counter",
+            lambda d: d["frames"][0]["compiles"][2]["reasons"][0].update(source="other"),
+            "says `other`, but its text says `G['STEP']`",
+        ),
+        # A tensor recorded as another type: RF001 marked one dimension of two.
+        (
+            "RF001/several_dims",
+            lambda d: d["frames"][0]["compiles"][0]["inputs"]["m"].update(type="x"),
+            "inputs['m'] has a shape but type 'x'",
+        ),
+    ],
+)
+def test_more_damage_the_longer_fuzz_round_found(case, damage, words):
+    """Found by a longer round of tests/test_fuzz_profiles.py (a crash, and another edit)."""
+    data = _golden_profile(case)
+    check_agreement(Profile.from_json(data))
+    damage(data)
+    with pytest.raises(UserError, match=re.escape(words)):
         check_agreement(Profile.from_json(data))

@@ -123,8 +123,14 @@ def check_agreement(profile: Profile) -> None:
     """Raise UserError where the Profile disagrees with itself."""
     for f, frame in enumerate(profile.frames):
         ranks: dict[str, int] = {}
-        for compile_ in frame.compiles:
+        for i, compile_ in enumerate(frame.compiles):
             for name, entry in compile_.inputs.items():
+                # The recorder writes a shape for a tensor only: another type with one is a
+                # damaged record, whose shape the rules would drop (and mark other dimensions).
+                if "shape" in entry and entry.get("type") != "Tensor":
+                    raise _damaged(
+                        f"frames[{f}].compiles[{i}].inputs[{name!r}] has a shape but type {entry.get('type')!r}"
+                    )
                 if entry.get("type") == "Tensor" and "shape" in entry:
                     ranks[name] = max(ranks.get(name, 0), len(entry["shape"]))
         by_id = {c.id: c for c in reversed(frame.compiles)}
@@ -151,9 +157,14 @@ def _check_text(reason: Reason, where: str) -> None:
             f"{where} says `{reason.source}` was first used at line {use.line} in `{use.function}`; "
             f"its text says line {text_use.line} in `{text_use.function}`"
         )
-    if reason.kind not in _TYPED_FROM_TEXT:
-        return
     parsed = [r for r in parsed if r.kind == reason.kind]
+    if reason.kind not in _TYPED_FROM_TEXT:
+        # Of any other kind, the guarded value is the one its text names (a rule reads it).
+        if parsed and reason.source is not None and not any(r.source == reason.source for r in parsed):
+            raise _damaged(f"{where} says `{reason.source}`, but its text says `{parsed[0].source}`")
+        if parsed and reason.source is None and any(r.source is not None for r in parsed):
+            raise _damaged(f"{where} names no value, but its text says `{parsed[0].source}`")
+        return
     if parsed and not any(_typed(r) == _typed(reason) for r in parsed):
         shown = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(reason)))
         said = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(parsed[0])))
