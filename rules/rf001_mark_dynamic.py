@@ -9,7 +9,7 @@ from typing import Any
 
 import libcst as cst
 
-from recompile_fix.analysis.call_sites import call_at_site
+from recompile_fix.analysis.call_match import call_at_site
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence

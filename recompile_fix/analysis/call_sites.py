@@ -1,140 +1,129 @@
-"""Which call expression a Profile's call site names.
-
-CPython reports the column span of the calling expression, and ``SourceFile.call_at`` finds the
-call with exactly that span. A Profile without spans (recorded with ``PYTHONNODEBUGRANGES=1``,
-``-X no_debug_ranges``, or a trace that lacks them) names only the line, and a line often holds
-several calls: ``print("sum", f(x, 0.5).sum().item())``. Then the call is the one whose
-arguments can be what the compiled frame received there (the recorded tensors and Python
-numbers, the parameters it has); when no call, or more than one, can be, there is none.
-"""
+"""Where a compiled function is called, and how a call passes one of its parameters: the call
+sites of a frame's compiles (the user line that called into compiled code, the function a resume
+frame was cut from), the other calls of the same callee in those files, and the argument that
+binds a parameter (by position or keyword). For the rules that edit arguments at the call
+(RF002, RF009)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import os
+from collections.abc import Iterator
 
 import libcst as cst
 
-from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.profile.model import Frame, Location
+from recompile_fix.analysis.call_match import call_at_site
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.profile.model import Compile, Frame, Location
+from recompile_fix.profile.resume import resumed_function
 
-__all__ = ["call_at_site", "could_receive"]
-
-
-def call_at_site(
-    source: SourceFile, site: Location, frame: Frame | None, read: Callable[[str], Any]
-) -> cst.Call | None:
-    """The call expression at ``site`` that called into ``frame`` (``read``: path -> SourceFile
-    or None, for the frame's own source)."""
-    accept = None
-    if frame is not None:
-        func = None
-        frame_source = read(frame.file)
-        if frame_source is not None:
-            func = frame_source.function_def(frame.first_line, frame.name)
-        accept = _Signature(frame, func, frame_source, site).accepts
-    return source.call_at(site.line, site.col, site.end_line, site.end_col, accept=accept)
+__all__ = ["Parameter", "call_sites", "calls", "compiled_function", "is_number", "is_tensor_call"]
 
 
-def could_receive(call: cst.Call, frame: Frame, func: cst.FunctionDef | None, func_source: SourceFile | None) -> bool:
-    """Could ``call`` have passed the arguments ``frame`` recorded (at any of its compiles)?"""
-    return _Signature(frame, func, func_source, None).accepts(call)
+class Parameter:
+    """Where calls pass a parameter of the compiled function: by position or keyword."""
 
+    def __init__(self, name: str, index: int | None):
+        self.name, self.index = name, index
 
-_NOT_A_LITERAL = object()
+    @classmethod
+    def of(cls, source: SourceFile, func: cst.FunctionDef, name: str) -> "Parameter | None":
+        params = func.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if source.enclosing_class(func) is not None and not any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators
+        ):
+            positional = positional[1:]  # `self` is bound by the call
+        if name in positional:
+            return cls(name, positional.index(name))
+        if name in [p.name.value for p in params.kwonly_params]:
+            return cls(name, None)
+        return None
 
-
-class _Signature:
-    """The compiled function's parameters and what it received at one call site."""
-
-    def __init__(
-        self, frame: Frame, func: cst.FunctionDef | None, func_source: SourceFile | None, site: Location | None
-    ):
-        self.func = func
-        self.recorded: dict[str, list[dict[str, Any]]] = {}
-        for compile_ in frame.compiles:
-            here = compile_.call_site
-            if site is not None and (here is None or (here.file, here.line) != (site.file, site.line)):
-                continue
-            for name, entry in compile_.inputs.items():
-                if isinstance(entry, dict):
-                    self.recorded.setdefault(name, []).append(entry)
-        self.positional: list[str] = []
-        self.keyword_only: list[str] = []
-        self.required: set[str] = set()
-        self.star_args = self.star_kwargs = True  # unknown signature: anything goes
-        if func is not None:
-            params = func.params
-            positional = [*params.posonly_params, *params.params]
-            if func_source is not None and func_source.enclosing_class(func) is not None and not _is_static(func):
-                positional = positional[1:]  # `self` (or `cls`) is bound by the call
-            self.positional = [p.name.value for p in positional]
-            self.keyword_only = [p.name.value for p in params.kwonly_params]
-            self.required = {p.name.value for p in (*positional, *params.kwonly_params) if p.default is None}
-            self.star_args = isinstance(params.star_arg, cst.Param)
-            self.star_kwargs = params.star_kwarg is not None
-
-    def accepts(self, call: cst.Call) -> bool:
-        starred = any(a.star for a in call.args)
-        passed: dict[str, cst.BaseExpression] = {}
-        index = 0
+    def argument_of(self, call: cst.Call) -> tuple[cst.Arg | None, str | None]:
         for arg in call.args:
-            if arg.star:
+            if arg.keyword is not None and arg.keyword.value == self.name:
+                return arg, None
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args):
+            return None, "the call passes *args or **kwargs"
+        if self.index is not None and self.index < len(positional):
+            return positional[self.index], None
+        return None, f"the call does not pass `{self.name}` (its default is used)"
+
+
+def calls(
+    sites: list[Location], project: Project, frame: Frame | None = None
+) -> Iterator[tuple[Location, cst.Call | None, bool]]:
+    """The compiled call sites, then the other calls of the same callee in those files. With the
+    compiled ``frame``, a site without column spans names the call that can take its arguments."""
+    seen = set()
+    callees: dict[str, set[str]] = {}
+    for site in sites:
+        source = project.source(site.file)
+        call = call_at_site(source, site, frame, project.source) if source else None
+        if source is not None and call is not None:
+            if id(call) in seen:
                 continue
-            if arg.keyword is not None:
-                name = arg.keyword.value
-                if self.func is not None and name not in self.positional + self.keyword_only and not self.star_kwargs:
-                    return False
-                passed[name] = arg.value
-                continue
-            if index < len(self.positional):
-                passed[self.positional[index]] = arg.value
-            elif self.func is not None and not self.star_args:
-                return False  # more positional arguments than the function takes
-            else:
-                passed[f"args[{index - len(self.positional)}]"] = arg.value
-            index += 1
-        if self.func is None:
-            for i, arg in enumerate(a for a in call.args if not a.star and a.keyword is None):
-                passed.setdefault(f"args[{i}]", arg.value)
-        elif not starred and not self.required <= set(passed):
-            return False  # a parameter without a default is not passed
-        return all(self._could_be(name, value) for name, value in passed.items())
-
-    def _could_be(self, name: str, value: cst.BaseExpression) -> bool:
-        entries = self.recorded.get(name)
-        if not entries:
-            return True
-        literal = _literal(value)
-        if literal is _NOT_A_LITERAL:
-            return True  # a name or a computed value: it can be anything
-        for entry in entries:
-            kind = entry.get("type")
-            if kind == "Tensor":
-                continue  # a literal is never a tensor
-            if kind in ("int", "float", "bool") and isinstance(literal, (int, float)) and not isinstance(literal, str):
-                if literal == entry.get("value"):
-                    return True
-        return False
+            seen.add(id(call))
+            callees.setdefault(site.file, set()).add(source.code(call.func))
+        yield site, call, True
+    for file, names in callees.items():
+        other = project.source(file)
+        if other is None:
+            continue
+        for call in other.nodes(cst.Call):
+            if id(call) not in seen and other.code(call.func) in names:
+                seen.add(id(call))
+                pos = other.positions[call]
+                yield Location(file=file, line=pos.start.line, col=pos.start.column), call, False
 
 
-def _literal(node: cst.BaseExpression) -> Any:
-    """The value of a literal argument (numbers, strings, True/False/None, containers as a
-    marker), else _NOT_A_LITERAL."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = _literal(node.expression)
-        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else _NOT_A_LITERAL
+def call_sites(frame: Frame, function_name: str) -> list[Location]:
+    """Per compile, the user line that called the compiled function (for the code after a graph
+    break: the line that called the function the break is in); lines in files outside the
+    project (a library's own call) are not the user's to edit."""
+    sites, seen = [], set()
+    for compile_ in frame.compiles:
+        site = _site(compile_, function_name)
+        if site is not None and not os.path.isabs(site.file) and (site.file, site.line, site.col) not in seen:
+            seen.add((site.file, site.line, site.col))
+            sites.append(site)
+    return sites
+
+
+def _site(compile_: Compile, function_name: str) -> Location | None:
+    for location in reversed(compile_.stack):
+        if function_name in (location.function, resumed_function(location.function)):
+            continue
+        return location
+    return None
+
+
+def compiled_function(source: SourceFile, frame: Frame, function_name: str) -> cst.FunctionDef | None:
+    if function_name == frame.name:
+        return source.function_def(frame.first_line, frame.name)
+    for node in source.nodes(cst.FunctionDef):  # the function a resume frame was cut from
+        pos = source.positions[node]
+        if node.name.value == function_name and pos.start.line <= frame.first_line <= pos.end.line:
+            return node
+    return None
+
+
+def is_number(node: cst.BaseExpression) -> bool:
+    """A literal number, or arithmetic with one (``2.5``, ``0.5 + i``, ``-1``)."""
     if isinstance(node, (cst.Integer, cst.Float)):
-        return node.evaluated_value
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
-        return "<str>"
-    if isinstance(node, (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.Lambda)):
-        return "<container>"
-    for constant in ("True", "False", "None"):
-        if is_name(node, constant):
-            return {"True": True, "False": False, "None": None}[constant]
-    return _NOT_A_LITERAL
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return is_number(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return is_number(node.left) or is_number(node.right)
+    return False
 
 
-def _is_static(func: cst.FunctionDef) -> bool:
-    return any(is_name(d.decorator, "staticmethod") for d in func.decorators)
+def is_tensor_call(node: cst.BaseExpression, source: SourceFile | None) -> bool:
+    return (
+        source is not None
+        and isinstance(node, cst.Call)
+        and source.qualified_name(node.func) in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
+    )
