@@ -187,6 +187,7 @@ def test_a_profile_of_nothing_goes_where_nothing_was(tmp_path):
     assert save_profile(empty, tmp_path / "q.json") == tmp_path / "q.json"
     good = Profile(command=["python", "x.py"], torch_version="2.13.0", python_version="3.11")
     good.frames.append(Frame(file="x.py", first_line=1, name="fn"))
+    good.sources["x.py"] = "0" * 64
     assert save_profile(good, tmp_path / "p.json") == tmp_path / "p.json"
     assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.failed.json"
     empty.exit_code = 0
