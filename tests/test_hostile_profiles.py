@@ -98,6 +98,12 @@ CASES = {
     # Found by the longer round of tests/test_fuzz_profiles.py: which mark RF001 writes depends
     # on the torch version (findings/releases.py), so an empty one wrote another edit.
     "an empty torch version": (_set(["torch_version"], ""), "torch_version is '', not a torch version"),
+    # Found by tests/test_fuzz_profiles.py in the quick lane: the compile ids order a frame's
+    # compiles and link a guard to the entry it failed on, so `x` wrote fewer marks.
+    "a compile id torch never gives": (
+        _set(["frames", "fn", "compiles", 0, "id"], "x"),
+        "is 'x', not a torch compile id (such as 0/1)",
+    ),
     "a recompile reason of an unknown kind": (
         _set(["frames", "fn", "compiles", 1, "reasons", 0, "kind"], "guess"),
         "is 'guess', not a reason kind",

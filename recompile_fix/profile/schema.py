@@ -21,6 +21,9 @@ __all__ = ["validate_profile_json"]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CODE_NAME = re.compile(r"[^\W\d]\w*|<\w+>")  # a def's name, or <module>, <lambda>, <genexpr> ...
+# torch's CompileId as str() spells it (frame/compile, `_attempt`, `!autograd/...`), a later
+# generation's prefixed by us (`g1:0/0`): another id cannot come from torch.
+_COMPILE_ID = re.compile(r"(?:g\d+:)?(?:!\d+(?:/\d+/\d+)?|\d+/\d+)(?:_\d+)?")
 _MAX_LINE = 10_000_000  # no source file has more lines
 MAX_DIM = 64  # torch's own limit on a tensor's rank
 
@@ -148,6 +151,8 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
     for i, compile_ in enumerate(compiles):
         here = f"{where}.compiles[{i}]"
         _str(compile_.get("id"), f"{here}.id", empty=False)
+        if not _COMPILE_ID.fullmatch(compile_["id"]):
+            _fail(f"{here}.id", f"is {compile_['id']!r}, not a torch compile id (such as 0/1)")
         for j, location in enumerate(_list(compile_.get("stack", []), f"{here}.stack")):
             _location(location, f"{here}.stack[{j}]")
         for key, seconds in _obj(compile_.get("seconds", {}), f"{here}.seconds").items():
