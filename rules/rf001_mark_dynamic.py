@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 
 from recompile_fix.analysis.call_match import call_at_site
+from recompile_fix.analysis.call_site_code import (
+    argument_for_base,
+    binding_right_before,
+    call_runs_before_argument,
+    calls_nothing,
+    find_compile_call,
+    fresh_name,
+    is_atomic_expression,
+    is_plain_dotted,
+    marks_before,
+    name_used_elsewhere,
+    node_at_span,
+    root_name,
+)
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
 from recompile_fix.analysis.size_uses import SizeUses, unseen_call
-from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
@@ -202,7 +215,7 @@ class MarkDynamic(Rule):
         p = finding.params
         if "compile_call" in p:
             return _fix_compile_call(finding, source)
-        call = _node_at(source, cst.Call, p["call"])
+        call = node_at_span(source, cst.Call, p["call"])
         statement, _ = source.statement_of(call)
         indent = source.statement_indent(statement)
         at = source.offset(source.positions[statement].start.line, 0)
@@ -218,14 +231,14 @@ class MarkDynamic(Rule):
             if base.expr is not None:
                 bases[base] = base.expr
                 return base.expr
-            arg = _argument(call, base)
+            arg = argument_for_base(call, base)
             value = arg.value
             if isinstance(value, cst.Name):
                 name = value.value
                 if clone:
                     # Where the statement before binds the name (`idx_cond = idx[:, -n:]`), copy
                     # there; else in a statement of its own.
-                    binding = _binding_before(source, statement, name)
+                    binding = binding_right_before(source, statement, name)
                     if binding is not None:
                         end = source.span(binding)[1]
                         edits.append(Edit(finding.file, end, end, clone, self.id))
@@ -235,18 +248,18 @@ class MarkDynamic(Rule):
                 # `f(x := make(), c)`: the statement binds `x` itself (`x = make()`), then passes `x`.
                 name = value.target.value
                 text = source.code(value.value)
-                if clone and not _atomic(value.value):
+                if clone and not is_atomic_expression(value.value):
                     text = f"({text})"
                 edits.append(Edit(finding.file, at, at, _indented(f"{name} = {text}{clone}", indent), self.id))
                 start, end = source.span(value)
                 edits.append(Edit(finding.file, start, end, name, self.id))
-            elif _dotted(value) and not clone:
+            elif is_plain_dotted(value) and not clone:
                 name = source.code(value)
             else:
-                name = _fresh_name(label, names)
+                name = fresh_name(label, names)
                 names.add(name)
                 text = source.code(value)
-                if clone and not _atomic(value):
+                if clone and not is_atomic_expression(value):
                     text = f"({text})"
                 edits.append(Edit(finding.file, at, at, _indented(f"{name} = {text}{clone}", indent), self.id))
                 start, end = source.span(value)
@@ -264,7 +277,7 @@ class MarkDynamic(Rule):
             statements.append(line)
         for loop in p.get("loops", []):
             container = base_text(Base.from_json(loop["base"]), loop["label"]) + _steps_code(loop["container"])
-            var = _fresh_name(_singular(loop["container"]), names)
+            var = fresh_name(_singular(loop["container"]), names)
             names.add(var)
             lines = [f"{mark}({var}{_steps_code(leaf['steps'])}, {_dims(leaf['dims'])})" for leaf in loop["leaves"]]
             if loop.get("optional") and loop.get("together"):
@@ -290,7 +303,7 @@ class MarkDynamic(Rule):
         if "compile_call" in p or p.get("loops") or not p.get("marks"):
             return super().already_present(finding, source)
         try:
-            call = _node_at(source, cst.Call, p["call"])
+            call = node_at_span(source, cst.Call, p["call"])
         except StopIteration:
             return None
         statement, _ = source.statement_of(call)
@@ -302,7 +315,7 @@ class MarkDynamic(Rule):
             if expr is None:
                 remaining.append(entry)  # the fix binds it to a new name: nothing of it is there yet
                 continue
-            marked, copied = _marks_before(source, statement, expr)
+            marked, copied = marks_before(source, statement, expr)
             if entry.get("contiguous") and copied is None:
                 remaining.append(entry)  # the copy goes first, and the marks must be on it: all of it
                 continue
@@ -443,7 +456,7 @@ class _SitePlan:
         hard = func is not None and not self.library and not partial and plain and not compared and unseen is None
         small = any(self.ev.small(src, [d]) for src, d in kept)
         mark = "mark_dynamic" if hard else "maybe_mark_dynamic"
-        if hard and small and MARK_UNBACKED.runs_on(self.release) and _calls_nothing(func):
+        if hard and small and MARK_UNBACKED.runs_on(self.release) and calls_nothing(func):
             # An unbacked size breaks the graph wherever torch needs a concrete one (SDPA picks
             # its kernel by size, for one): only code that calls nothing is sure not to.
             mark = "decorators.mark_unbacked"
@@ -710,9 +723,9 @@ class _SitePlan:
         }
         finding.message = _message(entries, loop_entries, self.frame, self.here, len(self.frame.compiles))
         for entry in entries:
-            arg = _argument(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
+            arg = argument_for_base(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
             value = arg.value if arg is not None else None
-            if entry["contiguous"] and isinstance(value, cst.Name) and _used_elsewhere(source, call, value.value):
+            if entry["contiguous"] and isinstance(value, cst.Name) and name_used_elsewhere(source, call, value.value):
                 finding.safety = Safety.UNSAFE
                 finding.notes.append(
                     f"the fix passes a contiguous copy of `{value.value}`, which the code uses "
@@ -720,8 +733,12 @@ class _SitePlan:
                     "it was sliced from"
                 )
         for base in {Base.from_json(e["base"]) for e in entries + loop_entries}:
-            arg = _argument(call, base) if base.expr is None else None
-            if arg is not None and not _dotted(arg.value) and _runs_before(source, statement, call, arg):
+            arg = argument_for_base(call, base) if base.expr is None else None
+            if (
+                arg is not None
+                and not is_plain_dotted(arg.value)
+                and call_runs_before_argument(source, statement, call, arg)
+            ):
                 finding.safety = Safety.UNSAFE
                 finding.notes.append(
                     "binding the argument to a name moves its evaluation before other calls in the statement"
@@ -735,8 +752,8 @@ class _SitePlan:
         where = library_frame(self.library[-1])
         # What the call hands the library: the object it calls a method of (`model.generate`), or
         # a compiled function passed as an argument (`run(step, x)`).
-        names = {_root(call.func)} | {_root(a.value) for a in call.args}
-        compile_call = _compile_call(self.project, self.site.file, {n for n in names if n})
+        names = {root_name(call.func)} | {root_name(a.value) for a in call.args}
+        compile_call = find_compile_call(self.project, self.site.file, {n for n in names if n})
         head = (
             f"library code ({where}) calls compiled `{self.frame.name}` with tensors whose size "
             f"changes ({self.here} compiles at this call); the program cannot mark them"
@@ -825,8 +842,8 @@ def _label(source: SourceFile, call: cst.Call, target: CallTarget) -> str:
     base = target.base
     if base.expr is not None:
         return base.expr
-    arg = _argument(call, base)
-    if arg is not None and _dotted(arg.value):
+    arg = argument_for_base(call, base)
+    if arg is not None and is_plain_dotted(arg.value):
         return source.code(arg.value)
     if base.keyword is not None:
         return base.keyword
@@ -837,7 +854,7 @@ def _label(source: SourceFile, call: cst.Call, target: CallTarget) -> str:
 
 def _order(call: cst.Call, base: Base) -> int:
     """Marks in the order the call passes their arguments (the callee's attributes last)."""
-    arg = _argument(call, base) if base.expr is None else None
+    arg = argument_for_base(call, base) if base.expr is None else None
     return next((i for i, a in enumerate(call.args) if a is arg), len(call.args))
 
 
@@ -859,51 +876,6 @@ def _none_message(source: str, dims: list[int], frame: Frame, compiles: int) -> 
 
 def _dim_text(dims: list[int]) -> str:
     return ", ".join(map(str, dims))
-
-
-def _compile_call(project: Project, path: str, names: set[str]) -> tuple[SourceFile, cst.CSTNode, bool] | None:
-    """The one ``torch.compile(<name>...)``, ``<name>.compile(...)``, ``<name> = torch.compile(...)``
-    or ``@torch.compile`` on ``def <name>`` in the file: (file, the call or bare decorator, whether
-    it has ``dynamic=``)."""
-    source = project.source(path)
-    if source is None:
-        return None
-    found: list[cst.CSTNode] = []
-    for node in source.nodes(cst.Call):
-        qualified = source.qualified_name(node.func)
-        if qualified == "torch.compile":
-            target = _root(node.args[0].value) if node.args and node.args[0].keyword is None else None
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
-            target = _root(node.func.value)
-        else:
-            continue
-        bound = next(
-            (_root(t.target) for a in source.ancestors(node) if isinstance(a, cst.Assign) for t in a.targets),
-            None,
-        )
-        decorated = next((a.name.value for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
-        is_decorator = isinstance(source.parents.get(node), cst.Decorator)
-        if names & {target, bound} or (is_decorator and decorated in names):
-            found.append(node)
-    for func in source.nodes(cst.FunctionDef):
-        for decorator in func.decorators:
-            if func.name.value in names and source.qualified_name(decorator.decorator) == "torch.compile":
-                found.append(decorator.decorator)  # bare @torch.compile
-    if len(found) != 1:
-        return None
-    node = found[0]
-    if not isinstance(node, cst.Call):
-        return source, node, False
-    dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
-    if dynamic is not None and isinstance(dynamic.value, cst.Name) and dynamic.value.value == "True":
-        return None  # already dynamic: nothing to edit there
-    return source, node, dynamic is not None
-
-
-def _calls_nothing(func: cst.FunctionDef | None) -> bool:
-    """Is the compiled body plain operators on its values (``x + c``), with no call into code
-    that might need a concrete size?"""
-    return func is not None and not any(isinstance(n, cst.Call) for n in walk(func.body))
 
 
 def _merge_same_call(findings: list[Finding]) -> list[Finding]:
@@ -948,26 +920,12 @@ def _merge_same_call(findings: list[Finding]) -> list[Finding]:
 # -- helpers: rewriting ----------------------------------------------------------------------
 
 
-def _node_at(source: SourceFile, kind: type, span: list[int]) -> Any:
-    return next(
-        n
-        for n in source.nodes(kind)
-        if [
-            source.positions[n].start.line,
-            source.positions[n].start.column,
-            source.positions[n].end.line,
-            source.positions[n].end.column,
-        ]
-        == span
-    )
-
-
 def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
     if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
-        node = _node_at(source, cst.BaseExpression, finding.params["compile_call"])
+        node = node_at_span(source, cst.BaseExpression, finding.params["compile_call"])
         end = source.span(node)[1]
         return [Edit(finding.file, end, end, "(dynamic=True)", "RF001")]
-    node = _node_at(source, cst.Call, finding.params["compile_call"])
+    node = node_at_span(source, cst.Call, finding.params["compile_call"])
     dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
     if dynamic is not None:
         start, end = source.span(dynamic.value)
@@ -978,17 +936,6 @@ def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
         return [Edit(finding.file, at, at, "dynamic=True", "RF001")]
     end = source.span(last.value)[1]
     return [Edit(finding.file, end, end, ", dynamic=True", "RF001")]
-
-
-def _argument(call: cst.Call, base: Base) -> cst.Arg | None:
-    if base.keyword is not None:
-        return next((a for a in call.args if a.keyword is not None and a.keyword.value == base.keyword), None)
-    if base.star:
-        return next((a for a in call.args if a.star == "**"), None)
-    if base.index is not None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        return positional[base.index] if base.index < len(positional) else None
-    return None
 
 
 def _steps_json(steps: tuple[Step, ...]) -> list[list[Any]]:
@@ -1010,79 +957,11 @@ def _singular(container: list[list[Any]]) -> str:
     return name[:-1] if name.endswith("s") and len(name) > 2 else "item"
 
 
-def _dotted(node: cst.BaseExpression) -> bool:
-    return bool(dotted_name(node)) and not getattr(node, "lpar", None)
-
-
-def _root(node: cst.BaseExpression) -> str | None:
-    while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
-        node = node.func if isinstance(node, cst.Call) else node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
 def _short_path(path: str) -> str:
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:
             return path.split(marker, 1)[1]
     return path
-
-
-def _contains(root: cst.CSTNode, predicate) -> bool:
-    return any(predicate(n) for n in walk(root))
-
-
-def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) -> bool:
-    """Does any other call in the statement run before ``arg`` is evaluated?"""
-    arg_start = source.span(arg)[0]
-    inside_arg = {id(n) for n in walk(arg)}
-    for node in source.nodes(cst.Call):
-        if node is call or id(node) in inside_arg:
-            continue
-        start = source.span(node)[0]
-        if start < arg_start and source.span(statement)[0] <= start:
-            if call in set(source.ancestors(node)) and not _contains(call.func, lambda n, node=node: n is node):
-                return True  # an earlier argument of the same call
-            if call not in set(source.ancestors(node)) and node not in set(source.ancestors(call)):
-                return True
-    return False
-
-
-def _atomic(node: cst.BaseExpression) -> bool:
-    """Can ``.clone(...)`` be appended to this expression's text without parentheses?"""
-    return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and not node.lpar
-
-
-def _binding_before(source: SourceFile, statement, name: str) -> cst.BaseExpression | None:
-    """The value of ``name = value`` when that is the statement right before ``statement`` in
-    the same block, and the value takes ``.clone(...)`` as it is."""
-    block = source.parents.get(statement)
-    body = list(getattr(block, "body", ()))
-    index = next((i for i, s in enumerate(body) if s is statement), 0)
-    if index == 0 or not isinstance(body[index - 1], cst.SimpleStatementLine):
-        return None
-    (small, *rest) = body[index - 1].body
-    if (
-        rest
-        or not isinstance(small, cst.Assign)
-        or len(small.targets) != 1
-        or not is_name(small.targets[0].target, name)
-    ):
-        return None
-    return small.value if _atomic(small.value) else None
-
-
-def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:
-    """Is ``name`` read anywhere in the function around ``call`` other than as its argument?"""
-    scope = next((a for a in source.ancestors(call) if isinstance(a, cst.FunctionDef)), source.module)
-    in_call = {id(n) for n in walk(call)}
-    bound = set()
-    for node in walk(scope):
-        if isinstance(node, cst.AssignTarget) and is_name(node.target, name):
-            bound.add(id(node.target))
-    return any(is_name(n, name) and id(n) not in in_call and id(n) not in bound for n in walk(scope))
-
-
-_MARKS = ("mark_dynamic", "maybe_mark_dynamic", "mark_unbacked")
 
 
 def _marked_expression(source: SourceFile, call: cst.Call, entry: dict[str, Any]) -> str | None:
@@ -1092,108 +971,16 @@ def _marked_expression(source: SourceFile, call: cst.Call, entry: dict[str, Any]
     if base.expr is not None:
         name = base.expr
     else:
-        arg = _argument(call, base)
+        arg = argument_for_base(call, base)
         if arg is None:
             return None
         if isinstance(arg.value, cst.Name):
             name = arg.value.value
-        elif _dotted(arg.value) and not entry.get("contiguous"):
+        elif is_plain_dotted(arg.value) and not entry.get("contiguous"):
             name = source.code(arg.value)
         else:
             return None
     return name + _steps_code(entry["steps"])
-
-
-def _squeezed(code: str) -> str:
-    return "".join(code.split()).replace("'", '"')
-
-
-def _marks_before(source: SourceFile, statement, expr: str) -> tuple[dict[int, int], int | None]:
-    """The dims of ``expr`` marked by the statements before ``statement`` in its block, up to the
-    one that binds its root name (dim -> line), and the line of a contiguous copy made there. An
-    ``if <...> is not None:`` holding only marks (the fix's own, for an optional tensor) counts."""
-    block = source.parents.get(statement)
-    body = list(getattr(block, "body", ()))
-    index = next((i for i, s in enumerate(body) if s is statement), 0)
-    root = re.match(r"[A-Za-z_][A-Za-z_0-9]*", expr)
-    name = root.group(0) if root else expr
-    wanted = _squeezed(expr)
-    marked: dict[int, int] = {}
-
-    def scan(small: cst.BaseSmallStatement, line: int) -> None:
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-            for dim in _marked_dims(source, small.value, wanted):
-                marked.setdefault(dim, line)
-
-    for earlier in reversed(body[:index]):
-        line = source.positions[earlier].start.line
-        if isinstance(earlier, cst.If) and earlier.orelse is None and _only_marks(earlier.body):
-            for inner in earlier.body.body:
-                for small in getattr(inner, "body", ()):
-                    scan(small, source.positions[inner].start.line)
-            continue
-        if not isinstance(earlier, cst.SimpleStatementLine):
-            break  # a compound statement may bind the name: marks above it are not known to hold
-        for small in reversed(earlier.body):
-            if isinstance(small, cst.Assign) and any(is_name(t.target, name) for t in small.targets):
-                copy = expr == name and _contiguous_copy(small.value)
-                return marked, line if copy else None
-            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and is_name(small.target, name):
-                return marked, None
-            scan(small, line)
-    return marked, None
-
-
-def _only_marks(block: cst.BaseSuite) -> bool:
-    return isinstance(block, cst.IndentedBlock) and all(
-        isinstance(s, cst.SimpleStatementLine)
-        and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in s.body)
-        for s in block.body
-    )
-
-
-def _marked_dims(source: SourceFile, call: cst.Call, expr: str) -> list[int]:
-    """The dims ``torch._dynamo.mark_dynamic(expr, dims)`` (or maybe_mark_dynamic, mark_unbacked,
-    however imported) marks; [] for any other call. ``expr`` without whitespace."""
-    func = call.func
-    called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-    if called not in _MARKS or not call.args or _squeezed(source.code(call.args[0].value)) != expr:
-        return []
-    dims = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "index"), None)
-    values = dims.elements if isinstance(dims, (cst.List, cst.Tuple)) else [dims]
-    found = []
-    for value in values:
-        if isinstance(value, cst.BaseElement):  # a list or tuple element wraps its value
-            value = value.value
-        if isinstance(value, cst.Integer):
-            found.append(int(value.evaluated_value))
-    return found
-
-
-def _contiguous_copy(value: cst.BaseExpression) -> bool:
-    """``....clone(memory_format=torch.contiguous_format)``: the copy RF001 makes."""
-    return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value == "clone"
-        and any(
-            a.keyword is not None
-            and a.keyword.value == "memory_format"
-            and isinstance(a.value, (cst.Attribute, cst.Name))
-            and (a.value.attr.value if isinstance(a.value, cst.Attribute) else a.value.value) == "contiguous_format"
-            for a in value.args
-        )
-    )
-
-
-def _fresh_name(base: str, taken: set[str]) -> str:
-    base = base if base.isidentifier() else "x"
-    if base not in taken:
-        return base
-    n = 1
-    while f"{base}_{n}" in taken:
-        n += 1
-    return f"{base}_{n}"
 
 
 def _indented(statement: str, indent: str) -> str:
