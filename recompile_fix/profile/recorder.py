@@ -129,12 +129,70 @@ def _compiled_frame_inputs() -> dict:
     return {}
 
 
+_MAX_STACKS = 16
+
+
+def _compiled_frame_blocks() -> list[dict]:
+    """Stacks of identical blocks in the module whose code is being compiled: the frame's first
+    argument (``self`` of a forward) when it is an ``nn.Module``. Every ModuleList / Sequential in
+    it of at least two children of one class that is not torch's own, by attribute path. RF004 and
+    RF007 read them: they find blocks wherever the model keeps them (a ModuleDict, a parent
+    class's ``__init__`` in another file, a pip package's model) without reading its source."""
+    frame = sys._getframe(2)
+    while frame is not None and not (frame.f_code.co_name == "_compile" and "locals" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None or "code" not in frame.f_locals:
+        return []
+    code, values = frame.f_locals["code"], frame.f_locals["locals"]
+    if not code.co_argcount or not isinstance(values, dict):
+        return []
+    import inspect
+
+    import torch
+
+    argument = code.co_varnames[0]
+    root = values.get(argument)
+    if not isinstance(root, torch.nn.Module):
+        return []
+    stacks = []
+    for path, module in root.named_modules():
+        if not path or not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            continue
+        children = list(module.children())
+        kinds = {type(child) for child in children}
+        if len(children) < 2 or len(kinds) != 1:
+            continue
+        (kind,) = kinds
+        if kind.__module__.split(".")[0] == "torch":
+            continue  # torch's own layers: not a block anyone would decorate or compile alone
+        try:
+            file = os.path.abspath(inspect.getsourcefile(kind) or "")
+            line = inspect.getsourcelines(kind)[1]
+        except (OSError, TypeError):
+            continue
+        stacks.append(
+            {
+                "path": path,
+                "count": len(children),
+                "block": kind.__qualname__,
+                "file": file,
+                "line": line,
+                "container": "Sequential" if isinstance(module, torch.nn.Sequential) else "ModuleList",
+                "argument": argument,
+            }
+        )
+        if len(stacks) >= _MAX_STACKS:
+            break
+    return stacks
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.compiles: list[dict] = []
         self.graph_breaks: list[dict] = []
         self.start_stacks: dict[str, list[dict]] = {}
         self.start_inputs: dict[str, dict] = {}
+        self.start_blocks: dict[str, list[dict]] = {}
         self.seen_failures: dict[object, int] = {}
         self.frame_of_code: dict[int, dict] = {}
         self.started = time.time()
@@ -146,6 +204,10 @@ class _Recorder:
         compile_id = str(getattr(args[0], "compile_id", "")) if args else ""
         self.start_stacks[compile_id] = user_stack(2)
         self.start_inputs[compile_id] = _compiled_frame_inputs()
+        try:
+            self.start_blocks[compile_id] = _compiled_frame_blocks()
+        except Exception:  # never break the user's program over bookkeeping
+            self.start_blocks[compile_id] = []
         self._keep_graph_break_log_enabled()
 
     def on_metrics(self, metrics) -> None:
@@ -188,6 +250,7 @@ class _Recorder:
                 "restart_reasons": sorted(getattr(metrics, "restart_reasons", None) or []),
                 "stack": stack,
                 "inputs": self.start_inputs.pop(compile_id, None) or {},
+                "blocks": self.start_blocks.pop(compile_id, None) or [],
                 "seconds": {
                     "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
                     "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
