@@ -4,6 +4,7 @@ says where its fix goes. Nothing is edited here."""
 from __future__ import annotations
 
 from recompile_fix.analysis.project import Project
+from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Profile
@@ -16,4 +17,4 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
     for rule in rules:
         findings.extend(rule.plan(profile, project))
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
-    return findings
+    return choose_block_compile(findings)

@@ -28,6 +28,7 @@ from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
 from recompile_fix.edits.edit import unified_diff
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
+from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
@@ -140,7 +141,7 @@ def merge_findings(profiled: list[Finding], static: list[Finding], config: Confi
     merged = profiled + [f for f in static if (f.rule, f.file, f.location.line) not in seen]
     if config is not None:
         merged = [f for f in merged if config.rule_enabled(f.rule, f.file)]
-    return sorted(merged, key=finding_order)
+    return sorted(choose_block_compile(merged), key=finding_order)
 
 
 def finding_order(finding: Finding) -> tuple[str, int, int, str]:
