@@ -215,6 +215,8 @@ class RegionalCompile(Rule):
                 blockers.append(checks.loop_problem)
             if checks.per_layer_cache:
                 calls = ", ".join(checks.per_layer_cache[:2])
+                if ref.file != path:
+                    calls = f"{_shown(ref.file)}: {calls}"
                 if cache_off is None:
                     blockers.append(
                         f"`{ref.block}` updates a key/value cache per layer ({calls}): compiled one by one, "
@@ -369,6 +371,11 @@ class RegionalCompile(Rule):
             at = source.offset(forward.lineno, 0)
             edits.append(Edit(finding.file, at, at, f"{indent}{call}{ending}", self.id))
         return edits
+
+
+def _shown(path: str) -> str:
+    """A path as a note shows it: a pip package's file from its package directory on."""
+    return path.split("site-packages" + os.sep, 1)[-1]
 
 
 def _line_ending(text: str) -> str:

@@ -115,7 +115,7 @@ def test_batchnorm_block_in_training_gets_no_edit_and_says_why(tmp_path):
     finding = only(from_profile)
     assert finding.confidence == "profile" and finding.safety is Safety.NONE
     assert "`self.bn` (BatchNorm1d, line 12) updates its running statistics buffers in place" in notes(finding)
-    assert "the program trains (`loss.backward()` at program.py:32)" in notes(finding)
+    assert "the program trains (`loss.backward()` at program.py:36)" in notes(finding)
     assert "rejects in-place input or buffer mutation in training" in notes(finding)
 
 

@@ -288,7 +288,13 @@ class AliasFlow:
                 return _flat(value)
             return _flat(value)
         self.eval(index)
-        return _viewed(value)  # indexing a tensor: a view
+        return _viewed(value or self._made(node.value))  # indexing a tensor: a view
+
+    def _made(self, node: ast.expr) -> Shape:
+        """What ``node`` may be; a value made right there (``self.fc(x)`` in ``self.fc(x).chunk(2)``)
+        gets a token of its own, so the views taken of it are known to share it."""
+        value = self.eval(node)
+        return value if value != _EMPTY else frozenset({f"v:@{node.lineno}:{node.col_offset}"})
 
     def attribute(self, node: ast.Attribute) -> Shape:
         if node.attr in ("T", "mT", "H", "mH", "data", "real", "imag"):
@@ -309,7 +315,7 @@ class AliasFlow:
         if isinstance(func, ast.Attribute) and (func.attr in VIEW_METHODS or in_place(func.attr)):
             base = func.value
             if not (isinstance(base, ast.Name) and base.id in self.a.torch_names):
-                shape = _viewed(self.eval(base))
+                shape = _viewed(self._made(base))
                 # In place (x.add_(1)) returns the tensor itself, not a view.
                 return (
                     frozenset(_base(t) for t in shape)

@@ -119,6 +119,7 @@ class BlockStack:
     line: int  # its ``class`` line
     container: str = "ModuleList"  # ModuleList / Sequential
     argument: str = "self"  # the compiled frame's argument that holds the module
+    owner: str = ""  # that module's class (``__qualname__``)
 
 
 @dataclass

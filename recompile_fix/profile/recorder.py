@@ -144,14 +144,22 @@ def _compiled_frame_blocks() -> list[dict]:
     if frame is None or "code" not in frame.f_locals:
         return []
     code, values = frame.f_locals["code"], frame.f_locals["locals"]
-    if not code.co_argcount or not isinstance(values, dict):
+    if not isinstance(values, dict):
         return []
     import inspect
 
     import torch
 
-    argument = code.co_varnames[0]
-    root = values.get(argument)
+    if code.co_argcount:
+        argument = code.co_varnames[0]
+        root = values.get(argument)
+    elif code.co_flags & 0x04:  # (*args, **kwargs): a decorator's wrapper around a forward
+        argument = code.co_varnames[code.co_kwonlyargcount]
+        given = values.get(argument)
+        root = given[0] if isinstance(given, tuple) and given else None
+        argument = "self" if root is not None and getattr(root, "forward", None) is not None else argument
+    else:
+        return []
     if not isinstance(root, torch.nn.Module):
         return []
     stacks = []
@@ -179,6 +187,7 @@ def _compiled_frame_blocks() -> list[dict]:
                 "line": line,
                 "container": "Sequential" if isinstance(module, torch.nn.Sequential) else "ModuleList",
                 "argument": argument,
+                "owner": type(root).__qualname__,
             }
         )
         if len(stacks) >= _MAX_STACKS:
