@@ -58,20 +58,29 @@ class NestedCompileRegion(Rule):
     ```
 
     ## Fix safety
-    A graph break inside the region is an error, even without `fullgraph`, so the fix is safe
-    only when the block's `forward` (and what it calls in the same file) can be traced whole.
-    No fix, with the reason, when the block calls `print()`, a logger or `warnings.warn`, reads
-    a tensor into Python (`.item()`, `.tolist()`), branches on a tensor's value, returns its
-    input or a view of it, or the Profile recorded a graph break inside it; when it mutates a
-    buffer or an input in place (BatchNorm's running statistics) and the program trains
-    (`.backward()`), which the region rejects; and when the torch the Profile saw is older
-    than 2.8 or unknown. Unsafe when it calls code the analysis cannot see (another file, a
-    callable kept in an attribute or a variable), when it mutates in place and no training was
-    seen, and whenever the program trains (`.backward()`): in torch 2.13 inductor's buffer reuse
-    can corrupt the gradients of a reused region (measured; pytorch/pytorch#193960), and with
-    `backend="eager"` backward through the region fails. Inference-only programs get exactly the
-    same outputs. The decorator goes on `def forward` in the class body: on an instance's bound
-    method it raises, on the class it silently does nothing.
+    A compiled region rejects what a graph would take, even without `fullgraph`, so the fix is
+    offered only where the block's `forward` (and what it calls in the same file) traces whole
+    and aliases nothing the way a higher-order op refuses. No fix, with the reason, when the
+    block calls `print()`, a logger or `warnings.warn`, reads a tensor into Python (`.item()`,
+    `.tolist()`), branches on a tensor's value, or the Profile recorded a graph break inside it;
+    when an output is an input or a view of one, also passed back through the file's own calls
+    (T5's `position_bias`), two outputs are views of one tensor (Flux's single block), a view is
+    stored on an object (`self.last = h.detach()`), or a key/value cache is updated in a model
+    with a sliding window (Mistral: the cache keeps a `.to()` alias); when it mutates a buffer or
+    an input in place (BatchNorm's running statistics) and the program trains; when the program
+    trains with `backend="eager"` (or was profiled with `--backend eager`) on torch older than
+    2.14: backward through the region fails there (`fake_mode should be enabled for HOPs`,
+    measured on 2.8, 2.10 and 2.13; fixed by pytorch/pytorch#184700) and each call runs the block
+    twice; and when the torch the Profile saw is older than 2.8 or unknown. Unsafe when it calls
+    code the analysis cannot see (another file, a callable kept in an attribute or a variable),
+    when it mutates in place and no training was seen, and whenever the program trains:
+    inductor can corrupt the gradients of a reused region (measured on torch 2.13.0, 2.14.1 and
+    2.15.0; `torch._inductor.config.allow_buffer_reuse = False` avoids it). Where RF007 could
+    compile the same blocks one by one instead, RF007 is chosen when the program trains or this
+    fix is only unsafe. Inference-only programs get exactly the same outputs. The decorator goes
+    on `def forward` in the class body: on an instance's bound method it raises, on the class it
+    silently does nothing. Only files of the project are edited: a pip package's block is left to
+    RF007, which edits where the program compiles the model.
 
     ## Profile evidence
     No guard failure: the frame that inlines the blocks (e.g. `forward` of the model) compiles

@@ -218,11 +218,20 @@ class RegionalCompile(Rule):
                 if ref.file != path:
                     calls = f"{_shown(ref.file)}: {calls}"
                 if cache_off is None:
+                    if training:
+                        advice = "pass `use_cache=False` to the model (training needs no cache) to make this fix apply"
+                    elif os.path.isabs(ref.file):
+                        advice = (
+                            "decoding needs the cache, so the whole-model compile stays; a nested compile region "
+                            f"(RF004) would go on `{ref.block}.forward` in {_shown(ref.file)}, a pip package's "
+                            "file, which is not edited"
+                        )
+                    else:
+                        advice = "decoding needs the cache, so the whole-model compile stays (see RF004)"
                     blockers.append(
                         f"`{ref.block}` updates a key/value cache per layer ({calls}): compiled one by one, "
                         "each layer would compile on its own (measured: 4 compiles for 4 Llama layers, and "
-                        "past 8 layers the rest run eagerly at torch's recompile limit); pass "
-                        "`use_cache=False` to the model (training needs no cache) to make this fix apply"
+                        f"past 8 layers the rest run eagerly at torch's recompile limit); {advice}"
                     )
                 else:
                     notes.append(

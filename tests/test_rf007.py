@@ -245,7 +245,10 @@ def test_a_per_layer_cache_gets_no_edit_unless_the_program_turns_it_off():
     blocked = rf007(static(model(**kwargs)))
     assert blocked.safety is Safety.NONE
     assert "updates a key/value cache per layer (`cache.update(...)` (line" in notes(blocked)
-    assert "pass `use_cache=False`" in notes(blocked)
+    assert "decoding needs the cache, so the whole-model compile stays" in notes(blocked)
+    kwargs["program"] = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8)).sum().backward()\n"
+    training = rf007(static(model(**kwargs)))
+    assert training.safety is Safety.NONE and "pass `use_cache=False` to the model (training" in notes(training)
     kwargs["program"] = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8), use_cache=False)\n"
     allowed = rf007(static(model(**kwargs)))
     assert "the program passes `use_cache=False` (model.py:" in notes(allowed)
