@@ -16,8 +16,9 @@ Two models, each written into a scratch directory as the "user's" code: `program
   transformers is not installed (`pip install "transformers==5.24.0"`).
 
 The tool is really run, per model and mode: `recompile-fix profile --backend eager -- python
-train.py` (or `infer.py`), then `recompile-fix apply .` (the safe fixes) on a copy; its findings
-and diff are printed, and the code it wrote is the "after" variant.
+train.py` (or `infer.py`), then `recompile-fix apply .` on a copy (training: the safe fixes;
+inference: `--unsafe-fixes` as well, where the tool chooses between two trade-offs); its
+findings and diff are printed, and the code it wrote is the "after" variant.
 
 Variants, each in a fresh process with a fresh inductor cache directory, caches disabled and one
 compile thread (TORCHINDUCTOR_CACHE_DIR, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1,
@@ -330,14 +331,17 @@ def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def profile_and_apply(directory: Path, mode: str) -> tuple[str, str, str]:
-    """`recompile-fix profile` the program in ``mode``, then `apply` the safe fixes; return (the
-    rule that edited, the diff, the findings as printed)."""
+    """`recompile-fix profile` the program in ``mode``, then `apply` (training: the safe fixes;
+    inference: `--unsafe-fixes` too, since there the tool chooses between two trade-offs, and
+    RF004's region is unsafe wherever the analysis cannot see every call, as in transformers);
+    return (the rule that edited, the diff, the findings as printed)."""
     profiled = tool("profile", "--backend", "eager", "--", "python", f"{mode}.py", cwd=directory)
     if profiled.returncode != 0:
         raise RuntimeError(f"profile failed:\n{profiled.stderr[-3000:]}")
-    findings = tool("apply", ".", "--check", cwd=directory).stdout
-    diff = tool("apply", ".", "--diff", cwd=directory).stdout
-    applied = tool("apply", ".", cwd=directory)
+    flags = ["--unsafe-fixes"] if mode == "infer" else []
+    findings = tool("apply", ".", "--check", *flags, cwd=directory).stdout
+    diff = tool("apply", ".", "--diff", *flags, cwd=directory).stdout
+    applied = tool("apply", ".", *flags, cwd=directory)
     if applied.returncode != 0:
         raise RuntimeError(f"apply failed (exit {applied.returncode}):\n{applied.stdout}{applied.stderr}")
     edited = sorted(set(re.findall(r"^\S+:\d+:\d+: (RF00[47]) \[\*\]", findings, flags=re.M)))
@@ -423,6 +427,11 @@ def verdict(title: str, mode: str, medians: dict[str, dict], chosen: str, findin
     after = medians["after"]
     lines = [f"{title}, {mode}: apply chose {chosen}"]
     why = [line.strip() for line in findings.splitlines() if "RF007 compiles" in line or "RF004 marks" in line]
+    if not why:  # no choice between the two: why the other gives no edit, as the tool said it
+        printed = findings.splitlines()
+        other = "RF004" if chosen == "RF007" else "RF007"
+        heads = [i for i, line in enumerate(printed) if f" {other} [no fix]" in line]
+        why = [printed[heads[0] + 1].strip()] if heads and heads[0] + 1 < len(printed) else []
     lines.extend(f"    because: {w.removeprefix('note: ')}" for w in why[:1])
     if mode == "train":
         lines.append(

@@ -168,9 +168,8 @@ class NestedCompileRegion(Rule):
                 analysis = analyses[stack.file]
                 if analysis is None or stack.block not in analysis.classes:
                     continue
-                site = Site(
-                    owner=frame.name, attr=stack.path, block=stack.block, count=stack.count, line=frame.first_line
-                )
+                owner = stack.owner or _frame_class(analyses, project, frame) or frame.name
+                site = Site(owner=owner, attr=stack.path, block=stack.block, count=stack.count, line=frame.first_line)
                 finding = self._finding(analysis, site, stack.file, version_problem, facts, frame, profile)
                 if finding is not None:
                     findings[key] = finding
@@ -414,6 +413,17 @@ class _ProgramFacts:
                 if expr.split(".", 1)[-1] == attr or expr.endswith("." + attr):
                     return f"`for ... in {expr}: ....compile()` at {path}:{line}"
         return None
+
+
+def _frame_class(analyses: dict[str, Analysis | None], project: Project, frame: Frame) -> str | None:
+    """The class whose method the frame compiled (for a Profile recorded before stacks named it)."""
+    if os.path.isabs(frame.file):
+        return None
+    if frame.file not in analyses:
+        analyses[frame.file] = _analysis_of(project.source(frame.file))
+    analysis = analyses[frame.file]
+    func = analysis.function_def(frame.first_line, frame.name) if analysis else None
+    return class_name(analysis.tree.enclosing_class(func)) if func is not None else None
 
 
 def _analysis_of(source: SourceFile | None) -> Analysis | None:

@@ -423,3 +423,24 @@ def test_a_file_with_a_byte_order_mark_is_read_like_any_other():
     )
     (edit,) = RF004.fix(marked, SourceFile.parse(Path("model.py"), "\ufeff" + text, parse=False), "torch")
     assert edit.new_text.strip() == "@torch.compiler.nested_compile_region"
+
+
+def test_blocks_the_recorder_saw_in_another_file_are_decorated_there(tmp_path):
+    """The stack comes from a parent class's __init__ in backbone.py: the model's own file shows no
+    container, the Profile's recorded stack names the block's file, and the decorator goes there."""
+    case = ROOT / "golden" / "RF007" / "base_class_other_file"
+    for name in ("backbone.py", "program.in.py"):
+        shutil.copy(case / name, tmp_path / name.replace(".in", ""))
+    profile = Profile.load(case / "profile.json")
+    (trained,) = RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert (trained.file, trained.params["class"], trained.safety) == ("backbone.py", "MLPBlock", Safety.NONE)
+    assert trained.evidence["container"] == "Regressor.blocks" and trained.evidence["trains"] is True
+    # The same program without its training step: the region is offered, in backbone.py.
+    program = (tmp_path / "program.py").read_text()
+    inference = program.split("optimizer = ")[0] + "with torch.no_grad():\n    train_step(torch.randn(5, 8))\n"
+    (tmp_path / "program.py").write_text(inference)
+    profile.sources["program.py"] = sha256_bytes(inference.encode())
+    (offered,) = RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert (offered.file, offered.safety, offered.location.line) == ("backbone.py", Safety.SAFE, 12)
+    edits = RF004.fix(offered, SourceFile.read(tmp_path / "backbone.py"), "torch")
+    assert [e.new_text for e in edits] == ["    @torch.compiler.nested_compile_region\n"]

@@ -212,13 +212,17 @@ def test_inference_with_a_safe_region_keeps_rf004():
     assert rf007(findings).safety is Safety.NONE and "RF004 marks `Block.forward`" in notes(rf007(findings))
 
 
-def test_inference_with_an_unsafe_region_takes_rf007():
+def test_inference_keeps_an_unsafe_region_too_and_rf007_alone_is_unsafe():
     text = model(body="return x + helper(self.fc(x))").replace(
         "from torch import nn", "from torch import nn\nfrom helpers import helper"
     )
     findings = static(text)
-    assert rf007(findings).safety is Safety.SAFE
-    assert rf004(findings).safety is Safety.NONE and "not certain to trace" in notes(rf004(findings))
+    assert rf004(findings).safety is Safety.UNSAFE
+    assert rf007(findings).safety is Safety.NONE and "where the steady state counts" in notes(rf007(findings))
+    (regional,) = alone(text)
+    assert regional.safety is Safety.UNSAFE and "for inference the steady state is what the compile pays" in notes(
+        regional
+    )
 
 
 def test_a_second_apply_changes_nothing_either_way():
@@ -250,7 +254,7 @@ def test_a_per_layer_cache_gets_no_edit_unless_the_program_turns_it_off():
     training = rf007(static(model(**kwargs)))
     assert training.safety is Safety.NONE and "pass `use_cache=False` to the model (training" in notes(training)
     kwargs["program"] = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8), use_cache=False)\n"
-    allowed = rf007(static(model(**kwargs)))
+    allowed = rf007(alone(model(**kwargs)))
     assert "the program passes `use_cache=False` (model.py:" in notes(allowed)
     assert allowed.safety is Safety.UNSAFE  # and it reads the index in its forward
     assert "built with their index and their forward reads `self.layer_idx`" in notes(allowed)

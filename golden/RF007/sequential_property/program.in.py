@@ -1,7 +1,6 @@
-"""Inference through a stack kept in an nn.Sequential built from a comprehension and reached
-through a property; the model is compiled in place with `model.compile()`. The block's
-activation comes from a table the analysis cannot follow, so a nested compile region (RF004)
-would be only an unsafe fix: the blocks are compiled one by one instead."""
+"""Training through a stack kept in an nn.Sequential built from a comprehension and reached
+through a property; the model is compiled in place with `model.compile()`, and the blocks are
+compiled one by one instead."""
 
 import torch
 from torch import nn
@@ -37,7 +36,13 @@ class Encoder(nn.Module):
 
 
 torch.manual_seed(0)
-encoder = Encoder().eval()
+encoder = Encoder()
+optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1)
 encoder.compile()
-with torch.no_grad():
-    outputs = [encoder(torch.randn(3, 8)) for _ in range(2)]
+losses = []
+for _ in range(3):
+    loss = encoder(torch.randn(3, 8)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.detach())
