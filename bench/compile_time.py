@@ -335,7 +335,7 @@ def profile_and_apply(directory: Path, mode: str) -> tuple[str, str, str]:
     inference: `--unsafe-fixes` too, since there the tool chooses between two trade-offs, and
     RF004's region is unsafe wherever the analysis cannot see every call, as in transformers);
     return (the rule that edited, the diff, the findings as printed)."""
-    profiled = tool("profile", "--backend", "eager", "--", "python", f"{mode}.py", cwd=directory)
+    profiled = tool("profile", "--backend", "eager", "--", sys.executable, f"{mode}.py", cwd=directory)
     if profiled.returncode != 0:
         raise RuntimeError(f"profile failed:\n{profiled.stderr[-3000:]}")
     flags = ["--unsafe-fixes"] if mode == "infer" else []

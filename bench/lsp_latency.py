@@ -210,7 +210,17 @@ def main() -> None:
         program = work / "program.py"
         program.write_text(generate(args.lines))
         subprocess.run(
-            [sys.executable, "-m", "recompile_fix", "profile", "--backend", "eager", "--", "python", "program.py"],
+            [
+                sys.executable,
+                "-m",
+                "recompile_fix",
+                "profile",
+                "--backend",
+                "eager",
+                "--",
+                sys.executable,
+                "program.py",
+            ],
             cwd=work,
             check=True,
             stdout=subprocess.DEVNULL,

@@ -47,7 +47,7 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)  # ctx.exit(n) comes back as n here
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recompile-fix")
 def main() -> None:
     """Find the frames torch.compile recompiles, and edit the source so it stops."""
@@ -85,7 +85,7 @@ def profile(output, backend, trace_dir, command) -> None:
     recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
     from recompile_fix.config import load_config
-    from recompile_fix.profile.run import run_profiled
+    from recompile_fix.profile.run import recording_summary, run_profiled
 
     output = output or load_config().profile
     if trace_dir is not None:
@@ -94,13 +94,21 @@ def profile(output, backend, trace_dir, command) -> None:
         if command or backend:
             raise UserError("--from-trace reads a finished run: give no command and no --backend")
         result, exit_code = profile_from_trace(trace_dir), 0
+        if result.frames and result.torch_version is None:
+            click.echo(
+                "recompile-fix: warning: the trace does not say which torch wrote it (torch < 2.10 names it "
+                "nowhere, and its torch is not installed here): fixes that depend on the release are not made",
+                err=True,
+            )
     else:
         result, exit_code = run_profiled(list(command), backend=backend)
     result.dump(output)
     frames = len(result.frames)
+    recorded = recording_summary(result)
     if frames == 0:
         click.echo(
-            f"recompile-fix: the program compiled nothing under torch.compile; wrote an empty Profile to {output}",
+            f"recompile-fix: the program compiled nothing under torch.compile ({recorded}); "
+            f"wrote an empty Profile to {output}",
             err=True,
         )
     else:
@@ -108,7 +116,7 @@ def profile(output, backend, trace_dir, command) -> None:
         limit_hits = sum(f.limit_hits for f in result.frames)
         click.echo(
             f"recompile-fix: wrote {output}: {frames} frames, {result.total_compiles} compiles, "
-            f"{recompiles} recompiles, {limit_hits} limit hits"
+            f"{recompiles} recompiles, {limit_hits} limit hits ({recorded})"
             + (f" (the program exited with {exit_code})" if exit_code else ""),
             err=True,
         )
@@ -118,11 +126,20 @@ def profile(output, backend, trace_dir, command) -> None:
 @main.command()
 @click.argument("profile_file", required=False, metavar="[FILE]")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-def report(profile_file, as_json) -> None:
+@click.option(
+    "--html",
+    "html_file",
+    default=None,
+    metavar="FILE",
+    help="Also write one self-contained page (offline): frames by compile seconds, their call sites, "
+    "reasons, graph breaks, and each finding with its diff.",
+)
+def report(profile_file, as_json, html_file) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
     from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
     from recompile_fix.findings.plan import plan
+    from recompile_fix.output import terminal_width
     from recompile_fix.profile.model import Profile
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
@@ -132,7 +149,14 @@ def report(profile_file, as_json) -> None:
     if as_json:
         click.echo(json.dumps(render_json(loaded, findings), indent=1))
     else:
-        click.echo(render_text(loaded, findings=findings), nl=False)
+        click.echo(render_text(loaded, findings=findings, width=terminal_width()), nl=False)
+    if html_file:
+        from recompile_fix.html_report import render_page
+        from recompile_fix.pipeline.fix import finding_fixes
+
+        page = render_page(loaded, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".")
+        Path(html_file).write_text(page, encoding="utf-8")
+        click.echo(f"recompile-fix: wrote {html_file}", err=True)
 
 
 @main.command()
@@ -145,8 +169,11 @@ def report(profile_file, as_json) -> None:
     help="The Profile to fix from [default: .recompile-fix/profile.json; without one, "
     "only the rules that need no Profile run].",
 )
-@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing.")
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing; exit 1 when fixes are pending."
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when fixes are pending.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when fixes are pending (--check, --diff).")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes marked unsafe.")
 @click.option("--select", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to run.")
 @click.option("--ignore", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to skip.")
@@ -187,21 +214,29 @@ def apply(
     jobs,
     no_cache,
     verify_fixes,
+    exit_zero,
 ) -> None:
-    """Edit the files under PATHS so the recompiles in the Profile stop."""
+    """Edit the files under PATHS so the recompiles in the Profile stop.
+
+    Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
+    """
     import os
 
-    from recompile_fix.config import load_config, split_ids
+    from recompile_fix.config import check_selectors, load_config, split_ids
     from recompile_fix.findings.finding import Safety
-    from recompile_fix.output import render
-    from recompile_fix.pipeline.fix import diff_text, run_apply
+    from recompile_fix.output import render, terminal_width
+    from recompile_fix.pipeline.fix import diff_text, run_apply, write_rewrites
     from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
 
     config = load_config(explicit=config_file)
+    rule_ids = [rule.id for rule in ALL_RULES]
+    config.check_selectors(rule_ids)
     if select is not None:
         config.select = split_ids(select)
+        check_selectors(config.select, rule_ids, "--select")
     if ignore is not None:
+        check_selectors(split_ids(ignore), rule_ids, "--ignore")
         config.ignore = config.ignore + split_ids(ignore)
     if unsafe_fixes is not None:
         config.unsafe_fixes = unsafe_fixes
@@ -226,7 +261,8 @@ def apply(
                 unsafe_fixes=config.unsafe_fixes,
                 write=write,
                 show_diff=show_diff,
-                check=check,
+                check=check and not exit_zero,
+                diff_exit=show_diff and not exit_zero,
                 apply_options={"config": config, "jobs": jobs, "use_cache": not no_cache},
             )
         )
@@ -235,15 +271,20 @@ def apply(
         loaded,
         ALL_RULES,
         unsafe_fixes=config.unsafe_fixes,
-        write=write,
+        write=False,  # written below, once the output (each fix's edits on the files as they are) is made
         config=config,
         jobs=jobs,
         use_cache=not no_cache,
     )
     if show_diff:
-        click.echo(diff_text(result.rewrites), nl=False)
+        shown = diff_text(result.rewrites)
     else:
-        click.echo(render(result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES), nl=False)
+        shown = render(
+            result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES, width=terminal_width()
+        )
+    if write:
+        write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+    click.echo(shown, nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
     fixed = len(result.pending)
@@ -261,32 +302,36 @@ def apply(
         summary += f" {unsafe_left} more with --unsafe-fixes."
     if output_format == "text" or show_diff:
         click.echo(summary, err=True)
+        if result.outside:  # context (torch's own files, other folders): never an error
+            outside = sorted({f.file for f in result.outside})
+            named = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
+            click.echo(
+                f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True
+            )
     if result.errors:
         sys.exit(2)
-    if check and fixed:
-        sys.exit(1)
+    if (check or show_diff) and fixed and not exit_zero:
+        sys.exit(1)  # as ruff: --check and --diff fail while fixes are pending
 
 
 @main.command()
 @click.argument("rule_id", required=False)
 def rules(rule_id) -> None:
-    """List the rules, or print one rule's docs."""
+    """List the rules, or print one rule's docs (Markdown, as docs/rules/ID.md has it)."""
+    from recompile_fix.output import terminal_width, wrap
+    from recompile_fix.rule_docs import rule_page, rule_summary
     from recompile_fix.rules import ALL_RULES, rule_by_id
 
     if rule_id:
         rule = rule_by_id(rule_id)
         if rule is None:
             raise UserError(f"no rule {rule_id!r}; `recompile-fix rules` lists them")
-        click.echo(f"# {rule.id} {rule.name}\n\n{rule.docs()}")
-        if rule.examples:  # excerpts of the rule's golden cases, each run by the tests
-            click.echo("\n## Golden cases")
-            for example in rule.examples:
-                what = "" if example.after is not None else " (left alone)"
-                click.echo(f"\ngolden/{example.golden}/program.in.py{what}:\n\n{example.diff()}", nl=False)
+        click.echo(rule_page(rule), nl=False)
         return
+    width = terminal_width()
     for rule in ALL_RULES:
-        summary = rule.docs().split("## What it does", 1)[-1].strip().split("\n\n", 1)[0].replace("\n", " ")
-        click.echo(f"{rule.id}  {rule.name:<24} {summary}")
+        line = f"{rule.id}  {rule.name:<24} {rule_summary(rule)}"
+        click.echo(wrap(line, width, indent=" " * 31))
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -325,7 +370,8 @@ def rules(rule_id) -> None:
     "html_file",
     default=None,
     metavar="FILE",
-    help="Also write a self-contained page with before/after bar charts.",
+    help="Also write a self-contained page: before/after bar charts, and per frame its reasons, call "
+    "sites, graph breaks, the fixes' diffs and its own before/after bars.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def verify(
@@ -346,6 +392,7 @@ def verify(
     if exact and (rtol is not None or atol is not None):
         raise UserError("--exact and --rtol/--atol exclude each other")
     config = load_config()
+    config.check_selectors([rule.id for rule in ALL_RULES])
     loaded = Profile.load(profile_file or config.profile)
     sys.exit(
         _verify(
@@ -364,7 +411,14 @@ def verify(
     )
 
 
-@main.command()
+_EDITOR_GUIDE = Path(__file__).resolve().parent / "docs" / "editors.md"
+
+
+@main.command(
+    help="Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.\n\n"
+    "Setups for VS Code, Neovim (0.7 to 0.11+) and Helix are in the editor guide, installed with "
+    f"this package: {_EDITOR_GUIDE} (`recompile-fix lsp --guide` prints it)."
+)
 @click.option(
     "--debounce",
     type=click.FloatRange(0),
@@ -372,10 +426,11 @@ def verify(
     metavar="SECONDS",
     help="Quiet time after a change before a file is analysed again [default: 0.3].",
 )
-def lsp(debounce) -> None:
-    """Run the language server on stdin/stdout: diagnostics, quick fixes, fix-all, suppress.
-
-    See docs/editors.md for VS Code, Neovim and Helix."""
+@click.option("--guide", is_flag=True, help="Print the editor guide (Markdown) and exit.")
+def lsp(debounce, guide) -> None:
+    if guide:
+        click.echo(_EDITOR_GUIDE.read_text(encoding="utf-8"), nl=False)
+        return
     try:
         import pygls  # noqa: F401
     except ImportError:
@@ -425,9 +480,19 @@ def _verify(
     else:
         click.echo(render_text(v), nl=False)
     if html_file and v.ran:
-        from recompile_fix.verify.chart import render_html
+        from recompile_fix.html_report import render_page
+        from recompile_fix.pipeline.fix import finding_fixes
+        from recompile_fix.verify.chart import verification_body
 
-        Path(html_file).write_text(render_html(v), encoding="utf-8")
+        page = render_page(
+            profile,
+            v.fixes,
+            finding_fixes(Path.cwd(), v.fixes, rules),
+            root=".",
+            verification=v,
+            verification_body=verification_body(v, heading="h2"),
+        )
+        Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)
     for error in v.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
@@ -446,6 +511,7 @@ def _apply_verified(
     write: bool,
     show_diff: bool,
     check: bool,
+    diff_exit: bool = False,
     apply_options: dict | None = None,
 ) -> int:
     """`recompile-fix apply --verify`; returns the exit code (0 all verified and applied, 1 a fix
@@ -493,6 +559,6 @@ def _apply_verified(
         profile.dump(profile_path)  # remember what was applied: a second apply is a no-op
     if result.errors:
         return 2
-    if result.dropped or (check and result.kept):
+    if result.dropped or ((check or diff_exit) and result.kept):
         return 1
     return 0

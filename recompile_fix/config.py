@@ -20,12 +20,21 @@ import json
 import os
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recompile_fix.errors import UserError
 
-__all__ = ["DEFAULT_EXCLUDE", "DEFAULT_PROFILE", "Config", "find_pyproject", "load_config", "split_ids"]
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "DEFAULT_PROFILE",
+    "Config",
+    "check_selectors",
+    "find_pyproject",
+    "load_config",
+    "split_ids",
+]
 
 DEFAULT_PROFILE = ".recompile-fix/profile.json"
 DEFAULT_EXCLUDE = (
@@ -83,6 +92,15 @@ class Config:
         paths = "|".join(fnmatch.translate(g) + "|" + fnmatch.translate(g + "/*") for g in globs)
         return re.compile(parts), re.compile(paths)
 
+    def check_selectors(self, rule_ids: Iterable[str]) -> None:
+        """Each selector the file gives must select a rule (ruff: "Unknown rule selector")."""
+        rule_ids = list(rule_ids)
+        where = f"{self.source}: [tool.recompile-fix] " if self.source is not None else ""
+        check_selectors(self.select, rule_ids, f"{where}select")
+        check_selectors(self.ignore, rule_ids, f"{where}ignore")
+        for pattern, ids in self.per_file_ignores.items():
+            check_selectors(ids, rule_ids, f"{where}per-file-ignores {pattern!r}")
+
     def fingerprint(self) -> str:
         """What a cached result depends on besides the file and the tool version."""
         data = json.dumps([self.select, self.ignore, self.per_file_ignores], sort_keys=True)
@@ -139,6 +157,15 @@ def load_config(start: str | os.PathLike[str] | None = None, explicit: str | Non
             raise UserError(f"{path}: [tool.recompile-fix] per-file-ignores must be a table of glob = [ids]")
         config.per_file_ignores = {k: _ids(v, "per-file-ignores", path) for k, v in pfi.items()}
     return config
+
+
+def check_selectors(selectors: Iterable[str], rule_ids: Iterable[str], where: str) -> None:
+    """A selector is a rule id or a prefix of one (``RF``, ``RF00``, ``RF001``); one that selects
+    no rule is an error (exit 2), as in ruff: a typo must not silently select nothing."""
+    ids = [r.upper() for r in rule_ids]
+    for selector in selectors:
+        if not any(rule_id.startswith(selector.upper()) for rule_id in ids):
+            raise UserError(f"{where}: Unknown rule selector: `{selector}` (`recompile-fix rules` lists the rules)")
 
 
 def split_ids(option: str | None) -> list[str] | None:

@@ -5,9 +5,19 @@ from __future__ import annotations
 from collections import Counter
 
 from recompile_fix.findings.finding import Finding
+from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Frame, Profile, Reason
 
-__all__ = ["frame_label", "grouped_reasons", "profile_ranks", "rank_counts", "render_json", "render_text"]
+__all__ = [
+    "frame_label",
+    "grouped_reasons",
+    "profile_ranks",
+    "rank_counts",
+    "reason_phrase",
+    "render_json",
+    "render_text",
+    "short_path",
+]
 
 
 def _reason_phrase(reason: Reason) -> str:
@@ -15,6 +25,11 @@ def _reason_phrase(reason: Reason) -> str:
     source = f" `{reason.source}`" if reason.source and reason.kind != "limit_hit" else ""
     dim = f" dim {reason.dim}" if reason.dim is not None else ""
     return f"{words}:{source}{dim}" if (source or dim) else words
+
+
+def reason_phrase(reason: Reason) -> str:
+    """A typed reason in plain words, as the report groups them."""
+    return _reason_phrase(reason)
 
 
 def _reason_example(reason: Reason) -> str:
@@ -63,11 +78,23 @@ def _rank_line(counts: dict[int, int]) -> str:
     return ", ".join(f"rank {rank}: {n} compile{'s' if n != 1 else ''}" for rank, n in counts.items())
 
 
+def short_path(path: str) -> str:
+    """A library file as its import path spells it (``torch/optim/adam.py``), not where one
+    machine's virtualenv put it; the project's own files as they are."""
+    normal = path.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in normal:
+            return normal.rsplit(marker, 1)[1]
+    return path
+
+
 def frame_label(frame: Frame) -> str:
-    return f"{frame.name} ({frame.file}:{frame.first_line})"
+    return f"{frame.name} ({short_path(frame.file)}:{frame.first_line})"
 
 
-def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> str:
+def render_text(profile: Profile, *, findings: list[Finding] | None = None, width: int | None = None) -> str:
+    """The table, each frame's reasons and graph breaks, and the fixes; lines longer than
+    ``width`` (the terminal's) wrap, the table's rows aside."""
     lines = [
         f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
         f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
@@ -97,10 +124,12 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
         first = cells[0].ljust(widths[0])
         return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
 
+    aligned = {len(lines), len(lines) + 1}  # the table's lines: columns, never wrapped
     lines.append(fmt(header))
     lines.append("  ".join("-" * w for w in widths))
     ranks = profile_ranks(profile)
     for frame, cells in rows:
+        aligned.add(len(lines))
         lines.append(fmt(cells))
         if len(ranks) > 1:
             counts = rank_counts(frame, ranks)
@@ -110,7 +139,9 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
             suffix = f" ({example})" if example else ""
             lines.append(f"    {count}x {phrase}{suffix}")
         for gb in frame.graph_breaks:
-            lines.append(f"    graph break x{gb.count} at {gb.location.file}:{gb.location.line}: {gb.reason}")
+            lines.append(
+                f"    graph break x{gb.count} at {short_path(gb.location.file)}:{gb.location.line}: {gb.reason}"
+            )
     total_recompiles = sum(f.recompiles for f in profile.frames)
     total_seconds = sum(f.compile_seconds for f in profile.frames)
     lines.append("")
@@ -126,7 +157,9 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None) -> s
         lines.append("")
         lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
         lines.extend(f.describe() for f in findings)
-    return "\n".join(lines) + "\n"
+    return (
+        "\n".join(line if i in aligned else wrap(line, width, indent="      ") for i, line in enumerate(lines)) + "\n"
+    )
 
 
 def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict:

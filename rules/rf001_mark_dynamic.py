@@ -11,14 +11,24 @@ from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import is_resume
 
 __all__ = ["RULE", "MarkDynamic"]
 
+MARK_DYNAMIC = TorchApi("torch._dynamo.mark_dynamic", None, "measured: present 2.6.0 to 2.15.0")
+MAYBE_MARK_DYNAMIC = TorchApi("torch._dynamo.maybe_mark_dynamic", None, "measured: present 2.6.0 to 2.15.0")
 # torch._dynamo.decorators.mark_unbacked(t, dim): a dynamic size that is not specialised at 0 or 1.
-UNBACKED_SINCE = (2, 4)
+MARK_UNBACKED = TorchApi(
+    "torch._dynamo.decorators.mark_unbacked", (2, 4), "measured: present 2.6.0 to 2.15.0; 2.4 from its PR"
+)
+CONTIGUOUS_COPY = TorchApi("torch.contiguous_format", None, "every release")
+# Suggested in a note only (a global switch is the user's call, never written).
+BACKED_SIZE_OBLIVIOUS = TorchApi(
+    "torch.fx.experimental._config.backed_size_oblivious", (2, 8), "measured: absent 2.6.0, present 2.8.0", "note"
+)
 
 
 class MarkDynamic(Rule):
@@ -74,6 +84,7 @@ class MarkDynamic(Rule):
     message = "`{param}` of compiled `{frame}` changes size in dim {dims} ({compiles} compiles): mark it dynamic before the call"
     consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
     triggers = ("compile",)
+    emits = (MARK_DYNAMIC, MAYBE_MARK_DYNAMIC, MARK_UNBACKED, CONTIGUOUS_COPY, BACKED_SIZE_OBLIVIOUS)
     examples = (
         Example(
             before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
@@ -87,7 +98,7 @@ class MarkDynamic(Rule):
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
         release = profile.torch_release
-        unbacked = release is not None and release >= UNBACKED_SINCE
+        unbacked = MARK_UNBACKED.runs_on(release)
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: os.path.isabs(f.file)):
             dims: dict[str, set[int]] = {}
@@ -103,11 +114,19 @@ class MarkDynamic(Rule):
             for source_expr in dims:
                 dims[source_expr] |= _changed_dims(frame, source_expr)
             for source_expr, source_dims in dims.items():
-                findings.extend(self._plan_argument(frame, source_expr, sorted(source_dims), project, unbacked))
+                findings.extend(
+                    self._plan_argument(frame, source_expr, sorted(source_dims), project, unbacked, release)
+                )
         return _merge_same_argument(findings)
 
     def _plan_argument(
-        self, frame: Frame, source_expr: str, dims: list[int], project: Project, unbacked: bool
+        self,
+        frame: Frame,
+        source_expr: str,
+        dims: list[int],
+        project: Project,
+        unbacked: bool,
+        release: tuple[int, int] | None,
     ) -> list[Finding]:
         evidence = frame_evidence(
             frame, [r for r in frame.reasons() if r.source == source_expr and r.kind in self.consumes]
@@ -121,7 +140,9 @@ class MarkDynamic(Rule):
             # An unbacked size breaks the graph wherever torch needs a concrete one (SDPA picks
             # its kernel by size, for one): only code that calls nothing is sure not to.
             mark = "decorators.mark_unbacked"
-        notes = self._remaining_recompiles(frame, source_expr, small and mark != "decorators.mark_unbacked")
+        notes = self._remaining_recompiles(
+            frame, source_expr, small and mark != "decorators.mark_unbacked", unbacked, release
+        )
         strided = any(r.kind == "stride_mismatch" for r in frame.reasons() if r.source == source_expr)
         if mark == "decorators.mark_unbacked":
             notes.append(
@@ -208,16 +229,25 @@ class MarkDynamic(Rule):
             )
 
     @staticmethod
-    def _remaining_recompiles(frame: Frame, source_expr: str, small_sizes: bool) -> list[str]:
+    def _remaining_recompiles(
+        frame: Frame, source_expr: str, small_sizes: bool, unbacked: bool, release: tuple[int, int] | None
+    ) -> list[str]:
         notes = []
         reasons = [r for r in frame.reasons() if r.source == source_expr]
         if small_sizes:
+            # Suggest only what the Profile's torch has.
+            ways = ["start with a larger size"]
+            if unbacked:
+                ways.append(
+                    "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
+                    "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
+                    "`recompile-fix verify`)"
+                )
+            if BACKED_SIZE_OBLIVIOUS.runs_on(release):
+                ways.append(f"set {BACKED_SIZE_OBLIVIOUS.name} = True")
             notes.append(
                 "torch will still recompile once: the Profile saw size 0 or 1, which torch "
-                "specialises even when marked (0/1 specialisation); start with a larger size, or "
-                "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
-                "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
-                "`recompile-fix verify`), or set torch.fx.experimental._config.backed_size_oblivious = True"
+                "specialises even when marked (0/1 specialisation); " + ", or ".join(ways)
             )
         if any(r.kind == "stride_mismatch" for r in reasons):
             notes.append(

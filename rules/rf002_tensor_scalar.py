@@ -12,6 +12,7 @@ from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUs
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile
 from recompile_fix.profile.resume import function_of, resumed_function
@@ -79,6 +80,7 @@ class TensorScalar(Rule):
     )
     consumes = ("scalar_value",)
     triggers = ("compile",)
+    emits = (TorchApi("torch.tensor", None, "every release"),)
     examples = (
         Example(
             before="for i in range(5):\n    fn(torch.ones(3), 0.5 + i)\n",

@@ -12,6 +12,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 
@@ -40,10 +41,24 @@ OPTIMIZERS = {
 CAPTURABLE_FOR_FOREACH = {"Adam", "AdamW"}
 # Schedulers keep a tensor lr (fill_ in place) since torch 2.4 (pytorch#123753); these wrote a
 # Python float back, or aliased the tensor, until the version given (pytorch#163098, #162360).
-TENSOR_LR_SCHEDULERS_SINCE = (2, 4)
+TENSOR_LR = TorchApi("torch.tensor", None, "every release")
+TENSOR_LR_IN_SCHEDULERS = TorchApi("torch.optim.lr_scheduler with a tensor lr", (2, 4), "pytorch#123753", in_text=False)
+TENSOR_LR_IN_REDUCE_ON_PLATEAU = TorchApi(
+    "torch.optim.lr_scheduler.ReduceLROnPlateau with a tensor lr", (2, 10), "pytorch#163098", in_text=False
+)
+TENSOR_LR_IN_SEQUENTIAL = TorchApi(
+    "torch.optim.lr_scheduler.SequentialLR with a tensor lr", (2, 10), "pytorch#162360", in_text=False
+)
+TENSOR_LR_SCHEDULERS_SINCE = TENSOR_LR_IN_SCHEDULERS.since
 FLOAT_WRITERS = {
-    "ReduceLROnPlateau": ((2, 10), "writes a Python float back into `param_groups[i]['lr']`"),
-    "SequentialLR": ((2, 10), "aliases the tensor lr with `initial_lr`, corrupting later learning rates"),
+    "ReduceLROnPlateau": (
+        TENSOR_LR_IN_REDUCE_ON_PLATEAU.since,
+        "writes a Python float back into `param_groups[i]['lr']`",
+    ),
+    "SequentialLR": (
+        TENSOR_LR_IN_SEQUENTIAL.since,
+        "aliases the tensor lr with `initial_lr`, corrupting later learning rates",
+    ),
 }
 # These write Python floats into `betas`/`momentum` every step while cycle_momentum=True.
 MOMENTUM_CYCLERS = {"OneCycleLR", "CyclicLR"}
@@ -102,6 +117,7 @@ class TensorHyperparameters(Rule):
     message = "`{optimizer}`'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
     consumes = ("optimizer_param_group",)
     triggers = ("optim",)
+    emits = (TENSOR_LR, TENSOR_LR_IN_SCHEDULERS, TENSOR_LR_IN_REDUCE_ON_PLATEAU, TENSOR_LR_IN_SEQUENTIAL)
     # Static mode's pattern also needs a torch LR scheduler and a compile in the same file.
     requires = ("lr_scheduler", "compile")
     examples = (

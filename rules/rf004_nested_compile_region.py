@@ -14,13 +14,17 @@ from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, resolve
 from recompile_fix.profile.resume import is_resume
 
 __all__ = ["RULE", "NestedCompileRegion"]
 
-MIN_TORCH = (2, 8)  # torch.compiler.nested_compile_region is public from 2.8
+NESTED_COMPILE_REGION = TorchApi(
+    "torch.compiler.nested_compile_region", (2, 8), "measured: absent 2.6.0, present 2.8.0"
+)
+MIN_TORCH = NESTED_COMPILE_REGION.since  # public from 2.8
 # Backward through a region compiled with backend="eager" fails before 2.14 ("fake_mode should be
 # enabled for HOPs"; measured on 2.8, 2.10 and 2.13, fixed by pytorch/pytorch#184700, whose fast
 # path is in the 2.14.0 and 2.14.1 sources).
@@ -96,6 +100,7 @@ class NestedCompileRegion(Rule):
     # seconds of the frame that inlines the blocks, and it also runs without a Profile.
     consumes = ()
     triggers = ("ModuleList", "Sequential")
+    emits = (NESTED_COMPILE_REGION,)
     examples = (
         Example(
             before="    def forward(self, x):\n        return x + self.scale * F.silu(self.proj(x))\n",

@@ -11,6 +11,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, Reason
 from recompile_fix.profile.resume import is_resume
@@ -75,6 +76,7 @@ class GraphBreakShield(Rule):
     )
     consumes = ("scalar_value", "global_value", "module_attribute")
     triggers = ("compile",)
+    emits = (TorchApi("torch._dynamo.graph_break", None, "measured: present 2.6.0 to 2.15.0"),)
     examples = (
         Example(
             before="@torch.compile(dynamic=False)\ndef fn(x, c):\n    y = very_large_function(x)  # recompiled every time\n"

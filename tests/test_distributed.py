@@ -78,7 +78,7 @@ def ddp_run(tmp_path_factory):
     assert profiled.returncode == 0, profiled.stdout + profiled.stderr[-4000:]
     profile = Profile.load(work / ".recompile-fix" / "profile.json")
     report = run_cli("report", cwd=work, check=0).stdout
-    diff = run_cli("apply", "ddp_ragged.py", "--diff", cwd=work, check=0).stdout
+    diff = run_cli("apply", "ddp_ragged.py", "--diff", cwd=work, check=1).stdout
     run_cli("apply", "ddp_ragged.py", cwd=work, check=0)
     return work, profile, profiled, report, diff
 

@@ -27,6 +27,8 @@ STAGES = [
             "recompile_fix.__main__",
             "recompile_fix.report",
             "recompile_fix.output",
+            "recompile_fix.rule_docs",
+            "recompile_fix.html_report",
             "recompile_fix.verify",
             "recompile_fix.lsp",
         ),
@@ -146,11 +148,13 @@ def test_stage_packages_import_nothing_on_their_own():
 
 
 def test_recorder_loads_only_the_standard_library():
-    """The recorder and the outputs recorder run inside the user's process, with the user's
-    interpreter: importing them must load nothing outside the standard library (torch is the
-    user's own and is imported by the program)."""
+    """The bootstrap, the recorder and the outputs recorder run inside the user's process, with
+    the user's interpreter, whose environment has none of the tool's dependencies (libcst, click,
+    black): loading them must load nothing outside the standard library (torch is the user's own
+    and is imported by the program; tests/test_user_install.py runs it all in such a process)."""
     code = (
         "import sys; before = set(sys.modules)\n"
+        "import runpy; runpy.run_path('recompile_fix/_bootstrap/sitecustomize.py')\n"
         "import recompile_fix.profile.recorder, recompile_fix.profile.compiled_outputs\n"
         "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] != 'recompile_fix'\n"
         "             and m.split('.')[0] not in sys.stdlib_module_names)\n"

@@ -244,6 +244,8 @@ async def test_golden_quick_fixes_and_fix_all(case, golden_server):
     if expected != original:
         assert any(d.code == case.parent.name for d in diagnostics), diagnostics
     assert all(d.message != STALE for d in diagnostics)
+    # Each diagnostic links to its rule's page (docs/rules/ID.md), as ruff's server does.
+    assert all(d.code_description.href.endswith(f"/docs/rules/{d.code}.md") for d in diagnostics if d.code)
 
     # Safe quick fixes, one at a time: each edit is the rule's own, the Profile stays usable.
     safe_only, version = await fix_one_by_one(client, uri, original, version, unsafe=False)

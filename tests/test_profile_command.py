@@ -2,6 +2,9 @@
 leaves a partial Profile, nothing compiled gives an empty one, bad commands exit 2."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -40,6 +43,27 @@ def test_command_not_found(tmp_path, cli):
     out = tmp_path / "p.json"
     result = cli("profile", "-o", str(out), "--", "no-such-program-xyz", "arg", check=2)
     assert result.stderr.strip() == "recompile-fix: error: command not found: no-such-program-xyz"
+    assert not out.exists()
+
+
+def test_python_is_the_first_python_on_path_and_must_have_torch(tmp_path):
+    """`python` in the command is the user's (first on PATH), not recompile-fix's interpreter; one
+    without torch is one line, exit 2, before the program runs."""
+    venv = tmp_path / "no-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    (tmp_path / "train.py").write_text("import torch\nprint('never runs')\n")
+    out = tmp_path / "p.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "recompile_fix", "profile", "-o", str(out), "--", "python", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": os.pathsep.join([str(bin_dir), os.environ["PATH"]])},
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"recompile-fix: error: {bin_dir / 'python'} cannot import torch: ")
     assert not out.exists()
 
 

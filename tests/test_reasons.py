@@ -1,4 +1,4 @@
-"""Table tests for recompile_fix.reasons, on guard-failure strings real torch produced.
+"""Table tests for recompile_fix.profile.reasons, on guard-failure strings real torch produced.
 
 Every string in REAL_213 was copied from ``torch._dynamo.utils.guard_failures`` (or, for the limit
 hit, ``get_compilation_metrics()[i].fail_reason``) after compiling small functions with
@@ -7,6 +7,8 @@ hit, ``get_compilation_metrics()[i].fail_reason``) after compiling small functio
 comment, as torch would print it) and the venv is ``/venv``. Object ids are as printed.
 
 OLDER holds the torch < 2.13 spelling (``L['x']``); each must parse the same as its 2.13 twin.
+RELEASES holds what other releases print where 2.13 prints something else (copied from their
+runs, tests/fixtures/torch-<version>/): the limit-hit failure and the first use.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from recompile_fix.profile.reasons import (
     parse_reasons,
     strip_local_scope,
 )
+
+pytestmark = pytest.mark.torch_lane  # quick, and the wording it parses is the release's
 
 USER = "/proj/model.py"
 ADAM = "/venv/lib/python3.11/site-packages/torch/optim/adam.py"
@@ -334,7 +338,8 @@ def test_older_spelling_values():
     assert (size.kind, size.source, size.dim, size.expected, size.actual) == ("size_mismatch", "x", 0, 3, 4)
     value = parse_reason(OLDER[1].values[0])
     assert (value.kind, value.source, value.value, value.value_type) == ("scalar_value", "c", 0.5, "float")
-    assert value.first_use is None  # no User stack trace block before 2.13
+    # No User stack trace block before 2.13: the comment's path tail names the first use.
+    assert (value.first_use.file, value.first_use.line, value.first_use.function) == ("a.py", 3, "f")
     scale = parse_reason(OLDER[2].values[0])
     assert (scale.kind, scale.source, scale.value) == ("module_attribute", "self.scale", 1)
     none = parse_reason(OLDER[3].values[0])
@@ -370,6 +375,58 @@ def test_limit_hit_reason(fail_reason, limit):
     reason = limit_hit_reason(fail_reason, entry="0/8")
     assert (reason.kind, reason.source, reason.entry) == ("limit_hit", limit, "0/8")
     assert reason.text == "Dynamo recompile limit exceeded"
+
+
+# torch < 2.13 raise RecompileLimitExceeded(f"{limit_type} reached"); 2.6 has no recompile_limit.
+@pytest.mark.parametrize(
+    "fail_reason, limit",
+    [
+        ("recompile_limit reached", "recompile_limit"),  # 2.8, 2.10
+        ("accumulated_recompile_limit reached", "accumulated_recompile_limit"),
+        ("cache_size_limit reached", "cache_size_limit"),  # 2.6
+        ("accumulated_cache_size_limit reached", "accumulated_cache_size_limit"),
+    ],
+)
+def test_limit_hit_reason_of_older_releases(fail_reason, limit):
+    assert is_limit_hit(fail_reason)
+    reason = limit_hit_reason(fail_reason)
+    assert (reason.kind, reason.source, reason.text) == ("limit_hit", limit, fail_reason)
+
+
+# fmt: off
+RELEASES = [
+    # 2.10: no User stack trace block; the comment's path is relative to the directory above torch's
+    pytest.param("0/0: c == 0.5                                                 # return x + c  "
+                 "# run-tree/tests/programs/seeds/float_constant.py:6 in fn",
+                 ("scalar_value", "c", ("run-tree/tests/programs/seeds/float_constant.py", 6, "fn")),
+                 id="2.10-float"),
+    pytest.param("5/0: self.param_groups[0]['lr'] == 0.01                       # for group in "
+                 "self.param_groups:  # optim/adam.py:229 in step",
+                 ("optimizer_param_group", "self.param_groups[0]['lr']", ("optim/adam.py", 229, "step")),
+                 id="2.10-optimizer-lr"),
+    pytest.param("0/0: self.scale == 1                                          # return y * self.scale  "
+                 "# roj/model.py:48 in forward (HINT: torch.compile considers integer attributes of the "
+                 "nn.Module to be static.)",
+                 ("module_attribute", "self.scale", ("roj/model.py", 48, "forward")),
+                 id="2.10-module-int-hint"),
+    # 2.8: no comment at all, only padding
+    pytest.param("0/0: alpha == 0.5                                           ",
+                 ("scalar_value", "alpha", None), id="2.8-float"),
+    # 2.6: L['...'] spelling, padding only
+    pytest.param("0/0: L['c'] == 1                                                 ",
+                 ("scalar_value", "c", None), id="2.6-int"),
+    # an identity guard's comment names where the argument was bound, not a use
+    pytest.param("0/0: a is b                                              # def f_ab(a, b): return a + b  "
+                 "# roj/model.py:12 in f_ab", ("id_mismatch", "a", None), id="identity-no-first-use"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("text, want", RELEASES)
+def test_first_use_on_other_releases(text, want):
+    reason = parse_reason(text)
+    first_use = reason.first_use and (reason.first_use.file, reason.first_use.line, reason.first_use.function)
+    assert (reason.kind, reason.source, first_use) == want
 
 
 @pytest.mark.parametrize("fail_reason", [None, "", REAL_213[0].values[0]])

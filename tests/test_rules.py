@@ -47,3 +47,4 @@ def test_wheel_ships_the_rules(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "recompile_fix/rules/rf001_mark_dynamic.py" in names
     assert "recompile_fix/_bootstrap/sitecustomize.py" in names
+    assert "recompile_fix/docs/editors.md" in names  # `recompile-fix lsp --guide`

@@ -1,4 +1,4 @@
-"""recompile_fix.scalar_uses: where a Python number ends up, and whether a 0-d tensor would do the
+"""recompile_fix.analysis.scalar_uses: where a Python number ends up, and whether a 0-d tensor would do the
 same there (the question RF002, RF003 and RF006 ask before they edit)."""
 
 import textwrap

@@ -385,11 +385,11 @@ X = {"x": {"type": "Tensor", "shape": [3], "stride": [1], "dtype": "float32"}}
             "torch.compiler.config.dynamic_sources = \"L['self'].calls\"\n",
             Safety.SAFE,
         ),
-        (
+        (  # no config before 2.7: allow_unspec_int_on_nn_module arrived with dynamic_sources
             "return x if self.calls % 2 else -x",
             "2.5.1",
-            "torch._dynamo.config.allow_unspec_int_on_nn_module = True\n",
-            Safety.SAFE,
+            "`allow_unspec_int_on_nn_module` arrived in 2.7",
+            Safety.NONE,
         ),
         ("return x.repeat(self.calls) if True else x", "2.13.0", None, Safety.SAFE),
         ("return [x for _ in range(self.calls)]", "2.13.0", "specialised on every value there; no edit", Safety.NONE),

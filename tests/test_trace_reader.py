@@ -55,6 +55,7 @@ def test_trace_yields_the_same_findings_as_the_in_process_profile(examples_run):
     assert traced.sources == recorded.sources  # hashed from the same checkout
 
 
+@pytest.mark.torch_lane
 def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
     _, recorded, traced = examples_run
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit, apply_edits
 from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.releases import check_edits, installed_torch_version
 from recompile_fix.findings.rule import Rule
 
 __all__ = ["FileRewrite", "rewrite"]
@@ -37,6 +38,11 @@ def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[
             raise  # the file does not parse (for the tree this fix reads): the whole file is skipped
         except Exception as exc:  # one broken fix must not lose the file's other fixes
             result.skipped.append((finding, f"internal error in {finding.rule}: {exc!r}"))
+            continue
+        # Only what the Finding's torch runs (the Profile's; static mode: the installed one).
+        wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version())
+        if wrong_release is not None:
+            result.skipped.append((finding, wrong_release))
             continue
         if any(new.overlaps(old) for new in edits for old in result.edits):
             result.skipped.append((finding, "overlaps another fix in this file"))

@@ -31,6 +31,8 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)  # guard texts, compiles, seconds
     notes: list[str] = field(default_factory=list)  # e.g. why torch will still recompile
     confidence: str = "profile"  # "profile" (seen at run time) or "static" (seen in source)
+    # The torch the fix is for: the Profile's (set by plan); None in static mode (the installed one).
+    torch_version: str | None = None
 
     @property
     def fixable(self) -> bool:
@@ -53,6 +55,7 @@ class Finding:
             evidence=data.get("evidence", {}),
             notes=list(data.get("notes", [])),
             confidence=data.get("confidence", "profile"),
+            torch_version=data.get("torch_version"),
         )
 
     def describe(self, *, unsafe_fixes: bool = False) -> str:

@@ -15,6 +15,8 @@ __all__ = ["plan"]
 def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Finding]:
     findings: list[Finding] = []
     for rule in rules:
-        findings.extend(rule.plan(profile, project))
+        for finding in rule.plan(profile, project):
+            finding.torch_version = finding.torch_version or profile.torch_version
+            findings.append(finding)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
     return choose_block_compile(findings)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.releases import TorchApi
 from recompile_fix.profile.model import Profile
 
 __all__ = ["Example", "Rule"]
@@ -56,6 +57,10 @@ class Rule:
     # "graph_breaks" (more graph breaks) and/or "resume_frames" (new torch_dynamo_resume_in_*
     # frames compiling). E.g. a fix that inserts torch._dynamo.graph_break().
     verify_allows: tuple[str, ...] = ()
+    # Every torch API the fixes write (or the notes suggest), with the first release that has
+    # it: the rule's own version gates read these, `rewrite` refuses an edit naming one the
+    # Finding's release lacks, and docs/torch-releases.md is rendered from them.
+    emits: tuple[TorchApi, ...] = ()
 
     def may_fire(self, data: bytes) -> bool:
         """Whether a file with these bytes can hold the rule's pattern at all."""

@@ -126,7 +126,10 @@ class Engine:
         if stamp == self._config_stamp:
             return self.config, stamp
         try:
+            from recompile_fix.rules import ALL_RULES
+
             config = load_config(self.root)
+            config.check_selectors(r.id for r in ALL_RULES)
         except UserError as exc:
             self._log(f"recompile-fix: {exc}; using the defaults")
             config = Config(root=self.root)

@@ -15,6 +15,7 @@ from pathlib import Path
 from recompile_fix.lsp.engine import Engine
 from recompile_fix.lsp.items import FIX_ALL_KIND, SOURCE, Action, Analysis, Item
 from recompile_fix.lsp.positions import Range
+from recompile_fix.rule_docs import rule_url
 
 __all__ = ["DEFAULT_DEBOUNCE", "POLL_INTERVAL", "build_server", "serve"]
 
@@ -173,6 +174,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
             message=item.message,
             severity=severities[item.severity],
             code=item.rule,
+            code_description=lsp.CodeDescription(href=rule_url(item.rule)) if item.rule else None,
             source=SOURCE,
             data=item.data,
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
-from recompile_fix.edits.edit import unified_diff
+from recompile_fix.edits.edit import Edit, unified_diff
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
@@ -38,8 +38,10 @@ from recompile_fix.suppression import is_suppressed
 
 __all__ = [
     "ApplyResult",
+    "FindingFix",
     "diff_text",
     "find",
+    "finding_fixes",
     "finding_order",
     "is_selected",
     "merge_findings",
@@ -120,7 +122,7 @@ def find(
     result = ApplyResult()
     profiled: list[Finding] = []
     if profile is not None:
-        profiled = _plan_from_profile(profile, rules, root, roots, paths, result)
+        profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))
     result.errors.extend(scan.errors)
@@ -154,17 +156,35 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 
 
 def _plan_from_profile(
-    profile: Profile, rules: tuple[Rule, ...], root_dir: Path, roots: list[Path], paths: list[str], result: ApplyResult
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    root_dir: Path,
+    roots: list[Path],
+    paths: list[str],
+    result: ApplyResult,
+    config: Config | None = None,
 ) -> list[Finding]:
-    """Findings from the Profile for files whose bytes are the ones it saw; errors for the rest."""
+    """Findings from the Profile for files whose bytes it saw; errors for the rest.
+
+    A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
+    its Findings go to ``result.outside``, never to the errors, and it is not even read (a
+    checkout without the profiled virtualenv has none of torch's files)."""
     project = Project(root_dir, expected_hashes=profile.sources)
-    status: dict[str, str] = {}  # path -> ok / applied / stale / outside / unreadable
+    status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
     def file_status(path: str) -> str:
         if path not in status:
             file = resolve(path, root_dir)
+            if not _inside(file, roots) or (
+                config is not None and config.excluded(os.path.relpath(file.resolve(), root_dir))
+            ):
+                status[path] = "outside"
+                return status[path]
             try:
                 data = file.read_bytes()
+            except FileNotFoundError:
+                status[path] = "missing"
+                return status[path]
             except OSError:
                 status[path] = "unreadable"
                 return status[path]
@@ -173,33 +193,44 @@ def _plan_from_profile(
             elif not same_as_profiled(data, profile.sources.get(path)):
                 status[path] = "stale"
             else:
-                status[path] = "ok" if _inside(file, roots) else "outside"
+                status[path] = "ok"
         return status[path]
 
     def error_once(path: str, message: str) -> None:
         if not any(e.startswith(path + ":") for e in result.errors):
             result.errors.append(f"{path}: {message}")
 
+    def error_for(path: str) -> None:
+        state = file_status(path)
+        if state == "stale":
+            error_once(
+                path, "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed"
+            )
+        elif state == "missing":
+            error_once(path, "no such file, but the Profile names it (moved or deleted since profiling?); not changed")
+        elif state == "unreadable":
+            error_once(path, "cannot be read; not changed")
+
     planned = []
     for finding in plan(profile, project, rules):
         state = file_status(finding.file)
-        if state == "applied" or (state in ("outside", "unreadable") and finding.safety is Safety.NONE):
+        if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
-        if state == "stale":
-            error_once(
-                finding.file,
-                "changed since it was profiled (stale Profile); run `recompile-fix profile` again; not changed",
-            )
-            continue
         if state == "outside":
-            result.outside.append(finding)
-            error_once(finding.file, f"outside the given paths ({', '.join(paths)}); not changed")
+            result.outside.append(finding)  # context: reported, never an error, never edited
+            continue
+        if state != "ok":
+            error_for(finding.file)
             continue
         planned.append(finding)
     for path, why in sorted(project.errors.items()):
-        if _inside(resolve(path, root_dir), roots):
-            if not any(e.startswith(path + ":") for e in result.errors):
-                result.errors.append(why)
+        state = file_status(path)
+        if state == "outside":
+            continue  # a rule read torch's source for context; a checkout may not have it
+        if state in ("missing", "unreadable"):
+            error_for(path)
+        elif not any(e.startswith(path + ":") for e in result.errors):
+            result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     return planned
 
@@ -262,6 +293,40 @@ def rewrite_files(
         except Exception as exc:  # a crash in one file never loses another file's work
             failed.append((path, f"{path}: internal error, not changed: {exc!r}"))
     return rewrites, failed
+
+
+@dataclass
+class FindingFix:
+    """One Finding's fix on its own, as ruff reports each fix: the Edits that make it (``import
+    torch`` included where the file lacks it), in character offsets of ``text``."""
+
+    text: str
+    edits: list[Edit]
+
+
+def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) -> list[FindingFix | None]:
+    """Each Finding's own fix (None: no fix, or the file cannot be read or parsed), for the
+    machine-readable outputs; what `apply` writes is all of a file's fixes together."""
+    by_rule = {rule.id: rule for rule in rules}
+    sources: dict[str, SourceFile | None] = {}
+    fixes: list[FindingFix | None] = []
+    for finding in findings:
+        if not finding.fixable or finding.rule not in by_rule:
+            fixes.append(None)
+            continue
+        if finding.file not in sources:
+            try:
+                data = resolve(finding.file, root).read_bytes()
+                sources[finding.file] = SourceFile.read(Path(finding.file), data, parse=False)
+            except (OSError, SourceError):
+                sources[finding.file] = None
+        source = sources[finding.file]
+        try:
+            made = rewrite(finding.file, source, [finding], by_rule) if source is not None else None
+        except SourceError:
+            made = None
+        fixes.append(FindingFix(made.before, made.edits) if made is not None and made.applied else None)
+    return fixes
 
 
 # -- write -----------------------------------------------------------------------------------

@@ -21,6 +21,10 @@ may compile what it likes); once the first warm-up call has returned, the stance
 warm-up) raises in the program. Feature-detected: a torch without ``torch.compiler.set_stance``
 prints one line and runs as usual.
 
+Beside each ``.pt`` file it writes the same record without the tensors (``.json``), so that a
+recompile-fix installed without torch reads what was called (``load_refs``) and has the
+tensors compared by the user's interpreter (``judge_main``, ``compare``).
+
 Only the standard library and torch, as in the recorder.
 """
 
@@ -29,9 +33,11 @@ from __future__ import annotations
 import atexit
 import collections
 import functools
+import json
 import os
 import sys
 import weakref
+from typing import NamedTuple
 
 __all__ = [
     "CALLS_ENV",
@@ -40,9 +46,13 @@ __all__ = [
     "FORMAT",
     "MAX_BYTES",
     "OUTPUTS_ENV",
+    "TensorRef",
+    "compare",
     "install",
     "install_from_env",
+    "judge_main",
     "load",
+    "load_refs",
     "OutputRecorder",
 ]
 
@@ -171,10 +181,17 @@ class OutputRecorder:
         }
 
     def save(self, path: str) -> None:
+        """The tensors with ``torch.save`` at ``path``, and beside it (``.json``) the same record
+        without them, for a recompile-fix installed without torch (``load_refs``)."""
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        data = self.saveable()
         tmp = path + ".tmp"
-        self.torch.save(self.saveable(), tmp)
+        self.torch.save(data, tmp)
         os.replace(tmp, path)
+        plain = {**data, "outputs": [[len(call) for call in calls] for calls in data["outputs"]]}
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(plain, fh)
+        os.replace(tmp, _sidecar(path))
 
     def by_key(self) -> dict[str, list[list]]:
         return {self.key(e): self.outputs[e["index"]] for e in self.callables}
@@ -290,6 +307,100 @@ def install_from_env(torch) -> OutputRecorder | None:
 
     atexit.register(write)
     return recorder
+
+
+def _sidecar(path: str) -> str:
+    return path[: -len(".pt")] + ".json" if path.endswith(".pt") else path + ".json"
+
+
+class TensorRef(NamedTuple):
+    """A recorded tensor, not loaded: call ``call`` of callable ``callable`` in the file ``path``
+    wrote, its ``index``-th tensor. ``judge_main`` loads it, where torch is."""
+
+    path: str
+    callable: int
+    call: int
+    index: int
+
+
+def load_refs(directory: str) -> list[dict]:
+    """As ``load``, with each tensor a ``TensorRef``: the standard library only, for a
+    recompile-fix that runs without torch (installed in an environment of its own)."""
+    records = []
+    if not os.path.isdir(directory):
+        return records
+    for name in sorted(os.listdir(directory)):
+        if not (name.startswith("outputs-") and name.endswith(".pt")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(_sidecar(path), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue  # a process killed mid-write leaves nothing usable
+        if isinstance(data, dict) and data.get("format") == FORMAT:
+            data["outputs"] = [
+                [[TensorRef(path, c, k, i) for i in range(count)] for k, count in enumerate(calls)]
+                for c, calls in enumerate(data["outputs"])
+            ]
+            records.append(data)
+    return records
+
+
+def compare(before, after, *, exact: bool = False, rtol: float | None = None, atol: float | None = None):
+    """(same?, max abs difference, what differs) of two recorded tensors: bit for bit
+    (``exact``), within ``rtol``/``atol`` (the other one 0), or within
+    ``torch.testing.assert_close``'s default tolerances for their dtype. NaN equals NaN."""
+    import torch
+
+    if before.shape != after.shape:
+        return False, None, f"shape {tuple(before.shape)} -> {tuple(after.shape)}"
+    if before.dtype != after.dtype:
+        return False, None, f"dtype {before.dtype} -> {after.dtype}".replace("torch.", "")
+    diff = None
+    if before.numel():
+        b, a = (
+            before.to(torch.complex128 if before.is_complex() else torch.float64),
+            after.to(torch.complex128 if after.is_complex() else torch.float64),
+        )
+        both_nan = b.isnan() & a.isnan()
+        delta = torch.where(both_nan, torch.zeros_like(b), a - b).abs()
+        delta = torch.where(delta.isnan(), torch.full_like(delta, float("inf")), delta)
+        diff = float(delta.max())
+    if exact:
+        same = bool(torch.equal(before, after)) or (diff == 0.0)
+    else:
+        kwargs = {}
+        if rtol is not None or atol is not None:
+            kwargs = {"rtol": rtol or 0.0, "atol": atol or 0.0}
+        try:
+            torch.testing.assert_close(after, before, equal_nan=True, **kwargs)
+            same = True
+        except AssertionError:
+            same = False
+    return same, diff, "" if same else f"max abs diff {diff:.3g}"
+
+
+def judge_main() -> None:
+    """Compare pairs of ``TensorRef`` in the user's interpreter (the one with torch): reads
+    ``{"pairs": [[before, after], ...], "exact", "rtol", "atol"}`` on stdin, writes one
+    ``[same, diff, why]`` per pair on stdout (JSON)."""
+    import torch
+
+    request = json.load(sys.stdin)
+    files: dict[str, list] = {}
+
+    def tensor(ref):
+        path, c, k, i = ref
+        if path not in files:
+            files[path] = torch.load(path, weights_only=True)["outputs"]
+        return files[path][c][k][i]
+
+    tolerance = {key: request.get(key) for key in ("rtol", "atol")}
+    results = [
+        list(compare(tensor(b), tensor(a), exact=bool(request.get("exact")), **tolerance)) for b, a in request["pairs"]
+    ]
+    json.dump(results, sys.stdout)
 
 
 def load(directory: str) -> list[dict]:

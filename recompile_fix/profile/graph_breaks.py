@@ -11,6 +11,10 @@ __all__ = ["parse_graph_break"]
 
 _AT = re.compile(r"Graph break (?:\(user stack suppressed[^)]*\) )?in user code at (.+):(\d+)")
 _REASON = re.compile(r"Graph Break Reason: (.+)")
+# torch 2.6: ``Reason: Unsupported: 'skip function graph_break in file .../decorators.py'``, then
+# ``User code traceback:`` (no generic first line, no detail line).
+_REASON_2_6 = re.compile(r"^\s*Reason: (.+)", re.M)
+_NOT_DETAIL = ("User code traceback", "Traceback (most recent call last)")
 
 
 def parse_graph_break(text: str) -> tuple[str, int, str] | None:
@@ -18,11 +22,13 @@ def parse_graph_break(text: str) -> tuple[str, int, str] | None:
     where = _AT.search(text)
     if not where:
         return None
-    reason = _REASON.search(text)
+    reason = _REASON.search(text) or _REASON_2_6.search(text)
     lines = [line.strip() for line in text[reason.end() :].splitlines()] if reason else []
     # The first line is generic ("Encountered graph break when attempting to trace CALL");
     # the next names what broke (e.g. "Call to `torch._dynamo.graph_break()`").
     detail = next((line for line in lines if line), "")
+    if detail.startswith(_NOT_DETAIL):
+        detail = ""
     return (
         where.group(1),
         int(where.group(2)),

@@ -18,7 +18,13 @@ from recompile_fix.profile.model import (
     relative_to_root,
     sha256_file,
 )
-from recompile_fix.profile.reasons import is_limit_hit, limit_hit_reason, parse_reason, parse_reasons
+from recompile_fix.profile.reasons import (
+    first_use_is_tail,
+    is_limit_hit,
+    limit_hit_reason,
+    parse_reason,
+    parse_reasons,
+)
 
 __all__ = ["build_profile"]
 
@@ -58,12 +64,15 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 "exit": record.get("exit", {}).get("status"),
                 "exception": record.get("exit", {}).get("exception"),
                 "compiles": len(record.get("compiles", [])),
+                # How this process was recorded: "in-process" (the recorder: its sources, the
+                # cross-check against torch's compile ids, what it had to repair) or "torch_trace".
+                "recorder": record.get("recorder") or {"path": record.get("source", "in-process")},
             }
         )
         frame_of_id: dict[str, Frame] = {}
         compile_of_id: dict[str, Compile] = {}
         for raw in record.get("compiles", []):
-            compile_id = raw["compile_id"]
+            compile_id = _generation_id(raw)
             frame_id = compile_id.rsplit("/", 1)[0]
             frame = None
             if raw.get("frame"):
@@ -106,7 +115,10 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 ]
                 named.update(b["file"] for b in raw["blocks"])
             named.update(s["file"] for s in raw.get("stack", []))
+            places = [f["file"] for f in [raw.get("frame") or {}] if f] + [s["file"] for s in raw.get("stack", [])]
             for reason in compile_.reasons:
+                if reason.first_use is not None and first_use_is_tail(reason.first_use):
+                    reason.first_use = _resolve_tail(reason.first_use, places + sorted(named))
                 if reason.first_use is not None:
                     named.add(reason.first_use.file)
                     reason.first_use = Location(
@@ -116,7 +128,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             compile_of_id[compile_id] = compile_
         breaks: dict[tuple, tuple[Frame, Counter]] = {}
         for raw in record.get("graph_breaks", []):
-            frame = frame_of_id.get((raw.get("compile_id") or "").rsplit("/", 1)[0])
+            frame = frame_of_id.get(_generation_id(raw).rsplit("/", 1)[0])
             if frame is None:
                 continue
             named.add(raw["file"])
@@ -144,6 +156,25 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
         if digest is not None:
             profile.sources[relative_to_root(path, root)] = digest
     return profile
+
+
+def _resolve_tail(first_use: Location, files: list[str]) -> Location | None:
+    """The file a path tail from a guard comment names: the compiled frame's, a stack's or
+    another file of the Profile that ends with it; None (no first use) when none does."""
+    tail = first_use.file.replace("\\", "/")
+    ends = [f for f in files if f.replace("\\", "/").endswith("/" + tail)]
+    ends = ends or [f for f in files if f.replace("\\", "/").endswith(tail)]  # torch cut one more character
+    if not ends:
+        return None
+    return Location(**{**first_use.__dict__, "file": ends[0]})
+
+
+def _generation_id(raw: dict) -> str:
+    """Compile ids start again at 0/0 after ``torch._dynamo.reset()``: the ids of each later
+    generation get a prefix (``g1:0/0``), so they neither merge with nor replace earlier ones."""
+    compile_id = raw.get("compile_id") or ""
+    generation = raw.get("generation") or 0
+    return f"g{generation}:{compile_id}" if generation else compile_id
 
 
 def _add_seconds(compile_: Compile, seconds: dict) -> None:

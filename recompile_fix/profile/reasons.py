@@ -2,8 +2,15 @@
 
 torch gives each failure as ``"<entry id>: <guard text>"`` plus, for non-tensor guards,
 ``  # <source line>  # <path tail>:<line> in <fn>`` and a ``User stack trace:`` block naming the
-line that first used the value. Tensor guards name only the argument. Torch 2.13 spells locals
-bare (``tensor 'x'``); older releases spell them ``L['x']``; both parse to the same Reason.
+line that first used the value. Tensor guards name only the argument. What differs by release
+(all parse to the same Reason):
+
+* locals: ``tensor 'x'``, ``c == 0.5`` (2.8+); ``tensor 'L['x']'``, ``L['c'] == 0.5`` (2.6);
+* the first use: the ``User stack trace:`` block (2.13+); only the comment (2.10), whose path is
+  a tail (relative to the directory above torch's, see ``first_use_is_tail``); nothing (2.6, 2.8);
+* the recompile-limit failure: ``Dynamo recompile limit exceeded ... Limit type: recompile_limit``
+  (2.13+); ``RecompileLimitExceeded: recompile_limit reached`` (2.8, 2.10);
+  ``cache_size_limit reached`` (2.6, whose config has no ``recompile_limit``).
 """
 
 from __future__ import annotations
@@ -13,7 +20,14 @@ import re
 
 from recompile_fix.profile.model import Location, Reason
 
-__all__ = ["is_limit_hit", "limit_hit_reason", "parse_reason", "parse_reasons", "strip_local_scope"]
+__all__ = [
+    "first_use_is_tail",
+    "is_limit_hit",
+    "limit_hit_reason",
+    "parse_reason",
+    "parse_reasons",
+    "strip_local_scope",
+]
 
 _LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
@@ -55,6 +69,12 @@ _ALIAS = re.compile(r"^(?P<src>[\w.\[\]'\"]+) is [\w.\[\]'\"]+$")
 _DUPLICATE = re.compile(r"""^Duplicate tensors found: \[["'](?P<src>[^"']+)["']""")
 _LIMIT_TYPE = re.compile(r"Limit type: (\w+)")
 _LIMIT = "recompile limit exceeded"
+# torch < 2.13: ``RecompileLimitExceeded("<limit type> reached")``.
+_LIMIT_REACHED = re.compile(r"\b((?:accumulated_)?(?:recompile|cache_size)_limit) reached\b")
+# The guard's comment: ``  # <source line>  # <path tail>:<line> in <fn>`` (the last ``  # ``).
+_COMMENT_PLACE = re.compile(r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \(HINT: .*)?\s*$")
+# Guards on a value (``c == 0.5``): the kinds ``_parse_value_guard`` gives.
+_VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
 _GUARD_SPLIT = re.compile(r"; (?=tensor '|GLOBAL_STATE|___|not |len\(|\d+ <=|[\w.\[\]'\"]+ == )")
 
 _TENSOR_KINDS = {
@@ -84,8 +104,10 @@ def parse_reasons(text: str) -> list[Reason]:
         entry = match.group(1)
         body = text[match.end() :]
     body, _, stack_block = body.partition("\nUser stack trace:\n")
-    first_use = _first_use(stack_block)
     head = body.split("\n", 1)[0]
+    first_use = _first_use(stack_block)
+    # Without the block (2.10), a value guard's comment still names the line that used the value.
+    comment_use = _first_use_from_comment(head) if first_use is None else None
     guard = head.split("  # ", 1)[0].strip()
     parts = _GUARD_SPLIT.split(guard) if "; " in guard else [guard]
     reasons = []
@@ -93,7 +115,7 @@ def parse_reasons(text: str) -> list[Reason]:
         reason = _parse_guard(part.strip(), body)
         reason.entry = entry
         reason.text = text
-        reason.first_use = first_use
+        reason.first_use = first_use or (comment_use if reason.kind in _VALUE_KINDS else None)
         reasons.append(reason)
     return reasons
 
@@ -103,8 +125,11 @@ def parse_reason(text: str) -> Reason:
 
 
 def limit_hit_reason(fail_reason: str, entry: str | None = None) -> Reason:
-    # 2.13 ends the message with ``Developer debug context: Limit type: <limit>``.
-    limit_type = _LIMIT_TYPE.search(fail_reason)
+    """The limit-hit Reason; ``source`` is the config torch named (``recompile_limit``,
+    ``accumulated_recompile_limit``; ``cache_size_limit`` on 2.6)."""
+    # 2.13 ends the message with ``Developer debug context: Limit type: <limit>``; older
+    # releases say ``<limit> reached``.
+    limit_type = _LIMIT_TYPE.search(fail_reason) or _LIMIT_REACHED.search(fail_reason)
     if limit_type:
         limit = limit_type.group(1)
     else:
@@ -113,7 +138,14 @@ def limit_hit_reason(fail_reason: str, entry: str | None = None) -> Reason:
 
 
 def is_limit_hit(fail_reason: str | None) -> bool:
-    return bool(fail_reason) and _LIMIT in fail_reason.lower()
+    return bool(fail_reason) and (_LIMIT in fail_reason.lower() or bool(_LIMIT_REACHED.search(fail_reason)))
+
+
+def first_use_is_tail(location: Location) -> bool:
+    """A first use read from the guard's comment (torch 2.10) names a path *tail*: the file's
+    path past its common prefix with the directory above torch's, one character short when that
+    prefix is ``/``. ``merge`` resolves it against the files of the Profile."""
+    return not location.file.startswith(("/", "\\")) and ":" not in location.file[1:3]
 
 
 def _first_use(stack_block: str) -> Location | None:
@@ -122,6 +154,15 @@ def _first_use(stack_block: str) -> Location | None:
         return None
     last = frames[-1]
     return Location(file=last.group("file"), line=int(last.group("line")), function=last.group("fn"))
+
+
+def _first_use_from_comment(head: str) -> Location | None:
+    if "  # " not in head:
+        return None
+    place = _COMMENT_PLACE.search(head)
+    if place is None:
+        return None
+    return Location(file=place.group("file").strip(), line=int(place.group("line")), function=place.group("fn"))
 
 
 def _literal(text: str):

@@ -3,22 +3,37 @@
 It is loaded by ``_bootstrap/sitecustomize.py`` and waits until the program imports torch; a
 program that never imports torch pays nothing. Everything it reads is torch's own bookkeeping:
 
-* every ``CompilationMetrics`` record, as torch appends it (frame, compile id, seconds, the
-  limit-hit failure record, which carries no frame name);
+* every compile's ``CompilationMetrics`` record, from two sources that are deduplicated: the
+  exit of torch's ``MetricsContext`` (its ``record_compilation_metrics`` callback, which no
+  program replaces) and the metrics deque (hooked on append). A program may swap, cap or clear
+  the deque (``set_compilation_metrics_limit``, another tool's subclass): the first source still
+  sees every compile, and at exit the deque left in place is scanned for anything unseen;
 * ``torch._dynamo.utils.guard_failures``: every cache entry's failure text for each recompile
   (the metrics keep only the first);
 * the Python stack when the compile starts (the metrics' own stack drops the caller), with the
   column span of the calling expression so the rewrite can find the exact call;
 * the ``graph_breaks`` artifact log, which names the user file:line of each break.
 
-It uses only the standard library and torch, writes JSON (never pickles) and asks torch to write
-no files. The raw record is typed and merged into a Profile by ``recompile_fix.profile_run``.
+Programs rearrange that bookkeeping: ``torch._dynamo.reset()`` restarts compile ids and clears
+the callbacks and ``guard_failures``, ``logging.config`` disables loggers, other tools clear the
+compile callbacks. Every hook is put back on each compile; compile ids are numbered by
+*generation* (one per reset); at exit the compiles recorded are checked against the compile ids
+torch handed out (``convert_frame.FRAME_COMPILE_COUNTER``) and a shortfall is reported, never
+hidden. Each compile is also appended to ``part-<pid>.jsonl`` as it is recorded, so a process
+that ends without ``atexit`` (``os._exit``, a kill) still leaves what it compiled.
+
+Every torch internal is looked up with ``getattr`` (releases 2.6 to 2.15 differ): what is missing
+is recorded in ``features`` and degrades the record, never the user's program. Standard library
+and torch only; JSON out (never pickles); torch is asked to write no files. The raw records are
+typed and merged into a Profile by ``recompile_fix.profile.merge``.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
+import importlib
 import importlib.abc
 import importlib.util
 import json
@@ -199,39 +214,99 @@ class _Recorder:
     def __init__(self) -> None:
         self.compiles: list[dict] = []
         self.graph_breaks: list[dict] = []
-        self.start_stacks: dict[str, list[dict]] = {}
-        self.start_inputs: dict[str, dict] = {}
-        self.start_blocks: dict[str, list[dict]] = {}
+        # Keyed by (generation, compile id): what the compile-start callback saw.
+        self.start_stacks: dict[tuple, list[dict]] = {}
+        self.start_inputs: dict[tuple, dict] = {}
+        self.start_blocks: dict[tuple, list[dict]] = {}
         self.seen_failures: dict[object, int] = {}
-        self.frame_of_code: dict[int, dict] = {}
         self.started = time.time()
         self.torch_version = None
+        # Each metrics record is keyed (compile id, start time, forward?), so that the two
+        # sources and the exit scan never count one compile twice.
+        self.seen: set[tuple] = set()
+        self.recorded_ids: set[tuple] = set()  # (generation, compile id) of forward records
+        # torch._dynamo.reset() restarts compile ids at 0/0: each reset starts a generation.
+        self.generation = 0
+        self.assigned_before = 0  # compile ids torch handed out in earlier generations
+        self.last_assigned = 0  # the last count of this generation's compile ids we saw
+        self.sources: collections.Counter = collections.Counter()
+        self.events: list[str] = []
+        self.features: dict[str, bool] = {}
+        self.part = _PartFile(self)
+        self._in_ensure = False
+        self.expect_cleared_callbacks = False
 
     # -- torch hooks -------------------------------------------------------------------
     def on_compile_start(self, *args) -> None:
-        # Signature changed from () to (CallbackArgs) in 2.8: accept both.
-        compile_id = str(getattr(args[0], "compile_id", "")) if args else ""
-        self.start_stacks[compile_id] = user_stack(2)
-        self.start_inputs[compile_id] = _compiled_frame_inputs()
+        self.ensure_hooks()
+        self._check_generation()
+        # torch >= 2.8 passes CallbackArgs(callback_trigger, compile_id); 2.6 passes nothing,
+        # and runs the callback inside the compile's CompileContext.
+        compile_id = getattr(args[0], "compile_id", None) if args else _current_compile_id()
+        key = (self.generation, str(compile_id))
+        self.start_stacks[key] = user_stack(2)
+        self.start_inputs[key] = _compiled_frame_inputs()
         try:
-            self.start_blocks[compile_id] = _compiled_frame_blocks()
+            self.start_blocks[key] = _compiled_frame_blocks()
         except Exception:  # never break the user's program over bookkeeping
-            self.start_blocks[compile_id] = []
-        self._keep_graph_break_log_enabled()
+            self.start_blocks[key] = []
 
-    def on_metrics(self, metrics) -> None:
-        import torch._dynamo.utils as dynamo_utils
+    def on_context_exit(self, start_time_ns, metrics, exc_type, exc_value) -> None:
+        """The record torch builds (``CompilationMetrics.create``), from the arguments torch's
+        ``MetricsContext`` passes its exit callback: it reaches us whatever deque (or none) the
+        program left in place."""
+        import types
 
+        compile_id = metrics.get("compile_id") or _current_compile_id()
+        record = types.SimpleNamespace(
+            **{
+                **metrics,
+                "compile_id": compile_id,
+                "start_time_us": start_time_ns // 1000 if isinstance(start_time_ns, int) else None,
+                "fail_type": exc_type.__qualname__ if exc_type else None,
+                "fail_reason": str(exc_value) if exc_value else None,
+            }
+        )
+        self.on_metrics(record, source="metrics_context")
+
+    def on_metrics(self, metrics, source: str = "deque") -> None:
+        if getattr(metrics, "is_runtime", False):
+            return  # a runtime record (autotuning at run time): no compile
         compile_id = str(getattr(metrics, "compile_id", None))
+        forward = getattr(metrics, "is_forward", True) is not False
+        key = (compile_id, getattr(metrics, "start_time_us", None), forward)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        # Records from the two hooks arrive while torch is inside that compile: its stack, its
+        # arguments and guard_failures are current. Records found by a scan are not.
+        live = source in ("deque", "metrics_context")
+        if live:
+            self._check_generation()
+            if forward and (self.generation, compile_id) in self.recorded_ids:
+                # A compile id torch gave out before, with another start time: its counters
+                # were reset by a path our reset() wrapper did not see.
+                self._new_generation(f"compile id {compile_id} given out again: torch's compile ids restarted")
+        self.sources[source] += 1
+        if forward:
+            self.recorded_ids.add((self.generation, compile_id))
         # Reasons appended since the last record belong to this compile (torch computes them
         # just before it compiles, or before it gives up at the recompile limit).
         new_reasons: list[str] = []
         frame = None
-        for code, failures in list(dynamo_utils.guard_failures.items()):
-            before = self.seen_failures.get(code, 0)
-            if len(failures) > before:
-                new_reasons.extend(failures[before:])
-                frame = {"file": os.path.abspath(code.co_filename), "line": code.co_firstlineno, "name": code.co_name}
+        guard_failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+        if live and isinstance(guard_failures, dict):
+            for code, failures in list(guard_failures.items()):
+                before = self.seen_failures.get(code, 0)
+                if len(failures) < before:  # the list was cleared (torch._dynamo.reset())
+                    before = 0
+                if len(failures) > before:
+                    new_reasons.extend(failures[before:])
+                    frame = {
+                        "file": os.path.abspath(code.co_filename),
+                        "line": code.co_firstlineno,
+                        "name": code.co_name,
+                    }
                 self.seen_failures[code] = len(failures)
         if getattr(metrics, "co_name", None):
             frame = {
@@ -239,7 +314,12 @@ class _Recorder:
                 "line": metrics.co_firstlineno,
                 "name": metrics.co_name,
             }
-        stack = self.start_stacks.pop(compile_id, None) or user_stack(3)
+        start_key = (self.generation, compile_id)
+        stack = self.start_stacks.pop(start_key, None) or (user_stack(3) if live else [])
+        # The start callback can be missing (cleared by the program or by reset()): torch's
+        # _compile frame is still on the stack here and holds the arguments.
+        inputs = self.start_inputs.pop(start_key, None) or (_compiled_frame_inputs() if live else {})
+        blocks = self.start_blocks.pop(start_key, None) or []
 
         def seconds(us_field: str, s_field: str):
             us = getattr(metrics, us_field, None)
@@ -247,26 +327,30 @@ class _Recorder:
                 return us / 1e6
             return getattr(metrics, s_field, None)
 
-        self.compiles.append(
-            {
-                "compile_id": compile_id,
-                "frame": frame,
-                "is_forward": getattr(metrics, "is_forward", True),
-                "recompile_reason": getattr(metrics, "recompile_reason", None),
-                "guard_failures": new_reasons,
-                "fail_type": getattr(metrics, "fail_type", None),
-                "fail_reason": getattr(metrics, "fail_reason", None),
-                "restart_reasons": sorted(getattr(metrics, "restart_reasons", None) or []),
-                "stack": stack,
-                "inputs": self.start_inputs.pop(compile_id, None) or {},
-                "blocks": self.start_blocks.pop(compile_id, None) or [],
-                "seconds": {
-                    "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
-                    "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
-                    "inductor": seconds("inductor_cumulative_compile_time_us", "inductor_compile_time_s"),
-                },
-            }
-        )
+        compile_ = {
+            "compile_id": compile_id,
+            "generation": self.generation,
+            "source": source,
+            "frame": frame,
+            "is_forward": forward,
+            "recompile_reason": getattr(metrics, "recompile_reason", None),
+            "guard_failures": new_reasons,
+            "fail_type": getattr(metrics, "fail_type", None),
+            "fail_reason": getattr(metrics, "fail_reason", None),
+            "restart_reasons": sorted(getattr(metrics, "restart_reasons", None) or []),
+            "stack": stack,
+            "inputs": inputs,
+            "blocks": blocks,
+            "seconds": {
+                "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
+                "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
+                "inductor": seconds("inductor_cumulative_compile_time_us", "inductor_compile_time_s"),
+            },
+        }
+        self.compiles.append(compile_)
+        self.part.append("compile", compile_)
+        if live:
+            self.ensure_hooks()
 
     def on_graph_break_log(self, record: logging.LogRecord) -> None:
         try:
@@ -277,21 +361,112 @@ class _Recorder:
         if graph_break is None:
             return
         file, line, reason = graph_break
-        compile_id = None
-        try:
-            from torch._guards import CompileContext
+        compile_id = _current_compile_id()
+        graph_break_ = {
+            "compile_id": None if compile_id is None else str(compile_id),
+            "generation": self.generation,
+            "file": os.path.abspath(file),
+            "line": line,
+            "reason": reason,
+        }
+        self.graph_breaks.append(graph_break_)
+        self.part.append("graph_break", graph_break_)
 
-            compile_id = str(CompileContext.current_compile_id())
-        except Exception:
-            pass
-        self.graph_breaks.append(
-            {
-                "compile_id": compile_id,
-                "file": os.path.abspath(file),
-                "line": line,
-                "reason": reason,
-            }
-        )
+    # -- generations (torch._dynamo.reset()) ------------------------------------------------
+    def _check_generation(self) -> None:
+        """A drop in the compile ids torch has handed out means they were reset."""
+        assigned = _assigned_compile_ids()
+        if assigned is None:
+            return
+        if assigned < self.last_assigned:
+            self._new_generation(f"torch's compile ids restarted ({self.last_assigned} handed out, now {assigned})")
+        self.last_assigned = assigned
+
+    def before_reset(self) -> None:
+        assigned = _assigned_compile_ids()
+        if assigned is not None:
+            self.last_assigned = max(self.last_assigned, assigned)
+
+    def _new_generation(self, why: str) -> None:
+        self.assigned_before += self.last_assigned
+        self.last_assigned = 0
+        self.generation += 1
+        self.seen_failures.clear()  # reset() clears guard_failures
+        self.events.append(f"{why}: compile ids numbered again from 0/0 (generation {self.generation})")
+
+    # -- keeping our hooks in place ---------------------------------------------------------
+    def ensure_hooks(self) -> None:
+        """Put back every hook the program (or torch) took away. Runs on each compile."""
+        if self._in_ensure:
+            return
+        self._in_ensure = True
+        try:
+            self._ensure_hooks()
+        except Exception as exc:  # never break the user's program over bookkeeping
+            print(f"recompile-fix: recorder error: {exc!r}", file=sys.stderr)
+        finally:
+            self._in_ensure = False
+
+    def _ensure_hooks(self) -> None:
+        dynamo_utils = sys.modules.get("torch._dynamo.utils")
+        if dynamo_utils is None:
+            return
+        # MetricsContext's exit callback: module-global contexts (2.6-2.10) are patched in place;
+        # the module's record_compilation_metrics is what per-thread contexts (2.13+) get.
+        for context in _metrics_contexts(dynamo_utils):
+            on_exit = getattr(context, "_on_exit", None)
+            if callable(on_exit) and not getattr(on_exit, "_recompile_fix", False):
+                context._on_exit = _wrap_on_exit(on_exit, self)
+        original = getattr(dynamo_utils, "record_compilation_metrics", None)
+        if callable(original) and not getattr(original, "_recompile_fix", False):
+            dynamo_utils.record_compilation_metrics = _wrap_on_exit(original, self)
+        current = getattr(dynamo_utils, "_compilation_metrics", None)
+        if isinstance(current, collections.deque) and not isinstance(current, _RecordingDeque):
+            self.scan(current, "deque-scan")
+            if type(current) is collections.deque:
+                # set_compilation_metrics_limit() made a new plain one: hook it, keeping its cap.
+                hooked = _RecordingDeque(current, maxlen=current.maxlen)
+                hooked.recorder = self
+                dynamo_utils._compilation_metrics = hooked
+                self._event(
+                    f"torch's metrics deque was replaced by the program (maxlen {current.maxlen}): hooked again"
+                )
+            else:
+                self._event(
+                    f"another tool's {type(current).__name__} holds torch's metrics: read at each compile, not replaced"
+                )
+        callback_module = sys.modules.get("torch._dynamo.callback")
+        handler = getattr(callback_module, "callback_handler", None)
+        starts = getattr(handler, "start_callbacks", None)
+        if isinstance(starts, list) and self.on_compile_start not in starts:
+            register = getattr(handler, "register_start_callback", None)
+            if callable(register):
+                register(self.on_compile_start)
+                if self.features.get("compile_start_callback_registered") and not self.expect_cleared_callbacks:
+                    self._event("the compile-start callbacks were cleared: ours registered again")
+                self.features["compile_start_callback_registered"] = True
+        logger = logging.getLogger(_GRAPH_BREAK_LOGGER)
+        if not any(isinstance(h, _GraphBreakHandler) and h.recorder is self for h in logger.handlers):
+            logger.addHandler(_GraphBreakHandler(self))
+            if self.features.get("graph_break_handler_added"):
+                self._event("our graph-break log handler was removed: added again")
+            self.features["graph_break_handler_added"] = True
+        if logger.disabled and not logger.propagate:
+            # logging.config disabled it; with propagation off only our handler hears it.
+            logger.disabled = False
+            self._event("the graph-break logger was disabled (logging.config): enabled again for our handler")
+        self._keep_graph_break_log_enabled()
+
+    def _event(self, text: str) -> None:
+        if text not in self.events:
+            self.events.append(text)
+
+    def scan(self, records, source: str) -> None:
+        for metrics in list(records):
+            try:
+                self.on_metrics(metrics, source=source)
+            except Exception as exc:
+                print(f"recompile-fix: recorder error: {exc!r}", file=sys.stderr)
 
     def _keep_graph_break_log_enabled(self) -> None:
         # torch._logging.set_logs() (called by user code) resets artifact levels; re-assert ours.
@@ -302,20 +477,54 @@ class _Recorder:
             logger.setLevel(logging.DEBUG)
             logger.propagate = False
 
+    # -- the cross-check ----------------------------------------------------------------------
+    def reconcile(self) -> dict:
+        """At exit: the compiles recorded against the compile ids torch handed out (every
+        compile attempt gets one, a failed one at the recompile limit too)."""
+        dynamo_utils = sys.modules.get("torch._dynamo.utils")
+        current = getattr(dynamo_utils, "_compilation_metrics", None)
+        if isinstance(current, collections.deque):
+            self.scan(current, "exit-scan")  # the last fallback: whatever the deque still holds
+        assigned = _assigned_compile_ids()
+        if assigned is None:
+            torch_ids = None
+        elif assigned < self.last_assigned:  # a reset after the last compile
+            torch_ids = self.assigned_before + self.last_assigned + assigned
+        else:
+            torch_ids = self.assigned_before + assigned
+        recorded = len(self.recorded_ids)
+        return {
+            "torch_version": self.torch_version,
+            "path": "in-process",
+            "sources": dict(self.sources),
+            "events": list(self.events),
+            "generations": self.generation + 1,
+            "torch_compile_ids": torch_ids,
+            "recorded_compile_ids": recorded,
+            "complete": None if torch_ids is None else recorded >= torch_ids,
+            "features": dict(self.features),
+        }
+
     # -- output -------------------------------------------------------------------------
-    def write(self, exit_info: dict) -> None:
-        parts_dir = os.environ.get(PARTS_DIR_ENV)
-        if not parts_dir:
-            return
-        record = {
+    def header(self) -> dict:
+        return {
             "pid": os.getpid(),
             "rank": _int_env("RANK"),
             "local_rank": _int_env("LOCAL_RANK"),
             "argv": list(sys.argv),
             "torch_version": self.torch_version,
             "python_version": sys.version.split()[0],
+        }
+
+    def write(self, exit_info: dict) -> None:
+        parts_dir = os.environ.get(PARTS_DIR_ENV)
+        if not parts_dir:
+            return
+        record = {
+            **self.header(),
             "compiles": self.compiles,
             "graph_breaks": self.graph_breaks,
+            "recorder": self.reconcile(),
             "exit": exit_info,
             "wall_seconds": time.time() - self.started,
         }
@@ -325,11 +534,123 @@ class _Recorder:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(record, fh)
         os.replace(tmp, path)
+        self.part.remove()  # the complete record replaces what was written as we went
+
+    def after_fork_in_child(self) -> None:
+        """A forked child records its own compiles only (the parent's are in the parent's file)."""
+        self.compiles, self.graph_breaks = [], []
+        self.start_stacks, self.start_inputs = {}, {}
+        self.seen_failures, self.seen, self.recorded_ids = {}, set(), set()
+        self.sources = collections.Counter()
+        self.part = _PartFile(self)
+
+
+class _PartFile:
+    """``part-<pid>.jsonl``: the process header, then each compile and graph break as recorded,
+    one JSON object a line, flushed. ``run._read_parts`` reads it when the process left no
+    ``part-<pid>.json`` (it ended without atexit: ``os._exit``, a signal, the OOM killer)."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        self.recorder = recorder
+        self.handle = None
+        self.path: str | None = None
+        self.failed = False
+
+    def append(self, kind: str, item: dict) -> None:
+        parts_dir = os.environ.get(PARTS_DIR_ENV)
+        if not parts_dir or self.failed:
+            return
+        try:
+            if self.handle is None:
+                os.makedirs(parts_dir, exist_ok=True)
+                self.path = os.path.join(parts_dir, f"part-{os.getpid()}.jsonl")
+                self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open, flushed per line)
+                self.handle.write(json.dumps({"process": self.recorder.header()}) + "\n")
+            self.handle.write(json.dumps({kind: item}) + "\n")
+            self.handle.flush()
+        except (OSError, TypeError, ValueError) as exc:
+            self.failed = True
+            print(f"recompile-fix: recorder cannot write {self.path}: {exc!r}", file=sys.stderr)
+
+    def remove(self) -> None:
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+        self.handle, self.path = None, None
 
 
 def _int_env(name: str):
     value = os.environ.get(name)
     return int(value) if value and value.isdigit() else None
+
+
+def _current_compile_id():
+    try:
+        from torch._guards import CompileContext
+
+        compile_id = CompileContext.current_compile_id()
+    except Exception:  # no such API in this torch, or no compile under way
+        return None
+    return None if compile_id is None else str(compile_id)
+
+
+def _assigned_compile_ids() -> int | None:
+    """How many compile ids torch has handed out since the last reset (one per compile
+    attempt, failed ones too): ``convert_frame.FRAME_COMPILE_COUNTER`` (frame id -> count)."""
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    counter = getattr(convert_frame, "FRAME_COMPILE_COUNTER", None)
+    if not isinstance(counter, dict):
+        return None
+    return sum(v for v in counter.values() if isinstance(v, int))
+
+
+def _metrics_contexts(dynamo_utils) -> list:
+    """torch's MetricsContext objects that exist now: module globals (2.6-2.10) and this
+    thread's (2.13+ makes one per thread, on first use)."""
+    found = [getattr(dynamo_utils, n, None) for n in ("_METRICS_CONTEXT", "_RUNTIME_METRICS_CONTEXT")]
+    local = getattr(dynamo_utils, "_metrics_context_tls", None)
+    found += [getattr(local, n, None) for n in ("metrics_context", "runtime_metrics_context")]
+    return [c for c in found if c is not None and hasattr(c, "_on_exit")]
+
+
+def _wrap_on_exit(original, recorder: _Recorder):
+    """torch's exit callback ``(start_ns, end_ns, metrics, exc_type, exc_value)`` (2.6-2.15), then ours."""
+
+    def on_exit(start_time_ns, end_time_ns, metrics, exc_type, exc_value):
+        try:
+            original(start_time_ns, end_time_ns, metrics, exc_type, exc_value)
+        finally:
+            try:
+                recorder.on_context_exit(start_time_ns, dict(metrics), exc_type, exc_value)
+            except Exception as exc:  # never break the user's program over bookkeeping
+                print(f"recompile-fix: recorder error: {exc!r}", file=sys.stderr)
+
+    on_exit._recompile_fix = True  # type: ignore[attr-defined]
+    on_exit.__wrapped__ = original  # type: ignore[attr-defined]
+    return on_exit
+
+
+def _wrap_reset(original, recorder: _Recorder):
+    """``torch._dynamo.reset()``: compile ids restart, so a new generation starts; the callbacks
+    it clears are registered again at once."""
+
+    def reset(*args, **kwargs):
+        recorder.before_reset()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            recorder._new_generation("torch._dynamo.reset()")
+            recorder.expect_cleared_callbacks = True  # reset() clears them: no news
+            recorder.ensure_hooks()
+            recorder.expect_cleared_callbacks = False
+
+    reset._recompile_fix = True  # type: ignore[attr-defined]
+    reset.__wrapped__ = original  # type: ignore[attr-defined]
+    reset.__doc__ = getattr(original, "__doc__", None)
+    return reset
 
 
 class _GraphBreakHandler(logging.Handler):
@@ -342,7 +663,7 @@ class _GraphBreakHandler(logging.Handler):
 
 
 class _RecordingDeque(collections.deque):
-    """torch's metrics deque, with a hook on append and without the 64-record cap."""
+    """torch's metrics deque with a hook on append; it keeps the cap the program set."""
 
     recorder: _Recorder | None = None
 
@@ -350,13 +671,12 @@ class _RecordingDeque(collections.deque):
         super().append(item)
         if self.recorder is not None:
             try:
-                self.recorder.on_metrics(item)
+                self.recorder.on_metrics(item, source="deque")
             except Exception as exc:  # never break the user's program over bookkeeping
                 print(f"recompile-fix: recorder error: {exc!r}", file=sys.stderr)
 
 
 _RECORDER: _Recorder | None = None
-_METRICS_CAP = 1_000_000
 
 
 def install() -> _Recorder:
@@ -366,28 +686,42 @@ def install() -> _Recorder:
         return _RECORDER
     import torch
     import torch._dynamo
-    import torch._dynamo.utils as dynamo_utils
 
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
     recorder = _Recorder()
-    recorder.torch_version = torch.__version__
+    recorder.torch_version = getattr(torch, "__version__", None)
     _RECORDER = recorder
+    dynamo_utils = _import("torch._dynamo.utils")
+    _import("torch._dynamo.convert_frame")  # FRAME_COMPILE_COUNTER: the exit cross-check
+    callback_module = _import("torch._dynamo.callback")
 
     existing = getattr(dynamo_utils, "_compilation_metrics", None)
-    if isinstance(existing, collections.deque):
-        deque = _RecordingDeque(existing, maxlen=_METRICS_CAP)
+    if isinstance(existing, collections.deque) and type(existing) is collections.deque:
+        deque = _RecordingDeque(existing, maxlen=existing.maxlen)
         deque.recorder = recorder
         dynamo_utils._compilation_metrics = deque
-    else:
-        print("recompile-fix: this torch has no metrics deque; compiles will not be recorded", file=sys.stderr)
-
-    callback = getattr(getattr(torch._dynamo, "callback", None), "on_compile_start", None)
-    if callback is not None:
-        callback(recorder.on_compile_start)
-
-    logger = logging.getLogger(_GRAPH_BREAK_LOGGER)
-    logger.addHandler(_GraphBreakHandler(recorder))
-    recorder._keep_graph_break_log_enabled()
+    recorder.features.update(
+        {
+            "metrics_context": bool(_metrics_contexts(dynamo_utils))
+            or callable(getattr(dynamo_utils, "record_compilation_metrics", None)),
+            "metrics_deque": isinstance(existing, collections.deque),
+            "compile_start_callback": callable(getattr(callback_module, "on_compile_start", None)),
+            "guard_failures": isinstance(getattr(dynamo_utils, "guard_failures", None), dict),
+            "frame_compile_counter": _assigned_compile_ids() is not None,
+            "compile_context": _has_compile_context(),
+        }
+    )
+    if not (recorder.features["metrics_context"] or recorder.features["metrics_deque"]):
+        print(
+            f"recompile-fix: torch {recorder.torch_version} has neither MetricsContext nor a metrics deque: "
+            "its compiles cannot be recorded in-process; run the program with TORCH_TRACE=DIR and use "
+            "`recompile-fix profile --from-trace DIR`",
+            file=sys.stderr,
+        )
+    reset = getattr(torch._dynamo, "reset", None)
+    if callable(reset) and not getattr(reset, "_recompile_fix", False):
+        torch._dynamo.reset = _wrap_reset(reset, recorder)
+    recorder.ensure_hooks()
 
     backend = os.environ.get(BACKEND_ENV)
     if backend:
@@ -399,7 +733,24 @@ def install() -> _Recorder:
     install_from_env(torch)
 
     atexit.register(_write_at_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=recorder.after_fork_in_child)
     return recorder
+
+
+def _import(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # a torch without this module: the features say what is missing
+        return None
+
+
+def _has_compile_context() -> bool:
+    try:
+        from torch._guards import CompileContext
+    except Exception:
+        return False
+    return callable(getattr(CompileContext, "current_compile_id", None))
 
 
 def _force_backend(torch, backend: str) -> None:

@@ -3,7 +3,11 @@ starts, and hand the raw records to ``merge`` (one Profile).
 
 The recorder enters through ``PYTHONPATH`` (a ``sitecustomize`` in a private directory), so
 ``python script.py``, ``python -m pkg``, a bare ``script.py`` and launchers that start more
-Python processes (torchrun) all work without touching the user's code.
+Python processes (torchrun) all work without touching the user's code. The command runs in the
+user's environment, as a shell would run it: recompile-fix itself may be installed in an
+environment of its own (pipx, ``uv tool``) without torch; what enters the user's processes
+(``_bootstrap/sitecustomize.py``, ``recorder``, ``compiled_outputs``) imports only the standard
+library and the user's torch.
 """
 
 from __future__ import annotations
@@ -24,33 +28,72 @@ from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
-__all__ = ["resolve_command", "run_profiled"]
+__all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_command", "run_profiled"]
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 
+_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?")
+# Exit code of the probe below when the interpreter has no torch to import.
+_NO_TORCH = 3
+
+
 def resolve_command(command: list[str]) -> list[str]:
+    """The argv to run, as a shell would find it: ``python`` is the first ``python`` on PATH (the
+    user's environment, not the one recompile-fix is installed in); a bare ``script.py`` runs
+    under that ``python``."""
     if not command:
         raise UserError("no command given: use `recompile-fix profile -- python train.py ...`")
     program = command[0]
-    if re.fullmatch(r"python(3(\.\d+)?)?", program):
-        # `python` means the interpreter recompile-fix runs under: the one whose torch it knows.
-        return [sys.executable, *command[1:]]
     if program.endswith(".py") and os.path.isfile(program) and not os.access(program, os.X_OK):
-        return [sys.executable, *command]
-    if os.sep in program:
+        return [_python_on_path(), *command]
+    if os.sep in program or (os.altsep and os.altsep in program):
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):
             raise UserError(f"command not found: {program}")
         return list(command)
     if program.endswith(".py") and os.path.isfile(program):
-        return [sys.executable, *command]
-    if shutil.which(program) is None:
+        return [_python_on_path(), *command]
+    found = shutil.which(program)
+    if found is None:
         # A launcher installed beside our interpreter (torchrun in an unactivated venv).
         beside = os.path.join(os.path.dirname(sys.executable), program)
-        if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        if not _PYTHON.fullmatch(program) and os.path.isfile(beside) and os.access(beside, os.X_OK):
             return [beside, *command[1:]]
+        if _PYTHON.fullmatch(program):
+            raise UserError(
+                f"command not found: {program} (no `{program}` on PATH): activate the virtualenv your "
+                f"program runs in, or name its interpreter: recompile-fix profile -- .venv/bin/python train.py"
+            )
         raise UserError(f"command not found: {program}")
-    return list(command)
+    return [found, *command[1:]]
+
+
+def _python_on_path() -> str:
+    found = shutil.which("python") or shutil.which("python3")
+    if found is None:
+        raise UserError("no `python` on PATH to run the script with: name the interpreter (-- .venv/bin/python ...)")
+    return found
+
+
+def check_torch(argv: list[str], env: dict[str, str] | None = None) -> None:
+    """When the command starts a Python interpreter, that interpreter must be able to import torch
+    (the recorder reads torch's own bookkeeping); otherwise one clear line instead of the
+    program's ModuleNotFoundError. Launchers (torchrun) are not probed: their interpreter is
+    their own and has torch by construction."""
+    interpreter = argv[0]
+    if not _PYTHON.fullmatch(os.path.basename(interpreter)):
+        return
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else %d)" % _NO_TORCH
+    try:
+        done = subprocess.run([interpreter, "-c", probe], env=env, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the run itself says what is wrong with the interpreter
+    if done.returncode == _NO_TORCH:
+        raise UserError(
+            f"{interpreter} cannot import torch: run from the environment your program runs in "
+            "(activate its virtualenv, so `python` is its interpreter) or name that interpreter: "
+            "recompile-fix profile -- /path/to/venv/bin/python train.py"
+        )
 
 
 def _bootstrap_dir(workdir: Path) -> Path:
@@ -77,6 +120,7 @@ def run_profiled(
     ``root`` (default: ``cwd``). ``env``: extra environment variables. ``output``: a file the
     program's stdout and stderr go to (default: ours)."""
     argv = resolve_command(command)
+    check_torch(argv, env={**os.environ, **(env or {})})
     root = os.path.abspath(root or cwd or os.getcwd())
     with tempfile.TemporaryDirectory(prefix="recompile-fix-") as tmp:
         workdir = Path(tmp)
@@ -100,18 +144,121 @@ def run_profiled(
         code = completed.returncode
         exit_code = code if code >= 0 else 128 - code
         records = _read_parts(parts)
+    for line in recorder_warnings(records):
+        print(f"recompile-fix: {line}", file=sys.stderr)
     profile = build_profile(records, command=list(command), root=root)
     profile.exit_code = exit_code
     profile.backend = backend
     return profile, exit_code
 
 
+def recorder_warnings(records: list[dict]) -> list[str]:
+    """What the recorder had to repair in each process (notes), and where it recorded fewer
+    compiles than torch handed out compile ids for (a warning: that Profile is incomplete)."""
+    lines = []
+    for record in records:
+        status = record.get("recorder") or {}
+        pid = record.get("pid")
+        for event in status.get("events", []):
+            lines.append(f"note: pid {pid}: {event}")
+        features = status.get("features") or {}
+        for feature, loss in _FEATURE_LOSS.items():
+            if features.get(feature) is False:
+                lines.append(f"note: pid {pid}: torch {status.get('torch_version')} has no {feature}: {loss}")
+        if record.get("exit", {}).get("status") == _NO_ATEXIT:
+            lines.append(
+                f"warning: pid {pid} ended without running atexit (os._exit or a signal): its "
+                f"{len(record.get('compiles', []))} compiles were read from what the recorder wrote as it went"
+            )
+        if status.get("complete") is False:
+            lines.append(
+                f"warning: pid {pid}: torch {status.get('torch_version')} handed out "
+                f"{status.get('torch_compile_ids')} compile ids, the recorder saw {status.get('recorded_compile_ids')}: "
+                "this Profile is missing compiles. Run the program with TORCH_TRACE=DIR and use "
+                "`recompile-fix profile --from-trace DIR` for a complete one"
+            )
+    return lines
+
+
+_NO_ATEXIT = "ended without atexit"
+# What the Profile lacks when this torch lacks an internal the recorder reads.
+_FEATURE_LOSS = {
+    "compile_start_callback": "call sites and arguments are read when each compile ends",
+    "guard_failures": "each recompile keeps only the reason its metrics record names",
+    "frame_compile_counter": "the compiles recorded cannot be checked against torch's count",
+    "compile_context": "graph breaks cannot be attached to their compiles",
+}
+_PATH_NAMES = {
+    "in-process": "recorded in-process",
+    "in-process (journal)": "recorded in-process (read back from the journal: no atexit)",
+    "torch_trace": "read from TORCH_TRACE",
+}
+_SOURCE_NAMES = {
+    "deque": "metrics deque",
+    "metrics_context": "MetricsContext exit",
+    "deque-scan": "deque scan",
+    "exit-scan": "exit scan",
+}
+
+
+def recording_summary(profile: Profile) -> str:
+    """Which torch ran and how its compiles were recorded, for `profile`'s closing line:
+    ``torch 2.14.1, recorded in-process (metrics deque 33)``, ``torch 2.8.0, read from TORCH_TRACE``."""
+    statuses = [p.get("recorder") or {} for p in profile.processes]
+    paths = sorted({_PATH_NAMES.get(s.get("path") or "in-process", str(s.get("path"))) for s in statuses})
+    sources: dict[str, int] = {}
+    for status in statuses:
+        for source, count in (status.get("sources") or {}).items():
+            sources[source] = sources.get(source, 0) + int(count)
+    text = f"torch {profile.torch_version or 'unknown'}, {' + '.join(paths or [_PATH_NAMES['in-process']])}"
+    if sources:
+        text += " (" + ", ".join(f"{_SOURCE_NAMES.get(k, k)} {v}" for k, v in sorted(sources.items())) + ")"
+    return text
+
+
 def _read_parts(parts: Path) -> list[dict]:
+    """One raw record per process: its ``part-<pid>.json`` (written at exit), else what its
+    ``part-<pid>.jsonl`` holds (written as it went; the process never reached atexit)."""
     records = []
-    if parts.is_dir():
-        for path in sorted(parts.glob("part-*.json")):
-            try:
-                records.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
-                continue  # a process killed mid-write leaves nothing usable
+    if not parts.is_dir():
+        return records
+    finished = set()
+    for path in sorted(parts.glob("part-*.json")):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+            finished.add(path.stem)
+        except (OSError, json.JSONDecodeError):
+            continue  # a process killed mid-write: its .jsonl (if any) is read below
+    for path in sorted(parts.glob("part-*.jsonl")):
+        if path.stem not in finished:
+            record = _read_journal(path)
+            if record is not None:
+                records.append(record)
     return records
+
+
+def _read_journal(path: Path) -> dict | None:
+    record: dict | None = None
+    compiles, graph_breaks = [], []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the last line of a process killed mid-write
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("process"), dict):
+            record = dict(entry["process"])
+        elif isinstance(entry.get("compile"), dict):
+            compiles.append(entry["compile"])
+        elif isinstance(entry.get("graph_break"), dict):
+            graph_breaks.append(entry["graph_break"])
+    if record is None:
+        return None
+    record.update(compiles=compiles, graph_breaks=graph_breaks, exit={"status": _NO_ATEXIT})
+    record["recorder"] = {"torch_version": record.get("torch_version"), "path": "in-process (journal)"}
+    return record

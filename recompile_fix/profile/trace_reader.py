@@ -1,6 +1,6 @@
 """`recompile-fix profile --from-trace DIR`: read a TORCH_TRACE directory written by plain
 PyTorch (``TORCH_TRACE=DIR python train.py``, or torchrun with any number of ranks) into the
-raw records the recorder writes, and merge them with ``profile_run.build_profile`` into the
+raw records the recorder writes, and merge them with ``merge.build_profile`` into the
 same Profile.
 
 What torch 2.13 writes: one file per process that compiled (opened at its first record; a
@@ -48,7 +48,8 @@ __all__ = ["profile_from_trace", "read_trace", "trace_files"]
 _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pid>\d+) [^\]]*\]")
 _FILE_RANK = re.compile(r"rank_(\d+)_")
 _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")
-_EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""")
+# One guard a line; torch 2.8 writes no ``# comment`` after the value, so ``$`` ends each line.
+_EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""", re.M)
 _MAX_STACK = 12  # as the recorder: the innermost user frames
 # Events whose payload we read; every other payload is skipped unread.
 _PAYLOADS = {
@@ -118,11 +119,21 @@ class _Process:
         self.sources: dict[str, list[tuple]] = {}
         self.scalars: dict[str, dict[str, dict]] = {}
         self.paths = _PathMap(os.getcwd())
+        self.generation = 0
+        self.started_ids: set[str] = set()
 
     # -- events ----------------------------------------------------------------------------
     def on_event(self, kind: str, meta: dict, payload: str | None) -> None:
         body = meta.get(kind.split(":")[0])
         cid = _compile_id(meta)
+        if kind == "dynamo_start" and cid:
+            # torch starts each compile id once; one started again means torch._dynamo.reset()
+            # numbered them from 0/0 again: a new generation (as the recorder numbers them).
+            if cid in self.started_ids:
+                self.generation += 1
+                self.started_ids = set()
+            self.started_ids.add(cid)
+        cid = _qualified(self.generation, cid)
         if kind == "str" and isinstance(body, list) and len(body) == 2:
             self.strings[body[1]] = body[0]
         elif kind == "dynamo_start" and cid and isinstance(body, dict):
@@ -136,12 +147,12 @@ class _Process:
                 self.stacks.append(("symbol", cid, stack))
             self._symbol_value(cid, body)
         elif kind == "compilation_metrics" and isinstance(body, dict) and body.get("compile_id"):
-            self.metrics.append(body)
+            self.metrics.append({**body, "_generation": self.generation})
             self.torch_version = self.torch_version or body.get("pytorch_version")
         elif kind == "artifact:recompile_reasons" and cid and payload is not None:
             self.reasons.setdefault(cid, []).extend(_reason_texts(payload))
         elif kind == "artifact:dynamo_graph_break_reason" and payload is not None:
-            self._graph_break(cid, payload)
+            self._graph_break(_compile_id(meta), payload)
         elif kind == "artifact:torch_version" and payload:
             try:
                 self.torch_version = json.loads(payload).get("pytorch_version") or self.torch_version
@@ -183,16 +194,22 @@ class _Process:
         graph_break = parse_graph_break(text)
         if graph_break is not None:
             file, line, reason = graph_break
-            self.graph_breaks.append({"compile_id": cid, "file": file, "line": line, "reason": reason})
+            self.graph_breaks.append(
+                {"compile_id": cid, "generation": self.generation, "file": file, "line": line, "reason": reason}
+            )
 
     # -- the raw record ---------------------------------------------------------------------
     def record(self, paths: "_PathMap") -> dict:
         self.paths = paths
         torch_dir = self._torch_dir()
+        if self.torch_version is None and torch_dir:
+            # torch < 2.10 names its version nowhere in the trace: ask the torch whose files it
+            # names, when that is installed here (the trace is read where it was written).
+            self.torch_version = _installed_version(torch_dir)
         frames_by_id: dict[str, dict] = {}
         compiles = []
         for m in self.metrics:
-            cid = str(m["compile_id"])
+            cid = _qualified(m["_generation"], str(m["compile_id"]))
             frame = None  # as the trace spells it; the record gets this checkout's path
             if m.get("co_name"):
                 frame = {"file": m["co_filename"], "line": m.get("co_firstlineno"), "name": m["co_name"]}
@@ -201,7 +218,8 @@ class _Process:
             stack = self._call_stack(cid, known, torch_dir) if known else []
             compiles.append(
                 {
-                    "compile_id": cid,
+                    "compile_id": str(m["compile_id"]),
+                    "generation": m["_generation"],
                     "frame": {**frame, "file": paths.local(frame["file"])} if frame else None,
                     "is_forward": m.get("is_forward", True),
                     "recompile_reason": m.get("recompile_reason"),
@@ -439,6 +457,20 @@ def _compile_id(meta: dict) -> str | None:
     base = f"{frame_id}/{frame_compile_id}"
     autograd = meta.get("compiled_autograd_id")
     return f"!{autograd}/{base}" if autograd is not None else base
+
+
+def _qualified(generation: int, compile_id: str | None) -> str | None:
+    """A compile id unique in the process: ids of later generations are prefixed (``g1:0/0``)."""
+    return f"g{generation}:{compile_id}" if generation and compile_id else compile_id
+
+
+def _installed_version(torch_dir: str) -> str | None:
+    try:
+        text = Path(torch_dir, "version.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    match = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
+    return match.group(1) if match else None
 
 
 def _frame_id(compile_id: str) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from html import escape
 
+from recompile_fix.report import short_path
 from recompile_fix.verify.compare import FrameRow, Verification
 
-__all__ = ["bar_chart", "render_html"]
+__all__ = ["bar_chart", "render_html", "verification_body"]
 
 _LABEL_W = 380
 _BAR_W = 420
@@ -34,10 +35,10 @@ ul.regressions li { color: #b00020; }
 """
 
 
-def _short(row: FrameRow, limit: int = 56) -> str:
+def _short(row: FrameRow, limit: int = 52) -> str:
     """The frame's name and where it is, short enough for the chart (the full label is its tooltip)."""
     line = row.line_before if row.line_before is not None else row.line_after
-    name, file = row.name, row.file
+    name, file = row.name, short_path(row.file)
     if len(f"{name} ({file}:{line})") > limit:
         file = "\u2026/" + "/".join(file.replace("\\", "/").split("/")[-2:])
     if len(f"{name} ({file}:{line})") > limit:
@@ -97,14 +98,15 @@ def _cell(before, after, fmt=str) -> str:
     return f"<td{css}>{escape(b)} &rarr; {escape(a)}</td>"
 
 
-def render_html(v: Verification) -> str:
+def verification_body(v: Verification, *, heading: str = "h1") -> str:
+    """The page's body: the verdict, the fixes, what got worse, the charts and the tables."""
     verdict = "Verified: the fixes make nothing worse" if v.verified else "Worse after the fixes"
     rows = []
     for r in v.frames:
         b, a = r.before or {}, r.after or {}
         rows.append(
             "<tr><td>"
-            + escape(r.label)
+            + escape(f"{r.name} ({short_path(r.file)}:{r.line_before if r.line_before is not None else r.line_after})")
             + "</td>"
             + "".join(_cell(b.get(s), a.get(s)) for s in ("compiles", "recompiles", "limit_hits"))
             + _cell(b.get("compile_seconds"), a.get("compile_seconds"), lambda s: f"{s:.2f}")
@@ -121,16 +123,7 @@ def render_html(v: Verification) -> str:
     fixes = "".join(f"<li><code>{escape(f.describe(unsafe_fixes=True).splitlines()[0])}</code></li>" for f in v.fixes)
     regressions = "".join(f"<li>{escape(r)}</li>" for r in v.regressions)
     notes = "".join(f"<li>{escape(n)}</li>" for n in v.notes)
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>recompile-fix verify: {escape(verdict)}</title>
-<style>{_CSS}</style>
-</head>
-<body>
-<h1 class="{"verdict-ok" if v.verified else "verdict-worse"}" id="verdict">{escape(verdict)}</h1>
+    return f"""<{heading} class="{"verdict-ok" if v.verified else "verdict-worse"}" id="verdict">{escape(verdict)}</{heading}>
 <p>Ran <code>{escape(" ".join(v.command))}</code> on the tree as it was and on a copy with these fixes:</p>
 <ul>{fixes}</ul>
 {f'<h2>What got worse</h2><ul class="regressions">{regressions}</ul>' if regressions else ""}
@@ -151,6 +144,22 @@ def render_html(v: Verification) -> str:
 {outputs}
 </table>
 {f"<ul>{notes}</ul>" if notes else ""}
-</body>
+"""
+
+
+def render_html(v: Verification) -> str:
+    """The verification alone, as a page (`verify --html` adds the Profile's frames around it:
+    ``recompile_fix.html_report``)."""
+    verdict = "Verified: the fixes make nothing worse" if v.verified else "Worse after the fixes"
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>recompile-fix verify: {escape(verdict)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+{verification_body(v)}</body>
 </html>
 """

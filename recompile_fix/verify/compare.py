@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass, field
 
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
-from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
+from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS, compare
 from recompile_fix.profile.model import Frame, Profile
 from recompile_fix.profile.resume import is_resume, without_line
-from recompile_fix.verify.runs import CallableOutputs, Run
+from recompile_fix.verify.runs import CallableOutputs, Run, judge_pairs
 
 __all__ = [
     "STATS",
@@ -45,34 +45,7 @@ class Tolerance:
 
 def compare_tensors(before, after, tolerance: Tolerance) -> tuple[bool, float | None, str]:
     """(same?, max abs difference, what differs)."""
-    import torch
-
-    if before.shape != after.shape:
-        return False, None, f"shape {tuple(before.shape)} -> {tuple(after.shape)}"
-    if before.dtype != after.dtype:
-        return False, None, f"dtype {before.dtype} -> {after.dtype}".replace("torch.", "")
-    diff = None
-    if before.numel():
-        b, a = (
-            before.to(torch.complex128 if before.is_complex() else torch.float64),
-            after.to(torch.complex128 if after.is_complex() else torch.float64),
-        )
-        both_nan = b.isnan() & a.isnan()
-        delta = torch.where(both_nan, torch.zeros_like(b), a - b).abs()
-        delta = torch.where(delta.isnan(), torch.full_like(delta, float("inf")), delta)
-        diff = float(delta.max())
-    if tolerance.exact:
-        same = bool(torch.equal(before, after)) or (diff == 0.0)
-    else:
-        kwargs = {}
-        if tolerance.rtol is not None or tolerance.atol is not None:
-            kwargs = {"rtol": tolerance.rtol or 0.0, "atol": tolerance.atol or 0.0}
-        try:
-            torch.testing.assert_close(after, before, equal_nan=True, **kwargs)
-            same = True
-        except AssertionError:
-            same = False
-    return same, diff, "" if same else f"max abs diff {diff:.3g}"
+    return compare(before, after, exact=tolerance.exact, rtol=tolerance.rtol, atol=tolerance.atol)
 
 
 @dataclass
@@ -93,6 +66,9 @@ def compare_outputs(
     before: dict[str, CallableOutputs], after: dict[str, CallableOutputs], tolerance: Tolerance
 ) -> list[OutputRow]:
     rows = []
+    pairs = list(_tensor_pairs(before, after))
+    # All at once: in this process, or in the user's interpreter when this one has no torch.
+    judged = iter(judge_pairs(pairs, tolerance, _interpreter(before, after)))
     for key in list(before) + [k for k in after if k not in before]:
         b, a = before.get(key), after.get(key)
         some = b or a
@@ -117,8 +93,8 @@ def compare_outputs(
                 row.same = False
                 row.detail = row.detail or f"call {i + 1}: {len(b_call)} tensors before, {len(a_call)} after"
                 continue
-            for j, (bt, at) in enumerate(zip(b_call, a_call)):
-                same, diff, why = compare_tensors(bt, at, tolerance)
+            for j in range(len(b_call)):
+                same, diff, why = next(judged)
                 row.compared += 1
                 if diff is not None:
                     row.max_abs_diff = max(row.max_abs_diff or 0.0, diff)
@@ -128,6 +104,21 @@ def compare_outputs(
                     row.same = False
     rows.sort(key=lambda r: (r.file, r.line, r.key))
     return rows
+
+
+def _tensor_pairs(before: dict[str, CallableOutputs], after: dict[str, CallableOutputs]):
+    """The (before, after) tensors ``compare_outputs`` compares, in the order it reads them."""
+    for key in before:
+        b, a = before[key], after.get(key)
+        if a is None:
+            continue
+        for b_call, a_call in zip(b.outputs, a.outputs):
+            if len(b_call) == len(a_call):
+                yield from zip(b_call, a_call)
+
+
+def _interpreter(before: dict[str, CallableOutputs], after: dict[str, CallableOutputs]) -> str | None:
+    return next((o.interpreter for o in (*before.values(), *after.values()) if o.interpreter), None)
 
 
 def frame_stats(frame: Frame) -> dict:

@@ -3,19 +3,37 @@ each compiled callable returned."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import recompile_fix
 from recompile_fix.errors import UserError
-from recompile_fix.profile.compiled_outputs import CALLS_ENV, DEFAULT_CALLS, FAIL_ON_RECOMPILE_ENV, OUTPUTS_ENV
+from recompile_fix.profile.compiled_outputs import (
+    CALLS_ENV,
+    DEFAULT_CALLS,
+    FAIL_ON_RECOMPILE_ENV,
+    OUTPUTS_ENV,
+    TensorRef,
+    compare,
+    load_refs,
+)
 from recompile_fix.profile.compiled_outputs import load as load_outputs
 from recompile_fix.profile.model import Profile, relative_to_root
-from recompile_fix.profile.run import run_profiled
+from recompile_fix.profile.run import resolve_command, run_profiled
 from recompile_fix.verify.tree import command_in
 
-__all__ = ["CallableOutputs", "Run", "check_before", "check_copy_used", "run_command"]
+__all__ = ["CallableOutputs", "Run", "check_before", "check_copy_used", "judge_pairs", "run_command"]
+
+_PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 
 @dataclass
@@ -29,8 +47,9 @@ class CallableOutputs:
     file: str
     line: int
     calls: int  # how often it was called (more than were kept)
-    outputs: list[list]
+    outputs: list[list]  # tensors, or TensorRefs where this process has no torch
     skipped: int = 0  # tensors not compared (subclasses, sparse, meta)
+    interpreter: str | None = None  # with TensorRefs: the interpreter that compares them
 
     @property
     def label(self) -> str:
@@ -45,6 +64,7 @@ class Run:
     root: Path
     log: Path
     truncated: bool = False
+    kept: Any = None  # the directory of the recorded tensors, where this process has no torch
 
     @property
     def exception(self) -> str | None:
@@ -72,7 +92,9 @@ def _spelled(path: str, root: Path, alias: Path | None) -> str:
     return path
 
 
-def _outputs(records: list[dict], root: Path, alias: Path | None = None) -> tuple[dict[str, CallableOutputs], bool]:
+def _outputs(
+    records: list[dict], root: Path, alias: Path | None = None, interpreter: str | None = None
+) -> tuple[dict[str, CallableOutputs], bool]:
     outputs: dict[str, CallableOutputs] = {}
     truncated = False
     for record in sorted(records, key=lambda r: (r.get("rank", -1), r.get("pid", 0))):
@@ -94,6 +116,7 @@ def _outputs(records: list[dict], root: Path, alias: Path | None = None) -> tupl
                 calls=entry["calls"],
                 outputs=calls,
                 skipped=entry.get("skipped", 0),
+                interpreter=interpreter,
             )
     return outputs, truncated
 
@@ -112,16 +135,67 @@ def run_command(
     compiled callable. The program's stdout and stderr go to ``log``. ``alias``: the user's tree,
     when ``cwd`` is a copy of it."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    kept = None
     with tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-") as out:
         env = {OUTPUTS_ENV: out, CALLS_ENV: str(calls), FAIL_ON_RECOMPILE_ENV: "1" if fail_on_recompile else "0"}
         if alias is not None and os.environ.get("PYTHONPATH"):  # entries into the tree: the copy's
             env["PYTHONPATH"] = os.pathsep.join(command_in(os.environ["PYTHONPATH"].split(os.pathsep), alias, cwd))
         with open(log, "wb") as fh:
             profile, code = run_profiled(command, backend=backend, cwd=str(cwd), root=str(cwd), env=env, output=fh)
-        outputs, truncated = _outputs(load_outputs(out), cwd, alias)
+        if _HAS_TORCH:
+            outputs, truncated = _outputs(load_outputs(out), cwd, alias)
+        else:
+            # Installed without torch: keep the files; the user's interpreter compares them.
+            kept = tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-")
+            shutil.copytree(out, kept.name, dirs_exist_ok=True)
+            outputs, truncated = _outputs(load_refs(kept.name), cwd, alias, interpreter=_interpreter_of(command))
     for frame in profile.frames:
         frame.file = _spelled(frame.file, cwd, alias)
-    return Run(profile=profile, exit_code=code, outputs=outputs, root=cwd, log=log, truncated=truncated)
+    return Run(profile=profile, exit_code=code, outputs=outputs, root=cwd, log=log, truncated=truncated, kept=kept)
+
+
+# recompile-fix may run without torch (pipx, `uv tool`): then the recorded tensors stay in files
+# and the user's interpreter, the one with torch, compares them (compiled_outputs.judge_main).
+_HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _interpreter_of(command: list[str]) -> str:
+    """The interpreter that ran the command (the first python on PATH for a launcher)."""
+    argv = resolve_command(command)
+    if re.fullmatch(r"python(3(\.\d+)?)?(\.exe)?", os.path.basename(argv[0])):
+        return argv[0]
+    return shutil.which("python") or shutil.which("python3") or sys.executable
+
+
+def judge_pairs(pairs: list[tuple[Any, Any]], tolerance: Any, interpreter: str | None) -> list[tuple]:
+    """(same?, max abs difference, what differs) per (before, after) pair of recorded tensors:
+    here when they are tensors, in ``interpreter`` (one subprocess for all) when they are
+    TensorRefs."""
+    if not pairs:
+        return []
+    if not isinstance(pairs[0][0], TensorRef):
+        return [compare(b, a, exact=tolerance.exact, rtol=tolerance.rtol, atol=tolerance.atol) for b, a in pairs]
+    request = {"pairs": pairs, "exact": tolerance.exact, "rtol": tolerance.rtol, "atol": tolerance.atol}
+    with tempfile.TemporaryDirectory(prefix="recompile-fix-judge-") as tmp:
+        # Only the package on the path (no sitecustomize: no recorder): compiled_outputs needs
+        # the standard library and torch.
+        (Path(tmp) / "recompile_fix").symlink_to(_PACKAGE_DIR, target_is_directory=True)
+        path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p)
+        done = subprocess.run(
+            [
+                interpreter or sys.executable,
+                "-c",
+                "from recompile_fix.profile.compiled_outputs import judge_main; judge_main()",
+            ],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"could not compare the recorded outputs with {interpreter}: {last}")
+    return [tuple(result) for result in json.loads(done.stdout)]
 
 
 def check_before(run: Run) -> None:

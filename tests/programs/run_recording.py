@@ -2,7 +2,7 @@
 what each compiled callable returned (first calls) plus torch's own compile counts.
 
 The outputs are recorded by the same code `recompile-fix verify` loads into the user's process
-(`recompile_fix.compiled_outputs`), keyed by the callable's qualified name only, so that
+(`recompile_fix.profile.compiled_outputs`), keyed by the callable's qualified name only, so that
 `program.in.py` and `program.out.py` line up.
 
 usage: run_recording.py OUT.pt SCRIPT [ARGS...]
