@@ -125,6 +125,9 @@ def find(
         profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))
+    if profile is not None:  # the Profile names the torch that runs this tree: its release gates the edits
+        for finding in static:
+            finding.torch_version = finding.torch_version or profile.torch_version
     result.errors.extend(scan.errors)
     result.files_parsed = scan.parsed
     lines = _LineReader(root)
