@@ -6,9 +6,10 @@ from collections import Counter
 
 from recompile_fix.findings.finding import Finding
 from recompile_fix.output import wrap
-from recompile_fix.profile.model import REASON_KINDS, Frame, Profile, Reason
+from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
 
 __all__ = [
+    "call_site_label",
     "frame_label",
     "grouped_reasons",
     "profile_ranks",
@@ -40,13 +41,14 @@ def _reason_example(reason: Reason) -> str:
     return ""
 
 
-def grouped_reasons(frame: Frame) -> list[tuple[str, int, str]]:
-    """(plain-words reason, count, an example) per distinct reason, most frequent first."""
+def grouped_reasons(frame: Frame, compiles: list[Compile] | None = None) -> list[tuple[str, int, str]]:
+    """(plain-words reason, count, an example) per distinct reason, most frequent first (of the
+    frame's compiles, or of ``compiles``: one call site's)."""
     counts: Counter = Counter()
     examples: dict[str, list[str]] = {}
     # One reason per compile: the failure of the newest cache entry (torch's own
     # `recompile_reason`); the Profile keeps every entry's failure for the rules.
-    for compile_ in frame.compiles:
+    for compile_ in frame.compiles if compiles is None else compiles:
         if not compile_.reasons:
             continue
         reason = compile_.reasons[0]
@@ -92,6 +94,19 @@ def frame_label(frame: Frame) -> str:
     return f"{frame.name} ({short_path(frame.file)}:{frame.first_line})"
 
 
+def call_site_label(site: Location | None, compiles: list[Compile]) -> str:
+    """``called at train.py:42 (in main)``, and the library code between where there is some
+    (``via transformers/generation/utils.py:4333 in _prefill``)."""
+    if site is None:
+        return "called from an unrecorded place"
+    where = f"called at {site.file}:{site.line}" + (f" (in {site.function})" if site.function else "")
+    library = next((c.library_frames for c in compiles if c.library_frames), [])
+    if library:
+        inner = library[-1]
+        where += f" via {short_path(inner.file)}:{inner.line} in {inner.function}"
+    return where
+
+
 def render_text(profile: Profile, *, findings: list[Finding] | None = None, width: int | None = None) -> str:
     """The table, each frame's reasons and graph breaks, and the fixes; lines longer than
     ``width`` (the terminal's) wrap, the table's rows aside."""
@@ -135,9 +150,22 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None, widt
             counts = rank_counts(frame, ranks)
             uneven = " (not the same on every rank)" if len(set(counts.values())) > 1 else ""
             lines.append(f"    per rank: {_rank_line(counts)}{uneven}")
-        for phrase, count, example in grouped_reasons(frame):
-            suffix = f" ({example})" if example else ""
-            lines.append(f"    {count}x {phrase}{suffix}")
+        sites = frame.call_sites()
+        if len(sites) > 1:
+            # Per call site: a recompile at one call says nothing about what another passes.
+            for site, compiles in sites:
+                recompiles = sum(1 for c in compiles if c.is_recompile and not c.limit_hit)
+                lines.append(
+                    f"    {call_site_label(site, compiles)}: {len(compiles)} compile{'s' if len(compiles) != 1 else ''}"
+                    f", {recompiles} recompile{'s' if recompiles != 1 else ''}"
+                )
+                for phrase, count, example in grouped_reasons(frame, compiles):
+                    suffix = f" ({example})" if example else ""
+                    lines.append(f"        {count}x {phrase}{suffix}")
+        else:
+            for phrase, count, example in grouped_reasons(frame):
+                suffix = f" ({example})" if example else ""
+                lines.append(f"    {count}x {phrase}{suffix}")
         for gb in frame.graph_breaks:
             lines.append(
                 f"    graph break x{gb.count} at {short_path(gb.location.file)}:{gb.location.line}: {gb.reason}"
@@ -183,8 +211,24 @@ def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict
                     for b in f.graph_breaks
                 ],
                 "reasons": [{"reason": p, "count": n, "example": e} for p, n, e in grouped_reasons(f)],
+                "call_sites": [_call_site_json(f, site, compiles) for site, compiles in f.call_sites()],
                 **({"ranks": {str(r): n for r, n in rank_counts(f, ranks).items()}} if len(ranks) > 1 else {}),
             }
             for f in profile.frames
         ],
+    }
+
+
+def _call_site_json(frame: Frame, site: Location | None, compiles: list[Compile]) -> dict:
+    library = next((c.library_frames for c in compiles if c.library_frames), [])
+    return {
+        "file": site.file if site else None,
+        "line": site.line if site else None,
+        "col": site.col if site else None,
+        "function": site.function if site else None,
+        "via": [{"file": s.file, "line": s.line, "function": s.function} for s in library],
+        "compiles": len(compiles),
+        "recompiles": sum(1 for c in compiles if c.is_recompile and not c.limit_hit),
+        "compile_ids": [c.id for c in compiles],
+        "reasons": [{"reason": p, "count": n, "example": e} for p, n, e in grouped_reasons(frame, compiles)],
     }

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
+from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
+from recompile_fix.analysis.size_uses import SizeUses, unseen_call
+from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.model import Frame, Location, Profile, is_library_path
 from recompile_fix.profile.resume import is_resume
+from recompile_fix.profile.sources import Step
 
 __all__ = ["RULE", "MarkDynamic"]
 
@@ -34,17 +41,21 @@ BACKED_SIZE_OBLIVIOUS = TorchApi(
 class MarkDynamic(Rule):
     """
     ## What it does
-    Marks the dimension of a tensor argument that changed size between calls as dynamic, with
-    `torch._dynamo.mark_dynamic(arg, dim)` right before the statement that calls the compiled
-    code, outside the compiled region.
+    Marks the dimensions of the tensors a call passes to compiled code that changed size between
+    its compiles as dynamic, with `torch._dynamo.mark_dynamic(t, dim)` right before the statement
+    that makes the call, outside the compiled region. The tensors are found wherever the call
+    passes them: a positional or keyword argument, an item of a `**batch` mapping, an attribute
+    or item of an object passed in (each layer's keys and values of a cache, marked in a loop),
+    an attribute of the module called (`self.cache`); through any wrappers between the call and
+    the compiled frame (`functools.wraps` decorators taking `*args, **kwargs`, `nn.Module`).
 
     ## Why is this bad?
     `torch.compile` specialises a graph on the sizes it first sees. A growing sequence or a
     ragged last batch then compiles the frame again (with `dynamic=False`, once per size, until
-    the recompile limit stops compiling it at all). Marking the dimension before the first call
+    the recompile limit stops compiling it at all). Marking the dimensions before the first call
     compiles one graph that serves every size. Torch names only the first failing guard of a
-    recompile, so the dimensions come from the argument shapes recorded at each compile too: a
-    size change hidden behind another argument's guard is marked in the same pass.
+    recompile; the shapes recorded at each compile show every tensor that changed with it (the
+    attention mask beside the ids, a cache's layers), and all of them are marked together.
 
     ## Example
     ```python
@@ -59,29 +70,41 @@ class MarkDynamic(Rule):
     ```
 
     ## Fix safety
-    Safe: marking changes no value. Where the compiled code specialises the dimension
-    (`if x.shape[0] == 3`), a hard mark would raise `ConstraintViolationError`, so the fix uses
-    `torch._dynamo.maybe_mark_dynamic` instead. Where the Profile saw the dimension at size 0 or
-    1, which torch specialises even when marked, and the compiled code calls nothing (`x + c`),
-    the fix uses `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4), which serves every
-    size with one graph; code that calls into torch may need a concrete size there (SDPA does,
-    and graph-breaks), so elsewhere the finding only suggests it. An argument that is not a
-    plain name is bound to a new name first; that is unsafe when other parts of the statement
-    run before it and could have side effects. A stride guard on a sliced view (`idx[:, -n:]`,
-    whose strides change with its source) is not a size guard: the fix also passes a contiguous
-    copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()` keeps a size-1
-    batch's odd stride), which changes no value but is unsafe where the name is used again
-    after the call (a later in-place write would no longer reach the original). The finding
-    says when torch will still recompile after the edit.
+    Safe: marking changes no value, and a safe mark never makes the program fail. Evidence is
+    per call: a call gets the marks its own compiles show. Dimensions whose sizes moved in
+    lock-step at a call are tied (torch relates them in its guards): they are marked together,
+    with one safety, never half of them, since a hard mark on one half makes torch specialise it
+    through the other and raise `ConstraintViolationError`. The hard `mark_dynamic` is used only
+    where the compiled code is the user's own, fully readable, and specialises none of the
+    dimensions; where it compares one for equality (`if x.shape[0] == 3`), calls code the
+    analysis cannot read (a model from a package), is library code, or a tied tensor is out of
+    the call's reach, the mark is `torch._dynamo.maybe_mark_dynamic`, which cannot raise. A
+    dimension the compiled code loops over (`range(x.size(1))`, a loop over the tensor,
+    `x.unbind(1)`) gets no mark, nor do the dimensions tied to it: torch must specialise it,
+    so a mark raises or changes nothing. Where the call passed size 0 or 1, which torch
+    specialises even when marked, and the compiled code calls nothing (`x + c`), the fix uses
+    `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4); elsewhere the finding says why torch
+    still compiles twice (a size-1 decode step and a longer prefill are different graphs in
+    model code, and `mark_unbacked` or `backed_size_oblivious` make it graph-break there). An
+    argument that is not a plain name is bound to a new name first; that is unsafe when other
+    parts of the statement run before it and could have side effects. A stride guard on a sliced
+    view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
+    passes a contiguous copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()`
+    keeps a size-1 batch's odd stride), which changes no value but is unsafe where the name is
+    used again after the call. Where library code makes the compiled call (`model.generate()`)
+    with tensors it makes itself, no mark in the user's code reaches them: the fix (unsafe) is
+    `dynamic=True` at the user's `torch.compile` call, or, where there is none to edit, no fix
+    and what to do instead.
 
     ## Profile evidence
-    `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, and
-    `args[0]` for a compiled `nn.Sequential`).
+    `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
+    `kwargs['input_ids']`, `kwargs['past_key_values'].layers[0].keys`), and the shapes of every
+    tensor reachable from the compiled frame's arguments at each compile.
     """
 
     id = "RF001"
     name = "mark-dynamic"
-    message = "`{param}` of compiled `{frame}` changes size in dim {dims} ({compiles} compiles): mark it dynamic before the call"
+    message = "{what} passed to compiled `{frame}` change size ({compiles}): mark them dynamic before the call"
     consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
     triggers = ("compile",)
     emits = (MARK_DYNAMIC, MAYBE_MARK_DYNAMIC, MARK_UNBACKED, CONTIGUOUS_COPY, BACKED_SIZE_OBLIVIOUS)
@@ -92,343 +115,774 @@ class MarkDynamic(Rule):
             "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
             golden="RF001/seed_shape_change",
         ),
+        # `model(**batch)`: every tensor of the batch, tied in both dimensions (ragged last batch).
+        Example(
+            before="for batch in loader:\n    loss = compiled(**batch)\n",
+            after="for batch in loader:\n"
+            '    torch._dynamo.mark_dynamic(batch["input_ids"], [0, 1])\n'
+            '    torch._dynamo.mark_dynamic(batch["attention_mask"], [0, 1])\n'
+            '    torch._dynamo.mark_dynamic(batch["labels"], [0, 1])\n'
+            "    loss = compiled(**batch)\n",
+            golden="RF001/dict_batch",
+        ),
+        # A cache passed in: at the decode call, each layer's keys and values, in a loop, with the
+        # mask they grow with (maybe_mark_dynamic: not all plain arguments); at the prefill call
+        # (an empty cache), the prompt and its mask, plain arguments of readable code.
+        Example(
+            before="    mask = torch.ones(prompt.shape)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
+            after="    mask = torch.ones(prompt.shape)\n"
+            "    torch._dynamo.mark_dynamic(prompt, 1)\n"
+            "    torch._dynamo.mark_dynamic(mask, 1)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            "        torch._dynamo.maybe_mark_dynamic(mask, 1)\n"
+            "        for layer in cache.layers:\n"
+            "            torch._dynamo.maybe_mark_dynamic(layer.keys, 2)\n"
+            "            torch._dynamo.maybe_mark_dynamic(layer.values, 2)\n"
+            "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
+            golden="RF001/cache_object",
+        ),
+        # The sequence length sets a `range()` loop in the compiled code: only the batch is marked.
+        Example(
+            before="    x = torch.randn(batch, steps, 4)\n    outputs.append(model(x))\n",
+            after="    x = torch.randn(batch, steps, 4)\n    torch._dynamo.mark_dynamic(x, 0)\n    outputs.append(model(x))\n",
+            golden="RF001/range_loop",
+        ),
     )
 
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
-        findings = []
+        findings: list[Finding] = []
         release = profile.torch_release
-        unbacked = MARK_UNBACKED.runs_on(release)
         # The user's own frames first: a finding merged from several frames speaks of theirs.
-        for frame in sorted(profile.frames, key=lambda f: os.path.isabs(f.file)):
-            dims: dict[str, set[int]] = {}
-            for reason in frame.reasons():
-                if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
-                    dims.setdefault(reason.source, set()).add(reason.dim)
-            if not is_resume(frame.name):
-                # Torch names only the first failing guard (a scalar's `c == 0.5` can hide a size
-                # change of `x`): the shapes recorded at each compile show every changed dimension.
-                for source_expr in frame.tensor_inputs():
-                    if _changed_dims(frame, source_expr):
-                        dims.setdefault(source_expr, set())
-            for source_expr in dims:
-                dims[source_expr] |= _changed_dims(frame, source_expr)
-            for source_expr, source_dims in dims.items():
-                findings.extend(
-                    self._plan_argument(frame, source_expr, sorted(source_dims), project, unbacked, release)
-                )
-        return _merge_same_argument(findings)
+        for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
+            if is_resume(frame.name):
+                findings.extend(self._plan_resume(frame))
+                continue
+            for evidence in site_evidence(frame):
+                if evidence.changed and evidence.site is not None:
+                    findings.extend(_SitePlan(self, evidence, project, release).findings())
+        return _merge_same_call(findings)
 
-    def _plan_argument(
-        self,
-        frame: Frame,
-        source_expr: str,
-        dims: list[int],
-        project: Project,
-        unbacked: bool,
-        release: tuple[int, int] | None,
-    ) -> list[Finding]:
-        evidence = frame_evidence(
-            frame, [r for r in frame.reasons() if r.source == source_expr and r.kind in self.consumes]
+    def _plan_resume(self, frame: Frame) -> list[Finding]:
+        """Code after a graph break takes the live locals as arguments: nothing at a call to mark."""
+        dims: dict[str, set[int]] = {}
+        for reason in frame.reasons():
+            if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
+                dims.setdefault(reason.source, set()).add(reason.dim)
+        site = next((c.user_call_site for c in frame.compiles if c.user_call_site), None)
+        if site is None:
+            return []
+        return [
+            Finding(
+                rule=self.id,
+                file=site.file,
+                location=site,
+                safety=Safety.NONE,
+                message=_none_message(source, sorted(found), frame, len(frame.compiles)),
+                evidence=frame_evidence(frame, [r for r in frame.reasons() if r.source == source]),
+                notes=[f"`{source}` is a local of the code after a graph break, not an argument"],
+            )
+            for source, found in dims.items()
+        ]
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        if "compile_call" in p:
+            return _fix_compile_call(finding, source)
+        call = _node_at(source, cst.Call, p["call"])
+        statement, _ = source.statement_of(call)
+        indent = source.statement_indent(statement)
+        at = source.offset(source.positions[statement].start.line, 0)
+        mark = f"{torch_name}._dynamo.{p['mark']}"
+        edits: list[Edit] = []
+        statements: list[str] = []
+        names = source.names_in_scope(call)
+        bases: dict[Base, str] = {}
+
+        def base_text(base: Base, label: str, clone: str = "") -> str:
+            if base in bases:
+                return bases[base]
+            if base.expr is not None:
+                bases[base] = base.expr
+                return base.expr
+            arg = _argument(call, base)
+            value = arg.value
+            if isinstance(value, cst.Name):
+                name = value.value
+                if clone:
+                    # Where the statement before binds the name (`idx_cond = idx[:, -n:]`), copy
+                    # there; else in a statement of its own.
+                    binding = _binding_before(source, statement, name)
+                    if binding is not None:
+                        end = source.span(binding)[1]
+                        edits.append(Edit(finding.file, end, end, clone, self.id))
+                    else:
+                        edits.append(Edit(finding.file, at, at, _indented(f"{name} = {name}{clone}", indent), self.id))
+            elif _dotted(value) and not clone:
+                name = source.code(value)
+            else:
+                name = _fresh_name(label, names)
+                names.add(name)
+                text = source.code(value)
+                if clone and not _atomic(value):
+                    text = f"({text})"
+                edits.append(Edit(finding.file, at, at, _indented(f"{name} = {text}{clone}", indent), self.id))
+                start, end = source.span(value)
+                edits.append(Edit(finding.file, start, end, name, self.id))
+            bases[base] = name
+            return name
+
+        for entry in p["marks"]:
+            base = Base.from_json(entry["base"])
+            clone = f".clone(memory_format={torch_name}.contiguous_format)" if entry.get("contiguous") else ""
+            expr = base_text(base, entry["label"], clone) + _steps_code(entry["steps"])
+            line = f"{mark}({expr}, {_dims(entry['dims'])})"
+            if entry.get("optional"):
+                line = f"if {expr} is not None:\n    {line}"
+            statements.append(line)
+        for loop in p.get("loops", []):
+            container = base_text(Base.from_json(loop["base"]), loop["label"]) + _steps_code(loop["container"])
+            var = _fresh_name(_singular(loop["container"]), names)
+            names.add(var)
+            lines = [f"{mark}({var}{_steps_code(leaf['steps'])}, {_dims(leaf['dims'])})" for leaf in loop["leaves"]]
+            if loop.get("optional") and loop.get("together"):
+                # The items' tensors are all there or all None (an empty cache): one test.
+                first = f"{var}{_steps_code(loop['leaves'][0]['steps'])}"
+                lines = [f"if {first} is not None:"] + [f"    {line}" for line in lines]
+            elif loop.get("optional"):
+                lines = [
+                    f"if {var}{_steps_code(leaf['steps'])} is not None:\n        {line}"
+                    for leaf, line in zip(loop["leaves"], lines)
+                ]
+            statements.append(f"for {var} in {container}:\n" + "\n".join(f"    {line}" for line in lines))
+        edits.extend(Edit(finding.file, at, at, _indented(s, indent), self.id) for s in statements)
+        return edits
+
+
+# -- one call site ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Mark:
+    """One tensor (or, in a loop, one leaf of every item) and the dimensions to mark."""
+
+    target: CallTarget
+    dims: set[int] = field(default_factory=set)
+
+
+class _SitePlan:
+    """The finding for one call of one compiled frame."""
+
+    def __init__(self, rule: MarkDynamic, evidence: SiteEvidence, project: Project, release: tuple[int, int] | None):
+        self.rule = rule
+        self.ev = evidence
+        self.frame = evidence.frame
+        self.site: Location = evidence.site  # type: ignore[assignment]
+        self.project = project
+        self.release = release
+        self.library = next((c.library_frames for c in evidence.compiles if c.library_frames), [])
+        self.here = len(evidence.compiles)
+
+    # A finding, with the evidence of this call.
+    def finding(self, message: str, safety: Safety, notes: list[str], location: Location | None = None) -> Finding:
+        guards = [r for r in self.ev.reasons if r.kind in self.rule.consumes]
+        return Finding(
+            rule=self.rule.id,
+            file=(location or self.site).file,
+            location=location or self.site,
+            safety=safety,
+            message=message,
+            evidence=frame_evidence(
+                self.frame,
+                guards,
+                call_site=f"{self.site.file}:{self.site.line}",
+                compiles_here=self.here,
+            ),
+            notes=notes,
         )
-        target = _Target.resolve(frame, source_expr, project)
-        small = _small_sizes_seen(frame, source_expr, dims)
-        mark = "mark_dynamic"
-        if target is not None and target.specialized(dims):
-            mark = "maybe_mark_dynamic"
-        elif small and unbacked and target is not None and target.calls_nothing():
+
+    def none(self, why: list[str]) -> list[Finding]:
+        # The tensor torch's own guard names, where one does.
+        named = [r.source for r in self.ev.reasons if r.source in self.ev.changed]
+        first = named[0] if named else sorted(self.ev.changed)[0]
+        return [
+            self.finding(_none_message(first, sorted(self.ev.changed[first]), self.frame, self.here), Safety.NONE, why)
+        ]
+
+    def findings(self) -> list[Finding]:
+        source = self.project.source(self.site.file)
+        site = self.site
+        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+        if source is None or call is None:
+            return self.none([f"no call found at {site.file}:{site.line}"])
+        statement, why = source.statement_of(call)
+        if why:
+            return self.none([why])
+        signature = signature_of(self.frame, self.project)
+        located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
+        func, func_source = self._compiled_function()
+
+        kept: list[tuple[str, int]] = []
+        notes: list[str] = []
+        partial: list[str] = []
+        lost: list[str] = []
+        for group in self.ev.groups:
+            looped = self._looped(group, located, func, func_source)
+            if looped:
+                notes.append(looped)
+                continue
+            missing = [(src, d) for src, d in group if located[src][0] is None]
+            reachable = [(src, d) for src, d in group if located[src][0] is not None]
+            if not reachable:
+                lost.extend(f"`{src}` dim {d}: {located[src][1]}" for src, d in group)
+                continue
+            kept.extend(reachable)
+            for src, d in missing:
+                partial.append(
+                    f"`{src}` dim {d} changes with them, but {located[src][1]}: the marks are "
+                    "`maybe_mark_dynamic`, which cannot raise where torch specialises it; torch may "
+                    "still recompile for it"
+                )
+        if not kept:
+            if self.library and lost:
+                return self._library_call(source, call, lost)
+            return self.none(notes + lost)
+
+        entries, loops, names = self._layout(source, call, kept, located)
+        if not self._marking_helps(kept):
+            if self.here < 2:
+                return []  # nothing recompiled here: no word about another call's compiles
+            small = sorted({f"`{names.get(src, src)}` dim {d}" for src, d in kept if self.ev.small(src, [d])})
+            return self.none(
+                [
+                    f"no edit: marking {', '.join(small) or 'these dimensions'} would not reduce the "
+                    f"{self.here} compiles at this call (torch makes a dimension dynamic on its own once "
+                    "its size changes; what is left is the floor)",
+                    *self._still_compiles(kept, "maybe_mark_dynamic", func, None if func else "", names)[:1],
+                ]
+            )
+        for entry in list(entries):
+            if entry["optional"] and any(kind == "item" for kind, _ in entry["steps"]):
+                # `batch["mask"]` that some calls lack: a guard `is not None` could not reach it.
+                entries.remove(entry)
+                partial.append(
+                    f"`{names[entry['source']]}` changes with them but is not passed on every call: "
+                    "the marks are `maybe_mark_dynamic`, which cannot raise"
+                )
+        if not entries and not loops:
+            return self.none(notes + partial)
+        unseen = (
+            unseen_call(func_source, func, self._opaque_params(signature))
+            if func is not None and func_source is not None
+            else None
+        )
+        plain = all(located[src][0].param for src, _ in kept)  # type: ignore[union-attr]
+        compared = self._compared(kept, located, func, func_source)
+        hard = func is not None and not self.library and not partial and plain and not compared and unseen is None
+        small = any(self.ev.small(src, [d]) for src, d in kept)
+        mark = "mark_dynamic" if hard else "maybe_mark_dynamic"
+        if hard and small and MARK_UNBACKED.runs_on(self.release) and _calls_nothing(func):
             # An unbacked size breaks the graph wherever torch needs a concrete one (SDPA picks
             # its kernel by size, for one): only code that calls nothing is sure not to.
             mark = "decorators.mark_unbacked"
-        notes = self._remaining_recompiles(
-            frame, source_expr, small and mark != "decorators.mark_unbacked", unbacked, release
+        notes = notes + partial
+        if not hard and not partial:
+            notes.append(self._why_maybe(func, compared, unseen))
+        copied = {e["source"] for e in entries if e["contiguous"]}
+        notes.extend(self._still_compiles(kept, mark, func, unseen, names, copied))
+
+        finding = self.finding("", Safety.SAFE, notes)
+        self._fill(finding, source, call, statement, entries, loops, mark)
+        return [finding]
+
+    def _opaque_params(self, signature: dict[str, Any] | None) -> frozenset[str]:
+        """Parameters never recorded as a tensor or a number at this call (a cache object passed
+        in): their methods may be a library's."""
+        if signature is None:
+            return frozenset()
+        found = set()
+        for param in [*signature.get("positional", []), *signature.get("keyword_only", [])]:
+            kinds = {c.inputs.get(param, {}).get("type") for c in self.ev.compiles if c.inputs}
+            if param not in ("self", "cls") and kinds and not kinds & {"Tensor", "int", "float", "bool"}:
+                found.add(param)
+        return frozenset(found)
+
+    def _marking_helps(self, kept: list[tuple[str, int]]) -> bool:
+        """Would the marks merge any compiles? After marking, the calls still differ where a
+        marked size was 0 or 1 (specialised) or the tensor was None: count those classes."""
+        compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
+        if not compiles:
+            return True  # no shapes recorded: the guards alone say it changed
+        classes = set()
+        for compile_ in compiles:
+            key = []
+            for src, d in kept:
+                shape = compile_.inputs.get(src, {}).get("shape")
+                size = shape[d] if isinstance(shape, list) and d < len(shape) else None
+                key.append(size if size is None or size <= 1 else "n")
+            classes.add(tuple(key))
+        return len(classes) < len(compiles)
+
+    # -- what the compiled code does with the sizes ----------------------------------------
+    def _compiled_function(self) -> tuple[cst.FunctionDef | None, SourceFile | None]:
+        """The compiled function, when it is the user's own code and readable."""
+        if is_library_path(self.frame.file):
+            return None, None
+        source = self.project.source(self.frame.file)
+        func = source.function_def(self.frame.first_line, self.frame.name) if source else None
+        return func, source
+
+    def _looped(
+        self,
+        group: list[tuple[str, int]],
+        located: dict[str, Any],
+        func: cst.FunctionDef | None,
+        func_source: SourceFile | None,
+    ) -> str | None:
+        if func is None:
+            return None
+        for src, d in group:
+            target = located[src][0]
+            if target is None or not target.param:
+                continue
+            loops = SizeUses(func, target.param, func_source).loop_dims()
+            if d in loops:
+                tied = [f"`{s}` dim {e}" for s, e in group if (s, e) != (src, d)]
+                also = f" (nor {', '.join(tied)}, tied to it)" if tied else ""
+                return (
+                    f"`{src}` dim {d} gets no mark{also}: the compiled code feeds it to {loops[d]}, "
+                    "which torch specialises: `mark_dynamic` would raise ConstraintViolationError on "
+                    "every call and `maybe_mark_dynamic` would change nothing"
+                )
+        return None
+
+    def _compared(
+        self,
+        kept: list[tuple[str, int]],
+        located: dict[str, Any],
+        func: cst.FunctionDef | None,
+        func_source: SourceFile | None,
+    ) -> bool:
+        if func is None:
+            return False
+        for src, d in kept:
+            target = located[src][0]
+            if target.param and d in SizeUses(func, target.param, func_source).compared_dims():
+                return True
+        return False
+
+    def _why_maybe(self, func: cst.FunctionDef | None, compared: bool, unseen: str | None) -> str:
+        if self.library:
+            reason = f"library code ({library_frame(self.library[-1])}) makes the compiled call"
+        elif func is None:
+            reason = (
+                f"the compiled code (`{self.frame.name}` in {_short_path(self.frame.file)}) is not the program's own"
+            )
+        elif compared:
+            reason = "the compiled code compares the size for equality"
+        elif unseen is not None:
+            reason = f"the compiled code calls {unseen}, which the analysis cannot read"
+        else:
+            reason = "not every tensor is a plain argument of the compiled function"
+        return (
+            f"`maybe_mark_dynamic`, not `mark_dynamic`: {reason}, and may specialise a size; "
+            "`maybe_mark_dynamic` cannot raise where it does"
         )
-        strided = any(r.kind == "stride_mismatch" for r in frame.reasons() if r.source == source_expr)
+
+    def _still_compiles(
+        self,
+        kept: list[tuple[str, int]],
+        mark: str,
+        func: cst.FunctionDef | None,
+        unseen: str | None,
+        names: dict[str, str],
+        copied: set[str] | None = None,
+    ) -> list[str]:
+        """Why torch will still compile after the marks; ``copied``: the strided views the fix
+        passes as contiguous copies."""
+        notes = []
+        small = sorted({f"`{names.get(src, src)}` dim {d}" for src, d in kept if self.ev.small(src, [d])})
         if mark == "decorators.mark_unbacked":
             notes.append(
                 "the Profile saw size 0 or 1 in this dimension, which torch specialises even when "
                 "marked dynamic: mark_unbacked serves those sizes with the same graph (code that "
                 "branches on the size would fail to compile; the compiled code seen does not)"
             )
-        findings = []
-        seen = set()
-        for compile_ in frame.compiles:
-            site = compile_.call_site
-            if site is None or (site.file, site.line, site.col) in seen:
-                continue
-            seen.add((site.file, site.line, site.col))
-            finding = Finding(
-                rule=self.id,
-                file=site.file,
-                location=site,
-                safety=Safety.SAFE,
-                message=self.message.format(
-                    param=target.param if target else source_expr,
-                    frame=frame.name,
-                    dims=", ".join(map(str, dims)),
-                    compiles=len(frame.compiles),
-                ),
-                evidence=evidence,
-                notes=list(notes),
-            )
-            if target is None or target.why_not:
-                finding.safety = Safety.NONE
-                finding.notes.insert(0, target.why_not if target else f"`{source_expr}` is not an argument of the call")
-                findings.append(finding)
-                break  # one explanation per frame is enough
-            self._locate(finding, target, dims, mark, strided, project)
-            findings.append(finding)
-        return findings
-
-    def _locate(
-        self, finding: Finding, target: "_Target", dims: list[int], mark: str, strided: bool, project: Project
-    ) -> None:
-        site = finding.location
-        source = project.source(site.file)
-        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
-        if call is None:
-            finding.safety = Safety.NONE
-            finding.notes.insert(0, f"no call found at {site.file}:{site.line}")
-            return
-        arg, why_not = target.argument_of(call)
-        statement, why_not_statement = source.statement_of(call)
-        why_not = why_not or why_not_statement
-        if why_not:
-            finding.safety = Safety.NONE
-            finding.notes.insert(0, why_not)
-            return
-        pos = source.positions[call]
-        finding.location = Location(
-            file=site.file,
-            line=pos.start.line,
-            end_line=pos.end.line,
-            col=pos.start.column,
-            end_col=pos.end.column,
-            function=site.function,
-        )
-        finding.params = {
-            "call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
-            "param": target.param,
-            "keyword": target.keyword_of(call),
-            "index": target.index,
-            "dims": dims,
-            "mark": mark,
-            "contiguous": strided,
-        }
-        if strided and isinstance(arg.value, cst.Name) and _used_elsewhere(source, call, arg.value.value):
-            finding.safety = Safety.UNSAFE
-            finding.notes.append(
-                f"the fix passes a contiguous copy of `{arg.value.value}`, which the code uses "
-                "again: an in-place write to it after the call would no longer reach the tensor "
-                "it was sliced from"
-            )
-        if not isinstance(arg.value, cst.Name) and _runs_before(source, statement, call, arg):
-            finding.safety = Safety.UNSAFE
-            finding.notes.append(
-                "binding the argument to a name moves its evaluation before other calls in the statement"
-            )
-
-    @staticmethod
-    def _remaining_recompiles(
-        frame: Frame, source_expr: str, small_sizes: bool, unbacked: bool, release: tuple[int, int] | None
-    ) -> list[str]:
-        notes = []
-        reasons = [r for r in frame.reasons() if r.source == source_expr]
-        if small_sizes:
-            # Suggest only what the Profile's torch has.
-            ways = ["start with a larger size"]
-            if unbacked:
-                ways.append(
-                    "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
-                    "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
-                    "`recompile-fix verify`)"
+        elif small:
+            if func is not None and unseen is None and not self.library:
+                # Suggest only what the Profile's torch has.
+                ways = ["start with a larger size"]
+                if MARK_UNBACKED.runs_on(self.release):
+                    ways.append(
+                        "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
+                        "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
+                        "`recompile-fix verify`)"
+                    )
+                if BACKED_SIZE_OBLIVIOUS.runs_on(self.release):
+                    ways.append(f"set {BACKED_SIZE_OBLIVIOUS.name} = True")
+                suggestion = "; " + ", or ".join(ways)
+            elif self.library or func is None:
+                suggestion = (
+                    ". `mark_unbacked` and `backed_size_oblivious` are not suggested: model code takes "
+                    "another path for a size-1 input (transformers: `q_length == 1` in masking_utils, "
+                    "`is_causal = q_length > 1` in sdpa_attention), so they graph-break there "
+                    "(`is_causal must be bool, not SymBool`) and compile more, not less"
                 )
-            if BACKED_SIZE_OBLIVIOUS.runs_on(release):
-                ways.append(f"set {BACKED_SIZE_OBLIVIOUS.name} = True")
+            else:
+                suggestion = (
+                    f"; start with a larger size. `mark_unbacked` and `backed_size_oblivious` are not "
+                    f"suggested: the compiled code calls {unseen}, which the analysis cannot read and "
+                    "which may need a concrete size (scaled_dot_product_attention does, and graph-breaks)"
+                )
             notes.append(
-                "torch will still recompile once: the Profile saw size 0 or 1, which torch "
-                "specialises even when marked (0/1 specialisation); " + ", or ".join(ways)
+                f"torch will still compile twice: {', '.join(small)} had size 1 (or 0) on some calls, "
+                f"which torch specialises even when marked (0/1 specialisation){suggestion}"
             )
-        if any(r.kind == "stride_mismatch" for r in reasons):
+        none = []
+        for src in self.ev.none_and_tensor():
+            name = names.get(src, src)
+            if name not in none:
+                none.append(name)
+        if none:
             notes.append(
-                f"a stride guard on `{source_expr}`: it is a view whose strides change (e.g. a crop "
+                f"torch will still compile twice: `{none[0]}` was None on some calls and a tensor on "
+                "others (an empty cache before the prefill, a filled one when decoding): those are "
+                "different graphs, and torch compiles each once whatever is marked"
+            )
+        for src in sorted(self.ev.strided & (copied or set())):
+            notes.append(
+                f"a stride guard on `{src}`: it is a view whose strides change (e.g. a crop "
                 "`x[:, -n:]`), so the fix passes a copy made with "
                 "`.clone(memory_format=torch.contiguous_format)` (`.contiguous()` would keep a size-1 "
                 "dimension's stride)"
             )
         return notes
 
-    # -- rewriting ---------------------------------------------------------------------
-    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
-        p = finding.params
-        call = next(
-            n
-            for n in source.nodes(cst.Call)
-            if [
-                source.positions[n].start.line,
-                source.positions[n].start.column,
-                source.positions[n].end.line,
-                source.positions[n].end.column,
-            ]
-            == p["call"]
+    # -- the fix's parameters --------------------------------------------------------------
+    def _layout(
+        self, source: SourceFile, call: cst.Call, kept: list[tuple[str, int]], located: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, str]]:
+        """The marks (one per tensor, its dimensions together), the loops over a list's items, and
+        how the user's code names each guard source (for the notes)."""
+        marks: dict[tuple[Base, tuple[Step, ...]], _Mark] = {}
+        for src, d in kept:
+            target = located[src][0]
+            marks.setdefault((target.base, target.steps), _Mark(target)).dims.add(d)
+        loops = _loops(list(marks.values()))
+        looped = {id(m) for loop in loops for m in loop["members"]}
+        entries: list[dict[str, Any]] = []
+        labels: dict[Base, str] = {}
+        names: dict[str, str] = {}
+        for m in sorted(marks.values(), key=lambda m: _order(call, m.target.base)):
+            label = labels.setdefault(m.target.base, _label(source, call, m.target))
+            names[m.target.source] = label + _steps_code(_steps_json(m.target.steps))
+            if id(m) in looped:
+                continue
+            entries.append(
+                {
+                    "base": m.target.base.to_json(),
+                    "steps": _steps_json(m.target.steps),
+                    "dims": sorted(m.dims),
+                    "label": label,
+                    "source": m.target.source,
+                    "optional": m.target.source in self.ev.optional,
+                    "contiguous": m.target.source in self.ev.strided
+                    and not m.target.steps
+                    and m.target.base.expr is None
+                    and not m.target.base.star,
+                }
+            )
+        loop_entries = []
+        for loop in loops:
+            base = loop["base"]
+            labels.setdefault(base, _label(source, call, loop["members"][0].target))
+            container = labels[base] + _steps_code(_steps_json(loop["container"]))
+            presence = {
+                tuple(size is not None for size in self.ev.sizes.get((m.target.source, 0), [])) for m in loop["members"]
+            }
+            for m in loop["members"]:
+                names[m.target.source] = f"{container}[*]" + _steps_code(
+                    _steps_json(m.target.steps[len(loop["container"]) + 1 :])
+                )
+            loop_entries.append(
+                {
+                    "base": base.to_json(),
+                    "container": _steps_json(loop["container"]),
+                    "leaves": loop["leaves"],
+                    "label": labels[base],
+                    # Some calls passed the items empty (a cache before its prefill): skip those.
+                    "optional": any(m.target.source in self.ev.optional for m in loop["members"]),
+                    "together": len(presence) == 1,
+                    "sources": [m.target.source for m in loop["members"]],
+                }
+            )
+        # Sources out of reach, and those looped over, by a name the user's code uses.
+        for src in self.ev.changed:
+            names.setdefault(src, src)
+        return entries, loop_entries, names
+
+    def _fill(
+        self,
+        finding: Finding,
+        source: SourceFile,
+        call: cst.Call,
+        statement: cst.CSTNode,
+        entries: list[dict[str, Any]],
+        loop_entries: list[dict[str, Any]],
+        mark: str,
+    ) -> None:
+        pos = source.positions[call]
+        finding.location = Location(
+            file=self.site.file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column,
+            function=self.site.function,
         )
-        arg = _argument(call, p["keyword"], p["index"])
-        statement, _ = source.statement_of(call)
-        indent = source.statement_indent(statement)
-        at = source.offset(source.positions[statement].start.line, 0)
-        dims = p["dims"][0] if len(p["dims"]) == 1 else p["dims"]
-        edits = []
-        clone = f".clone(memory_format={torch_name}.contiguous_format)" if p.get("contiguous") else ""
-        if isinstance(arg.value, cst.Name):
-            name = arg.value.value
-            if clone:
-                # Where the statement before binds the name (`idx_cond = idx[:, -n:]`), copy there;
-                # else in a statement of its own.
-                binding = _binding_before(source, statement, name)
-                if binding is not None:
-                    end = source.span(binding)[1]
-                    edits.append(Edit(finding.file, end, end, clone, self.id))
-                else:
-                    edits.append(Edit(finding.file, at, at, _indented(f"{name} = {name}{clone}", indent), self.id))
+        finding.params = {
+            "call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
+            "mark": mark,
+            "marks": entries,
+            "loops": loop_entries,
+        }
+        finding.message = _message(entries, loop_entries, self.frame, self.here, len(self.frame.compiles))
+        for entry in entries:
+            arg = _argument(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
+            value = arg.value if arg is not None else None
+            if entry["contiguous"] and isinstance(value, cst.Name) and _used_elsewhere(source, call, value.value):
+                finding.safety = Safety.UNSAFE
+                finding.notes.append(
+                    f"the fix passes a contiguous copy of `{value.value}`, which the code uses "
+                    "again: an in-place write to it after the call would no longer reach the tensor "
+                    "it was sliced from"
+                )
+        for base in {Base.from_json(e["base"]) for e in entries + loop_entries}:
+            arg = _argument(call, base) if base.expr is None else None
+            if arg is not None and not _dotted(arg.value) and _runs_before(source, statement, call, arg):
+                finding.safety = Safety.UNSAFE
+                finding.notes.append(
+                    "binding the argument to a name moves its evaluation before other calls in the statement"
+                )
+                break
+
+    # -- library code made the call ----------------------------------------------------------
+    def _library_call(self, source: SourceFile, call: cst.Call, lost: list[str]) -> list[Finding]:
+        """Library code (``model.generate()``) calls the compiled code with tensors the user's
+        code never holds: the user's ``torch.compile`` call can make them dynamic instead."""
+        where = library_frame(self.library[-1])
+        # What the call hands the library: the object it calls a method of (`model.generate`), or
+        # a compiled function passed as an argument (`run(step, x)`).
+        names = {_root(call.func)} | {_root(a.value) for a in call.args}
+        compile_call = _compile_call(self.project, self.site.file, {n for n in names if n})
+        head = (
+            f"library code ({where}) calls compiled `{self.frame.name}` with tensors whose size "
+            f"changes ({self.here} compiles at this call); the program cannot mark them"
+        )
+        if compile_call is None:
+            return self.none(
+                [
+                    head,
+                    *lost[:3],
+                    "what to do: pass `dynamic=True` where the model is compiled (`torch.compile(model.forward, "
+                    "dynamic=True)`; on transformers' generate() that gives 2 compiles instead of 4, the "
+                    "prefill/decode floor), or the library's own option to compile with dynamic shapes "
+                    "where it has one; the compile call was not found in "
+                    f"{self.site.file}",
+                ]
+            )
+        compile_source, node, existing = compile_call
+        pos = compile_source.positions[node]
+        location = Location(
+            file=self.site.file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column,
+        )
+        finding = self.finding(
+            f"compiled `{self.frame.name}` recompiles for sizes library code ({where}) picks "
+            f"({self.here} compiles at {self.site.file}:{self.site.line}): compile it with `dynamic=True`",
+            Safety.UNSAFE,
+            [
+                head,
+                *lost[:3],
+                "`dynamic=True` makes every dimension of every input dynamic from the first call: "
+                "fewer compiles, but kernels that cannot specialise on sizes (check speed and "
+                "outputs with `recompile-fix verify`)",
+            ],
+            location,
+        )
+        finding.params = {
+            "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
+            "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
+        }
+        return [finding]
+
+
+# -- helpers: planning -----------------------------------------------------------------------
+
+
+def _loops(marks: list[_Mark]) -> list[dict[str, Any]]:
+    """Marks of the items of one list (``cache.layers[0].keys``, ``cache.layers[1].keys``, ...,
+    ``.values``) become one loop over it, when two or more items have the same leaves."""
+    by_container: dict[tuple[Base, tuple[Step, ...]], dict[int, list[_Mark]]] = {}
+    for m in marks:
+        steps = m.target.steps
+        at = next((i for i, s in enumerate(steps) if s.is_index), None)
+        if at is None:
+            continue
+        key = (m.target.base, steps[:at])
+        by_container.setdefault(key, {}).setdefault(int(steps[at].key), []).append(m)
+    loops = []
+    for (base, container), items in by_container.items():
+        shapes = {
+            index: sorted(
+                (_steps_code(_steps_json(m.target.steps[len(container) + 1 :])), tuple(sorted(m.dims))) for m in ms
+            )
+            for index, ms in items.items()
+        }
+        if len(items) < 2 or len({tuple(s) for s in shapes.values()}) != 1:
+            continue
+        first = next(iter(items.values()))
+        leaves = [{"steps": _steps_json(m.target.steps[len(container) + 1 :]), "dims": sorted(m.dims)} for m in first]
+        loops.append(
+            {
+                "base": base,
+                "container": container,
+                "leaves": leaves,
+                "members": [m for ms in items.values() for m in ms],
+            }
+        )
+    return loops
+
+
+def _label(source: SourceFile, call: cst.Call, target: CallTarget) -> str:
+    """How the user's code names the base: the argument's text when it is a name, else the
+    parameter or keyword it is passed as."""
+    base = target.base
+    if base.expr is not None:
+        return base.expr
+    arg = _argument(call, base)
+    if arg is not None and _dotted(arg.value):
+        return source.code(arg.value)
+    if base.keyword is not None:
+        return base.keyword
+    if base.star:
+        return "batch"
+    return target.param or (f"input{base.index}" if base.index else "x")
+
+
+def _order(call: cst.Call, base: Base) -> int:
+    """Marks in the order the call passes their arguments (the callee's attributes last)."""
+    arg = _argument(call, base) if base.expr is None else None
+    return next((i for i, a in enumerate(call.args) if a is arg), len(call.args))
+
+
+def _message(entries: list[dict[str, Any]], loops: list[dict[str, Any]], frame: Frame, here: int, total: int) -> str:
+    parts = [f"`{e['label']}{_steps_code(e['steps'])}` dim {_dim_text(e['dims'])}" for e in entries]
+    for loop in loops:
+        leaves = ", ".join(
+            f"`{_steps_code(leaf['steps']).lstrip('.')}` dim {_dim_text(leaf['dims'])}" for leaf in loop["leaves"]
+        )
+        parts.append(f"each of `{loop['label']}{_steps_code(loop['container'])}` ({leaves})")
+    compiles = f"{here} compiles" if here == total else f"{here} of its {total} compiles at this call"
+    verb = "changes" if len(parts) == 1 and not loops else "change"
+    return f"{', '.join(parts)} passed to compiled `{frame.name}` {verb} size ({compiles}): mark {'it' if verb == 'changes' else 'them'} dynamic before the call"
+
+
+def _none_message(source: str, dims: list[int], frame: Frame, compiles: int) -> str:
+    return f"`{source}` of compiled `{frame.name}` changes size in dim {_dim_text(dims)} ({compiles} compiles)"
+
+
+def _dim_text(dims: list[int]) -> str:
+    return ", ".join(map(str, dims))
+
+
+def _compile_call(project: Project, path: str, names: set[str]) -> tuple[SourceFile, cst.CSTNode, bool] | None:
+    """The one ``torch.compile(<name>...)``, ``<name>.compile(...)``, ``<name> = torch.compile(...)``
+    or ``@torch.compile`` on ``def <name>`` in the file: (file, the call or bare decorator, whether
+    it has ``dynamic=``)."""
+    source = project.source(path)
+    if source is None:
+        return None
+    found: list[cst.CSTNode] = []
+    for node in source.nodes(cst.Call):
+        qualified = source.qualified_name(node.func)
+        if qualified == "torch.compile":
+            target = _root(node.args[0].value) if node.args and node.args[0].keyword is None else None
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
+            target = _root(node.func.value)
         else:
-            name = _fresh_name(p["param"], source.names_in_scope(call))
-            value = source.code(arg.value)
-            if clone and not _atomic(arg.value):
-                value = f"({value})"
-            edits.append(Edit(finding.file, at, at, _indented(f"{name} = {value}{clone}", indent), self.id))
-            start, end = source.span(arg.value)
-            edits.append(Edit(finding.file, start, end, name, self.id))
-        mark = f"{torch_name}._dynamo.{p['mark']}({name}, {dims})"
-        edits.append(Edit(finding.file, at, at, _indented(mark, indent), self.id))
-        return edits
+            continue
+        bound = next(
+            (_root(t.target) for a in source.ancestors(node) if isinstance(a, cst.Assign) for t in a.targets),
+            None,
+        )
+        decorated = next((a.name.value for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        is_decorator = isinstance(source.parents.get(node), cst.Decorator)
+        if names & {target, bound} or (is_decorator and decorated in names):
+            found.append(node)
+    for func in source.nodes(cst.FunctionDef):
+        for decorator in func.decorators:
+            if func.name.value in names and source.qualified_name(decorator.decorator) == "torch.compile":
+                found.append(decorator.decorator)  # bare @torch.compile
+    if len(found) != 1:
+        return None
+    node = found[0]
+    if not isinstance(node, cst.Call):
+        return source, node, False
+    dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
+    if dynamic is not None and isinstance(dynamic.value, cst.Name) and dynamic.value.value == "True":
+        return None  # already dynamic: nothing to edit there
+    return source, node, dynamic is not None
 
 
-class _Target:
-    """The compiled frame's parameter that a guard's source names, and how calls pass it."""
-
-    def __init__(
-        self, param: str, index: int | None, keyword_only: bool, body: cst.CSTNode | None, why_not: str | None = None
-    ):
-        self.param, self.index, self.keyword_only, self.body, self.why_not = param, index, keyword_only, body, why_not
-
-    @classmethod
-    def resolve(cls, frame: Frame, source_expr: str, project: Project) -> "_Target | None":
-        if is_resume(frame.name):
-            return cls(
-                source_expr,
-                None,
-                False,
-                None,
-                f"`{source_expr}` is a local of the code after a graph break, not an argument",
-            )
-        if source_expr.startswith("args[") and source_expr.endswith("]") and source_expr[5:-1].isdigit():
-            # A compiled builtin module (nn.Sequential): torch's wrapper takes *args.
-            return cls(
-                f"input{source_expr[5:-1]}" if source_expr != "args[0]" else "x", int(source_expr[5:-1]), False, None
-            )
-        if not source_expr.isidentifier():
-            return cls(source_expr, None, False, None, f"`{source_expr}` is not a plain argument of `{frame.name}`")
-        file = project.source(frame.file)
-        func = file.function_def(frame.first_line, frame.name) if file else None
-        if func is None:
-            return cls(source_expr, None, False, None, f"cannot read the source of `{frame.name}`")
-        params = func.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if file.enclosing_class(func) is not None and not _is_static(func):
-            positional = positional[1:]  # `self` is bound by the call
-        if source_expr in positional:
-            return cls(source_expr, positional.index(source_expr), False, func.body)
-        if source_expr in [p.name.value for p in params.kwonly_params]:
-            return cls(source_expr, None, True, func.body)
-        return cls(source_expr, None, False, None, f"`{source_expr}` is not a parameter of `{frame.name}`")
-
-    def argument_of(self, call: cst.Call) -> tuple[cst.Arg | None, str | None]:
-        if any(a.star for a in call.args):
-            return None, "the call passes *args or **kwargs"
-        arg = _argument(call, self.param, self.index)
-        if arg is None:
-            return None, f"the call does not pass `{self.param}`"
-        return arg, None
-
-    def keyword_of(self, call: cst.Call) -> str | None:
-        return self.param if any(a.keyword and a.keyword.value == self.param for a in call.args) else None
-
-    def calls_nothing(self) -> bool:
-        """Is the compiled body plain operators on its values (``x + c``), with no call into code
-        that might need a concrete size?"""
-        return self.body is not None and not any(isinstance(n, cst.Call) for n in walk(self.body))
-
-    def specialized(self, dims: list[int]) -> bool:
-        """Does the compiled body compare this dimension for equality, or loop over it?
-        Then a hard mark would raise ConstraintViolationError."""
-        if self.body is None:
-            return True  # torch's own wrapper: we cannot see the code, so do not assert
-        found = False
-        param, wanted = self.param, set(dims)
-
-        def size_dim(node) -> int | None:
-            # x.shape[d] / x.size()[d]
-            if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-                index = node.slice[0].slice
-                value = node.value
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                    if (
-                        isinstance(value, cst.Attribute) and value.attr.value == "shape" and is_name(value.value, param)
-                    ) or (isinstance(value, cst.Call) and _is_method(value, param, "size") and not value.args):
-                        return index.value.evaluated_value
-            # x.size(d)
-            if (
-                isinstance(node, cst.Call)
-                and _is_method(node, param, "size")
-                and len(node.args) == 1
-                and isinstance(node.args[0].value, cst.Integer)
-            ):
-                return node.args[0].value.evaluated_value
-            # len(x)
-            if (
-                isinstance(node, cst.Call)
-                and is_name(node.func, "len")
-                and len(node.args) == 1
-                and is_name(node.args[0].value, param)
-            ):
-                return 0
-            return None
-
-        class Finder(cst.CSTVisitor):
-            def visit_Comparison(self, node: cst.Comparison) -> None:
-                nonlocal found
-                if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
-                    found |= _contains(node, lambda n: size_dim(n) in wanted)
-
-            def visit_Call(self, node: cst.Call) -> None:
-                nonlocal found
-                if is_name(node.func, "range"):
-                    found |= _contains(node, lambda n: size_dim(n) in wanted)
-
-        self.body.visit(Finder())
-        return found
+def _calls_nothing(func: cst.FunctionDef | None) -> bool:
+    """Is the compiled body plain operators on its values (``x + c``), with no call into code
+    that might need a concrete size?"""
+    return func is not None and not any(isinstance(n, cst.Call) for n in walk(func.body))
 
 
-def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
-    """One mark per argument of a call. Several compiled frames can see the same tensor through
-    one call: a compiled DDP or other torch wrapper (`inner(*args)`) and the user's `forward`
-    under it. Their findings merge; ``maybe_mark_dynamic`` wins when either frame needs it."""
+def _merge_same_call(findings: list[Finding]) -> list[Finding]:
+    """One finding per call. Several compiled frames can see the same tensors through one call: a
+    compiled DDP or other torch wrapper (``inner(*args)``) and the user's ``forward`` under it.
+    Their marks merge; ``maybe_mark_dynamic`` wins when either frame needs it."""
     merged: list[Finding] = []
-    by_argument: dict[tuple, Finding] = {}
+    by_call: dict[tuple[Any, ...], Finding] = {}
     for finding in findings:
         p = finding.params
         if not p.get("call"):
             merged.append(finding)
             continue
-        key = (finding.file, tuple(p["call"]), p.get("keyword"), p.get("index"))
-        first = by_argument.get(key)
+        key = (finding.file, tuple(p["call"]))
+        first = by_call.get(key)
         if first is None:
-            by_argument[key] = finding
+            by_call[key] = finding
             merged.append(finding)
             continue
         q = first.params
-        q["dims"] = sorted(set(q["dims"]) | set(p["dims"]))
-        q["contiguous"] = bool(q.get("contiguous") or p.get("contiguous"))
+        for entry in p["marks"]:
+            same = next((e for e in q["marks"] if (e["base"], e["steps"]) == (entry["base"], entry["steps"])), None)
+            if same is None:
+                q["marks"].append(entry)
+            else:
+                same["dims"] = sorted(set(same["dims"]) | set(entry["dims"]))
+                same["contiguous"] = bool(same["contiguous"] or entry["contiguous"])
+        for loop in p["loops"]:
+            if not any((e["base"], e["container"]) == (loop["base"], loop["container"]) for e in q["loops"]):
+                q["loops"].append(loop)
         if "maybe_mark_dynamic" in (p["mark"], q["mark"]):
             q["mark"] = "maybe_mark_dynamic"
         elif "decorators.mark_unbacked" in (p["mark"], q["mark"]):
@@ -440,71 +894,96 @@ def _merge_same_argument(findings: list[Finding]) -> list[Finding]:
     return merged
 
 
-def _small_sizes_seen(frame: Frame, source_expr: str, dims: list[int]) -> bool:
-    """Did this argument have size 0 or 1 in a marked dimension (which torch specialises even
-    when the dimension is marked dynamic)?"""
-    for reason in frame.reasons():
-        if reason.source == source_expr and (
-            reason.kind == "size_specialization" or (reason.kind == "size_mismatch" and reason.expected in (0, 1))
-        ):
-            return True
-    return any(d < len(shape) and shape[d] in (0, 1) for shape in frame.shapes(source_expr) for d in dims)
+# -- helpers: rewriting ----------------------------------------------------------------------
 
 
-def _changed_dims(frame: Frame, source_expr: str) -> set[int]:
-    """Dimensions of an argument whose size differed between compiles (the guard text names
-    only the first one that failed)."""
-    shapes = frame.shapes(source_expr)
-    changed: set[int] = set()
-    for shape in shapes[1:]:
-        if len(shape) == len(shapes[0]):
-            changed |= {d for d, (a, b) in enumerate(zip(shapes[0], shape)) if a != b}
-    return changed
+def _node_at(source: SourceFile, kind: type, span: list[int]) -> Any:
+    return next(
+        n
+        for n in source.nodes(kind)
+        if [
+            source.positions[n].start.line,
+            source.positions[n].start.column,
+            source.positions[n].end.line,
+            source.positions[n].end.column,
+        ]
+        == span
+    )
+
+
+def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
+    if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
+        node = _node_at(source, cst.BaseExpression, finding.params["compile_call"])
+        end = source.span(node)[1]
+        return [Edit(finding.file, end, end, "(dynamic=True)", "RF001")]
+    node = _node_at(source, cst.Call, finding.params["compile_call"])
+    dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
+    if dynamic is not None:
+        start, end = source.span(dynamic.value)
+        return [Edit(finding.file, start, end, "True", "RF001")]
+    last = node.args[-1] if node.args else None
+    if last is None:
+        at = source.span(node)[1] - 1  # before the closing parenthesis
+        return [Edit(finding.file, at, at, "dynamic=True", "RF001")]
+    end = source.span(last.value)[1]
+    return [Edit(finding.file, end, end, ", dynamic=True", "RF001")]
+
+
+def _argument(call: cst.Call, base: Base) -> cst.Arg | None:
+    if base.keyword is not None:
+        return next((a for a in call.args if a.keyword is not None and a.keyword.value == base.keyword), None)
+    if base.star:
+        return next((a for a in call.args if a.star == "**"), None)
+    if base.index is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        return positional[base.index] if base.index < len(positional) else None
+    return None
+
+
+def _steps_json(steps: tuple[Step, ...]) -> list[list[Any]]:
+    return [[s.kind, s.key] for s in steps]
+
+
+def _steps_code(steps: list[list[Any]]) -> str:
+    """``.layers[0].keys``, ``["input_ids"]``: as the fix writes them (black's quotes)."""
+    return "".join(f".{key}" if kind == "attr" else f"[{json.dumps(key)}]" for kind, key in steps)
+
+
+def _dims(dims: list[int]) -> str:
+    return str(dims[0]) if len(dims) == 1 else str(list(dims))
+
+
+def _singular(container: list[list[Any]]) -> str:
+    """The loop variable for ``cache.layers``: ``layer``."""
+    name = str(container[-1][1]) if container and container[-1][0] == "attr" else "item"
+    return name[:-1] if name.endswith("s") and len(name) > 2 else "item"
+
+
+def _dotted(node: cst.BaseExpression) -> bool:
+    return bool(dotted_name(node)) and not getattr(node, "lpar", None)
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _short_path(path: str) -> str:
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
 
 
 def _contains(root: cst.CSTNode, predicate) -> bool:
-    hit = False
-
-    class Walk(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal hit
-            if predicate(node):
-                hit = True
-            return not hit
-
-    root.visit(Walk())
-    return hit
-
-
-def _is_method(call: cst.Call, owner: str, method: str) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == method and is_name(call.func.value, owner)
-
-
-def _is_static(func: cst.FunctionDef) -> bool:
-    return any(is_name(d.decorator, "staticmethod") for d in func.decorators)
-
-
-def _argument(call: cst.Call, keyword: str | None, index: int | None) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if index is not None and index < len(positional):
-        return positional[index]
-    return None
+    return any(predicate(n) for n in walk(root))
 
 
 def _runs_before(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) -> bool:
     """Does any other call in the statement run before ``arg`` is evaluated?"""
     arg_start = source.span(arg)[0]
-    inside_arg = set()
-
-    class Mark(cst.CSTVisitor):
-        def on_visit(self, node):
-            inside_arg.add(id(node))
-            return True
-
-    arg.visit(Mark())
+    inside_arg = {id(n) for n in walk(arg)}
     for node in source.nodes(cst.Call):
         if node is call or id(node) in inside_arg:
             continue
@@ -553,6 +1032,7 @@ def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:
 
 
 def _fresh_name(base: str, taken: set[str]) -> str:
+    base = base if base.isidentifier() else "x"
     if base not in taken:
         return base
     n = 1

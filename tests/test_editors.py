@@ -171,6 +171,6 @@ def test_neovim_07_with_the_guides_setup_fixes_like_apply(project, tmp_path):
     # The diagnostic sits on the call the fix goes before: main.py line 12, `fn(torch.ones(n))`.
     (diagnostic,) = result["diagnostics"]
     assert (diagnostic["line"], diagnostic["col"], diagnostic["code"]) == (11, 4, "RF001")
-    assert "changes size in dim 0" in diagnostic["message"]
+    assert "`x` dim 0 passed to compiled `fn` changes size" in diagnostic["message"]
     assert any(t.startswith("Suppress RF001") for t in result["titles"])
     assert (project / "main.py").read_text(encoding="utf-8") == expected  # byte for byte what apply writes

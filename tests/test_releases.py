@@ -141,15 +141,49 @@ def test_rf006_writes_no_config_before_2_7(tmp_path):
             assert any(config in r.after for r in result.rewrites), (version, text)
 
 
-@pytest.mark.parametrize("version, mentions", [("2.6.0", False), ("2.8.0", True), ("2.13.0", True)])
-def test_rf001_suggests_backed_size_oblivious_only_where_it_exists(version, mentions):
-    from recompile_fix.rules.rf001_mark_dynamic import MarkDynamic
+SMALL_SIZES = """\
+import torch
 
-    notes = MarkDynamic._remaining_recompiles(_frame_with_sizes([1, 4]), "x", True, True, torch_release(version))
-    assert ("backed_size_oblivious" in notes[0]) == mentions
-    assert "mark_unbacked" in notes[0]
-    notes = MarkDynamic._remaining_recompiles(_frame_with_sizes([1, 4]), "x", True, False, torch_release(version))
-    assert "mark_unbacked" not in notes[0]
+
+@torch.compile
+def fn(x):
+    return torch.relu(x) * 2
+
+
+for n in (1, 4):
+    fn(torch.ones(n))
+"""
+
+
+@pytest.mark.parametrize("version, mentions", [("2.6.0", False), ("2.8.0", True), ("2.13.0", True)])
+def test_rf001_suggests_backed_size_oblivious_only_where_it_exists(version, mentions, tmp_path):
+    from recompile_fix.analysis.project import Project
+    from recompile_fix.findings.plan import plan
+    from recompile_fix.profile.model import Location, Reason, sha256_file
+
+    (tmp_path / "program.py").write_text(SMALL_SIZES)
+    frame = _frame_with_sizes([1, 4])
+    frame.file, frame.first_line, frame.name = "program.py", 5, "fn"
+    for c in frame.compiles:
+        c.stack = [Location("program.py", 10, 10, 4, 21, "<module>")]
+    frame.compiles[1].reasons = [
+        Reason(
+            kind="size_mismatch",
+            text="tensor 'x' size mismatch at index 0. expected 1, actual 4",
+            source="x",
+            dim=0,
+            expected=1,
+            actual=4,
+            entry="0/0",
+        )
+    ]
+    profile = Profile(command=["python", "program.py"], torch_version=version, python_version="3.11", frames=[frame])
+    profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
+    (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
+    text = " ".join(finding.notes)
+    assert "0/1 specialisation" in text, text
+    assert ("backed_size_oblivious" in text) == mentions, text
+    assert "mark_unbacked" in text  # torch >= 2.4 in every release here
 
 
 def _frame_with_sizes(sizes):

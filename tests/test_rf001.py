@@ -28,7 +28,8 @@ def findings(tmp_path_factory):
 
 def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
     (finding,) = findings("cropped_generate.py")
-    assert finding.safety is Safety.SAFE and finding.params["dims"] == [1]
+    (mark,) = finding.params["marks"]
+    assert finding.safety is Safety.SAFE and mark["dims"] == [1]
     assert finding.location.line == 19  # logits = self(idx_cond), inside generate
     # The first call had size 1, specialised even when marked; mark_unbacked would avoid that, but
     # the model calls into torch (which may need a concrete size: SDPA graph-breaks), so it is
@@ -37,12 +38,12 @@ def test_cropped_view_and_size_one_start_say_torch_still_recompiles(findings):
     notes = " ".join(finding.notes)
     assert "0/1 specialisation" in notes and "mark_unbacked" in notes
     assert "stride guard on `idx`" in notes and "contiguous_format" in notes
-    assert finding.params["contiguous"] is True  # the copy goes in too (golden RF001/cropped_generate)
+    assert mark["contiguous"] is True  # the copy goes in too (golden RF001/cropped_generate)
 
 
 def test_a_contiguous_copy_of_a_name_read_again_is_unsafe(findings):
     (finding,) = findings("cropped_reused.py")
-    assert finding.params["contiguous"] is True and finding.safety is Safety.UNSAFE
+    assert finding.params["marks"][0]["contiguous"] is True and finding.safety is Safety.UNSAFE
     assert any("uses again" in note for note in finding.notes)
 
 
@@ -62,7 +63,31 @@ def test_size_one_with_a_torch_older_than_mark_unbacked_keeps_mark_dynamic_and_s
 def test_compiled_sequential_maps_args0_to_the_call(findings):
     by_line = {f.location.line: f for f in findings("sequential_and_comprehension.py")}
     seq = by_line[6]
-    assert seq.safety is Safety.SAFE and seq.params["index"] == 0 and seq.params["mark"] == "maybe_mark_dynamic"
+    assert seq.safety is Safety.SAFE and seq.params["marks"][0]["base"] == {"index": 0}
+    assert seq.params["mark"] == "maybe_mark_dynamic"
     comprehension = by_line[14]
     assert comprehension.safety is Safety.NONE
     assert "inside a lambda or comprehension" in comprehension.notes[0]
+
+
+def test_library_code_between_the_call_and_the_compiled_frame(findings):
+    """steplib (in a site-packages folder) calls the compiled function: with the user's own
+    tensor (marked before the user's call into the library), or with a copy it makes (then only
+    the compile call can help: `dynamic=True`, unsafe)."""
+    by_line = {f.location.line: f for f in findings("through_library/program.py")}
+    passed = by_line[24]  # outputs.append(steplib.run(scale, x))
+    assert passed.safety is Safety.SAFE and passed.params["mark"] == "maybe_mark_dynamic"
+    assert passed.params["marks"] == [
+        {
+            "base": {"expr": "x"},
+            "steps": [],
+            "dims": [0],
+            "label": "x",
+            "source": "x",
+            "optional": False,
+            "contiguous": False,
+        }
+    ]
+    copied = by_line[19]  # shift_compiled = torch.compile(shift)
+    assert copied.safety is Safety.UNSAFE and copied.params["dynamic"] == "add"
+    assert "`run_copy` at " in copied.message and "does not hold it" in " ".join(copied.notes)

@@ -307,7 +307,8 @@ def test_hand_written_multi_rank_trace(tmp_path):
     assert graph_break.reason == "Call to print Explanation: print"
     findings = plan(profile, Project(str(tmp_path), expected_hashes=profile.sources), ALL_RULES)
     (rf001,) = [f for f in findings if f.rule == "RF001"]
-    assert (rf001.location.line, rf001.params["param"], rf001.params["dims"]) == (11, "x", [0])
+    (mark,) = rf001.params["marks"]
+    assert (rf001.location.line, mark["label"], mark["dims"]) == (11, "b", [0])  # step(b)
 
 
 def test_recompile_reasons_payload_list_and_resume_pieces(tmp_path):

@@ -90,11 +90,15 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if existing is not None:  # a later record of the same compile (e.g. lazy backward)
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
+            inputs = dict(raw.get("inputs", {}))
+            signature = inputs.pop("__signature__", None)
+            if frame.signature is None and isinstance(signature, dict):
+                frame.signature = signature
             compile_ = Compile(
                 id=compile_id,
                 rank=rank,
                 seconds=dict(raw.get("seconds", {})),
-                inputs=dict(raw.get("inputs", {})),
+                inputs=inputs,
                 fail_type=raw.get("fail_type"),
             )
             texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])

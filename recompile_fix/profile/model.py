@@ -33,6 +33,7 @@ __all__ = [
     "Location",
     "Profile",
     "Reason",
+    "is_library_path",
     "relative_to_root",
     "resolve",
     "same_as_profiled",
@@ -146,6 +147,21 @@ class Compile:
         return self.stack[-1] if self.stack else None
 
     @property
+    def user_call_site(self) -> Location | None:
+        """The innermost frame of the user's own code: the call site itself, or, where library
+        code made the call (a ``model.generate()``, a Trainer), the user's call into it."""
+        return next((s for s in reversed(self.stack) if not is_library_path(s.file)), None)
+
+    @property
+    def library_frames(self) -> list[Location]:
+        """The library frames between the user's call and the compiled frame, outermost first
+        (empty when the user's code called the compiled code itself)."""
+        user = self.user_call_site
+        if user is None:
+            return list(self.stack)
+        return self.stack[self.stack.index(user) + 1 :]
+
+    @property
     def is_recompile(self) -> bool:
         return not self.id.endswith("/0")
 
@@ -159,6 +175,10 @@ class Frame:
     name: str
     compiles: list[Compile] = field(default_factory=list)
     graph_breaks: list[GraphBreak] = field(default_factory=list)
+    # How the compiled code takes its arguments (recorded by the recorder; None from older
+    # Profiles and traces): {"positional": [...], "keyword_only": [...], "varargs": "args" | None,
+    # "varkw": "kwargs" | None}. Guards spell *args/**kwargs items ``args[1]``, ``kwargs['k']``.
+    signature: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -197,6 +217,17 @@ class Frame:
                 if entry.get("type") == "Tensor":
                     tensors.setdefault(name, entry)
         return tensors
+
+    def call_sites(self) -> list[tuple[Location | None, list[Compile]]]:
+        """The frame's compiles grouped by the user's call that triggered them (``user_call_site``),
+        in the order first seen. Each call site's evidence is its own: a recompile at one call
+        says nothing about the shapes another call passes."""
+        groups: dict[tuple[Any, ...] | None, tuple[Location | None, list[Compile]]] = {}
+        for compile_ in self.compiles:
+            site = compile_.user_call_site
+            key = None if site is None else (site.file, site.line, site.col, site.end_line, site.end_col)
+            groups.setdefault(key, (site, []))[1].append(compile_)
+        return list(groups.values())
 
     def shapes(self, name: str) -> list[list[int]]:
         """The shape tensor argument ``name`` had at each compile that recorded it. Guard failures
@@ -301,6 +332,15 @@ class Profile:
             raise UserError(f"{path}: {exc}") from None
 
 
+_LIBRARY_PARTS = ("site-packages", "dist-packages")
+
+
+def is_library_path(path: str) -> bool:
+    """Is this an installed package's file (transformers, diffusers, ...), not the user's own?
+    Such code is read, never edited: a fix goes where the user's code calls into it."""
+    return any(part in _LIBRARY_PARTS for part in re.split(r"[\\/]", path))
+
+
 def torch_release(version: str | None) -> tuple[int, int] | None:
     """``"2.13.0+cpu"`` -> ``(2, 13)``; None when unknown."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
@@ -352,8 +392,14 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
         GraphBreak(location=_location_of(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
         for b in data.get("graph_breaks", [])
     ]
+    signature = data.get("signature")
     return Frame(
-        file=data["file"], first_line=int(data["first_line"]), name=data["name"], compiles=compiles, graph_breaks=breaks
+        file=data["file"],
+        first_line=int(data["first_line"]),
+        name=data["name"],
+        compiles=compiles,
+        graph_breaks=breaks,
+        signature=dict(signature) if isinstance(signature, dict) else None,
     )
 
 

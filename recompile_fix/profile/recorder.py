@@ -41,6 +41,7 @@ import logging
 import os
 import sys
 import time
+import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 
@@ -115,30 +116,187 @@ def _describe_value(value) -> dict | None:
     return None
 
 
+# What one compile's argument walk may record and visit: a transformers cache is
+# ``kwargs['past_key_values'].layers[0].keys``, four steps from the frame's locals.
+_MAX_DEPTH = 4
+_MAX_ENTRIES = 256  # tensors (and top-level scalars) recorded
+_MAX_ITEMS = 64  # items of one list, tuple or dict looked into
+_MAX_VISITS = 1024  # objects looked at
+_SIGNATURE = "__signature__"  # inputs[_SIGNATURE]: how the compiled code takes its arguments
+_MODULE_INTERNALS: frozenset[str] | None = None  # nn.Module's own __dict__ keys (_parameters, ...)
+_LIBRARY_PARTS = ("site-packages", "dist-packages")
+
+
+def _is_library(filename: str) -> bool:
+    parts = os.path.abspath(filename).split(os.sep)
+    return any(part in _LIBRARY_PARTS for part in parts)
+
+
+class _InputWalk:
+    """The tensors reachable from a compiled frame's arguments, keyed as torch spells a guard's
+    source: ``x``, ``args[1]``, ``kwargs['input_ids']``, ``kwargs['past_key_values'].layers[0].keys``,
+    ``self.cache.layers[0].keys``. Torch names only the first failing guard of a recompile; these
+    shapes show every tensor that changed with it (the mask beside the ids, a cache's layers).
+    Bounded in depth, items, entries and visits; scalars are kept at the top level only."""
+
+    def __init__(self, torch) -> None:
+        global _MODULE_INTERNALS
+        self.torch = torch
+        self.entries: dict[str, dict] = {}
+        self.visits = 0
+        self.roots: dict[str, object] = {}  # top-level expression -> object (for held_by)
+        if _MODULE_INTERNALS is None:
+            _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+    def visit(self, source: str, value, depth: int) -> None:
+        if len(self.entries) >= _MAX_ENTRIES or self.visits >= _MAX_VISITS:
+            return
+        try:
+            self._visit(source, value, depth)
+        except Exception:  # a property that raises, a dict that changes size: skip that object
+            pass
+
+    def _visit(self, source: str, value, depth: int) -> None:
+        self.visits += 1
+        torch = self.torch
+        if depth <= 1:
+            self.roots[source] = value
+        described = _describe_value(value)
+        if described is not None:
+            if described["type"] == "Tensor" or depth <= 1:
+                self.entries[source] = described
+            return
+        if depth >= _MAX_DEPTH or value is None:
+            return
+        if isinstance(value, dict):
+            for key, item in list(value.items())[:_MAX_ITEMS]:
+                if isinstance(key, (str, int)):
+                    self.visit(f"{source}[{key!r}]", item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value[:_MAX_ITEMS]):
+                self.visit(f"{source}[{index}]", item, depth + 1)
+        elif isinstance(value, torch.nn.Module):
+            if depth <= 1:
+                self.entries[source] = {"type": "Module", "class": type(value).__name__}
+            # Plain attributes only (a cache held as self.cache): parameters, buffers and
+            # submodules keep their shapes, and a model has thousands.
+            for name, item in list(vars(value).items())[:_MAX_ITEMS]:
+                if name not in _MODULE_INTERNALS and not name.startswith("__") and not callable(item):
+                    self.visit(f"{source}.{name}", item, depth + 1)
+        elif _walkable(value):
+            for name, item in list(vars(value).items())[:_MAX_ITEMS]:
+                if not name.startswith("__") and not callable(item):
+                    self.visit(f"{source}.{name}", item, depth + 1)
+
+
+def _walkable(value) -> bool:
+    """A plain object whose attributes may hold tensors (a cache, a dataclass, a config), not a
+    class, function, module or one of torch's own objects."""
+    kind = type(value)
+    module = getattr(kind, "__module__", "") or ""
+    if module == "builtins" or module.split(".")[0] in ("torch", "numpy", "typing", "enum"):
+        return False
+    try:
+        vars(value)
+    except TypeError:
+        return False
+    return not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType))
+
+
+def _signature(code) -> dict:
+    """How the compiled code takes its arguments: which locals are positional parameters, which
+    is ``*args`` and which ``**kwargs`` (guards spell their items ``args[1]``, ``kwargs['k']``)."""
+    names = code.co_varnames
+    positional = list(names[: code.co_argcount])
+    keyword_only = list(names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount])
+    at = code.co_argcount + code.co_kwonlyargcount
+    varargs = varkw = None
+    if code.co_flags & 0x04:
+        varargs = names[at]
+        at += 1
+    if code.co_flags & 0x08:
+        varkw = names[at]
+    return {"positional": positional, "keyword_only": keyword_only, "varargs": varargs, "varkw": varkw}
+
+
+def _holders(frame) -> dict[int, str]:
+    """id(object) -> how the user's frame names it: a local, a local dict's item, a local's
+    attribute, or a global. Only what a mark placed in that frame could reach."""
+    held: dict[int, str] = {}
+    f_locals = frame.f_locals
+    for name, value in list(f_locals.items())[:_MAX_VISITS]:
+        held.setdefault(id(value), name)
+    for name, value in list(f_locals.items())[:_MAX_ITEMS]:
+        if isinstance(value, dict):
+            for key, item in list(value.items())[:_MAX_ITEMS]:
+                if isinstance(key, str):
+                    held.setdefault(id(item), f"{name}[{key!r}]")
+        elif _walkable(value):
+            for attr, item in list(vars(value).items())[:_MAX_ITEMS]:
+                if not attr.startswith("_"):
+                    held.setdefault(id(item), f"{name}.{attr}")
+    for name, value in list(frame.f_globals.items())[:_MAX_VISITS]:
+        if not name.startswith("__"):
+            held.setdefault(id(value), name)
+    return held
+
+
+def _user_frame_past_library(frame):
+    """The user's frame that called library code which called the compiled code (a
+    ``model.generate()``, a Trainer), or None when the user's code made the call itself."""
+    through_library = False
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_internal(filename):
+            if not _is_library(filename):
+                return frame if through_library else None
+            through_library = True
+        frame = frame.f_back
+    return None
+
+
 def _compiled_frame_inputs() -> dict:
-    """Shapes and scalar values of the arguments of the frame being compiled. Guard failures
-    name only the first changed dimension; comparing inputs across compiles finds them all.
-    Read from the locals of torch's ``_compile`` (convert_frame.py), which holds them."""
-    frame = sys._getframe(2)
+    """Shapes and scalar values of the arguments of the frame being compiled, and of the tensors
+    reachable from them (see ``_InputWalk``), plus the code's signature under ``__signature__``.
+    Read from the locals of torch's ``_compile`` (convert_frame.py), which holds them. When
+    library code made the call, each argument the user's own frame also holds (the same object)
+    says how it names it (``held_by``): the library passed it through unchanged. Never raises:
+    an object that misbehaves when looked at costs its entry, not the user's compile."""
+    try:
+        return _read_compiled_frame_inputs()
+    except Exception:
+        return {}
+
+
+def _read_compiled_frame_inputs() -> dict:
+    import torch
+
+    frame = sys._getframe(3)
     while frame is not None:
         if frame.f_code.co_name == "_compile" and "code" in frame.f_locals and "locals" in frame.f_locals:
             code, values = frame.f_locals["code"], frame.f_locals["locals"]
-            count = code.co_argcount + code.co_kwonlyargcount
-            names = code.co_varnames[:count]
-            if code.co_flags & 0x04:  # *args
-                names = names + (code.co_varnames[count],)
-            inputs = {}
-            for name in names:
-                value = values.get(name) if isinstance(values, dict) else None
-                if isinstance(value, tuple):
-                    for i, item in enumerate(value):
-                        described = _describe_value(item)
-                        if described:
-                            inputs[f"{name}[{i}]"] = described
-                    continue
-                described = _describe_value(value)
-                if described:
-                    inputs[name] = described
+            if not isinstance(values, dict):
+                return {}
+            signature = _signature(code)
+            walk = _InputWalk(torch)
+            for name in signature["positional"] + signature["keyword_only"]:
+                walk.visit(name, values.get(name), 0)
+            if signature["varargs"]:
+                for i, item in enumerate(tuple(values.get(signature["varargs"]) or ())[:_MAX_ITEMS]):
+                    walk.visit(f"{signature['varargs']}[{i}]", item, 1)
+            if signature["varkw"]:
+                for key, item in list(dict(values.get(signature["varkw"]) or {}).items())[:_MAX_ITEMS]:
+                    walk.visit(f"{signature['varkw']}[{key!r}]", item, 1)
+            try:
+                user = _user_frame_past_library(frame)
+                held = _holders(user) if user is not None else {}
+            except Exception:  # the user's frame could not be read: no held_by, the shapes stay
+                held = {}
+            for source, value in walk.roots.items():
+                if id(value) in held and value is not None and not isinstance(value, (bool, int, float)):
+                    walk.entries.setdefault(source, {"type": type(value).__name__})["held_by"] = held[id(value)]
+            inputs = walk.entries
+            inputs[_SIGNATURE] = signature
             return inputs
         frame = frame.f_back
     return {}

@@ -42,12 +42,17 @@ from recompile_fix.errors import UserError
 from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder's reading too
 from recompile_fix.profile.resume import PREFIX as RESUME_PREFIX
 from recompile_fix.profile.resume import function_of, is_resume, parse_resume, resumed_function
+from recompile_fix.profile.sources import parse_source
 
 __all__ = ["profile_from_trace", "read_trace", "trace_files"]
 
 _PREFIX = re.compile(r"^(?:\[rank(?P<rank>\d+)\]:)?[VIWEC]\d{4} [\d:.]+\s+(?P<pid>\d+) [^\]]*\]")
 _FILE_RANK = re.compile(r"rank_(\d+)_")
 _LOCAL = re.compile(r"""^L\[['"](?P<name>\w+)['"]\](?:\[(?P<index>\d+)\])?$""")
+_LOCAL_ROOT = re.compile(r"""^L\[['"](?P<name>\w+)['"]\]""")
+# What the recorder does not walk: a module's parameters, buffers and submodules, and torch's own
+# objects (an optimizer's param_groups).
+_MODULE_INTERNALS = ("._modules", "._parameters", "._buffers", ".param_groups[")
 # One guard a line; torch 2.8 writes no ``# comment`` after the value, so ``$`` ends each line.
 _EQUALS = re.compile(r"""EQUALS_MATCH: L\[['"](?P<name>\w+)['"]\] == (?P<value>.+?)\s*(?:#|$)""", re.M)
 _MAX_STACK = 12  # as the recorder: the innermost user frames
@@ -352,11 +357,14 @@ class _Process:
         inputs: dict[str, dict] = {}
         tensors = self.tensors.get(cid, {})
         for describer, tensor_id, source in self.sources.get(cid, []):
-            local = _LOCAL.match(str(source))
             tensor = tensors.get((describer, tensor_id))
-            if not local or tensor is None:
+            # L['x'], L['args'][0], L['kwargs']['input_ids'], L['self'].cache.layers[0].keys: the
+            # recorder's spelling (torch 2.13's guard spelling) is the source without its L[...].
+            name = _LOCAL_ROOT.sub(r"\g<name>", str(source), count=1)
+            if tensor is None or name == str(source) or parse_source(name) is None:
                 continue
-            name = local.group("name") + (f"[{local.group('index')}]" if local.group("index") else "")
+            if any(internal in name for internal in _MODULE_INTERNALS):
+                continue  # the recorder walks plain objects and a module's plain attributes only
             inputs.setdefault(
                 name,
                 {

@@ -1,8 +1,8 @@
 """Three compiled functions that recompile, for `verify` and `apply --verify`.
 
 * `scale(y)`: its argument grows (3, 5, 7). RF001's fix (mark dim 0 dynamic) is good: 1 compile.
-* `head(x)`: its argument grows too, but the code specialises the size through a local
-  (`n = x.shape[0]`; `if n == 4`), which RF001's source check does not see: it plants a hard
+* `head(x)`: its argument grows too, but the code specialises the size in a match statement
+  (`match x.shape[0]:` / `case 4:`), which RF001's source check does not see: it plants a hard
   `mark_dynamic`, and torch raises ConstraintViolationError on the first call. A wrong fix.
 * `shift(x, alpha)`: a Python float that changes on every call (`dynamic=False`). Wrapping it
   in a tensor (a test-only rule does) sends a tensor into `if alpha > 1.0`: a graph break.
@@ -13,9 +13,9 @@ import torch
 
 @torch.compile
 def head(x):
-    n = x.shape[0]
-    if n == 4:
-        return x * 2
+    match x.shape[0]:
+        case 4:
+            return x * 2
     return x + 1
 
 

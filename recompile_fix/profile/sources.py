@@ -1,0 +1,71 @@
+"""Guard sources as torch spells them, taken apart: ``kwargs['past_key_values'].layers[0].keys`` is
+the local ``kwargs``, then the item ``'past_key_values'``, the attribute ``layers``, the item
+``0`` and the attribute ``keys``. The recorder keys the shapes it records the same way, so a
+guard's source and a recorded argument meet on one spelling. Standard library only."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+__all__ = ["Step", "SourcePath", "parse_source"]
+
+_ROOT = re.compile(r"[A-Za-z_]\w*")
+_ATTR = re.compile(r"\.([A-Za-z_]\w*)")
+_ITEM = re.compile(r"""\[\s*(-?\d+|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\s*\]""")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step from an object to what it holds: ``.name`` (kind "attr") or ``[key]`` ("item"),
+    where an int key indexes a list or tuple and a str key a dict."""
+
+    kind: str  # "attr" / "item"
+    key: str | int
+
+    def code(self) -> str:
+        return f".{self.key}" if self.kind == "attr" else f"[{self.key!r}]"
+
+    @property
+    def is_index(self) -> bool:
+        return self.kind == "item" and isinstance(self.key, int)
+
+
+@dataclass(frozen=True)
+class SourcePath:
+    root: str
+    steps: tuple[Step, ...] = ()
+
+    def code(self, root: str | None = None, steps: tuple[Step, ...] | None = None) -> str:
+        return (root if root is not None else self.root) + "".join(
+            s.code() for s in (self.steps if steps is None else steps)
+        )
+
+    def __str__(self) -> str:
+        return self.code()
+
+
+def parse_source(text: str) -> SourcePath | None:
+    """``kwargs['input_ids']`` -> SourcePath("kwargs", (item 'input_ids',)); None for anything
+    that is not a plain chain of attributes and constant items (``len(x)``, ``G['f'].__code__``
+    parses; a call does not)."""
+    text = text.strip()
+    match = _ROOT.match(text)
+    if not match:
+        return None
+    steps: list[Step] = []
+    at = match.end()
+    while at < len(text):
+        attr = _ATTR.match(text, at)
+        if attr:
+            steps.append(Step("attr", attr.group(1)))
+            at = attr.end()
+            continue
+        item = _ITEM.match(text, at)
+        if item:
+            steps.append(Step("item", ast.literal_eval(item.group(1))))
+            at = item.end()
+            continue
+        return None
+    return SourcePath(match.group(0), tuple(steps))
