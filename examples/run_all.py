@@ -12,9 +12,10 @@ import large_tail
 import limit_hit
 import lr_scheduler
 import ragged_batch
+import train_eval
 
 PROGRAMS = (growing_shape, ragged_batch, float_constants, lr_scheduler, limit_hit, deep_blocks,
-            large_tail)
+            large_tail, train_eval)
 
 
 def main():

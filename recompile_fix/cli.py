@@ -136,8 +136,10 @@ def profile(output, backend, trace_dir, command) -> None:
 )
 def report(profile_file, as_json, html_file) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
+    from recompile_fix.analysis.compile_calls import static_compile_site
     from recompile_fix.analysis.project import Project
     from recompile_fix.config import load_config
+    from recompile_fix.findings.accounting import account
     from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
     from recompile_fix.profile.model import Profile
@@ -145,11 +147,13 @@ def report(profile_file, as_json, html_file) -> None:
     from recompile_fix.rules import ALL_RULES
 
     loaded = Profile.load(profile_file or load_config().profile)
-    findings = plan(loaded, Project(".", expected_hashes=loaded.sources), ALL_RULES)
+    project = Project(".", expected_hashes=loaded.sources)
+    findings = plan(loaded, project, ALL_RULES)
+    accounting = account(loaded, findings, deliberate_static=static_compile_site(loaded, project))
     if as_json:
-        click.echo(json.dumps(render_json(loaded, findings), indent=1))
+        click.echo(json.dumps(render_json(loaded, findings, accounting=accounting), indent=1))
     else:
-        click.echo(render_text(loaded, findings=findings, width=terminal_width()), nl=False)
+        click.echo(render_text(loaded, findings=findings, accounting=accounting, width=terminal_width()), nl=False)
     if html_file:
         from recompile_fix.html_report import render_page
         from recompile_fix.pipeline.fix import finding_fixes
@@ -308,10 +312,33 @@ def apply(
             click.echo(
                 f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True
             )
+        if loaded is not None:
+            click.echo(_accounting_line(loaded, result, config.unsafe_fixes), err=True)
     if result.errors:
         sys.exit(2)
     if (check or show_diff) and fixed and not exit_zero:
         sys.exit(1)  # as ruff: --check and --diff fail while fixes are pending
+
+
+def _accounting_line(loaded: Profile, result, unsafe_fixes: bool) -> str:
+    """Where the Profile's recompiles end (findings.accounting), for the end of `apply`."""
+    from recompile_fix.analysis.compile_calls import static_compile_site
+    from recompile_fix.analysis.project import Project
+    from recompile_fix.findings.accounting import account
+
+    if result.already_applied:
+        return (
+            f"Recompiles: the Profile predates the fixes in {len(result.already_applied)} file(s); "
+            "profile again to see what remains."
+        )
+    project = Project(".", expected_hashes=loaded.sources)
+    accounting = account(
+        loaded,
+        result.findings + result.outside,
+        unsafe_fixes=unsafe_fixes,
+        deliberate_static=static_compile_site(loaded, project),
+    )
+    return f"Recompiles in the Profile: {accounting.summary()}."
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from recompile_fix.findings.accounting import Accounting
 from recompile_fix.findings.finding import Finding
 from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
@@ -107,9 +108,16 @@ def call_site_label(site: Location | None, compiles: list[Compile]) -> str:
     return where
 
 
-def render_text(profile: Profile, *, findings: list[Finding] | None = None, width: int | None = None) -> str:
-    """The table, each frame's reasons and graph breaks, and the fixes; lines longer than
-    ``width`` (the terminal's) wrap, the table's rows aside."""
+def render_text(
+    profile: Profile,
+    *,
+    findings: list[Finding] | None = None,
+    accounting: Accounting | None = None,
+    width: int | None = None,
+) -> str:
+    """The table, each frame's reasons and graph breaks, the fixes and where every recompile
+    ends (``accounting``); lines longer than ``width`` (the terminal's) wrap, the table's rows
+    aside."""
     lines = [
         f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
         f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
@@ -185,15 +193,23 @@ def render_text(profile: Profile, *, findings: list[Finding] | None = None, widt
         lines.append("")
         lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
         lines.extend(f.describe() for f in findings)
+    if accounting is not None and accounting.total:
+        lines.append("")
+        lines.append(f"Every recompile accounted for: {accounting.summary()}")
+        for line, count in accounting.unexplained(frame_label):
+            lines.append(f"    {count}x {line}")
     return (
         "\n".join(line if i in aligned else wrap(line, width, indent="      ") for i, line in enumerate(lines)) + "\n"
     )
 
 
-def render_json(profile: Profile, findings: list[Finding] | None = None) -> dict:
+def render_json(
+    profile: Profile, findings: list[Finding] | None = None, *, accounting: Accounting | None = None
+) -> dict:
     ranks = profile_ranks(profile)
     return {
         "findings": [f.to_json() for f in findings or []],
+        **({"recompiles": accounting.to_json(frame_label)} if accounting is not None else {}),
         "command": profile.command,
         "torch_version": profile.torch_version,
         "exit_code": profile.exit_code,

@@ -3,19 +3,19 @@ frame recompile."""
 
 from __future__ import annotations
 
-import os
-
 import libcst as cst
 
+from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
+from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
+from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Compile, Frame, Location, Profile
-from recompile_fix.profile.resume import function_of, resumed_function
+from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.resume import function_of
 
 __all__ = ["RULE", "TensorScalar"]
 
@@ -92,14 +92,29 @@ class TensorScalar(Rule):
             after=None,
             golden="RF002/range_count",
         ),
+        Example(  # temperature meets tensors through max(t, 1e-5); top_k becomes a size and stays an int
+            before="        sample(logits.clone(), temperature, top_k)\n",
+            after="        sample(logits.clone(), torch.tensor(temperature, dtype=torch.float64), top_k)\n",
+            golden="RF002/sampling_temperature",
+        ),
+        Example(  # a tensor would take the is_tensor() path and keep the fraction: no edit
+            before="        denoiser(x, t * 999)\n",
+            after=None,
+            golden="RF002/timestep_truncated",
+        ),
+        Example(  # a float64 fill is wrong under inductor: no edit
+            before="    return torch.full_like(x, value) + x\n",
+            after=None,
+            golden="RF002/full_like_fill",
+        ),
     )
 
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
         for frame in profile.frames:
-            if os.path.isabs(frame.file):
-                continue  # library code (torch's own frames): not the user's to edit
+            # A library's frame too (a diffusers forward compiled directly): the edit goes at the
+            # user's call (call_sites keeps only lines in the project), never into the library.
             guarded: dict[str, set[str]] = {}
             for reason in frame.reasons():
                 # A plain argument; attribute chains (`G['m'].n`) are module state (RF006).
@@ -126,6 +141,8 @@ class TensorScalar(Rule):
             param=param, frame=function_name, kind=kind, values=shown, compiles=len(frame.compiles)
         )
 
+        covers = [cover(frame, [param], self.consumes)]
+
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
             no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
             return Finding(
@@ -136,27 +153,25 @@ class TensorScalar(Rule):
                 safety=safety,
                 evidence=evidence,
                 notes=notes,
+                covers=covers,
             )
 
-        sites = _call_sites(frame, function_name)
+        sites = call_sites(frame, function_name)
         if not sites:
             return []
         source = project.source(frame.file)
-        func = _function(source, frame, function_name) if source else None
+        func = compiled_function(source, frame, function_name) if source else None
         if func is None:
             return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
-        position = _Parameter.of(source, func, param)
+        position = Parameter.of(source, func, param)
         if position is None:
             return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{function_name}`"])]
         tensors = _tensor_inputs(frame)
-        analysis = ScalarUses(read=project.source)
+        analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
         blocking = distinct(u for u in uses if u.verdict == BLOCKS)
         if blocking:
-            notes = [
-                f"`{param}` {u.describe()}: a 0-d tensor there fails to compile or changes the graph; no edit"
-                for u in blocking
-            ]
+            notes = [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
             return [finding(sites[0], Safety.NONE, notes)]
         if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
             return [
@@ -165,13 +180,18 @@ class TensorScalar(Rule):
                 )
             ]
         dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
+        if dtype is _NO_DTYPE:
+            return [finding(sites[0], Safety.NONE, [why])]
         safety = Safety.SAFE if exact else Safety.UNSAFE
         notes = [why] + _masked_changes(frame, param)
+        optional = bool(analysis.none_tests) or _seen_as_none(frame, param)
+        if optional:
+            notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
         for use in distinct(u for u in uses if u.verdict == UNKNOWN):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
         findings = []
-        for site, call, compiled in self._calls(sites, project):
+        for site, call, compiled in calls(sites, project):
             if call is None:
                 findings.append(finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"]))
                 continue
@@ -180,7 +200,7 @@ class TensorScalar(Rule):
                 if compiled:
                     findings.append(finding(site, Safety.NONE, [why_not]))
                 continue
-            if _is_tensor_call(arg.value, project.source(site.file)):
+            if is_tensor_call(arg.value, project.source(site.file)) or is_name(arg.value, "None"):
                 continue
             file = project.source(site.file)
             pos = file.positions[call]
@@ -193,12 +213,24 @@ class TensorScalar(Rule):
                 function=site.function,
             )
             site_notes, site_safety = list(notes), safety
+            if optional and not is_number(arg.value) and not isinstance(arg.value, (cst.Name, cst.Attribute)):
+                findings.append(
+                    finding(
+                        location,
+                        Safety.NONE,
+                        [
+                            f"`{param}` may be None and the call passes `{file.code(arg.value)}`, which a "
+                            "None check would evaluate twice"
+                        ],
+                    )
+                )
+                continue
             if not compiled:
                 site_notes.append(
                     f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
                     "wrapped too, so every call passes the same type"
                 )
-                if not _is_number(arg.value):
+                if not is_number(arg.value):
                     site_safety = Safety.UNSAFE
                     site_notes.append(
                         "the profiled run did not show what it passes: if it is a tensor already, "
@@ -211,34 +243,18 @@ class TensorScalar(Rule):
                     location=location,
                     message=message,
                     safety=site_safety,
-                    params={"arg": list(file.span(arg.value)), "dtype": dtype, "param": param},
+                    params={
+                        "arg": list(file.span(arg.value)),
+                        "dtype": dtype,
+                        "param": param,
+                        **({"optional": True} if optional and not is_number(arg.value) else {}),
+                    },
                     evidence=evidence,
                     notes=site_notes,
+                    covers=covers,
                 )
             )
         return findings
-
-    @staticmethod
-    def _calls(sites: list[Location], project: Project):
-        """The compiled call sites, then the other calls of the same callee in those files."""
-        seen = set()
-        callees: dict[str, set[str]] = {}
-        for site in sites:
-            source = project.source(site.file)
-            call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
-            if call is not None:
-                if id(call) in seen:
-                    continue
-                seen.add(id(call))
-                callees.setdefault(site.file, set()).add(source.code(call.func))
-            yield site, call, True
-        for file, names in callees.items():
-            source = project.source(file)
-            for call in source.nodes(cst.Call):
-                if id(call) not in seen and source.code(call.func) in names:
-                    seen.add(id(call))
-                    pos = source.positions[call]
-                    yield Location(file=file, line=pos.start.line, col=pos.start.column), call, False
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -248,39 +264,9 @@ class TensorScalar(Rule):
         wrapped = (
             f"{torch_name}.tensor({value}, dtype={torch_name}.{dtype})" if dtype else f"{torch_name}.tensor({value})"
         )
+        if finding.params.get("optional"):  # None calls keep passing None
+            wrapped = f"None if {value} is None else {wrapped}"
         return [Edit(finding.file, start, end, wrapped, self.id)]
-
-
-class _Parameter:
-    """Where calls pass a parameter of the compiled function: by position or keyword."""
-
-    def __init__(self, name: str, index: int | None):
-        self.name, self.index = name, index
-
-    @classmethod
-    def of(cls, source: SourceFile, func: cst.FunctionDef, name: str) -> "_Parameter | None":
-        params = func.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if source.enclosing_class(func) is not None and not any(
-            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators
-        ):
-            positional = positional[1:]  # `self` is bound by the call
-        if name in positional:
-            return cls(name, positional.index(name))
-        if name in [p.name.value for p in params.kwonly_params]:
-            return cls(name, None)
-        return None
-
-    def argument_of(self, call: cst.Call) -> tuple[cst.Arg | None, str | None]:
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == self.name:
-                return arg, None
-        positional = [a for a in call.args if a.keyword is None]
-        if any(a.star for a in call.args):
-            return None, "the call passes *args or **kwargs"
-        if self.index is not None and self.index < len(positional):
-            return positional[self.index], None
-        return None, f"the call does not pass `{self.name}` (its default is used)"
 
 
 def _values(frame: Frame, param: str) -> list:
@@ -318,33 +304,62 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
     return notes
 
 
+_NO_DTYPE = "no dtype"  # no 0-d tensor keeps the results: no edit
+
+
 def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | None, bool, str]:
     """The dtype of the 0-d tensor that keeps the results the same, whether they stay
-    bit-identical, and why (for the finding's notes)."""
-    met = {m for u in uses for m in u.meets}
+    bit-identical, and why (for the finding's notes); ``_NO_DTYPE`` when none does."""
+    inexact = distinct(u for u in uses if not u.exact)
+    close = (
+        "; " + ", ".join(f"at {u.where} (`{u.code}`)" for u in inexact) + ": a 0-d tensor there computes "
+        "close to the Python number, not bit-identically (pow with a tensor exponent, lerp)"
+        if inexact
+        else ""
+    )
+    arith = [u for u in uses if not u.scalar_slot]  # a Scalar slot reads the number, whatever its dtype
+    met = {m for u in arith for m in u.meets}
     known = {m: tensors[m] for m in met if m in tensors}
-    scalar_math = any(u.scalar_math for u in uses)
+    scalar_math = any(u.scalar_math for u in arith)
     if kind == "int":
-        exact = all(u.int_exact for u in uses)
-        if exact:
-            return None, True, "wrapped as an int64 0-d tensor: int arithmetic on it is exact, results bit-identical"
+        exact = all(u.int_exact for u in uses) and not inexact
+        if all(u.int_exact for u in uses):
+            why = "wrapped as an int64 0-d tensor: int arithmetic on it is exact, results bit-identical"
+            return None, exact, why.replace(", results bit-identical", "") + close if inexact else why
         return (
             None,
             False,
             (
                 "wrapped as an int64 0-d tensor: it goes through `/` or float arithmetic before it meets "
                 "a tensor, which then runs in float32, not as a Python float: results may differ in the "
-                "last bits"
+                "last bits" + close
             ),
+        )
+    if not arith:
+        slots = ", ".join(sorted({f"`{u.code}`" for u in uses}))
+        return (
+            "float64",
+            not inexact,
+            f"it only fills Scalar arguments ({slots}): float64 keeps the number exact" + close,
         )
     if met and len(known) == len(met) and all(t.get("dtype") in FLOATING and t.get("shape") for t in known.values()):
         return (
             "float64",
-            True,
+            not inexact,
             (
                 f"float64 keeps the results bit-identical: it meets only {_names(known)} "
-                "(floating, rank >= 1), whose dtype wins over a 0-d tensor's"
+                "(floating, rank >= 1), whose dtype wins over a 0-d tensor's" + close
             ),
+        )
+    float64_only = distinct(u for u in uses if u.float64_only)
+    if float64_only:
+        use = float64_only[0]
+        return (
+            _NO_DTYPE,
+            False,
+            f"torch takes only a float64 0-d tensor at {use.where} (`{use.code}`; a float32 one breaks the "
+            "graph), but it also meets tensors of unknown or integer dtype, or 0-d ones, whose results a "
+            "float64 tensor would turn into float64; no edit",
         )
     dtypes = {t.get("dtype") for t in tensors.values()}
     why = (
@@ -352,61 +367,24 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
         "float64 results: the default float dtype keeps their dtype"
     )
     if not scalar_math and "float64" not in dtypes:
-        return None, True, f"{why}; it meets them directly, so results are bit-identical"
-    return None, False, f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits"
+        return None, not inexact, f"{why}; it meets them directly, so results are bit-identical" + close
+    return (
+        None,
+        False,
+        f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits" + close,
+    )
+
+
+def _seen_as_none(frame: Frame, param: str) -> bool:
+    """Did a guard on ``param`` fail because it was (or was not) None?"""
+    return any(
+        r.source == param and ("None" in r.text.split("\n", 1)[0]) and r.kind in ("id_mismatch", "type_mismatch")
+        for r in frame.reasons()
+    )
 
 
 def _names(tensors: dict) -> str:
     return ", ".join(f"`{n}` ({t.get('dtype')}, {len(t.get('shape') or [])}-d)" for n, t in sorted(tensors.items()))
-
-
-def _call_sites(frame: Frame, function_name: str) -> list[Location]:
-    """Per compile, the user line that called the compiled function (for the code after a graph
-    break: the line that called the function the break is in)."""
-    sites, seen = [], set()
-    for compile_ in frame.compiles:
-        site = _site(compile_, function_name)
-        if site is not None and (site.file, site.line, site.col) not in seen:
-            seen.add((site.file, site.line, site.col))
-            sites.append(site)
-    return sites
-
-
-def _site(compile_: Compile, function_name: str) -> Location | None:
-    for location in reversed(compile_.stack):
-        if function_name in (location.function, resumed_function(location.function)):
-            continue
-        return location
-    return None
-
-
-def _function(source: SourceFile, frame: Frame, function_name: str) -> cst.FunctionDef | None:
-    if function_name == frame.name:
-        return source.function_def(frame.first_line, frame.name)
-    for node in source.nodes(cst.FunctionDef):  # the function a resume frame was cut from
-        pos = source.positions[node]
-        if node.name.value == function_name and pos.start.line <= frame.first_line <= pos.end.line:
-            return node
-    return None
-
-
-def _is_number(node: cst.BaseExpression) -> bool:
-    """A literal number, or arithmetic with one (``2.5``, ``0.5 + i``, ``-1``)."""
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(node, cst.UnaryOperation):
-        return _is_number(node.expression)
-    if isinstance(node, cst.BinaryOperation):
-        return _is_number(node.left) or _is_number(node.right)
-    return False
-
-
-def _is_tensor_call(node: cst.BaseExpression, source: SourceFile | None) -> bool:
-    return (
-        source is not None
-        and isinstance(node, cst.Call)
-        and source.qualified_name(node.func) in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
-    )
 
 
 RULE = TensorScalar()

@@ -10,10 +10,10 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Frame, Location, Profile, Reason
+from recompile_fix.profile.model import REASON_KINDS, Frame, Location, Profile, Reason
 from recompile_fix.profile.resume import is_resume
 
 __all__ = ["RULE", "GraphBreakShield"]
@@ -59,7 +59,12 @@ class GraphBreakShield(Rule):
     sits inside a loop or another block, the break goes before that whole statement of the
     frame's body. No finding when the prefix calls nothing (no work worth shielding); no fix,
     with the reason, when the frame is compiled with `fullgraph=True` (a graph break is an
-    error there) or the prefix reads the value.
+    error there), the prefix reads the value, or the Profile shows that the break cannot make
+    the prefix compile once: the prefix recompiles for other guards too, the value indexes a
+    Python list (the code after the break would recompile for every value anyway; measured: one
+    compile more than before), or the graph already breaks at that line. Nor when another rule's
+    safe fix makes the frame compile once for the same value (RF002 wraps it in a tensor): a
+    break would then only add a frame.
 
     ## Profile evidence
     A value guard on a scalar with a `User stack trace` naming the line of first use, e.g.
@@ -76,6 +81,8 @@ class GraphBreakShield(Rule):
     )
     consumes = ("scalar_value", "global_value", "module_attribute")
     triggers = ("compile",)
+    # The break splits the frame on purpose: the graph break and the resume frame it adds.
+    verify_allows = ("graph_breaks", "resume_frames")
     emits = (TorchApi("torch._dynamo.graph_break", None, "measured: present 2.6.0 to 2.15.0"),)
     examples = (
         Example(
@@ -172,7 +179,8 @@ class GraphBreakShield(Rule):
                 "still recompiles for each value"
             ],
         )
-        why_not = self._why_not(value, prefix, statement, source, func)
+        finding.covers = [cover(frame, [value], self.consumes)]
+        why_not = self._why_not(value, prefix, statement, source, func) or _profile_why_not(frame, value, line)
         if why_not:
             finding.safety = Safety.NONE
             finding.notes = [why_not]
@@ -212,6 +220,40 @@ class GraphBreakShield(Rule):
             raise ValueError(f"line {p['line']} does not start with the statement")
         at = source.offset(pos.start.line, 0)
         return [Edit(finding.file, at, at, f"{indent}{torch_name}._dynamo.graph_break()\n", self.id)]
+
+
+def _profile_why_not(frame: Frame, value: str, line: int) -> str | None:
+    """Why the Profile shows that a break before ``line`` cannot make the prefix compile once,
+    or None. The break pays off only when the prefix stops recompiling; the code after it
+    recompiles as before, in a frame of its own (one more compile)."""
+    for reason in frame.reasons():
+        if reason.source == value and "getitem_const" in reason.text:
+            return (
+                f"`{value}` indexes a Python list at line {line}: the code after a break would recompile for "
+                "every value just the same, and the frame it adds is one more compile (RF009 keeps the list "
+                "in a tensor instead)"
+            )
+    for graph_break in frame.graph_breaks:
+        if graph_break.location.file == frame.file and graph_break.location.line == line:
+            return (
+                f"the graph already breaks at line {line} ({graph_break.reason.split(':', 1)[0]}): the code after it "
+                "is a frame of its own, and another break adds a compile"
+            )
+    others: dict[str, int] = {}
+    for compile_ in frame.compiles:
+        if not compile_.is_recompile or compile_.limit_hit or not compile_.reasons:
+            continue
+        reason = compile_.reasons[0]
+        if reason.source == value or reason.kind in ("grad_mode", "training_flag", "limit_hit"):
+            continue
+        first = _line_in_frame(reason, frame) if reason.first_use is not None else None
+        if first is None or first < line:
+            what = REASON_KINDS.get(reason.kind, reason.kind) + (f" `{reason.source}`" if reason.source else "")
+            others[what] = others.get(what, 0) + 1
+    if others:
+        listed = ", ".join(f"{what} ({n}x)" for what, n in others.items())
+        return f"the prefix recompiles too ({listed}): a break would not make it compile once"
+    return None
 
 
 def _line_in_frame(reason: Reason, frame: Frame) -> int | None:

@@ -197,7 +197,7 @@ class CounterBuffer(Rule):
         uses = state.reads(frame, project)
         specialising = [u for u in uses if u.kind in _SPECIALISING]
         blocking = [u for u in uses if u.verdict != TENSOR]
-        inexact = [u for u in uses if u.verdict == TENSOR and not u.int_exact]
+        inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
         reasons = (
             [f"{w} at {where}" for w, where in state.bad_writes]
             + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]

@@ -34,7 +34,7 @@ def test_select_and_ignore_on_the_command_line(project):
     [
         (["--select", "RF9"], "--select: Unknown rule selector: `RF9`"),
         (["--select", "F401"], "--select: Unknown rule selector: `F401`"),
-        (["--select", "RF001,RF01"], "--select: Unknown rule selector: `RF01`"),
+        (["--select", "RF001,RF02"], "--select: Unknown rule selector: `RF02`"),
         (["--ignore", "E501"], "--ignore: Unknown rule selector: `E501`"),
     ],
 )
@@ -46,7 +46,7 @@ def test_unknown_rule_selector_is_an_error(project, argv, where):
 
 
 @pytest.mark.parametrize(
-    "body", ['select = ["RF01"]\n', 'ignore = ["RF9"]\n', 'per-file-ignores = { "a.py" = ["X1"] }\n']
+    "body", ['select = ["RF02"]\n', 'ignore = ["RF9"]\n', 'per-file-ignores = { "a.py" = ["X1"] }\n']
 )
 def test_unknown_rule_selector_in_the_config_is_an_error(project, body):
     _write_config(project, body)

@@ -39,3 +39,26 @@ def test_example_compiles_once_after_apply(fixed_examples, program, frame, tmp_p
     assert before["compiles"][frame] >= 2
     assert after["compiles"][frame] == 1
     assert_same_outputs(before, after)
+
+
+def test_report_accounts_for_every_recompile_of_the_examples(fixed_examples):
+    """`report` on examples/run_all.py: each recompile has a fix, a finding that says why it has
+    none, or is expected (train_eval.py's grad-mode switch), and the counts add up."""
+    import json
+    import re
+
+    work, _ = fixed_examples
+    profile = work / ".recompile-fix" / "profile.json"
+    text = run_cli("report", str(profile), cwd=ROOT, check=0).stdout
+    data = json.loads(run_cli("report", str(profile), "--json", cwd=ROOT, check=0).stdout)
+    counted = re.search(
+        r"Every recompile accounted for: (\d+) recompiles: (\d+) with a fix, (\d+) with no fix \(why given\), "
+        r"(\d+) expected",
+        text,
+    )
+    assert counted, text
+    total, fix, no_fix, expected = map(int, counted.groups())
+    assert total == sum(f["recompiles"] for f in data["frames"]) == data["recompiles"]["recompiles"]
+    assert fix + no_fix + expected == total
+    assert fix > 0 and no_fix > 0 and expected > 0
+    assert "[expected] forward (examples/train_eval.py:" in text and "grad mode switched" in text

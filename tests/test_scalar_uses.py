@@ -124,7 +124,13 @@ def uses(source, function, param, tensors):
             "is passed to `external_scale()`, whose source recompile-fix cannot read",
         ),
         ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
-        ("converted", "c", {"x"}, [BLOCKS], "is converted by `int()`"),
+        (
+            "converted",
+            "c",
+            {"x"},
+            [BLOCKS],
+            "is converted by `int()`",
+        ),
         ("forward", "t", {"x"}, [TENSOR, TENSOR], "tensor arithmetic"),
     ],
 )
@@ -157,3 +163,12 @@ def test_true_division_is_not_exact_for_an_int(source):
 def test_module_tensor_attributes_and_outputs_count_as_tensors(source):
     found = uses(source, "forward", "t", {"x"})
     assert {m for u in found for m in u.meets} == {"h", "self.bias"}
+
+
+def test_blocking_uses_say_what_a_tensor_does_there(source):
+    from recompile_fix.analysis.scalar_uses import consequence
+
+    (converted,) = uses(source, "converted", "c", {"x"})
+    assert consequence(converted) == "a 0-d tensor graph-breaks there on `.item()` and compiles more often"
+    (loop,) = uses(source, "loop", "n", {"x"})
+    assert consequence(loop) == "`range()` of a 0-d tensor graph-breaks and compiles more often"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import ScalarUses, Use
@@ -118,8 +119,13 @@ class AttributeState(CounterState):
                         self.bad_writes.append(
                             (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
                         )
-        if not _is_module_class(cls, source):
-            self.buffer_why_not = f"`{cls.name.value}` is not an nn.Module: no buffer to register"
+        is_module, why = ClassIndex(project).is_module(ClassRef(self.file, source, cls))
+        if is_module is not True:
+            self.buffer_why_not = (
+                f"{why}: no buffer to register"
+                if is_module is False
+                else f"cannot tell whether `{cls.name.value}` is an nn.Module ({why}): no buffer registered"
+            )
             return
         super_call = _super_init(init) if init is not None else None
         if super_call is None:
@@ -158,7 +164,7 @@ class AttributeState(CounterState):
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         attr, uses = self.counter.name, []
-        analysis = ScalarUses(read=project.source)
+        analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         for file in self.files:
             source = project.source(file)
             for node in source.nodes(cst.Attribute):
@@ -228,7 +234,7 @@ class GlobalState(CounterState):
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         name, source, uses = self.counter.name, self.source, []
-        analysis = ScalarUses(read=project.source)
+        analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         for node in source.nodes(cst.Name):
             if node.value == name and is_load(source, node) and _binds_global(source, node, name):
                 uses.extend(analysis.of_expression(node, _scope(analysis, source, self.file, node, frame)))
@@ -311,22 +317,6 @@ def _super_init(init: cst.FunctionDef) -> cst.SimpleStatementLine | None:
             if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
                 return statement
     return None
-
-
-def _is_module_class(cls: cst.ClassDef, source: SourceFile, depth: int = 0) -> bool:
-    for base in cls.bases:
-        qualified = source.qualified_name(base.value)
-        if qualified in ("torch.nn.Module", "nn.Module", "Module", "torch.nn.modules.module.Module"):
-            return True
-        local = next(
-            (n for n in source.module.body if isinstance(n, cst.ClassDef) and n.name.value == source.code(base.value)),
-            None,
-        )
-        if local is not None and depth < 5 and _is_module_class(local, source, depth + 1):
-            return True
-        if qualified.startswith("torch.nn."):
-            return True  # nn.Linear, nn.Sequential, ...
-    return False
 
 
 def _binds_global(source: SourceFile, node: cst.CSTNode, name: str) -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "one_line",
     "parameter_for",
     "submodule_class",
+    "submodule_constructor",
     "target_names",
 ]
 
@@ -103,6 +104,17 @@ def function_named(source: SourceFile, body_owner, name: str) -> cst.FunctionDef
     for statement in statements:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
             return statement
+    return None
+
+
+def submodule_constructor(cls: cst.ClassDef, attr: str) -> cst.BaseExpression | None:
+    """``self.block = Block(...)`` (or ``models.Block(...)``) in the class -> ``Block``."""
+    for node in walk(cls):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr:
+                    return node.value.func
     return None
 
 

@@ -21,12 +21,16 @@ class Project:
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
         self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
         self._cache: dict[str, SourceFile | Exception] = {}
+        self._read_only: dict[str, SourceFile | None] = {}
 
     def source(self, path: str) -> SourceFile | None:
         """The parsed file, or None when it is unreadable, unparsable or changed since profiling
         (a rule must not place a fix by line numbers that no longer hold)."""
         if path not in self._cache:
             try:
+                if self.expected_hashes is not None and path not in self.expected_hashes:
+                    # Never hashed: it cannot be the file the Profile saw (nor is it an error).
+                    raise LookupError(f"{path} was not seen by the Profile")
                 file = resolve(path, self.root)
                 data = file.read_bytes()
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
@@ -39,3 +43,18 @@ class Project:
                 self._cache[path] = exc
         value = self._cache[path]
         return None if isinstance(value, Exception) else value
+
+    def read_only(self, path: str) -> SourceFile | None:
+        """A file under the root as it is now, whether or not the Profile saw it: for resolving
+        names (a base class, an imported helper) only, never for placing an edit. None when it
+        is outside the root, unreadable or unparsable."""
+        if path not in self._read_only:
+            found: SourceFile | None = None
+            file = resolve(path, self.root)
+            try:
+                if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
+                    found = SourceFile.read(Path(path), file.read_bytes())
+            except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
+                found = None
+            self._read_only[path] = found
+        return self._read_only[path]

@@ -17,7 +17,16 @@ next to it), and classifies every place it ends up:
 
 Each Use also records whether Python-number arithmetic ran before the value met a tensor
 (``scalar_math``) and whether that arithmetic stays exact for an int64 tensor (``int_exact``:
-only ``+ - * // %`` with ints), so a rule can pick the tensor dtype that keeps results identical.
+only ``+ - * // %`` with ints), so a rule can pick the tensor dtype that keeps results identical;
+whether the value fills a Scalar argument (``scalar_slot``: its dtype never reaches the result),
+whether torch takes it only as a float64 tensor there (``float64_only``), and whether a tensor
+there computes only close to the number (``exact``).
+
+The verdicts follow what torch 2.13 does with a 0-d tensor, measured construct by construct
+(tests/test_construct_table.py), not caution: Python's ``max``/``min`` with a constant, ``abs``,
+``sum([...])``, a comparison used as a number or inside a tensor op, ``is None`` on an optional,
+a list it is stored in and read back from by constant index all pass the value on; ``round``,
+``float()``, ``int()``, builtin ``pow``, branches, ``range`` and ``math.*`` block it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from typing import Callable
 
 import libcst as cst
 
+from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import (
     annotated_tensors,
     function_named,
@@ -36,26 +46,31 @@ from recompile_fix.analysis.cst_names import (
     one_line,
     parameter_for,
     submodule_class,
+    submodule_constructor,
     target_names,
 )
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.analysis.torch_vocabulary import (
     ARITH_FUNCTIONS,
     ARITH_METHODS,
+    CONVERTER_WHY,
     CONVERTERS,
     EXACT_INT_OPS,
+    INEXACT,
     NOT_TENSOR_METHODS,
     NOT_TENSOR_TORCH,
     NOT_VALUE_KEYWORDS,
     NUMBER_SETTING_FUNCTIONS,
     PYTHON_REDUCERS,
+    SCALAR_SLOTS,
     SHAPE_FUNCTIONS,
     SHAPE_KEYWORDS,
     SHAPE_METHODS,
     TENSOR_ATTRIBUTES,
+    WRONG_UNDER_INDUCTOR,
 )
 
-__all__ = ["BLOCKS", "TENSOR", "UNKNOWN", "distinct", "ScalarUses", "Scope", "Use"]
+__all__ = ["BLOCKS", "TENSOR", "UNKNOWN", "consequence", "distinct", "ScalarUses", "Scope", "Use"]
 
 TENSOR = "tensor"
 
@@ -79,6 +94,10 @@ class Use:
     meets: tuple[str, ...] = ()  # the tensor expressions it meets
     scalar_math: bool = False  # Python-number arithmetic ran before it met a tensor
     int_exact: bool = True  # ... and that arithmetic is exact in int64 (+ - * // % with ints)
+    scalar_slot: bool = False  # it fills a Scalar argument: the tensor's dtype never reaches the result
+    float64_only: bool = False  # torch takes a float64 0-d tensor there, not a float32 one
+    exact: bool = True  # a 0-d tensor there computes bit-identically (False: only close)
+    effect: str = ""  # what a 0-d tensor does at this use, when it is known for this use alone
 
     @property
     def where(self) -> str:
@@ -126,9 +145,18 @@ class ScalarUses:
     """Classify the uses of a Python number. ``read(file)`` gives another file of the project
     (as the Profile spells paths) when a value is passed into a function defined there."""
 
-    def __init__(self, read: Callable[[str], SourceFile | None] | None = None, max_depth: int = 3):
+    def __init__(
+        self,
+        read: Callable[[str], SourceFile | None] | None = None,
+        max_depth: int = 3,
+        classes: ClassIndex | None = None,
+    ):
         self.read = read or (lambda file: None)
         self.max_depth = max_depth
+        # Methods and submodules of classes whose bases or classes live in other project files.
+        self.classes = classes
+        # Where a followed value was tested against None (``if c is not None:``): an optional.
+        self.none_tests: list[str] = []
 
     # -- entry points --------------------------------------------------------------------------
     def of_parameter(
@@ -256,7 +284,8 @@ class ScalarUses:
                     return [self._use("matmul", "is an operand of `@`", parent, scope, path)]
                 other = parent.right if node is parent.left else parent.left
                 if self.tensorish(other, scope):
-                    return [self._use("arith", "tensor arithmetic", parent, scope, path, meets=(other,))]
+                    exact = not isinstance(parent.operator, cst.Power)  # `x ** c`: close, not identical
+                    return [self._use("arith", "tensor arithmetic", parent, scope, path, meets=(other,), exact=exact)]
                 path = path.after(parent.operator, other)
                 node = parent
                 continue
@@ -279,6 +308,11 @@ class ScalarUses:
         if isinstance(parent, cst.ComparisonTarget):
             parent = source.parents.get(parent)
         if isinstance(parent, cst.Comparison):
+            if _is_none_test(parent):
+                # `if c is not None:` on an optional: a tensor is not None either, so the test
+                # decides the same branch (the None calls stay None at the call site).
+                self.none_tests.append(f"{scope.file}:{source.positions[parent].start.line}")
+                return []
             if self.tensorish(parent, scope):
                 others = [c.comparator for c in parent.comparisons] + [parent.left]
                 meets = tuple(o for o in others if o is not node and self.tensorish(o, scope))
@@ -286,7 +320,9 @@ class ScalarUses:
             branch = self._branch(parent, scope)
             if branch is not None:
                 return [self._use("branch", "decides a Python branch", parent, scope, path)]
-            return [self._use("compare", "is compared as a Python number", parent, scope, path)]
+            # A comparison used as a number (`x * (c > 0)`) or in a tensor op (`torch.where(c > 0,
+            # ...)`): a 0-d bool tensor does the same there; follow the result.
+            return self.classify(parent, scope, replace(path, scalar_math=True))
         branch = self._branch(node, scope)
         if branch is not None:
             return [self._use("branch", "decides a Python branch", node, scope, path)]
@@ -306,6 +342,10 @@ class ScalarUses:
             return [self._use("store", f"is stored in `{source.code(targets[0])}`", node, scope, path)]
         if isinstance(parent, cst.Expr):
             return []  # computed and dropped
+        if isinstance(parent, cst.Element):
+            followed = self._container(parent, scope, path)
+            if followed is not None:
+                return followed
         if isinstance(parent, (cst.Element, cst.StarredElement)):
             return [
                 self._use(
@@ -317,6 +357,41 @@ class ScalarUses:
         if isinstance(parent, cst.FormattedStringExpression):
             return [self._use("print", "is formatted into a string", node, scope, path)]
         return [self._use("unknown", f"is used in `{one_line(source.code(parent or node))}`", node, scope, path)]
+
+    def _container(self, element: cst.Element, scope: Scope, path: _Path) -> list[Use] | None:
+        """A list or tuple the value is put in, when it is only summed (``sum([c, 1.0])``) or
+        stored in a local that is read back by constant index (``pair = [c, c]; x * pair[0]``):
+        the value's uses there. None for any other container."""
+        source = scope.source
+        container = source.parents.get(element)
+        if not isinstance(container, (cst.List, cst.Tuple)):
+            return None
+        holder = source.parents.get(container)
+        if isinstance(holder, cst.Arg) and holder.keyword is None and not holder.star:
+            call = source.parents.get(holder)
+            if isinstance(call, cst.Call) and source.qualified_name(call.func) == "sum" and len(call.args) == 1:
+                floats = any(isinstance(e.value, (cst.Float, cst.Imaginary)) for e in container.elements)
+                return self.classify(
+                    call, scope, replace(path, scalar_math=True, int_exact=path.int_exact and not floats)
+                )
+            return None
+        if (
+            isinstance(holder, cst.Assign)
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0].target, cst.Name)
+            and isinstance(scope.node, cst.FunctionDef)
+        ):
+            index = container.elements.index(element)
+            uses: list[Use] = []
+            for load in name_loads(source, scope.node, holder.targets[0].target.value):
+                subscript = source.parents.get(load)
+                constant = _constant_index(subscript) if isinstance(subscript, cst.Subscript) else None
+                if constant is None:
+                    return None  # read as a whole (len(), iteration, passed on): it stays a list
+                if constant == index:
+                    uses.extend(self.classify(subscript, scope, path))
+            return uses
+        return None
 
     def _branch(self, node: cst.CSTNode, scope: Scope):
         """The if/while/assert/conditional expression whose test this node decides, if any."""
@@ -353,23 +428,64 @@ class ScalarUses:
         if qualified == "range":
             return [self._use("range", "reaches `range()`", call, scope, path)]
         if qualified in CONVERTERS:
-            return [self._use("convert", f"is converted by {label}", call, scope, path)]
+            effect = f"a 0-d tensor {CONVERTER_WHY[qualified]}" if qualified in CONVERTER_WHY else ""
+            return [self._use("convert", f"is converted by {label}", call, scope, path, effect=effect)]
         if qualified == "print":
             return [self._use("print", "is printed", call, scope, path)]
-        if qualified in ("isinstance", "type", "id"):
+        if qualified in ("isinstance", "type", "id", "torch.is_tensor", "callable"):
             return [self._use("type", f"is type-checked by {label}", call, scope, path)]
+        if qualified in ("max", "min"):
+            others = [a for a in call.args if a is not arg]
+            constants = [_number(a.value) for a in others if a.keyword is None and not a.star]
+            if others and len(constants) == len(others) and all(c is not None for c in constants):
+                # `max(c, 1e-5)`: a 0-d tensor compiles once, bit-identical (measured).
+                exact = path.int_exact and all(isinstance(c, int) for c in constants)
+                return self.classify(call, scope, replace(path, int_exact=exact))
+            return [
+                self._use(
+                    "compare", f"is compared by Python's {label} with a value that is not a constant", call, scope, path
+                )
+            ]
         if qualified in PYTHON_REDUCERS:
             return [self._use("compare", f"is compared by Python's {label}", call, scope, path)]
-        if qualified in ("abs", "pow"):
-            return self.classify(
-                call, scope, replace(path, scalar_math=True, int_exact=path.int_exact and qualified == "abs")
-            )
+        if qualified == "abs":
+            return self.classify(call, scope, replace(path, scalar_math=True))
+        if qualified == "pow":
+            effect = "a 0-d tensor graph-breaks there (torch cannot trace builtin `pow`)"
+            return [self._use("math", "reaches builtin `pow()`", call, scope, path, effect=effect)]
+        if qualified in _CONSTRUCTORS and call.args and arg is call.args[0] and keyword is None:
+            if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
+                # `torch.tensor(c, dtype=torch.long)`: the new tensor's dtype is fixed and it reads
+                # the number's value (truncating as Python's would): follow the new tensor.
+                return [replace(u, scalar_slot=True) for u in self.classify(call, scope, path)]
+            return [
+                self._use(
+                    "ctor", f"makes a new tensor with {label}, whose dtype follows its input's", call, scope, path
+                )
+            ]
         if qualified.startswith(("math.", "numpy.", "random.", "statistics.")):
             return [self._use("math", f"reaches {label}", call, scope, path)]
         if isinstance(func, cst.Attribute) and self.tensorish(func.value, scope):
             method = func.attr.value
+            if method in WRONG_UNDER_INDUCTOR:
+                return [self._use("wrong", _WRONG_FILL.format(label=label), call, scope, path)]
+            slot = _scalar_slot(method, call, arg)
+            if slot is not None:
+                return [
+                    self._use(
+                        "arith",
+                        "tensor arithmetic",
+                        call,
+                        scope,
+                        path,
+                        meets=(func.value,),
+                        slot=True,
+                        float64_only=slot,
+                    )
+                ]
             if method in ARITH_METHODS and keyword not in NOT_VALUE_KEYWORDS:
-                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=(func.value,))]
+                exact = method not in INEXACT
+                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=(func.value,), exact=exact)]
             if method in SHAPE_METHODS or keyword in SHAPE_KEYWORDS:
                 return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
             return [self._use("setting", f"is passed to {label}, which takes a Python number", call, scope, path)]
@@ -379,9 +495,19 @@ class ScalarUses:
                 return [self._use("dropout", f"sets the dropout probability of {label}", call, scope, path)]
             if keyword == "eps":
                 return [self._use("setting", f"sets `eps` of {label}", call, scope, path)]
+            if name in WRONG_UNDER_INDUCTOR:
+                return [self._use("wrong", _WRONG_FILL.format(label=label), call, scope, path)]
+            meets = tuple(a.value for a in call.args if a is not arg and self.tensorish(a.value, scope))
+            slot = _scalar_slot(name, call, arg, function=True)
+            if slot is not None:
+                return [
+                    self._use(
+                        "arith", "tensor arithmetic", call, scope, path, meets=meets, slot=True, float64_only=slot
+                    )
+                ]
             if name in ARITH_FUNCTIONS and keyword not in NOT_VALUE_KEYWORDS:
-                meets = tuple(a.value for a in call.args if a is not arg and self.tensorish(a.value, scope))
-                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=meets)]
+                exact = name not in INEXACT
+                return [self._use("arith", "tensor arithmetic", call, scope, path, meets=meets, exact=exact)]
             if name in SHAPE_FUNCTIONS or keyword in SHAPE_KEYWORDS:
                 return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
             if name in NUMBER_SETTING_FUNCTIONS:
@@ -443,6 +569,27 @@ class ScalarUses:
                 forward = function_named(source, submodule.body, "forward")
                 if forward is not None:
                     return source, scope.file, forward, True
+            if self.classes is not None:
+                return self._callee_across_files(cls, func.attr.value, scope)
+        return None
+
+    def _callee_across_files(self, cls: cst.ClassDef, attr: str, scope: Scope):
+        """``self.attr(...)``: a method inherited from a base in another file, or the forward of
+        a submodule whose class is imported from another file."""
+        assert self.classes is not None
+        ref = ClassRef(scope.file, scope.source, cls)
+        inherited = self.classes.method(ref, attr)
+        if inherited is not None:
+            owner, method = inherited
+            return owner.source, owner.file, method, True
+        for owner in self.classes.mro(ref):
+            built = submodule_constructor(owner.node, attr)
+            if built is None:
+                continue
+            target = self.classes.resolve(owner.file, built)
+            found = self.classes.method(target, "forward") if target is not None else None
+            if found is not None:
+                return found[0].source, found[0].file, found[1], True
         return None
 
     def _roots(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
@@ -454,9 +601,24 @@ class ScalarUses:
             ]
         if isinstance(expr, cst.UnaryOperation):
             return self._roots(expr.expression, scope)
+        if isinstance(expr, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in expr.slice):
+            return self._roots(expr.value, scope)  # `logits[:, -1, :]`: a slice keeps a dim and the dtype
         return [scope.source.code(expr)]
 
-    def _use(self, kind: str, why: str, node: cst.CSTNode, scope: Scope, path: _Path, meets=()) -> Use:
+    def _use(
+        self,
+        kind: str,
+        why: str,
+        node: cst.CSTNode,
+        scope: Scope,
+        path: _Path,
+        meets=(),
+        *,
+        exact: bool = True,
+        slot: bool = False,
+        float64_only: bool = False,
+        effect: str = "",
+    ) -> Use:
         source = scope.source
         line = source.positions[node].start.line
         code = source.lines[line - 1].strip() if line - 1 < len(source.lines) else ""
@@ -471,7 +633,86 @@ class ScalarUses:
             meets=tuple(scope.outer_name(m) for node in meets for m in self._roots(node, scope)),
             scalar_math=path.scalar_math,
             int_exact=path.int_exact,
+            scalar_slot=slot,
+            float64_only=float64_only,
+            exact=exact,
+            effect=effect,
         )
+
+
+_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+_WRONG_FILL = (
+    "fills {label}, where a 0-d float64 tensor gives wrong values under inductor (torch 2.13-2.15 "
+    "return the first call's value on every later call)"
+)
+
+
+def _is_none_test(comparison: cst.Comparison) -> bool:
+    """``c is None`` / ``c is not None`` (either side)."""
+    if len(comparison.comparisons) != 1:
+        return False
+    target = comparison.comparisons[0]
+    return isinstance(target.operator, (cst.Is, cst.IsNot)) and (
+        is_name(comparison.left, "None") or is_name(target.comparator, "None")
+    )
+
+
+def _number(node: cst.BaseExpression) -> int | float | None:
+    """The value of a numeric literal (``1e-5``, ``-1``), else None."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = _number(node.expression)
+        return None if inner is None else (-inner if isinstance(node.operator, cst.Minus) else inner)
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Float):
+        return float(node.evaluated_value)
+    return None
+
+
+def _constant_index(subscript: cst.Subscript) -> int | None:
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return None
+    value = _number(subscript.slice[0].slice.value)
+    return value if isinstance(value, int) else None
+
+
+def _scalar_slot(name: str, call: cst.Call, arg: cst.Arg, function: bool = False) -> bool | None:
+    """Does ``arg`` fill a Scalar argument of ``name`` (SCALAR_SLOTS)? None if not; else whether
+    torch takes only a float64 tensor there. A torch function's index counts its tensor too."""
+    if name not in SCALAR_SLOTS:
+        return None
+    index, keyword, float64_only = SCALAR_SLOTS[name]
+    if arg.keyword is not None:
+        return float64_only if arg.keyword.value == keyword else None
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in positional):
+        return None
+    offset = 1 if function and name in ("masked_fill", "masked_fill_", "fill_") else 0
+    return float64_only if positional.index(arg) == index + offset else None
+
+
+# What a 0-d tensor does at each kind of blocking use (measured, torch 2.13: see
+# tests/test_construct_table.py), for the notes of a finding that leaves the number alone.
+_CONSEQUENCES = {
+    "branch": "a 0-d tensor there graph-breaks (data-dependent branch) and compiles more often",
+    "range": "`range()` of a 0-d tensor graph-breaks and compiles more often",
+    "convert": "it is a Python number there anyway",
+    "math": "a 0-d tensor there graph-breaks or is guarded on its value (`c.item() == 0.25`): no fewer compiles",
+    "dropout": "a 0-d tensor p graph-breaks in F.dropout (and fails under fullgraph)",
+    "setting": "torch reads it as a Python number there and guards on its value: no fewer compiles",
+    "shape": "a size from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
+    "index": "an index from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
+    "compare": "a 0-d tensor there graph-breaks or is guarded on its value",
+    "return": "the caller would receive a tensor instead of a number",
+    "wrong": "it must stay a Python number there",
+    "type": "a 0-d tensor takes another path there",
+    "ctor": "a float64 0-d tensor there makes a float64 tensor where the number made one of the default dtype",
+}
+
+
+def consequence(use: Use) -> str:
+    """Why a blocking use keeps the value a Python number, in a few words."""
+    return use.effect or _CONSEQUENCES.get(use.kind, "it must stay a Python number there")
 
 
 def distinct(uses: Iterable[Use]) -> list[Use]:

@@ -1,6 +1,9 @@
 """torch's API as the scalar analysis (``scalar_uses``) sees it: where a Python number may as well be
 a 0-d tensor (arithmetic), where it must stay a number (shapes, sizes, settings), and what
 never returns a tensor.
+
+Each entry that allows a 0-d tensor was measured with torch 2.13 (tests/test_construct_table.py
+runs every construct with a Python number and with a 0-d tensor and checks the verdict here).
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ __all__ = [
     "SHAPE_FUNCTIONS",
     "SHAPE_KEYWORDS",
     "SHAPE_METHODS",
+    "SCALAR_SLOTS",
     "TENSOR_ATTRIBUTES",
+    "CONVERTER_WHY",
+    "INEXACT",
+    "WRONG_UNDER_INDUCTOR",
 ]
 
 # Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
@@ -73,7 +80,35 @@ ARITH_METHODS = frozenset(
 
 
 # torch functions of the same kind: the number is a value in the arithmetic, not a setting.
-ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub", "full_like"})
+# Not ``full_like``: see WRONG_UNDER_INDUCTOR.
+ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub"})
+
+
+# Arguments that take a Scalar (torch converts a 0-d tensor there to a number, so the tensor's
+# dtype never reaches the result): name -> (positional index, keyword, float64 only). The index
+# counts a method's arguments after the tensor it is called on, a function's from its first.
+# ``float64 only``: a float32 0-d tensor there breaks the graph (and fails under fullgraph with
+# PendingUnbackedSymbolNotFound); a float64 one compiles once, exact (measured, torch 2.13).
+SCALAR_SLOTS: dict[str, tuple[int, str, bool]] = {
+    "full": (1, "fill_value", False),
+    "masked_fill": (1, "value", False),
+    "masked_fill_": (1, "value", False),
+    "fill_": (0, "value", False),
+    "leaky_relu": (1, "negative_slope", True),
+    "softplus": (1, "beta", True),
+}
+
+
+# Fills whose value a 0-d float64 tensor gets WRONG under inductor: torch 2.13, 2.14.1 and 2.15.0
+# compile ``torch.full_like(x, c)`` / ``x.new_full(shape, c)`` once and return the first call's
+# value on every later call (measured: 0.5, 0.5, 0.5, 0.5 for c = 0.5, 0.7, 1.3, 2.0); eager and
+# aot_eager are right, so `verify --backend eager` cannot see it. The number stays a number.
+WRONG_UNDER_INDUCTOR = frozenset({"full_like", "new_full"})
+
+
+# Where a 0-d tensor computes close to, but not bit-identical with, the Python number: a tensor
+# exponent (``x ** c``; measured on the eager backend).
+INEXACT = frozenset({"pow", "pow_"})
 
 
 # Keywords that are never a value in the arithmetic.
@@ -319,6 +354,15 @@ CONVERTERS = frozenset(
 
 
 PYTHON_REDUCERS = frozenset({"max", "min", "sum", "sorted", "any", "all"})
+
+
+# What each converter does with a 0-d tensor under torch.compile (measured, torch 2.13).
+CONVERTER_WHY = {
+    "round": "raises TypeError there, even eagerly",
+    "float": "graph-breaks there on `.item()` and compiles more often",
+    "int": "graph-breaks there on `.item()` and compiles more often",
+    "bool": "graph-breaks there (data-dependent)",
+}
 
 
 EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)

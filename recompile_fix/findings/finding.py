@@ -11,7 +11,7 @@ from typing import Any
 
 from recompile_fix.profile.model import Frame, Location, Reason
 
-__all__ = ["Finding", "frame_evidence", "Safety"]
+__all__ = ["Finding", "cover", "frame_evidence", "Safety"]
 
 
 class Safety(str, Enum):
@@ -31,6 +31,9 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)  # guard texts, compiles, seconds
     notes: list[str] = field(default_factory=list)  # e.g. why torch will still recompile
     confidence: str = "profile"  # "profile" (seen at run time) or "static" (seen in source)
+    # The recompiles this Finding is about (findings.accounting): each {"frame": Frame.label,
+    # "sources": guarded expressions (absent: any), "kinds": reason kinds (absent: any)}.
+    covers: list[dict[str, Any]] = field(default_factory=list)
     # The torch the fix is for: the Profile's (set by plan); None in static mode (the installed one).
     torch_version: str | None = None
 
@@ -55,6 +58,7 @@ class Finding:
             evidence=data.get("evidence", {}),
             notes=list(data.get("notes", [])),
             confidence=data.get("confidence", "profile"),
+            covers=list(data.get("covers", [])),
             torch_version=data.get("torch_version"),
         )
 
@@ -84,3 +88,14 @@ def frame_evidence(frame: Frame, guards: Iterable[Reason] = (), **more: Any) -> 
     }
     evidence["guards"] = sorted({r.text.split("\n", 1)[0] for r in guards})[:5]
     return evidence
+
+
+def cover(frame: Frame, sources: Iterable[str] = (), kinds: Iterable[str] = ()) -> dict[str, Any]:
+    """One entry of ``Finding.covers``: the recompiles of ``frame`` whose guard is on one of
+    ``sources`` (any, when empty) and of one of ``kinds`` (any, when empty)."""
+    entry: dict[str, Any] = {"frame": frame.label}
+    if sources:
+        entry["sources"] = sorted(set(sources))
+    if kinds:
+        entry["kinds"] = sorted(set(kinds))
+    return entry

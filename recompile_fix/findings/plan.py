@@ -4,8 +4,9 @@ says where its fix goes. Nothing is edited here."""
 from __future__ import annotations
 
 from recompile_fix.analysis.project import Project
+from recompile_fix.findings.accounting import infer_covers
 from recompile_fix.findings.block_strategy import choose_block_compile
-from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Profile
 
@@ -17,6 +18,39 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
     for rule in rules:
         for finding in rule.plan(profile, project):
             finding.torch_version = finding.torch_version or profile.torch_version
+            if not finding.covers:  # the rule did not say which recompiles it is about
+                finding.covers = infer_covers(finding, rule.consumes, profile)
             findings.append(finding)
+    _drop_splits_another_fix_makes_moot(findings, rules)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
     return choose_block_compile(findings)
+
+
+def _drop_splits_another_fix_makes_moot(findings: list[Finding], rules: tuple[Rule, ...]) -> None:
+    """A fix that splits a frame (a graph break: the rule's ``verify_allows`` names resume
+    frames) trades one more compile for a prefix compiled once. Where another rule's safe fix
+    covers the same recompiles, the frame compiles once without it, and the break would only add
+    a frame: no fix, and the note says which fix makes it moot."""
+    splitters = {rule.id for rule in rules if "resume_frames" in rule.verify_allows}
+    for split in findings:
+        if split.rule not in splitters or split.safety is Safety.NONE:
+            continue
+        better = next(
+            (f for f in findings if f.rule not in splitters and f.safety is Safety.SAFE and _overlap(f, split)), None
+        )
+        if better is not None:
+            split.safety = Safety.NONE
+            split.notes = [
+                f"{better.rule}'s safe fix at {better.file}:{better.location.line} makes the frame compile once "
+                "for these values; a graph break would only add a frame (one more compile)"
+            ]
+
+
+def _overlap(a: Finding, b: Finding) -> bool:
+    for x in a.covers:
+        for y in b.covers:
+            if x.get("frame") != y.get("frame"):
+                continue
+            if not x.get("sources") or not y.get("sources") or set(x["sources"]) & set(y["sources"]):
+                return True
+    return False

@@ -185,6 +185,11 @@ class Frame:
         return (self.file, self.first_line, self.name)
 
     @property
+    def label(self) -> str:
+        """``name (file:line)``: how reports and Findings' evidence name the frame."""
+        return f"{self.name} ({self.file}:{self.first_line})"
+
+    @property
     def recompiles(self) -> int:
         return sum(1 for c in self.compiles if c.is_recompile and not c.limit_hit)
 

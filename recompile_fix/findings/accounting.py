@@ -1,0 +1,250 @@
+"""Every recompile in a Profile, accounted for: each ends in exactly one of
+
+* **fix**: a Finding with a fix covers it (safe, or unsafe with `--unsafe-fixes`);
+* **no fix**: a Finding covers it but makes no edit, and says why; or no rule has a fix for its
+  reason (the reason is named);
+* **expected**: it is a recompile that should stay: a switch of grad mode (train ->
+  `torch.no_grad()` eval), of `.training` (train/eval), into `torch.inference_mode()` (each
+  compiles once per state), or a frame compiled with `dynamic=False` on purpose for a bounded set
+  of sizes.
+
+``report`` and the end of ``apply`` print the counts; they add up to the Profile's recompiles
+(compiles after a frame's first, recompile-limit hits not counted). Other surfaces (the `fix`
+table, the language server) call ``account`` with the Findings they planned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason
+
+__all__ = ["EXPECTED", "FIX", "NO_FIX", "Accounting", "Outcome", "account", "expected_why", "infer_covers"]
+
+FIX = "fix"
+NO_FIX = "no fix"
+EXPECTED = "expected"
+
+# ``top_k is None`` / ``is not None`` (an optional argument that was None, or was not).
+_NONE_TEST = re.compile(r" is (?:not )?None\b")
+_SIZE_KINDS = ("size_mismatch", "size_specialization", "stride_mismatch", "rank_mismatch")
+
+
+def _label(frame: Frame) -> str:
+    return frame.label
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One recompile and where it ends."""
+
+    frame: Frame
+    compile: Compile
+    reason: Reason | None  # the guard failure it is accounted by
+    category: str  # FIX / NO_FIX / EXPECTED
+    why: str  # the Finding's line, or why it is expected, or which reason no rule fixes
+    finding: Finding | None = None
+
+
+@dataclass
+class Accounting:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    def count(self, category: str) -> int:
+        return sum(1 for o in self.outcomes if o.category == category)
+
+    def summary(self) -> str:
+        """``19 recompiles: 10 with a fix, 8 with no fix (why given), 1 expected``."""
+        noun = "recompile" if self.total == 1 else "recompiles"
+        return (
+            f"{self.total} {noun}: {self.count(FIX)} with a fix, {self.count(NO_FIX)} with no fix (why given), "
+            f"{self.count(EXPECTED)} expected"
+        )
+
+    def unexplained(self, label: Callable[[Frame], str] = _label) -> list[tuple[str, int]]:
+        """(line, count) for the outcomes no Finding speaks for: the expected ones and the
+        reasons no rule has a fix for, grouped, most frequent first. ``label`` names a frame
+        (report's: torch's files by import path)."""
+        counts: Counter[str] = Counter()
+        for outcome in self.outcomes:
+            if outcome.finding is None:
+                kind = "expected" if outcome.category == EXPECTED else "no fix"
+                counts[f"[{kind}] {label(outcome.frame)}: {outcome.why}"] += 1
+        return counts.most_common()
+
+    def to_json(self, label: Callable[[Frame], str] = _label) -> dict[str, Any]:
+        return {
+            "recompiles": self.total,
+            "fix": self.count(FIX),
+            "no_fix": self.count(NO_FIX),
+            "expected": self.count(EXPECTED),
+            "items": [
+                {
+                    "frame": label(o.frame),
+                    "compile": o.compile.id,
+                    "category": o.category,
+                    "why": o.why,
+                    **({"rule": o.finding.rule} if o.finding is not None else {}),
+                }
+                for o in self.outcomes
+            ],
+        }
+
+
+def account(
+    profile: Profile,
+    findings: Iterable[Finding],
+    *,
+    unsafe_fixes: bool = True,
+    deliberate_static: Callable[[Frame], str | None] | None = None,
+) -> Accounting:
+    """Where each recompile of ``profile`` ends, given the Findings planned for it. An unsafe fix
+    counts as a fix (it is one, with `--unsafe-fixes`) unless ``unsafe_fixes`` is False.
+    ``deliberate_static(frame)`` says where a frame is compiled with ``dynamic=False`` (e.g.
+    "`dynamic=False` at train.py:12"), or None: its size recompiles are then expected."""
+    findings = list(findings)
+    result = Accounting()
+    for frame in profile.frames:
+        for compile_ in frame.compiles:
+            if not compile_.is_recompile or compile_.limit_hit:
+                continue
+            result.outcomes.append(
+                _outcome(frame, compile_, findings, unsafe_fixes=unsafe_fixes, deliberate_static=deliberate_static)
+            )
+    return result
+
+
+def _outcome(
+    frame: Frame,
+    compile_: Compile,
+    findings: list[Finding],
+    *,
+    unsafe_fixes: bool,
+    deliberate_static: Callable[[Frame], str | None] | None,
+) -> Outcome:
+    """A recompile happens because no cache entry of the frame served the call, each for the
+    guard it failed (torch records one failure per entry). So it is
+
+    * a fix when some entry failed only on guards a fix covers: with the fix, that entry serves;
+    * expected when every entry is for another state (grad mode, train/eval, None or not...):
+      no entry could serve, a new graph is due;
+    * no fix otherwise: an entry of the same state failed on a guard no fix covers (the
+      Finding's reason, or the reason no rule has one)."""
+    groups: dict[str | None, list[Reason]] = {}
+    for reason in compile_.reasons:
+        groups.setdefault(reason.entry, []).append(reason)
+    entries = list(groups.values())  # the newest entry's failure first, as torch lists them
+
+    def fixing(reason: Reason) -> Finding | None:
+        return next(
+            (
+                f
+                for f in findings
+                if _covers(f, frame, reason)
+                and (f.safety is Safety.SAFE or (f.safety is Safety.UNSAFE and unsafe_fixes))
+            ),
+            None,
+        )
+
+    for failures in entries:
+        fixes = [fixing(r) for r in failures]
+        if all(fixes):
+            chosen = fixes[0]
+            assert chosen is not None
+            return Outcome(frame, compile_, failures[0], FIX, chosen.describe(unsafe_fixes=unsafe_fixes), chosen)
+    if not entries:
+        return Outcome(frame, compile_, None, NO_FIX, "torch recorded no reason for this recompile")
+    expected = [_expected(frame, failures, deliberate_static) for failures in entries]
+    if all(expected):
+        return Outcome(frame, compile_, entries[0][0], EXPECTED, expected[0] or "")
+    for failures, why in zip(entries, expected):
+        if why is not None:
+            continue  # an entry for another state: it was never going to serve this call
+        for reason in failures:
+            covering = next((f for f in findings if _covers(f, frame, reason)), None)
+            if covering is not None:
+                return Outcome(frame, compile_, reason, NO_FIX, covering.describe(unsafe_fixes=unsafe_fixes), covering)
+    failures = next(f for f, why in zip(entries, expected) if why is None)
+    primary = failures[0]
+    phrase = REASON_KINDS.get(primary.kind, primary.kind)
+    source = f" `{primary.source}`" if primary.source else ""
+    return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
+
+
+def _expected(
+    frame: Frame, failures: list[Reason], deliberate_static: Callable[[Frame], str | None] | None
+) -> str | None:
+    """Why an entry that failed on these guards is one for another state, or None."""
+    for reason in failures:
+        why = expected_why(reason)
+        if (
+            why is None
+            and reason.kind == "type_mismatch"
+            and any(_is_none_switch(r) and r.source == reason.source for r in frame.reasons())
+        ):  # int -> None -> int: the type guard of the None switch
+            why = f"`{reason.source}` switched between None and a value: the two take different paths, one graph each"
+        if why is None and reason.kind in _SIZE_KINDS and deliberate_static is not None and not frame.limit_hits:
+            where = deliberate_static(frame)
+            if where is not None:
+                why = f"compiled with {where} on purpose: one graph per size, for a bounded set of sizes"
+        if why is not None:
+            return why
+    return None
+
+
+def expected_why(reason: Reason) -> str | None:
+    """Why a recompile for this reason should stay, or None. Each of these compiles at most once
+    per state, and the states are few (torch 2.13's texts, measured)."""
+    if reason.kind == "grad_mode":
+        return "grad mode switched (training with grad, then `torch.no_grad()`): one graph per grad mode"
+    if reason.kind == "training_flag":
+        return "`.training` flipped (train/eval): one graph per mode"
+    if (
+        reason.kind == "dispatch_key_mismatch"
+        and "Autograd" in str(reason.expected)
+        and "Autograd" not in str(reason.actual)
+    ):
+        return "entered `torch.inference_mode()`: inference tensors get a graph of their own"
+    if _is_none_switch(reason):
+        return f"`{reason.source}` switched between None and a value: the two take different paths, one graph each"
+    return None
+
+
+def _is_none_switch(reason: Reason) -> bool:
+    """An argument (not an attribute: see RF010's lazy defaults) that was None and then not,
+    or the other way: ``top_k is None``."""
+    return (
+        reason.kind == "id_mismatch"
+        and bool(reason.source and reason.source.isidentifier())
+        and bool(_NONE_TEST.search(reason.text.split("\n", 1)[0].split("  # ", 1)[0]))
+    )
+
+
+def _covers(finding: Finding, frame: Frame, reason: Reason) -> bool:
+    for entry in finding.covers:
+        if entry.get("frame") != frame.label:
+            continue
+        if entry.get("sources") and reason.source not in entry["sources"]:
+            continue
+        if entry.get("kinds") and reason.kind not in entry["kinds"]:
+            continue
+        return True
+    return False
+
+
+def infer_covers(finding: Finding, consumes: tuple[str, ...], profile: Profile) -> list[dict[str, Any]]:
+    """What a Finding covers when its rule does not say: the reasons of the kinds its rule
+    consumes, in the frames its evidence names."""
+    evidence = finding.evidence
+    labels = [evidence.get("frame")] + list(evidence.get("frames", [])) + list(evidence.get("also_frames", []))
+    labels = [label for label in labels if isinstance(label, str)]
+    return [{"frame": f.label, "kinds": sorted(consumes)} for f in profile.frames if f.label in labels and consumes]

@@ -1,0 +1,307 @@
+"""RF010 lazy-default: a module attribute the first call itself sets (``if self.x is None:
+self.x = ...`` in forward) compiles the frame twice."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+import textwrap
+
+import libcst as cst
+
+from recompile_fix.analysis.classes import ClassIndex, ClassRef
+from recompile_fix.analysis.cst_names import is_load
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile, dotted_name, walk
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile, Reason
+
+__all__ = ["RULE", "LazyDefault"]
+
+# The guard ``self.config.scale is None`` names the attribute chain (reasons.py: an id guard).
+_ATTRIBUTE = re.compile(r"^self(?:\.\w+)+$")
+_CONSTANTS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
+_BUILTINS = frozenset(dir(builtins))
+
+
+class LazyDefault(Rule):
+    """
+    ## What it does
+    Where the compiled `forward` defaults a module attribute on its first call
+    (`if self.config.scale is None: self.config.scale = 0.5`), runs the same `if` block at the
+    end of the class's `__init__`, so the attribute already has its value when the first call
+    compiles.
+
+    ## Why is this bad?
+    The first call compiles with the attribute still `None` (a guard `self.config.scale is
+    None`), sets it, and the second call fails that guard and compiles the frame again: one
+    extra compile, for a value that never changes again.
+
+    ## Example
+    ```python
+    class Model(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+
+        def forward(self, x):
+            if self.config.scale is None:
+                self.config.scale = 0.5
+            return x * self.config.scale
+    ```
+    Use instead:
+    ```python
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            if self.config.scale is None:
+                self.config.scale = 0.5
+    ```
+
+    ## Fix safety
+    The block is the program's own, run once at construction instead of at the first call:
+    safe when it assigns only constants. When it computes the default from other attributes or
+    calls (`self.scale = self.dim ** -0.5`), the fix is unsafe: the program could change those
+    between construction and the first call. No fix, with the line, when the block reads an
+    input or a local of `forward` (a cache sized from `x`: it needs a representative input, so
+    set it where the model is built), has an `else`, or the class has no `__init__` of its own.
+
+    ## Profile evidence
+    `self.config.scale is None  # if self.config.scale is None:  # model.py:22 in forward`,
+    failing once, on the frame's second compile.
+    """
+
+    id = "RF010"
+    name = "lazy-default"
+    message = "`{attr}` is defaulted by the first call of compiled `{frame}` ({compiles} compiles): {fix}"
+    consumes = ("id_mismatch",)
+    triggers = ("is None",)
+    examples = (
+        Example(
+            before="    def __init__(self, config):\n        super().__init__()\n        self.config = config\n"
+            "        self.fc = nn.Linear(config.width, config.width)\n",
+            after="    def __init__(self, config):\n        super().__init__()\n        self.config = config\n"
+            "        self.fc = nn.Linear(config.width, config.width)\n"
+            "        if self.config.scale is None:\n            self.config.scale = 0.5\n",
+            golden="RF010/config_field",
+        ),
+        Example(  # the cache is built from the input: no edit
+            before="        if self.cos_cached is None:\n",
+            after=None,
+            golden="RF010/cache_from_input",
+        ),
+    )
+
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings = []
+        seen = set()
+        for frame in profile.frames:
+            if os.path.isabs(frame.file):
+                continue  # library code: not the user's to edit
+            for reason in frame.reasons():
+                attr = reason.source or ""
+                if (
+                    reason.kind != "id_mismatch"
+                    or not _ATTRIBUTE.match(attr)
+                    or f"{attr} is None" not in reason.text.split("\n", 1)[0]
+                    or reason.first_use is None
+                    or (frame.key, attr) in seen
+                ):
+                    continue
+                seen.add((frame.key, attr))
+                finding = self._plan(frame, attr, reason, project)
+                if finding is not None:
+                    findings.append(finding)
+        return findings
+
+    def _plan(self, frame: Frame, attr: str, reason: Reason, project: Project) -> Finding | None:
+        use = reason.first_use
+        assert use is not None
+        source = project.source(use.file)
+        if source is None:
+            return None
+        block = next(
+            (
+                n
+                for n in source.nodes(cst.If)
+                if source.positions[n].start.line == use.line and dotted_name(_none_tested(n) or cst.Name("_")) == attr
+            ),
+            None,
+        )
+        if block is None:
+            return None
+        pos = source.positions[block]
+        location = Location(file=use.file, line=pos.start.line, col=pos.start.column, function=use.function)
+        guards = [r for r in frame.reasons() if r.source == attr and r.kind in self.consumes]
+        evidence = frame_evidence(frame, guards)
+
+        def finding(fix: str, safety: Safety, notes: list[str], params: dict | None = None) -> Finding:
+            return Finding(
+                rule=self.id,
+                file=use.file,
+                location=location,
+                message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
+                safety=safety,
+                params=params or {},
+                evidence=evidence,
+                notes=notes,
+                covers=[cover(frame, [attr], self.consumes)],
+            )
+
+        no_fix = "it stays a lazy default"
+        why_not = _why_not(block, attr, source)
+        if why_not:
+            return finding(no_fix, Safety.NONE, [why_not])
+        cls = source.enclosing_class(next(a for a in source.ancestors(block) if isinstance(a, cst.FunctionDef)))
+        init = _method(cls, "__init__") if cls is not None else None
+        if cls is None or init is None:
+            where = f"`{cls.name.value}`" if cls is not None else "the class"
+            return finding(
+                no_fix,
+                Safety.NONE,
+                [f"{where} has no `__init__` of its own to set it in: set `{attr}` where the model is built"],
+            )
+        root = attr.split(".")[1]
+        if not _sets(init, root) and not _inherited_sets(ClassRef(use.file, source, cls), root, project):
+            return finding(
+                no_fix,
+                Safety.NONE,
+                [f"`self.{root}` is not set in `{cls.name.value}.__init__`: set `{attr}` where the model is built"],
+            )
+        last = init.body.body[-1]
+        end = source.positions[last].end.line
+        body_indent = source.statement_indent(last)
+        text = textwrap.indent(textwrap.dedent(_statement_text(source, block)), body_indent)
+        params = {"at": source.line_offsets[end] if end < len(source.line_offsets) else len(source.text), "text": text}
+        computed = _computed(block, attr, source)
+        notes = [
+            f"the block runs once at the end of `{cls.name.value}.__init__`, as the first call ran it: "
+            "the first compile already sees the value"
+        ]
+        if computed:
+            notes.append(
+                f"the default is computed ({computed}): the program could change what it reads between "
+                "construction and the first call"
+            )
+            return finding(f"set it in `{cls.name.value}.__init__`", Safety.UNSAFE, notes, params)
+        return finding(f"set it in `{cls.name.value}.__init__`", Safety.SAFE, notes, params)
+
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        text = p["text"] if p["text"].endswith("\n") else p["text"] + "\n"
+        return [Edit(finding.file, p["at"], p["at"], text, self.id)]
+
+
+def _none_tested(node: cst.If) -> cst.BaseExpression | None:
+    test = node.test
+    if (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    ):
+        return test.left
+    return None
+
+
+def _why_not(block: cst.If, attr: str, source: SourceFile) -> str | None:
+    line = source.positions[block].start.line
+    if block.orelse is not None:
+        return f"the `if` at line {line} has an `else`: the first call does more than set a default"
+    if not any(isinstance(n, cst.AssignTarget) and dotted_name(n.target) == attr for n in walk(block.body)) and not any(
+        isinstance(n, (cst.AnnAssign, cst.AugAssign)) and dotted_name(n.target) == attr for n in walk(block.body)
+    ):
+        return f"the block at line {line} does not assign `{attr}` itself"
+    func = next((a for a in source.ancestors(block) if isinstance(a, cst.FunctionDef)), None)
+    if func is None:
+        return None
+    module_names = _module_names(source)
+    for node in walk(block.body):
+        if isinstance(node, cst.Name) and is_load(source, node):
+            if node.value in ("self", "None", "True", "False") or node.value in module_names or node.value in _BUILTINS:
+                continue
+            return (
+                f"the default reads `{node.value}` (line {source.positions[node].start.line}), a name of "
+                f"`{func.name.value}`: set `{attr}` where the model is built, with a representative input"
+            )
+    return None
+
+
+def _computed(block: cst.If, attr: str, source: SourceFile) -> str:
+    """What the assigned values read besides constants (empty when they are all constants)."""
+    for node in walk(block.body):
+        if isinstance(node, cst.Assign):
+            value = node.value
+            if not _is_constant(value):
+                return f"`{source.code(value)}`"
+        elif isinstance(node, (cst.Expr,)):
+            return f"`{source.code(node)}`"
+    return ""
+
+
+def _is_constant(node: cst.BaseExpression) -> bool:
+    if isinstance(node, _CONSTANTS):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, cst.UnaryOperation):
+        return _is_constant(node.expression)
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(_is_constant(e.value) for e in node.elements)
+    return False
+
+
+def _module_names(source: SourceFile) -> set[str]:
+    names = set(source.imports)
+    for statement in source.module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            names.add(target.target.value)
+    return names
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+
+
+def _sets(init: cst.FunctionDef, root: str) -> bool:
+    """Does ``__init__`` set ``self.<root>`` (or hand ``root`` to ``super().__init__``)?"""
+    for node in walk(init.body):
+        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == f"self.{root}":
+            return True
+        if (
+            isinstance(node, cst.Call)
+            and dotted_name(node.func).endswith("__init__")
+            and any(dotted_name(a.value) == root or (a.keyword and a.keyword.value == root) for a in node.args)
+        ):
+            return True
+    return False
+
+
+def _inherited_sets(ref: ClassRef, root: str, project: Project) -> bool:
+    classes = ClassIndex(project)
+    for owner in list(classes.mro(ref))[1:]:
+        init = _method(owner.node, "__init__")
+        if init is not None and _sets(init, root):
+            return True
+    return False
+
+
+def _statement_text(source: SourceFile, statement: cst.CSTNode) -> str:
+    """The statement's whole lines (its indentation included, its comments kept)."""
+    pos = source.positions[statement]
+    start = source.line_offsets[pos.start.line - 1]
+    end = source.line_offsets[pos.end.line] if pos.end.line < len(source.line_offsets) else len(source.text)
+    return source.text[start:end]
+
+
+RULE = LazyDefault()

@@ -1,0 +1,25 @@
+"""golden/RF002/sampling_temperature fixed by hand: both temperature and top_k wrapped at the
+call (top_k None kept), as the issue's hand fix did.
+
+Measured by measure.py next to it (issue 15)."""
+
+import torch
+import torch.nn.functional as F
+
+
+@torch.compile
+def sample(logits, temperature, top_k):
+    logits = logits[:, -1, :] / max(temperature, 1e-5)
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("Inf")
+    probs = F.softmax(logits, dim=-1)
+    return probs, torch.multinomial(probs, num_samples=1)
+
+
+torch.manual_seed(0)
+logits = torch.randn(2, 3, 64)
+for temperature in (0.8, 1.0, 0.0, 1.3):
+    for top_k in (None, 5, 10, 100):
+        torch.manual_seed(1)
+        sample(logits.clone(), torch.tensor(temperature, dtype=torch.float64), None if top_k is None else torch.tensor(top_k))

@@ -1,0 +1,123 @@
+"""Every recompile accounted for (recompile_fix.findings.accounting): a fix, no fix (with why), or
+expected; the counts add up to the Profile's recompiles. Hand-written Profiles with torch 2.13's
+guard texts (measured: /work/staging/measure A.6), no torch run."""
+
+from recompile_fix.findings.accounting import EXPECTED, FIX, NO_FIX, account
+from recompile_fix.findings.finding import Finding, Safety, cover
+from recompile_fix.profile.model import Compile, Frame, Location, Profile
+from recompile_fix.profile.reasons import parse_reasons
+
+
+def frame_of(*failures: list[str], name="forward", file="train.py", limit=False) -> Frame:
+    """A frame whose n-th recompile failed on the guard texts of ``failures[n]`` (one per cache
+    entry, newest first, as torch lists them)."""
+    compiles = [Compile(id="0/0")]
+    for n, texts in enumerate(failures, start=1):
+        reasons = [r for text in texts for r in parse_reasons(text)]
+        compiles.append(Compile(id=f"0/{n}", reasons=reasons))
+    if limit:
+        compiles.append(Compile(id=f"0/{len(failures) + 1}", limit_hit=True))
+    return Frame(file=file, first_line=3, name=name, compiles=compiles)
+
+
+def profile_of(*frames: Frame) -> Profile:
+    return Profile(command=["python", "train.py"], torch_version="2.13.0", python_version="3.11", frames=list(frames))
+
+
+def finding(frame: Frame, safety: Safety, sources=(), kinds=()) -> Finding:
+    return Finding(
+        rule="RF002",
+        file=frame.file,
+        location=Location(file=frame.file, line=9),
+        message="`c` ...",
+        safety=safety,
+        notes=["why"],
+        covers=[cover(frame, sources, kinds)],
+    )
+
+
+GRAD = "0/0: GLOBAL_STATE changed: grad_mode"
+TRAINING = "0/0: self._modules['bn'].training == True  # if self.training:  # nn/modules/batchnorm.py:187 in forward"
+INFERENCE = (
+    "0/0: tensor 'x' dispatch key set mismatch. expected DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, "
+    "AutogradCPU), actual DispatchKeySet(CPU, BackendSelect, ADInplaceOrView)"
+)
+
+
+def test_grad_mode_train_eval_and_inference_mode_are_expected():
+    frame = frame_of([GRAD], [TRAINING], [INFERENCE])
+    result = account(profile_of(frame), [])
+    assert [o.category for o in result.outcomes] == [EXPECTED] * 3
+    assert "grad mode" in result.outcomes[0].why and "train/eval" in result.outcomes[1].why
+    assert "inference_mode" in result.outcomes[2].why
+    assert result.summary() == "3 recompiles: 0 with a fix, 0 with no fix (why given), 3 expected"
+
+
+def test_counts_add_up_and_limit_hits_are_not_recompiles():
+    scalar = ["0/0: c == 0.5  # return x * c  # train.py:4 in forward"]
+    frame = frame_of(
+        scalar, scalar, [GRAD], ["0/0: tensor 'x' size mismatch at index 0. expected 4, actual 5"], limit=True
+    )
+    other = frame_of(["0/0: G['N'] == 3"], name="other")
+    profile = profile_of(frame, other)
+    result = account(profile, [finding(frame, Safety.SAFE, ["c"], ["scalar_value"])])
+    assert result.total == sum(f.recompiles for f in profile.frames) == 5
+    assert (result.count(FIX), result.count(NO_FIX), result.count(EXPECTED)) == (2, 2, 1)
+    assert result.count(FIX) + result.count(NO_FIX) + result.count(EXPECTED) == result.total
+    # nothing covers the size change or the global: no fix, and the reason is named
+    whys = [o.why for o in result.outcomes if o.category == NO_FIX]
+    assert "no rule has a fix for this reason (tensor size changed `x`)" in whys
+    assert "no rule has a fix for this reason (module global changed `G['N']`)" in whys
+
+
+def test_a_finding_without_a_fix_gives_its_reason():
+    frame = frame_of(["0/0: n == 2  # for _ in range(n):  # train.py:4 in forward"])
+    result = account(profile_of(frame), [finding(frame, Safety.NONE, ["n"])])
+    (outcome,) = result.outcomes
+    assert outcome.category == NO_FIX and "RF002 [no fix]" in outcome.why and outcome.finding is not None
+
+
+def test_unsafe_fix_counts_as_a_fix_unless_unsafe_fixes_are_off():
+    frame = frame_of(["0/0: c == 0.5"])
+    findings = [finding(frame, Safety.UNSAFE, ["c"])]
+    assert account(profile_of(frame), findings).count(FIX) == 1
+    assert account(profile_of(frame), findings, unsafe_fixes=False).count(NO_FIX) == 1
+
+
+def test_a_recompile_is_a_fix_when_some_entry_failed_only_on_a_fixed_guard():
+    # sampling: temperature outer, top_k inner. The recompile at (1.0, None): the newest entry
+    # (0.8, 100) failed on temperature? no: on top_k's type; the entry (0.8, None) failed on
+    # temperature alone, so wrapping temperature makes that entry serve the call.
+    frame = frame_of(
+        ["0/3: ___check_type_id(top_k, 94), type=<class 'int'>", "0/0: temperature == 0.8"],
+        ["0/1: ___check_type_id(top_k, 94), type=<class 'int'>", "0/0: top_k is None  # if top_k is not None:"],
+    )
+    result = account(profile_of(frame), [finding(frame, Safety.SAFE, ["temperature"], ["scalar_value"])])
+    assert [o.category for o in result.outcomes] == [FIX, EXPECTED]
+    assert "switched between None and a value" in result.outcomes[1].why
+
+
+def test_a_lazy_attribute_default_is_not_a_none_switch():
+    frame = frame_of(["0/0: self.config.scale is None  # if self.config.scale is None:  # m.py:9 in forward"])
+    (outcome,) = account(profile_of(frame), []).outcomes
+    assert outcome.category == NO_FIX  # RF010's to fix, not a state of the program
+
+
+def test_sizes_under_a_deliberate_dynamic_false_are_expected():
+    size = ["0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"]
+    frame = frame_of(size, size)
+    deliberate = account(profile_of(frame), [], deliberate_static=lambda f: "`dynamic=False` at train.py:2")
+    assert [o.category for o in deliberate.outcomes] == [EXPECTED, EXPECTED]
+    assert "dynamic=False` at train.py:2 on purpose" in deliberate.outcomes[0].why
+    # ... but not when the frame hit the recompile limit: the set of sizes was not bounded
+    limited = frame_of(size, size, limit=True)
+    assert account(profile_of(limited), [], deliberate_static=lambda f: "x").count(EXPECTED) == 0
+
+
+def test_to_json_lists_each_recompile():
+    frame = frame_of([GRAD])
+    data = account(profile_of(frame), []).to_json()
+    assert data["recompiles"] == 1 and data["expected"] == 1
+    assert data["items"] == [
+        {"frame": "forward (train.py:3)", "compile": "0/1", "category": "expected", "why": data["items"][0]["why"]}
+    ]

@@ -1,0 +1,187 @@
+"""RF008 scheduled-dropout, RF009 schedule-tensor and RF010 lazy-default beyond the golden apply
+test: what `report` says for their negative cases, and RF005's new reasons for no fix (the Profile
+shows a break cannot make the prefix compile once). Recorded Profiles only: no torch run."""
+
+import shutil
+
+import pytest
+
+from conftest import ROOT, run_cli
+from golden_cases import GOLDEN, load_case
+from recompile_fix.analysis.project import Project
+from recompile_fix.findings.finding import Safety
+from recompile_fix.findings.plan import plan
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules import ALL_RULES, rule_by_id
+
+# Negative cases: the line of `report` and the note that says why there is no fix.
+NEGATIVE = {
+    "RF008/channel_dropout": (
+        "RF008 [no fix] `self._modules['drop'].p` is a dropout probability that changes",
+        "`self.drop` is built as `nn.Dropout2d`, whose mask is not F.dropout's",
+    ),
+    "RF009/schedule_read_elsewhere": (
+        "RF009 [no fix] `self.warmup[step]` in compiled `forward` indexes a list by an int that changes",
+        "`self.warmup` is also used as a list: program.py:18 (`return len(self.warmup) - 1`)",
+    ),
+    "RF010/cache_from_input": (
+        "RF010 [no fix] `self.cos_cached` is defaulted by the first call of compiled `forward`",
+        "the default reads `positions` (line 17), a name of `forward`: set `self.cos_cached` where the model is "
+        "built, with a representative input",
+    ),
+    "RF002/timestep_truncated": (
+        "RF002 [no fix] `timestep` of compiled `forward` is a Python float that changes",
+        "`timestep` is type-checked by `torch.is_tensor()` at program.py:17",
+    ),
+}
+
+
+def _stage(case: str, tmp_path):
+    directory = GOLDEN / case
+    for extra in directory.glob("*.py"):
+        if extra.name not in ("program.in.py", "program.out.py"):
+            shutil.copy(extra, tmp_path / extra.name)
+    shutil.copy(directory / "program.in.py", tmp_path / "program.py")
+    return directory
+
+
+@pytest.mark.parametrize("case", NEGATIVE, ids=str)
+def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
+    directory = _stage(case, tmp_path)
+    assert not load_case(directory).changes
+    assert (directory / "program.out.py").read_text() == (directory / "program.in.py").read_text()
+    out = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
+    line, note = NEGATIVE[case]
+    assert line in out and note in out, out
+    assert "Every recompile accounted for:" in out
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("RF008/early_dropout", [("RF008", Safety.UNSAFE)]),
+        ("RF008/stochastic_depth", [("RF008", Safety.UNSAFE)]),
+        ("RF009/numpy_schedule", [("RF009", Safety.SAFE), ("RF009", Safety.SAFE)]),  # the class, the call
+        ("RF009/list_schedule", [("RF009", Safety.SAFE), ("RF009", Safety.SAFE)]),
+        ("RF010/config_field", [("RF010", Safety.SAFE)]),
+        ("RF002/sampling_temperature", [("RF002", Safety.NONE), ("RF002", Safety.SAFE)]),  # top_k, temperature
+    ],
+)
+def test_findings_and_every_recompile_covered(case, expected, tmp_path):
+    directory = _stage(case, tmp_path)
+    profile = Profile.load(directory / "profile.json")
+    rule = rule_by_id(case.split("/")[0])
+    findings = [f for f in plan(profile, Project(tmp_path, expected_hashes=profile.sources), ALL_RULES)]
+    assert [(f.rule, f.safety) for f in findings if f.rule == rule.id] == expected
+    text = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
+    assert "no rule has a fix" not in text  # each recompile is a fix, a [no fix] with why, or expected
+
+
+def test_rf008_values_stay_below_one_or_the_gate_zeroes():
+    """ScheduledDropout's p == 1 path zeroes as F.dropout does (-0.0 kept), without a draw."""
+    from recompile_fix.rules.rf008_scheduled_dropout import HELPER
+
+    assert "if self.drops_all:\n            return input.mul_(0.0) if self.inplace else input * 0.0" in HELPER
+    assert "self.drops = bool(value > 0)" in HELPER
+
+
+LIST_INDEX = """import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.schedule = [1.0 - 0.05 * i for i in range(20)]
+
+    def forward(self, x, epoch):
+        h = self.fc(x)
+        t = self.schedule[epoch]
+        return h * t
+"""
+
+
+@pytest.mark.parametrize(
+    "guards, breaks, why",
+    [
+        (  # torch 2.13's text for a list indexed by the int (measured: RF005 makes it 8 -> 1 + 8)
+            [
+                "0/0: epoch == 0  # t = self.schedule[epoch]  # m.py:13 in forward (_dynamo/variables/lists.py:174 in "
+                "getitem_const)"
+            ],
+            [],
+            "`epoch` indexes a Python list at line 13",
+        ),
+        (  # numpy indexed by a SymInt already breaks the graph there (measured: 3 -> 4 compiles)
+            ["0/0: epoch == 0  # t = self.schedule[epoch]  # m.py:13 in forward"],
+            [13],
+            "the graph already breaks at line 13",
+        ),
+        (  # the prefix recompiles for another guard: a break would not make it compile once
+            [
+                "0/0: tensor 'x' size mismatch at index 0. expected 4, actual 5",
+                "0/0: epoch == 0  # t = self.schedule[epoch]  # m.py:13 in forward",
+            ],
+            [],
+            "the prefix recompiles too (tensor size changed `x` (1x))",
+        ),
+    ],
+)
+def test_rf005_no_fix_where_the_prefix_would_recompile_anyway(tmp_path, guards, breaks, why):
+    from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location
+    from recompile_fix.profile.reasons import parse_reasons
+
+    (tmp_path / "m.py").write_text(LIST_INDEX)
+    compiles = [Compile(id="0/0")]
+    for n, text in enumerate(guards, start=1):
+        reasons = parse_reasons(text)
+        for reason in reasons:
+            if reason.source == "epoch":
+                reason.first_use = Location(file="m.py", line=13, function="forward")
+        compiles.append(Compile(id=f"0/{n}", reasons=reasons))
+    frame = Frame(
+        file="m.py",
+        first_line=11,
+        name="forward",
+        compiles=compiles,
+        graph_breaks=[
+            GraphBreak(Location(file="m.py", line=line), "TypeError when making fake tensor call") for line in breaks
+        ],
+    )
+    profile = Profile(command=["python", "m.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    (finding,) = rule_by_id("RF005").plan(profile, Project(tmp_path))
+    assert finding.safety is Safety.NONE
+    assert finding.notes[0].startswith(why), finding.notes
+
+
+def test_rf005_dropped_where_another_rules_safe_fix_makes_the_frame_compile_once(tmp_path):
+    """examples/large_tail.py: RF002 wraps `k`, so `pipeline` compiles once; a break would only add
+    a frame."""
+    from recompile_fix.findings.finding import Finding, cover
+    from recompile_fix.findings.plan import _drop_splits_another_fix_makes_moot
+    from recompile_fix.profile.model import Compile, Frame, Location
+
+    frame = Frame(file="p.py", first_line=1, name="pipeline", compiles=[Compile(id="0/0"), Compile(id="0/1")])
+    at = Location(file="p.py", line=5)
+    split = Finding("RF005", "p.py", at, "m", Safety.UNSAFE, covers=[cover(frame, ["k"])])
+    wrap = Finding("RF002", "p.py", at, "m", Safety.SAFE, covers=[cover(frame, ["k"])])
+    other = Finding("RF002", "p.py", at, "m", Safety.SAFE, covers=[cover(frame, ["c"])])
+    _drop_splits_another_fix_makes_moot([split, other], ALL_RULES)
+    assert split.safety is Safety.UNSAFE  # another value: the break still shields k
+    _drop_splits_another_fix_makes_moot([split, wrap], ALL_RULES)
+    assert split.safety is Safety.NONE and "RF002's safe fix at p.py:5" in split.notes[0]
+
+
+def test_rules_command_lists_the_new_rules(cli):
+    out = cli("rules", check=0).stdout
+    for rule_id in ("RF008", "RF009", "RF010"):
+        assert rule_id in out
+    docs = cli("rules", "RF009", check=0).stdout
+    assert "## Fix safety" in docs and "golden/RF009/numpy_schedule" in docs
+
+
+def test_docs_mention_every_rule():
+    readme = (ROOT / "README.md").read_text()
+    for rule in ALL_RULES:
+        assert f"| {rule.id} |" in readme, rule.id
