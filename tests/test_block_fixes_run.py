@@ -46,7 +46,9 @@ EDITED = {
     "RF007/decorator_forward",
     "RF007/nanogpt_training",
     "RF007/sequential_property",
+    "RF008/stochastic_depth",  # a timm-style drop-path ViT that trains: RF007 compiles its blocks
     "examples/deep_blocks.py",
+    "tests/programs/hand_fixes/stochastic_depth_tensor.py",
 }
 
 
