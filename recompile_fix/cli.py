@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from recompile_fix.errors import UserError
+from recompile_fix.errors import Interrupted, UserError
 
 __all__ = ["apply", "lsp", "main", "profile", "report", "rules", "verify"]
 
@@ -33,18 +34,45 @@ class _Group(click.Group):
             _fail(str(exc))
 
     def main(self, *args, **kwargs):
+        # SIGTERM unwinds like Ctrl-C (temp directories removed, locks released), then exits
+        # with 143; while a program runs, profile/run.py passes both on to it instead.
+        previous = _raise_on_sigterm()
         # Usage errors in one line, like every other error (click prints three).
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "recompile-fix"
             _fail(f"{exc.format_message()} (see `{command} --help`)")
-        except click.exceptions.Abort:
+        except Interrupted as exc:
+            _interrupted(exc)
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _interrupted(Interrupted(signal.SIGINT))
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except click.ClickException as exc:
             _fail(exc.format_message())
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         sys.exit(code if isinstance(code, int) else 0)  # ctx.exit(n) comes back as n here
+
+
+def _raise_on_sigterm():
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a test driving main() from a thread)
+        return None
+
+
+def _interrupted(exc: Interrupted) -> None:
+    name = signal.Signals(exc.signum).name
+    what = "aborted: no Profile written" if exc.aborted else "stopped"
+    click.echo(f"recompile-fix: interrupted ({name}); {what}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,7 +129,19 @@ def profile(output, backend, trace_dir, command) -> None:
                 err=True,
             )
     else:
-        result, exit_code = run_profiled(list(command), backend=backend)
+        try:
+            result, exit_code = run_profiled(list(command), backend=backend)
+        except Interrupted as exc:
+            if exc.partial is None:
+                raise
+            exc.partial.dump(output)  # what the program compiled before it was stopped
+            name = signal.Signals(exc.signum).name
+            click.echo(
+                f"recompile-fix: interrupted ({name}): wrote the partial Profile to {output}: "
+                f"{len(exc.partial.frames)} frames, {exc.partial.total_compiles} compiles",
+                err=True,
+            )
+            sys.exit(exc.exit_code)
     result.dump(output)
     frames = len(result.frames)
     recorded = recording_summary(result)
@@ -143,10 +183,12 @@ def report(profile_file, as_json, html_file) -> None:
     from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
     from recompile_fix.profile.model import Profile
+    from recompile_fix.profile.validate import check_against_sources
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
 
     loaded = Profile.load(profile_file or load_config().profile)
+    check_against_sources(loaded, _read_or_none)
     project = Project(".", expected_hashes=loaded.sources)
     findings = plan(loaded, project, ALL_RULES)
     accounting = account(loaded, findings, deliberate_static=static_compile_site(loaded, project))
@@ -224,6 +266,46 @@ def apply(
 
     Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
     """
+    import contextlib
+    import os
+
+    from recompile_fix.pipeline.lock import project_lock
+
+    write = not (show_diff or check)
+    # One writing run at a time: from reading the Profile to recording what was written in it.
+    with project_lock(os.getcwd()) if write else contextlib.nullcontext():
+        _apply(
+            paths,
+            profile_file,
+            show_diff,
+            check,
+            unsafe_fixes,
+            select,
+            ignore,
+            output_format,
+            config_file,
+            jobs,
+            no_cache,
+            verify_fixes,
+            exit_zero,
+        )
+
+
+def _apply(
+    paths,
+    profile_file,
+    show_diff,
+    check,
+    unsafe_fixes,
+    select,
+    ignore,
+    output_format,
+    config_file,
+    jobs,
+    no_cache,
+    verify_fixes,
+    exit_zero,
+) -> None:
     import os
 
     from recompile_fix.config import check_selectors, load_config, split_ids
@@ -287,7 +369,9 @@ def apply(
             result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES, width=terminal_width()
         )
     if write:
-        write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+        unwritten = write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
+        result.errors.extend(why for _, why in unwritten)  # one line each; the others are written
+        result.rewrites = [r for r in result.rewrites if all(r is not u for u, _ in unwritten)]
     click.echo(shown, nl=False)
     for error in result.errors:
         click.echo(f"recompile-fix: error: {error}", err=True)
@@ -296,7 +380,11 @@ def apply(
     unsafe_left = 0 if config.unsafe_fixes else sum(1 for f in result.findings if f.safety is Safety.UNSAFE)
     if write:
         if result.rewrites and loaded is not None:
-            loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
+            try:
+                loaded.dump(profile_path)  # remember what was applied: a second apply is a no-op
+            except UserError as exc:
+                result.errors.append(f"{exc}; the files fixed will read as changed since profiling")
+                click.echo(f"recompile-fix: error: {result.errors[-1]}", err=True)
         summary = f"Fixed {fixed} finding(s) in {files} file(s)."
     else:
         summary = f"Would fix {fixed} finding(s) in {files} file(s)."
@@ -465,6 +553,13 @@ def lsp(debounce, guide) -> None:
     from recompile_fix.lsp.server import DEFAULT_DEBOUNCE, serve
 
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)
+
+
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
 
 
 # -- verify and apply --verify: the click side -------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 import libcst as cst
 
+from recompile_fix.analysis.call_match import call_at_site
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
@@ -229,6 +230,15 @@ class MarkDynamic(Rule):
                         edits.append(Edit(finding.file, end, end, clone, self.id))
                     else:
                         edits.append(Edit(finding.file, at, at, _indented(f"{name} = {name}{clone}", indent), self.id))
+            elif isinstance(value, cst.NamedExpr) and isinstance(value.target, cst.Name):
+                # `f(x := make(), c)`: the statement binds `x` itself (`x = make()`), then passes `x`.
+                name = value.target.value
+                text = source.code(value.value)
+                if clone and not _atomic(value.value):
+                    text = f"({text})"
+                edits.append(Edit(finding.file, at, at, _indented(f"{name} = {text}{clone}", indent), self.id))
+                start, end = source.span(value)
+                edits.append(Edit(finding.file, start, end, name, self.id))
             elif _dotted(value) and not clone:
                 name = source.code(value)
             else:
@@ -323,7 +333,8 @@ class _SitePlan:
     def findings(self) -> list[Finding]:
         source = self.project.source(self.site.file)
         site = self.site
-        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+        # On a line without spans (PYTHONNODEBUGRANGES=1), the call that can take the recorded arguments.
+        call = call_at_site(source, site, self.frame, self.project.source) if source else None
         if source is None or call is None:
             return self.none([f"no call found at {site.file}:{site.line}"])
         statement, why = source.statement_of(call)

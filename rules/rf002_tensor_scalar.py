@@ -191,7 +191,7 @@ class TensorScalar(Rule):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
         findings = []
-        for site, call, compiled in calls(sites, project):
+        for site, call, compiled in calls(sites, project, frame):
             if call is None:
                 findings.append(finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"]))
                 continue

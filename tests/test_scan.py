@@ -1,6 +1,7 @@
 """Static mode over many files: the prefilter skips files without a rule's trigger, the cache
 makes an unchanged re-run parse nothing, and content (not mtime) decides what is stale."""
 
+import errno
 import os
 
 import libcst as cst
@@ -8,7 +9,7 @@ import libcst as cst
 from conftest import ROOT
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.scan import StaticScan, discover
+from recompile_fix.pipeline.scan import CACHE_FILE, StaticScan, discover
 from recompile_fix.profile.model import Location
 
 
@@ -72,6 +73,43 @@ def test_prefilter_exclude_and_cache(tmp_path):
     a.write_text("print(1)\nprint(2)\n")  # changed content
     scan, findings = _scan(root)
     assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 2
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_scanned_again(tmp_path):
+    # The cache was keyed by (mtime, size): such an edit reused the old findings, and `apply`
+    # placed them by line numbers that no longer held.
+    root = _tree(tmp_path)
+    a = root / "pkg" / "a.py"
+    a.write_text("print(1)\nx = 22222\n")
+    _scan(root)
+    stamp = a.stat()
+    a.write_text("x = 22222\nprint(1)\n")  # same size, the print moved
+    os.utime(a, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    scan, findings = _scan(root)
+    assert scan.parsed == 1 and [f.location.line for f in findings] == [2]
+
+
+def test_a_damaged_or_unwritable_cache_is_only_slower(tmp_path, monkeypatch):
+    root = _tree(tmp_path)
+    _scan(root)
+    cache = root / CACHE_FILE
+    for damaged in ("[1, 2]", '{"key": 1}', "{", '{"files": [], "key": null}'):
+        cache.write_text(damaged)
+        scan, findings = _scan(root)
+        assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 1
+    # A full disk while the cache is written (it raised a traceback): the scan's result stands,
+    # the old cache stays whole and no temp file is left.
+    kept = cache.read_bytes()
+    import json as json_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(json_module, "dump", full)
+    (root / "pkg" / "a.py").write_text("print(3)\n")
+    scan, findings = _scan(root)
+    assert len(findings) == 1 and cache.read_bytes() == kept
+    assert [p.name for p in cache.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_progress_only_when_asked(tmp_path, capsys):

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from recompile_fix.analysis.call_match import call_at_site
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Compile, Frame, Location
@@ -51,13 +52,16 @@ class Parameter:
         return None, f"the call does not pass `{self.name}` (its default is used)"
 
 
-def calls(sites: list[Location], project: Project) -> Iterator[tuple[Location, cst.Call | None, bool]]:
-    """The compiled call sites, then the other calls of the same callee in those files."""
+def calls(
+    sites: list[Location], project: Project, frame: Frame | None = None
+) -> Iterator[tuple[Location, cst.Call | None, bool]]:
+    """The compiled call sites, then the other calls of the same callee in those files. With the
+    compiled ``frame``, a site without column spans names the call that can take its arguments."""
     seen = set()
     callees: dict[str, set[str]] = {}
     for site in sites:
         source = project.source(site.file)
-        call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source else None
+        call = call_at_site(source, site, frame, project.source) if source else None
         if source is not None and call is not None:
             if id(call) in seen:
                 continue

@@ -44,6 +44,10 @@ class Project:
         value = self._cache[path]
         return None if isinstance(value, Exception) else value
 
+    def parsed(self) -> dict[str, SourceFile]:
+        """The files read so far that parsed (path -> SourceFile)."""
+        return {path: value for path, value in self._cache.items() if isinstance(value, SourceFile)}
+
     def read_only(self, path: str) -> SourceFile | None:
         """A file under the root as it is now, whether or not the Profile saw it: for resolving
         names (a base class, an imported helper) only, never for placing an edit. None when it

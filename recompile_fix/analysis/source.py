@@ -7,18 +7,22 @@ done once per file and kept on the SourceFile.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import re
+import symtable
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from recompile_fix.errors import UserError
 
 __all__ = ["dotted_name", "is_name", "SourceError", "SourceFile", "walk"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
+_BUILTIN_NAMES = set(dir(builtins))
 
 
 class SourceError(UserError):
@@ -86,18 +90,24 @@ class SourceFile:
                     node.end_col_offset += 3
         return tree
 
-    @functools.cached_property
-    def _wrapper(self) -> MetadataWrapper:
-        return MetadataWrapper(self.module, unsafe_skip_copy=True)
-
     # -- metadata ---------------------------------------------------------------------
     @functools.cached_property
     def positions(self):
-        return self._wrapper.resolve(PositionProvider)
+        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
     @functools.cached_property
-    def parents(self):
-        return self._wrapper.resolve(ParentNodeProvider)
+    def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        """Each node's parent: what libcst's ParentNodeProvider records (every node of each
+        node's ``children``), walked directly: about a third of the provider's cost, whose
+        visitor calls its hooks on every node."""
+        parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        stack: list[cst.CSTNode] = [self.module]
+        while stack:
+            node = stack.pop()
+            for child in node.children:
+                parents[child] = node
+                stack.append(child)
+        return parents
 
     @functools.cached_property
     def line_offsets(self) -> list[int]:
@@ -146,9 +156,18 @@ class SourceFile:
     def nodes(self, kind: type) -> list:
         return [node for node in self.positions if isinstance(node, kind)]
 
-    def call_at(self, line: int, col: int | None, end_line: int | None, end_col: int | None) -> cst.Call | None:
-        """The call expression CPython reported at this span (columns in bytes), else the
-        outermost call that starts on ``line``."""
+    def call_at(
+        self,
+        line: int,
+        col: int | None,
+        end_line: int | None,
+        end_col: int | None,
+        accept: Callable[[cst.Call], bool] | None = None,
+    ) -> cst.Call | None:
+        """The call expression CPython reported at this span (columns in bytes). Without a span
+        that matches (a Profile recorded with PYTHONNODEBUGRANGES=1 names only the line): the one
+        call starting on ``line`` that ``accept`` accepts (every call, without ``accept``), and
+        None when there are several: the wrong call would get the fix."""
         calls = [n for n in self.nodes(cst.Call) if self.positions[n].start.line == line]
         if col is not None and end_col is not None and end_line is not None:
             start, end = self.char_column(line, col), self.char_column(end_line, end_col)
@@ -156,8 +175,9 @@ class SourceFile:
                 pos = self.positions[call]
                 if (pos.start.column, pos.end.line, pos.end.column) == (start, end_line, end):
                     return call
-        calls.sort(key=lambda n: self.positions[n].start.column)
-        return calls[0] if calls else None
+        if accept is not None:
+            calls = [c for c in calls if accept(c)]
+        return calls[0] if len(calls) == 1 else None
 
     def function_def(self, first_line: int, name: str) -> cst.FunctionDef | None:
         """The def a code object came from (``co_firstlineno`` counts decorators)."""
@@ -209,8 +229,11 @@ class SourceFile:
         return None, "no enclosing statement"
 
     def names_in_scope(self, node: cst.CSTNode) -> set[str]:
-        """The names bound or used in the function (or module) around ``node``, not counting
-        nested functions and classes: the names a new binding must avoid."""
+        """The names a new binding in the function (or module) around ``node`` must avoid: those
+        bound or read there, and those a nested function, lambda, comprehension or class reads
+        from outside itself (a lambda reading the global ``x`` would read a new local ``x``
+        instead); at module level also every global any function reads, and the builtins (a
+        module-level ``input`` would shadow the builtin for the whole file)."""
         scope = next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), self.module)
         names: set[str] = set()
 
@@ -230,7 +253,41 @@ class SourceFile:
                 return False
 
         scope.visit(Collect())
+        table = self._symbols_of(scope)
+        if table is None:  # no symbol table (the file does not compile): every name of the scope
+            scope.visit(_AllNames(names))
+        else:
+            stack = list(table.get_children())
+            while stack:
+                inner = stack.pop()
+                names.update(s.get_name() for s in inner.get_symbols() if s.is_free() or s.is_global())
+                stack.extend(inner.get_children())
+        if scope is self.module:
+            names |= _BUILTIN_NAMES
         return names
+
+    @functools.cached_property
+    def _symbol_table(self) -> symtable.SymbolTable | None:
+        try:
+            return symtable.symtable(self.text.lstrip("\ufeff"), str(self.path), "exec")
+        except (SyntaxError, ValueError):
+            return None
+
+    def _symbols_of(self, scope: cst.CSTNode) -> symtable.SymbolTable | None:
+        """The symbol table of the module, or of a ``def`` (matched by name and line)."""
+        table = self._symbol_table
+        if table is None or scope is self.module:
+            return table
+        assert isinstance(scope, cst.FunctionDef)
+        line = self.positions[scope.name].start.line
+        stack = [table]
+        while stack:
+            current = stack.pop()
+            if current.get_type() == "function" and current.get_name() == scope.name.value:
+                if current.get_lineno() == line:
+                    return current
+            stack.extend(current.get_children())
+        return None
 
     def statement_indent(self, statement: cst.CSTNode) -> str:
         pos = self.positions[statement]
@@ -298,6 +355,15 @@ class SourceFile:
             else:
                 break
         return self.line_offsets[line] if line < len(self.line_offsets) else len(self.text)
+
+
+class _AllNames(cst.CSTVisitor):
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def visit_Name(self, name: cst.Name) -> None:
+        self.names.add(name.value)
 
 
 def walk(root: cst.CSTNode):

@@ -1,5 +1,7 @@
 """Rewriting: Findings -> Edits for one file. Adds ``import torch`` where a fix needs it and the
-file lacks it, and uses the file's own alias (``import torch as th``) where it has one."""
+file lacks it, and uses the file's own alias (``import torch as th``) where it has one. Every
+result passes ``proof.prove`` (it compiles, binds no name that captures another, changes nothing
+outside its edits, keeps the file's line endings): a fix that fails it is left out, with why."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from dataclasses import dataclass, field
 
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit, apply_edits
+from recompile_fix.edits.proof import FixEdits, prove, with_line_endings
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import check_edits, installed_torch_version
 from recompile_fix.findings.rule import Rule
@@ -31,6 +34,8 @@ class FileRewrite:
 def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[str, Rule]) -> FileRewrite:
     torch_name = source.torch_alias or "torch"
     result = FileRewrite(path=path, before=source.text, after=source.text)
+    planned: list[tuple[Finding, FixEdits]] = []
+    taken: list[Edit] = []
     for finding in findings:
         try:
             edits = rules[finding.rule].fix(finding, source, torch_name)
@@ -44,14 +49,70 @@ def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[
         if wrong_release is not None:
             result.skipped.append((finding, wrong_release))
             continue
-        if any(new.overlaps(old) for new in edits for old in result.edits):
+        if any(new.overlaps(old) for new in edits for old in taken):
             result.skipped.append((finding, "overlaps another fix in this file"))
             continue
-        result.edits.extend(edits)
+        edits = with_line_endings(source.text, edits)
+        taken.extend(edits)
+        planned.append((finding, FixEdits(tuple(edits), _anchor(source, finding, edits))))
+    planned = _proven(source, planned, result)
+    for finding, fix in planned:
+        result.edits.extend(fix.edits)
         result.applied.append(finding)
-    if result.edits and source.torch_alias is None:
-        at = source.import_insertion_offset()
-        prefix = "" if at == 0 or source.text[:at].endswith("\n") else "\n"
-        result.edits.insert(0, Edit(path, at, at, f"{prefix}import torch\n", "import"))
+    result.edits[:0] = _import_edits(path, source, result.edits)
     result.after = apply_edits(source.text, result.edits)
     return result
+
+
+def _import_edits(path: str, source: SourceFile, edits: list[Edit]) -> list[Edit]:
+    if not edits or source.torch_alias is not None:
+        return []
+    at = source.import_insertion_offset()
+    prefix = "" if at == 0 or source.text[:at].endswith(("\n", "\r")) else "\n"
+    return with_line_endings(source.text, [Edit(path, at, at, f"{prefix}import torch\n", "import")])
+
+
+def _proof(source: SourceFile, path: str, planned: list[tuple[Finding, FixEdits]]) -> str | None:
+    edits = [e for _, fix in planned for e in fix.edits]
+    edits[:0] = _import_edits(path, source, edits)
+    if not edits:
+        return None
+    return prove(source.text, apply_edits(source.text, edits), edits, [fix for _, fix in planned])
+
+
+def _proven(
+    source: SourceFile, planned: list[tuple[Finding, FixEdits]], result: FileRewrite
+) -> list[tuple[Finding, FixEdits]]:
+    """The fixes whose text passes the proof: all of them (one proof, the usual case), else each
+    fix proven alone, and the ones that pass proven together again (else the file gets none)."""
+    why = _proof(source, result.path, planned)
+    if why is None:
+        return planned
+    kept = []
+    for finding, fix in planned:
+        alone = why if len(planned) == 1 else _proof(source, result.path, [(finding, fix)])
+        if alone is None:
+            kept.append((finding, fix))
+        else:
+            result.skipped.append((finding, f"the fix fails its proof: {alone}"))
+    if kept and len(kept) < len(planned):
+        together = _proof(source, result.path, kept)
+        if together is not None:
+            result.skipped.extend((finding, f"the fixes fail their proof together: {together}") for finding, _ in kept)
+            return []
+    elif kept:  # each passes alone, not together
+        result.skipped.extend((finding, f"the fixes fail their proof together: {why}") for finding, _ in kept)
+        return []
+    return kept
+
+
+def _anchor(source: SourceFile, finding: Finding, edits: list[Edit]) -> int | None:
+    """Where the code a fix is about starts: the first span it replaces, else the Finding's
+    location (a call, as the rule placed it)."""
+    replaced = [e.start for e in edits if e.start != e.end]
+    if replaced:
+        return min(replaced)
+    location = finding.location
+    if location.col is None or not 0 < location.line <= len(source.lines):
+        return None
+    return source.offset(location.line, min(location.col, len(source.lines[location.line - 1])))

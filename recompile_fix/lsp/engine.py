@@ -39,6 +39,7 @@ from recompile_fix.lsp.items import (
 from recompile_fix.lsp.positions import LineIndex, Range, code_units, diff_edit, map_offset
 from recompile_fix.pipeline.fix import is_selected, merge_findings
 from recompile_fix.profile.model import Profile, relative_to_root, resolve, sha256_bytes
+from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed, strip_suppressions, with_suppression
 
 __all__ = ["Engine"]
@@ -75,6 +76,13 @@ class _BufferProject(Project):
                 self.errors[path] = str(exc)
                 self._cache[path] = exc
         return super().source(path)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _stamp(path: Path | None):
@@ -161,8 +169,11 @@ class Engine:
             if stamp[1] is not None:
                 try:
                     self.profile = Profile.load(path)
-                except UserError as exc:
-                    self._log(f"recompile-fix: {exc}; showing only the rules that need no Profile")
+                    check_against_sources(self.profile, lambda p: _read_or_none(resolve(p, self.root)))
+                except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, one line
+                    self.profile = None  # never keep fixes from a Profile that no longer reads
+                    why = str(exc) if isinstance(exc, UserError) else f"{path}: cannot read the Profile: {exc!r}"
+                    self._log(f"recompile-fix: {why}; showing only the rules that need no Profile")
             changed = True
         if changed:
             self._project = _BufferProject(self.root, self.profile.sources) if self.profile else None

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import queue
+import re
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -82,7 +85,10 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
     import recompile_fix
 
     server = LanguageServer(
-        "recompile-fix", recompile_fix.__version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental
+        "recompile-fix",
+        recompile_fix.__version__,
+        text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+        protocol_cls=_protocol_class(),
     )
     worker = _Worker()
     severities = {
@@ -406,6 +412,36 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE):
     return server
 
 
+_ANSWERED = object()  # a message already answered with an error: nothing more to do
+
+
+def _protocol_class():
+    """pygls's protocol, answering a request whose params do not fit its type (a negative
+    position, a string for a number) with an Invalid Params error instead of dropping it."""
+    from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+    from pygls.protocol import LanguageServerProtocol
+
+    class Protocol(LanguageServerProtocol):
+        def structure_message(self, data):
+            try:
+                return super().structure_message(data)
+            except JsonRpcException:
+                method = data.get("method", "")
+                if "id" in data and method:
+                    error = JsonRpcInvalidParams(f"invalid params for {method}")
+                    self._send_response(data["id"], None, error.to_response_error())
+                else:
+                    log.warning("ignoring a notification with invalid params: %s", method or "?")
+                return _ANSWERED
+
+        def handle_message(self, message):
+            if message is _ANSWERED:
+                return None
+            return super().handle_message(message)
+
+    return Protocol
+
+
 def _warm_black() -> None:
     from recompile_fix.edits.format import format_statement
 
@@ -423,4 +459,77 @@ def _get(obj, *names):
 def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
     """Run the language server on stdin/stdout until the client says exit."""
     logging.basicConfig(level=logging.WARNING, format="recompile-fix lsp: %(message)s")
-    build_server(debounce).start_io()
+    server = build_server(debounce)
+    from pygls.io_ import StdinAsyncReader, StdoutWriter
+
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    try:
+        asyncio.run(_read_messages(server, StdinAsyncReader(sys.stdin.buffer, server.thread_pool)))
+    except BrokenPipeError:
+        log.error("the editor closed the connection; exiting")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+
+
+# -- reading messages: every request answered, a bad header never deafens the server ------------
+# pygls's own loop drops a request whose params do not structure (no answer: the editor waits
+# forever) and, after a header it cannot read (``Content-Length: abc``), reads each next body
+# as a header: deaf for good. This loop finds the next ``Content-Length`` wherever it is (a lost
+# body and the next header run into one line), and answers what it could not read.
+_CONTENT_LENGTH = re.compile(rb"Content-Length:[ \t]*(\d+)[ \t]*\r?\n$", re.IGNORECASE)
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+async def _read_messages(server, reader) -> None:
+    protocol = server.protocol
+    length = 0
+    while not server._stop_event.is_set():
+        header = await reader.readline()
+        if not header:
+            return
+        match = _CONTENT_LENGTH.search(header)
+        if match:
+            lost = header[: match.start()]
+            if lost.strip():  # the body of a message whose header could not be read
+                _answer_unreadable(protocol, lost, "its Content-Length header was not a number")
+            length = int(match.group(1))
+            continue
+        if header.strip():
+            if header.lower().startswith(b"content-length"):
+                log.warning("ignoring a message with an unreadable header: %r", header[:80])
+                length = 0
+            continue  # Content-Type, or the rest of a lost message
+        if not length:
+            continue
+        body = await reader.readexactly(length)
+        length = 0
+        if not body:
+            return
+        try:
+            message = json.loads(body, object_hook=protocol.structure_message)
+        except Exception as exc:  # noqa: BLE001 - not JSON, or not a message
+            _answer_unreadable(protocol, body, f"it is not a JSON-RPC message ({type(exc).__name__})")
+            continue
+        try:
+            protocol.handle_message(message)
+        except Exception:  # noqa: BLE001 - one bad message never stops the server
+            log.exception("a message could not be handled")
+
+
+def _answer_unreadable(protocol, body: bytes, why: str) -> None:
+    from pygls.exceptions import JsonRpcParseError
+
+    match = _ID.search(body)
+    log.warning("could not read a message: %s", why)
+    if match is None:
+        return  # a notification, or no id to answer
+    try:
+        msg_id = json.loads(match.group(1))
+    except ValueError:
+        return
+    protocol._send_response(
+        msg_id, None, JsonRpcParseError(f"recompile-fix could not read this message: {why}").to_response_error()
+    )

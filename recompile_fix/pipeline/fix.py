@@ -17,7 +17,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,8 +34,10 @@ from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.scan import StaticScan, discover
+from recompile_fix.pipeline.lock import project_lock
+from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
+from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
 
 __all__ = [
@@ -60,6 +64,11 @@ class ApplyResult:
     already_applied: list[str] = field(default_factory=list)
     outside: list[Finding] = field(default_factory=list)
     files_parsed: int = 0  # files the static scan had to parse (cache misses)
+    # path -> content digest of the bytes its Findings were planned from: a file rewritten from
+    # other bytes (another run wrote it meanwhile) is left alone.
+    planned_from: dict[str, str] = field(default_factory=dict)
+    # path -> the file as planning parsed it: rewriting the same bytes reuses its trees.
+    parsed: dict[str, SourceFile] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[Finding]:
@@ -81,17 +90,27 @@ def run_apply(
     """The whole pipeline: find, select, rewrite, and write unless asked not to."""
     root_dir = Path(root or os.getcwd()).resolve()
     config = config or Config(root=root_dir)
-    result = find(paths, profile, rules, root=root_dir, config=config, jobs=jobs, use_cache=use_cache)
-    rewrites, failed = rewrite_files(root_dir, select_fixes(result.findings, unsafe_fixes=unsafe_fixes), rules)
-    skipped = [
-        (r.path, f"{r.path}:{finding.location.line}: {finding.rule} not applied: {why}")
-        for r in rewrites
-        for finding, why in r.skipped
-    ]
+    # A writing run holds the project's lock from reading the files to writing them.
+    with project_lock(root_dir) if write else contextlib.nullcontext():
+        result = find(paths, profile, rules, root=root_dir, config=config, jobs=jobs, use_cache=use_cache)
+        rewrites, failed = rewrite_files(
+            root_dir,
+            select_fixes(result.findings, unsafe_fixes=unsafe_fixes),
+            rules,
+            result.planned_from,
+            result.parsed,
+        )
+        skipped = [
+            (r.path, f"{r.path}:{finding.location.line}: {finding.rule} not applied: {why}")
+            for r in rewrites
+            for finding, why in r.skipped
+        ]
+        result.rewrites = [r for r in rewrites if r.changed]
+        if write:
+            unwritten = write_rewrites(root_dir, result.rewrites, profile)
+            failed.extend((r.path, why) for r, why in unwritten)
+            result.rewrites = [r for r in result.rewrites if all(r is not u for u, _ in unwritten)]
     result.errors.extend(message for _, message in sorted(failed + skipped, key=lambda item: item[0]))
-    result.rewrites = [r for r in rewrites if r.changed]
-    if write:
-        write_rewrites(root_dir, result.rewrites, profile)
     return result
 
 
@@ -130,6 +149,12 @@ def find(
             finding.torch_version = finding.torch_version or profile.torch_version
     result.errors.extend(scan.errors)
     result.files_parsed = scan.parsed
+    for finding in static:
+        digest = scan.digests.get(finding.file)
+        if digest is not None:
+            result.planned_from.setdefault(finding.file, digest)
+            if result.planned_from[finding.file] != digest:
+                result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
     lines = _LineReader(root)
     result.findings = [
         finding
@@ -172,6 +197,7 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
+    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir)))
     project = Project(root_dir, expected_hashes=profile.sources)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
@@ -191,6 +217,7 @@ def _plan_from_profile(
             except OSError:
                 status[path] = "unreadable"
                 return status[path]
+            result.planned_from[path] = content_digest(data)
             if profile.applied.get(path) == sha256_bytes(data):
                 status[path] = "applied"
             elif not same_as_profiled(data, profile.sources.get(path)):
@@ -220,6 +247,11 @@ def _plan_from_profile(
         if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
         if state == "outside":
+            link = resolve(finding.file, root_dir)
+            if link.is_symlink() and _inside(link.parent, roots) and not _inside(link, [root_dir]):
+                # The link is in PATHS, the file it names is not in the project: say so.
+                error_once(finding.file, f"a symbolic link to {link.resolve()}, outside the project; not changed")
+                continue
             result.outside.append(finding)  # context: reported, never an error, never edited
             continue
         if state != "ok":
@@ -235,7 +267,15 @@ def _plan_from_profile(
         elif not any(e.startswith(path + ":") for e in result.errors):
             result.errors.append(why)
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
+    result.parsed = project.parsed()
     return planned
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 class _LineReader:
@@ -272,11 +312,17 @@ def select_fixes(findings: Iterable[Finding], *, unsafe_fixes: bool) -> list[Fin
 
 
 def rewrite_files(
-    root: Path, fixes: list[Finding], rules: tuple[Rule, ...]
+    root: Path,
+    fixes: list[Finding],
+    rules: tuple[Rule, ...],
+    planned_from: dict[str, str] | None = None,
+    parsed: dict[str, SourceFile] | None = None,
 ) -> tuple[list[FileRewrite], list[tuple[str, str]]]:
     """Each file's fixes as one rewrite of its text on disk under ``root`` (unchanged ones
     included: their ``skipped`` fixes say why), and (path, why) for each file that could not be
-    rewritten."""
+    rewritten. ``planned_from``: the content digest each file's Findings were planned from; a
+    file whose bytes are others now is not rewritten (positions would not hold). ``parsed``: files
+    as planning parsed them, reused when their bytes are still these."""
     by_rule = {rule.id: rule for rule in rules}
     by_file: dict[str, list[Finding]] = {}
     for finding in fixes:
@@ -285,8 +331,14 @@ def rewrite_files(
     failed: list[tuple[str, str]] = []
     for path, file_fixes in sorted(by_file.items()):
         try:
-            # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
-            source = SourceFile.read(Path(path), resolve(path, root).read_bytes(), parse=False)
+            data = resolve(path, root).read_bytes()
+            if planned_from is not None and planned_from.get(path, content_digest(data)) != content_digest(data):
+                failed.append((path, f"{path}: {_CHANGED_MEANWHILE}"))
+                continue
+            source = (parsed or {}).get(path)
+            if source is None or source.text.encode("utf-8") != data:
+                # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
+                source = SourceFile.read(Path(path), data, parse=False)
             source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
             rewrites.append(rewrite(path, source, file_fixes, by_rule))
         except SourceError as exc:
@@ -335,23 +387,59 @@ def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) 
 # -- write -----------------------------------------------------------------------------------
 
 
-def write_rewrites(root: Path, rewrites: list[FileRewrite], profile: Profile | None = None) -> None:
-    """Write each changed file atomically; the Profile remembers the bytes written."""
-    for file_rewrite in rewrites:
-        if not file_rewrite.changed:
-            continue
-        _write_atomic(resolve(file_rewrite.path, root), file_rewrite.after)
-        if profile is not None and file_rewrite.path in profile.sources:
-            profile.applied[file_rewrite.path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+_CHANGED_MEANWHILE = "changed while it was being fixed (another run at the same time?); not changed"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    mode = path.stat().st_mode
+def write_rewrites(
+    root: Path, rewrites: list[FileRewrite], profile: Profile | None = None
+) -> list[tuple[FileRewrite, str]]:
+    """Write each changed file atomically, under the project's lock, only if its bytes are still
+    the ones rewritten (compare and swap); the Profile remembers the bytes written. Returns the
+    rewrites not written, each with one line saying why (the others are written regardless)."""
+    unwritten: list[tuple[FileRewrite, str]] = []
+    with project_lock(root):
+        for file_rewrite in rewrites:
+            if not file_rewrite.changed:
+                continue
+            why = _write_checked(resolve(file_rewrite.path, root), file_rewrite, root)
+            if why is not None:
+                unwritten.append((file_rewrite, f"{file_rewrite.path}: {why}"))
+                continue
+            if profile is not None and file_rewrite.path in profile.sources:
+                profile.applied[file_rewrite.path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+    return unwritten
+
+
+def _write_checked(path: Path, file_rewrite: FileRewrite, root: Path) -> str | None:
+    """Write ``file_rewrite.after`` over ``path``; None, or why it was not written. A symbolic
+    link is written through (its target replaced, the link kept) when the target is inside the
+    project; a file with hard links is left alone (replacing it would split the links, writing
+    it in place would change every linked copy and is not atomic)."""
+    if path.is_symlink():
+        target = path.resolve()
+        if not _inside(target, [root.resolve()]):
+            return f"a symbolic link to {target}, outside the project; not changed"
+        path = target
+    try:
+        st = path.stat()
+        if st.st_nlink > 1:
+            return f"has {st.st_nlink} hard links; not changed (edit the file one of them names, then profile again)"
+        if path.read_bytes() != file_rewrite.before.encode("utf-8"):
+            return _CHANGED_MEANWHILE
+        _write_atomic(path, file_rewrite.after, st.st_mode)
+    except OSError as exc:
+        return f"cannot write: {exc.strerror or exc}; not changed"
+    return None
+
+
+def _write_atomic(path: Path, text: str, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
-        os.chmod(tmp, mode)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(mode))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

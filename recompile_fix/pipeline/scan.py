@@ -2,17 +2,20 @@
 
 * A file none of whose enabled rules' trigger substrings occur in is never parsed.
 * Files are scanned in a process pool (one process per core by default).
-* Results, including "nothing here", are cached by file content, tool version and configuration,
-  so a re-run over an unchanged tree parses nothing (a stat per file, then the cache).
+* Results, including "nothing here", are cached by file content (a digest of its bytes, cheap
+  next to parsing), tool version and configuration, so a re-run over an unchanged tree parses
+  nothing; a file edited back to its old size and mtime is still scanned again.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -22,14 +25,21 @@ import recompile_fix
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 
-__all__ = ["CACHE_FILE", "CacheEntry", "discover", "Scanned", "StaticScan"]
+__all__ = ["CACHE_FILE", "CacheEntry", "content_digest", "discover", "Scanned", "StaticScan"]
 
-# A file's cache entry: [mtime_ns, size, content digest, its findings as JSON].
+# A file's cache entry: [content digest, its findings as JSON].
 CacheEntry = list[Any]
 # What scanning one file gives: (relative path, content digest, findings as JSON, error).
 Scanned = tuple[str, str | None, list[dict[str, Any]], str | None]
 
 CACHE_FILE = ".recompile-fix/cache/static.json"
+_CACHE_FORMAT = "2"  # entries keyed by content alone (format 1 also keyed by mtime and size)
+
+
+def content_digest(data: bytes) -> str:
+    """The digest a file's bytes are known by: its cache entry, and what its Findings were planned
+    from (a rewrite of other bytes is refused)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
@@ -74,7 +84,7 @@ def _scan_one(path: str, relative: str) -> Scanned:
         data = Path(path).read_bytes()
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
-    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    digest = content_digest(data)
     candidates = [r for r in _RULES if r.may_fire(data)]
     if not candidates:
         return relative, digest, [], None
@@ -108,11 +118,13 @@ class StaticScan:
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
         self.key = (
-            f"{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:{','.join(sorted(r.id for r in self.rules))}"
+            f"{_CACHE_FORMAT}:{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:"
+            f"{','.join(sorted(r.id for r in self.rules))}"
         )
         self.cache_path = root / CACHE_FILE
         self.errors: list[str] = []
         self.parsed = 0  # files that missed the cache (for the benchmark and tests)
+        self.digests: dict[str, str] = {}  # relative path -> digest of the bytes its findings came from
 
     def _load_cache(self) -> dict[str, CacheEntry]:
         if not self.use_cache:
@@ -121,16 +133,26 @@ class StaticScan:
             data = json.loads(self.cache_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        files: dict[str, CacheEntry] = data.get("files", {}) if data.get("key") == self.key else {}
+        if not isinstance(data, dict) or data.get("key") != self.key or not isinstance(data.get("files"), dict):
+            return {}  # another version's, or damaged: start over
+        files: dict[str, CacheEntry] = data["files"]
         return files
 
     def _save_cache(self, files: dict[str, CacheEntry]) -> None:
+        """Atomically, under a name of its own (runs at once never write one temp file); the cache
+        is optional: a full disk or a read-only directory only costs the next run its speed."""
         if not self.use_cache:
             return
-        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.cache_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"key": self.key, "files": files}), encoding="utf-8")
-        os.replace(tmp, self.cache_path)
+        tmp = None
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.cache_path.parent, prefix=".static.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"key": self.key, "files": files}, fh)
+            os.replace(tmp, self.cache_path)
+        except OSError:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     def run(self, files: list[Path], progress: bool | None = None) -> list[Finding]:
         if not self.rules or not files:
@@ -142,34 +164,28 @@ class StaticScan:
         for path in files:
             rel = os.path.relpath(path, self.root)
             try:
-                st = path.stat()
+                digest = content_digest(path.read_bytes())
             except OSError:
                 continue
             entry = cache.get(rel)
-            if entry and entry[0] == st.st_mtime_ns and entry[1] == st.st_size:
+            if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest:
                 fresh[rel] = entry
-                results[rel] = entry[3]
+                results[rel] = entry[1]
+                self.digests[rel] = digest
                 continue
-            if entry:  # touched but maybe not changed: the content decides
-                try:
-                    digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
-                except OSError:
-                    digest = None
-                if digest == entry[2]:
-                    fresh[rel] = [st.st_mtime_ns, st.st_size, digest, entry[3]]
-                    results[rel] = entry[3]
-                    continue
             todo.append((str(path), rel))
         if todo:
             self.parsed = len(todo)
             show = sys.stderr.isatty() if progress is None else progress
-            for rel, digest, found, error in self._scan(todo, show):
+            for rel, scanned_digest, found, error in self._scan(todo, show):
                 if error:
                     self.errors.append(error)
                     continue  # not cached: an error must be reported again next time
-                st = (self.root / rel).stat()
-                fresh[rel] = [st.st_mtime_ns, st.st_size, digest, found]
+                # The digest of the bytes the worker read: the findings belong to those.
+                fresh[rel] = [scanned_digest, found]
                 results[rel] = found
+                if scanned_digest is not None:
+                    self.digests[rel] = scanned_digest
         self._save_cache(fresh)
         findings = [Finding.from_json(f) for rel in sorted(results) for f in results[rel]]
         return findings
@@ -208,9 +224,12 @@ def _progress(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+@functools.cache
 def _code_digest() -> str:
     """A digest of the tool's own source (engine and rules), so a cached result never outlives
-    the code that computed it: an editable install changes without a version bump."""
+    the code that computed it: an editable install changes without a version bump. Once per
+    process: the code that runs is the code imported (a language server edited under it keeps
+    running the old code, so keeps its old key); it read every file of the tool on every apply."""
     from recompile_fix import rules
 
     digest = hashlib.blake2b(digest_size=8)

@@ -15,11 +15,13 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recompile_fix.errors import UserError
+from recompile_fix.profile.schema import validate_profile_json
 from recompile_fix.suppression import strip_suppressions
 
 __all__ = [
@@ -283,22 +285,42 @@ class Profile:
         return data
 
     def dump(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically: a temp file of its own (runs at once never share one), synced, then
+        renamed over ``path``; on any failure (a full disk) the old Profile stays whole and no
+        temp file is left. A failure is one line (UserError)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        text = json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write the Profile: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Profile":
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise UserError("not a recompile-fix Profile (no 'schema': 'recompile-fix/profile')")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION or isinstance(version, bool):
+            if isinstance(version, str) and version.strip() == str(SCHEMA_VERSION):
+                raise UserError(
+                    f"Profile schema_version is the string {version!r}; this recompile-fix reads the number "
+                    f"{SCHEMA_VERSION} (the Profile was edited or written by another tool); profile the program again"
+                )
             raise UserError(
-                f"Profile schema version {version} is not supported (this recompile-fix reads "
-                f"version {SCHEMA_VERSION}); profile the program again"
+                f"Profile schema_version {version!r} is not supported (this recompile-fix reads "
+                f"schema_version {SCHEMA_VERSION}); profile the program again"
             )
+        validate_profile_json(data, REASON_KINDS)  # a damaged Profile: one line, not a traceback
         try:
             frames = [_frame_from_json(f) for f in data["frames"]]
             return cls(

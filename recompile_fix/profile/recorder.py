@@ -893,7 +893,31 @@ def install() -> _Recorder:
     atexit.register(_write_at_exit)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=recorder.after_fork_in_child)
+    _write_on_sigterm()
     return recorder
+
+
+def _write_on_sigterm() -> None:
+    """SIGTERM ends a Python process without its atexit handlers: write the record first, then
+    die of the signal as the program would have. A program with its own SIGTERM handler keeps it
+    (set before torch is imported: left alone; set after: it replaces this one)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum, _frame):
+        _EXIT_INFO.update({"status": "terminated", "signal": signum})
+        try:
+            _write_at_exit()
+        finally:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def _import(name: str):

@@ -20,10 +20,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import recompile_fix
-from recompile_fix.errors import UserError
+from recompile_fix.errors import Interrupted, UserError
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
@@ -133,15 +134,7 @@ def run_profiled(
             env[BACKEND_ENV] = backend
         else:
             env.pop(BACKEND_ENV, None)
-        # The child shares our terminal: Ctrl-C reaches it directly; we wait for its Profile.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            completed = subprocess.run(argv, env=env, cwd=cwd, stdout=output, stderr=output)
-        except OSError as exc:
-            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        code = completed.returncode
+        code, stopped_by = _run_child(argv, env=env, cwd=cwd, output=output)
         exit_code = code if code >= 0 else 128 - code
         records = _read_parts(parts)
     for line in recorder_warnings(records):
@@ -149,6 +142,8 @@ def run_profiled(
     profile = build_profile(records, command=list(command), root=root)
     profile.exit_code = exit_code
     profile.backend = backend
+    if stopped_by is not None:
+        raise Interrupted(stopped_by, partial=profile)
     return profile, exit_code
 
 
@@ -214,6 +209,93 @@ def recording_summary(profile: Profile) -> str:
     if sources:
         text += " (" + ", ".join(f"{_SOURCE_NAMES.get(k, k)} {v}" for k, v in sorted(sources.items())) + ")"
     return text
+
+
+# -- signals -----------------------------------------------------------------------------------
+# The program runs in a process group of its own, so that a signal reaches all of it (torchrun's
+# ranks, a data loader's workers) and nothing else. Ctrl-C and SIGTERM sent to us are passed on
+# to that group; the program stops the way it would without us (KeyboardInterrupt, its own
+# SIGTERM handler), its recorder writes what it recorded, and we write that partial Profile. A
+# second Ctrl-C kills the group and aborts at once. On a terminal the program's group is made
+# the foreground group while it runs (as a shell does), so it reads the keyboard and gets Ctrl-C
+# from the terminal itself.
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_child(argv: list[str], *, env: dict[str, str], cwd: str | None, output) -> tuple[int, int | None]:
+    """Run the program until it exits; (its return code, the signal that stopped it or None)."""
+    received: list[int] = []
+    proc: subprocess.Popen | None = None
+
+    def forward(signum, _frame) -> None:
+        received.append(signum)
+        if proc is None:
+            return  # not started yet: passed on once it is
+        if signum == signal.SIGINT and received.count(signal.SIGINT) >= 2:
+            _signal_group(proc, signal.SIGKILL)
+            raise Interrupted(signum, aborted=True)
+        _signal_group(proc, signum)
+
+    handling = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED} if handling else {}
+    terminal = _foreground_terminal() if handling else None
+    try:
+        try:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=output, stderr=output, process_group=0)
+        except OSError as exc:
+            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+        if terminal is not None:
+            _hand_terminal(terminal, proc.pid)
+        for signum in list(received):  # arrived while it was starting
+            _signal_group(proc, signum)
+        code = proc.wait()
+    finally:
+        if terminal is not None:
+            _hand_terminal(terminal, os.getpgrp())
+            os.close(terminal)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc is not None:
+            if proc.poll() is None:  # aborted, or an error of ours: never leave it running
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            if received:  # what the interrupted program left running in its group
+                _signal_group(proc, signal.SIGKILL)
+    stopped_by = received[0] if received else (-code if code < 0 and -code in _FORWARDED else None)
+    return code, stopped_by
+
+
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone
+
+
+def _foreground_terminal() -> int | None:
+    """Our controlling terminal, when we are its foreground group (a shell's foreground job)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _hand_terminal(fd: int, pgid: int) -> None:
+    # A background group that sets the foreground group gets SIGTTOU: block it meanwhile.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        os.tcsetpgrp(fd, pgid)
+    except OSError:
+        pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _read_parts(parts: Path) -> list[dict]:

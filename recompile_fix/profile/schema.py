@@ -1,0 +1,208 @@
+"""The shape of a Profile's JSON, checked before it is read (``Profile.from_json``): every field
+has its type (an int is not a bool or a string, a list is a list), lines are >= 1, columns >= 0,
+spans end after they start, numbers are finite, hashes are sha256, frames are named as code
+objects are and every file named has a hash. A damaged or hand-edited Profile is one line and
+exit code 2, never a traceback. (What the Profile says must also agree with itself and with the
+files it profiled: ``validate``.)
+
+Plain JSON in, nothing of the data model imported (the model calls this).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Container
+from typing import Any
+
+from recompile_fix.errors import UserError
+
+__all__ = ["validate_profile_json"]
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CODE_NAME = re.compile(r"[^\W\d]\w*|<\w+>")  # a def's name, or <module>, <lambda>, <genexpr> ...
+_MAX_LINE = 10_000_000  # no source file has more lines
+MAX_DIM = 64  # torch's own limit on a tensor's rank
+
+
+class _Invalid(Exception):
+    pass
+
+
+def validate_profile_json(data: Any, reason_kinds: Container[str]) -> None:
+    """Raise UserError (one line) unless ``data`` has the shape of a Profile."""
+    try:
+        _check_profile(data, reason_kinds)
+    except _Invalid as exc:
+        raise UserError(f"damaged Profile: {exc}; profile the program again") from None
+
+
+def _fail(where: str, what: str) -> None:
+    raise _Invalid(f"{where} {what}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: Any, where: str, low: int = 0, high: int = 2**62, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not _is_int(value):
+        _fail(where, f"is {value!r}, not an integer")
+    if not low <= value <= high:
+        _fail(where, f"is {value}, outside {low}..{high}")
+
+
+_TORCH_VERSION = re.compile(r"\d+\.\d+")  # 2.13.0+cpu, 2.8.0a0+git1234567, 2.14.1
+
+
+def _str(value: Any, where: str, optional: bool = False, empty: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or (not empty and not value):
+        _fail(where, f"is {value!r}, not a{'' if empty else ' non-empty'} string")
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _fail(where, f"is {type(value).__name__}, not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        _fail(where, f"is {type(value).__name__}, not a list")
+    return value
+
+
+def _scalar(value: Any, where: str) -> None:
+    """A guard's value: a JSON scalar, or a list or object of them (finite numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        _fail(where, f"is {value!r}")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _scalar(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _scalar(item, f"{where}.{key}")
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        _fail(where, f"is {value!r}")
+
+
+def _location(value: Any, where: str) -> None:
+    data = _obj(value, where)
+    _str(data.get("file"), f"{where}.file", empty=False)
+    _int(data.get("line"), f"{where}.line", 1, _MAX_LINE)
+    _int(data.get("end_line"), f"{where}.end_line", data["line"], _MAX_LINE, optional=True)
+    _int(data.get("col"), f"{where}.col", 0, 100_000, optional=True)
+    _int(data.get("end_col"), f"{where}.end_col", 0, 100_000, optional=True)
+    _str(data.get("function"), f"{where}.function", optional=True)
+    if (
+        data.get("col") is not None
+        and data.get("end_col") is not None
+        and data.get("end_line") in (None, data["line"])
+        and data["end_col"] < data["col"]
+    ):
+        _fail(where, f"ends (column {data['end_col']}) before it starts (column {data['col']})")
+
+
+def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
+    top = _obj(data, "the Profile")
+    command = _list(top.get("command"), "command")
+    for i, arg in enumerate(command):
+        _str(arg, f"command[{i}]")
+    _str(top.get("torch_version"), "torch_version", optional=True)
+    if top.get("torch_version") is not None and not _TORCH_VERSION.match(top["torch_version"]):
+        # Which fix a rule writes depends on it (findings/releases.py): a damaged one is no guess.
+        _fail("torch_version", f"is {top['torch_version']!r}, not a torch version")
+    _str(top.get("python_version", ""), "python_version")
+    _str(top.get("tool_version"), "tool_version", optional=True)
+    _str(top.get("backend"), "backend", optional=True)
+    _int(top.get("exit_code"), "exit_code", -(2**31), 2**31, optional=True)
+    for key in ("sources", "applied"):
+        for path, digest in _obj(top.get(key, {}), key).items():
+            _str(path, f"{key} key", empty=False)
+            if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+                _fail(f"{key}[{path!r}]", f"is {digest!r}, not a sha256 digest")
+    for i, process in enumerate(_list(top.get("processes", []), "processes")):
+        _obj(process, f"processes[{i}]")
+    sources = top.get("sources", {})
+    for f, frame in enumerate(_list(top.get("frames"), "frames")):
+        _check_frame(_obj(frame, f"frames[{f}]"), f"frames[{f}]", reason_kinds)
+        named = [frame["file"]] + [s["file"] for c in frame.get("compiles", []) for s in c.get("stack", [])]
+        for path in named:
+            if path not in sources:
+                _fail(f"frames[{f}]", f"names the file {path!r}, of which it records no hash")
+
+
+def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:
+    _str(frame.get("file"), f"{where}.file", empty=False)
+    _int(frame.get("first_line"), f"{where}.first_line", 1, _MAX_LINE)
+    _str(frame.get("name"), f"{where}.name", empty=False)
+    if not _CODE_NAME.fullmatch(frame["name"]):
+        _fail(f"{where}.name", f"is {frame['name']!r}, not the name of a function")
+    compiles = [
+        _obj(c, f"{where}.compiles[{i}]") for i, c in enumerate(_list(frame.get("compiles", []), f"{where}.compiles"))
+    ]
+    for i, compile_ in enumerate(compiles):
+        here = f"{where}.compiles[{i}]"
+        _str(compile_.get("id"), f"{here}.id", empty=False)
+        for j, location in enumerate(_list(compile_.get("stack", []), f"{here}.stack")):
+            _location(location, f"{here}.stack[{j}]")
+        for key, seconds in _obj(compile_.get("seconds", {}), f"{here}.seconds").items():
+            if seconds is not None and (
+                not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
+            ):
+                _fail(f"{here}.seconds.{key}", f"is {seconds!r}, not a number of seconds")
+            if isinstance(seconds, (int, float)) and seconds < 0:
+                _fail(f"{here}.seconds.{key}", f"is {seconds}, below zero")
+        for name, entry in _obj(compile_.get("inputs", {}), f"{here}.inputs").items():
+            _check_input(_obj(entry, f"{here}.inputs[{name!r}]"), f"{here}.inputs[{name!r}]")
+        _str(compile_.get("fail_type"), f"{here}.fail_type", optional=True)
+        _str(compile_.get("fail_reason"), f"{here}.fail_reason", optional=True)
+        if not isinstance(compile_.get("limit_hit", False), bool):
+            _fail(f"{here}.limit_hit", f"is {compile_.get('limit_hit')!r}, not true or false")
+        _int(compile_.get("rank"), f"{here}.rank", 0, 2**20, optional=True)
+        for j, reason in enumerate(_list(compile_.get("reasons", []), f"{here}.reasons")):
+            _check_reason(_obj(reason, f"{here}.reasons[{j}]"), f"{here}.reasons[{j}]", reason_kinds)
+    for i, graph_break in enumerate(_list(frame.get("graph_breaks", []), f"{where}.graph_breaks")):
+        data = _obj(graph_break, f"{where}.graph_breaks[{i}]")
+        _location(data.get("location"), f"{where}.graph_breaks[{i}].location")
+        _str(data.get("reason", ""), f"{where}.graph_breaks[{i}].reason")
+        _int(data.get("count", 1), f"{where}.graph_breaks[{i}].count", 1)
+
+
+def _check_input(entry: dict[str, Any], where: str) -> None:
+    _str(entry.get("type"), f"{where}.type", empty=False)
+    if entry["type"] == "Tensor":
+        for key in ("shape", "stride"):
+            if key in entry:
+                values = _list(entry[key], f"{where}.{key}")
+                if len(values) > MAX_DIM:
+                    _fail(f"{where}.{key}", f"has {len(values)} dimensions")
+                for d, size in enumerate(values):
+                    _int(size, f"{where}.{key}[{d}]", 0 if key == "shape" else -(2**62))
+        _str(entry.get("dtype"), f"{where}.dtype", optional=True)
+    elif entry["type"] in ("int", "float", "bool"):
+        value = entry.get("value")
+        expected: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,)}
+        if not isinstance(value, expected[entry["type"]]) or (entry["type"] != "bool" and isinstance(value, bool)):
+            _fail(f"{where}.value", f"is {value!r}, not a{'n' if entry['type'] == 'int' else ''} {entry['type']}")
+        if isinstance(value, float) and not math.isfinite(value):
+            _fail(f"{where}.value", f"is {value!r}")
+
+
+def _check_reason(reason: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:
+    kind = reason.get("kind")
+    if not isinstance(kind, str) or kind not in reason_kinds:
+        _fail(f"{where}.kind", f"is {kind!r}, not a reason kind")
+    _str(reason.get("text"), f"{where}.text")
+    _str(reason.get("entry"), f"{where}.entry", optional=True)
+    _str(reason.get("source"), f"{where}.source", optional=True)
+    _int(reason.get("dim"), f"{where}.dim", 0, MAX_DIM - 1, optional=True)
+    _str(reason.get("value_type"), f"{where}.value_type", optional=True)
+    for key in ("expected", "actual", "value"):
+        _scalar(reason.get(key), f"{where}.{key}")
+    if reason.get("first_use") is not None:
+        _location(reason["first_use"], f"{where}.first_use")

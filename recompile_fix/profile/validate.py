@@ -1,0 +1,203 @@
+"""What a Profile says must agree with itself and with the files it profiled; checked before a
+rule reads it (``apply`` and everything that fixes through the pipeline, ``report``, the language
+server). A damaged or hand-edited Profile is one line and exit code 2, never edits other than the
+run it records would give. (Its JSON shape is checked on load: ``schema``.)
+
+* Inner agreement: what torch recorded twice agrees. A typed guard failure (kind, source,
+  dimension, expected and actual size, value) is what its own text says; a dimension lies within
+  the rank recorded for its tensor; the sizes and values a guard names are the ones recorded at
+  the two compiles it compares.
+* The project: a relative path stays inside it; a span recorded in a file whose bytes are the
+  ones profiled is the span of an expression or statement there (CPython records node spans); a
+  frame names a ``def`` at its first line.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Callable
+from typing import Any
+
+from recompile_fix.errors import UserError
+from recompile_fix.profile.model import Compile, Location, Profile, Reason, same_as_profiled
+from recompile_fix.profile.reasons import parse_reasons
+from recompile_fix.profile.resume import is_resume
+
+__all__ = ["check_against_sources", "check_agreement"]
+
+
+def _damaged(what: str) -> UserError:
+    return UserError(f"damaged Profile: {what}; profile the program again")
+
+
+def check_against_sources(profile: Profile, read: Callable[[str], bytes | None]) -> None:
+    """Raise UserError when the Profile does not fit the files whose bytes are the ones it
+    profiled (``read``: Profile path -> the file's bytes, None when unreadable): a relative path
+    leaves the project, a compiled frame names no ``def`` there, a recorded span is not the span
+    of an expression or statement of the file (CPython records node spans), or a line without
+    a span lies past the end."""
+    check_agreement(profile)
+    files: dict[str, _File | None] = {}
+
+    def file_of(path: str) -> _File | None:
+        if path not in files:
+            files[path] = None
+            # Files outside the project (torch's own, by absolute path) are context: not read.
+            data = None if os.path.isabs(path) else read(path)
+            if data is not None and same_as_profiled(data, profile.sources.get(path)):
+                files[path] = _File.parse(data)
+        return files[path]
+
+    def check(location: Location, what: str) -> None:
+        file = file_of(location.file)
+        if file is None:
+            return
+        if location.line > max(len(file.lines), 1):
+            raise _damaged(f"{what} names line {location.line} of {location.file}, which has {len(file.lines)} lines")
+        span = (location.line, location.col, location.end_line, location.end_col)
+        if file.spans is not None and None not in span and span not in file.spans:
+            raise _damaged(f"{what} names {location.file}:{location.line}:{location.col}, no expression there")
+
+    for path in list(profile.sources) + list(profile.applied):
+        _check_inside(path)
+    for frame in profile.frames:
+        _check_inside(frame.file)
+        file = file_of(frame.file)
+        if file is not None and file.defs is not None and frame.name.isidentifier() and not is_resume(frame.name):
+            if (frame.first_line, frame.name) not in file.defs:
+                raise _damaged(f"frame `{frame.name}` names line {frame.first_line} of {frame.file}: no such def there")
+        for compile_ in frame.compiles:
+            for location in compile_.stack:
+                _check_inside(location.file)
+                check(location, f"compile {compile_.id} of `{frame.name}`")
+        for graph_break in frame.graph_breaks:
+            check(graph_break.location, f"a graph break in `{frame.name}`")
+
+
+class _File:
+    """A profiled file's lines, and (when it parses) its node spans and defs."""
+
+    def __init__(self, lines: list[str], tree: ast.Module | None):
+        self.lines = lines
+        self.spans: set[tuple[int, int, int, int]] | None = None
+        self.defs: set[tuple[int, str]] | None = None
+        if tree is not None:
+            self.spans = set()
+            self.defs = set()
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.expr, ast.stmt)):
+                    self.spans.add((node.lineno, node.col_offset, node.end_lineno or 0, node.end_col_offset or 0))
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    # co_firstlineno is the first decorator's line, else the def's
+                    for line in [node.lineno, *(d.lineno for d in node.decorator_list)]:
+                        self.defs.add((line, node.name))
+
+    @classmethod
+    def parse(cls, data: bytes) -> "_File | None":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        bom = text.startswith("\ufeff")
+        try:
+            tree = ast.parse(text[1:] if bom else text)
+        except (SyntaxError, ValueError):
+            tree = None
+        if bom and tree is not None:  # columns of line 1 count the mark's three bytes, as CPython's do
+            for node in ast.walk(tree):
+                if getattr(node, "lineno", None) == 1:
+                    node.col_offset += 3  # type: ignore[attr-defined]
+                if getattr(node, "end_lineno", None) == 1:
+                    node.end_col_offset += 3  # type: ignore[attr-defined]
+        return cls(text.splitlines(), tree)
+
+
+def _check_inside(path: str) -> None:
+    if not os.path.isabs(path) and os.path.normpath(path).split(os.sep)[0] == "..":
+        raise UserError(f"damaged Profile: the path {path!r} leaves the project; profile the program again")
+
+
+# -- shape ------------------------------------------------------------------------------------------
+def check_agreement(profile: Profile) -> None:
+    """Raise UserError where the Profile disagrees with itself."""
+    for f, frame in enumerate(profile.frames):
+        ranks: dict[str, int] = {}
+        for i, compile_ in enumerate(frame.compiles):
+            for name, entry in compile_.inputs.items():
+                # The recorder writes a shape for a tensor only: another type with one is a
+                # damaged record, whose shape the rules would drop (and mark other dimensions).
+                if "shape" in entry and entry.get("type") != "Tensor":
+                    raise _damaged(
+                        f"frames[{f}].compiles[{i}].inputs[{name!r}] has a shape but type {entry.get('type')!r}"
+                    )
+                if entry.get("type") == "Tensor" and "shape" in entry:
+                    ranks[name] = max(ranks.get(name, 0), len(entry["shape"]))
+        by_id = {c.id: c for c in reversed(frame.compiles)}
+        for i, compile_ in enumerate(frame.compiles):
+            for j, reason in enumerate(compile_.reasons):
+                where = f"frames[{f}].compiles[{i}].reasons[{j}]"
+                _check_text(reason, where)
+                _check_sizes(reason, compile_, by_id.get(reason.entry or ""), ranks, where)
+
+
+_TYPED_FROM_TEXT = ("size_mismatch", "stride_mismatch", "size_specialization", "scalar_value")
+
+
+def _check_text(reason: Reason, where: str) -> None:
+    """The typed fields, and the line that first used the guarded value, are what the text
+    says (when this version reads the text the same way)."""
+    if not reason.text:
+        return
+    parsed = parse_reasons(reason.text)
+    text_use = next((r.first_use for r in parsed if r.first_use is not None), None)
+    use = reason.first_use
+    if use is not None and text_use is not None and (use.line, use.function) != (text_use.line, text_use.function):
+        raise _damaged(
+            f"{where} says `{reason.source}` was first used at line {use.line} in `{use.function}`; "
+            f"its text says line {text_use.line} in `{text_use.function}`"
+        )
+    parsed = [r for r in parsed if r.kind == reason.kind]
+    if reason.kind not in _TYPED_FROM_TEXT:
+        # Of any other kind, the guarded value is the one its text names (a rule reads it).
+        if parsed and reason.source is not None and not any(r.source == reason.source for r in parsed):
+            raise _damaged(f"{where} says `{reason.source}`, but its text says `{parsed[0].source}`")
+        if parsed and reason.source is None and any(r.source is not None for r in parsed):
+            raise _damaged(f"{where} names no value, but its text says `{parsed[0].source}`")
+        return
+    if parsed and not any(_typed(r) == _typed(reason) for r in parsed):
+        shown = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(reason)))
+        said = ", ".join(f"{k}={v!r}" for k, v in zip(("source", "dim", "expected", "actual"), _typed(parsed[0])))
+        raise _damaged(f"{where} says {shown}, but its text says {said}")
+
+
+def _typed(reason: Reason) -> tuple[Any, ...]:
+    return (reason.source, reason.dim, reason.expected, reason.actual)
+
+
+def _check_sizes(reason: Reason, compile_: Compile, entry: Compile | None, ranks: dict[str, int], where: str) -> None:
+    """A guard's dimension lies within the recorded rank; its sizes and values are the ones
+    recorded at this compile (actual) and at the cache entry's (expected)."""
+    source, dim = reason.source, reason.dim
+    if reason.kind == "scalar_value" and source is not None and entry is not None:
+        recorded = entry.inputs.get(source) or {}
+        if "value" in recorded and not _same_value(recorded["value"], reason.value):
+            raise _damaged(f"{where} says `{source}` was {reason.value!r}; its compile recorded {recorded['value']!r}")
+    if dim is None or source not in ranks or reason.kind not in ("size_mismatch", "stride_mismatch"):
+        return
+    if dim >= ranks[source]:
+        raise _damaged(f"{where} names dimension {dim} of `{source}`, recorded with {ranks[source]} dimensions")
+    if reason.kind != "size_mismatch":
+        return
+    for size, holder in ((reason.actual, compile_), (reason.expected, entry)):
+        shape = ((holder.inputs if holder else {}).get(source) or {}).get("shape")
+        if _is_int(size) and isinstance(shape, list) and dim < len(shape) and shape[dim] != size:
+            raise _damaged(f"{where} says `{source}` had size {size} in dimension {dim}; the compile recorded {shape}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b

@@ -1,0 +1,158 @@
+"""The language server under bad input: every request answered (an error for params that do not
+fit, such as a negative position), a header it cannot read (`Content-Length: abc`) costs that
+message only, and a Profile that becomes unreadable takes its fixes with it. Before: such
+requests were never answered, the bad header left the server alive but deaf, and a malformed
+Profile logged a traceback and kept the old fixes."""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from lsprotocol import types as lsp
+
+from conftest import ROOT
+from test_lsp import diagnostics_for, open_doc, rf001, session, until
+
+TIMEOUT = 60
+
+
+class RawClient:
+    """Bytes on stdin, messages from stdout: what a careless editor sends."""
+
+    def __init__(self, root):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "recompile_fix", "lsp"],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        self.buffer = b""
+
+    def send_raw(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict, header: bytes | None = None) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.send_raw((header or b"Content-Length: %d\r\n" % len(body)) + b"\r\n" + body)
+
+    def receive(self) -> dict:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            if b"\r\n\r\n" in self.buffer:
+                head, rest = self.buffer.split(b"\r\n\r\n", 1)
+                length = int(head.split(b"Content-Length:")[1].split(b"\r\n")[0])
+                if len(rest) >= length:
+                    self.buffer = rest[length:]
+                    return json.loads(rest[:length])
+            assert time.monotonic() < deadline, "no answer from the server"
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                chunk = self.proc.stdout.read1(65536)
+                assert chunk, "the server exited"
+                self.buffer += chunk
+
+    def response(self, msg_id) -> dict:
+        while True:
+            message = self.receive()
+            if message.get("id") == msg_id and "method" not in message:
+                return message
+
+    def close(self) -> None:
+        self.send({"id": 999, "method": "shutdown"})
+        self.response(999)
+        self.send({"method": "exit"})
+        self.proc.wait(timeout=TIMEOUT)
+        self.proc.stderr.close()
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def raw(project):
+    client = RawClient(project)
+    client.send({"id": 1, "method": "initialize", "params": {"capabilities": {}, "rootUri": project.as_uri()}})
+    assert "capabilities" in client.response(1)["result"]
+    client.send({"method": "initialized", "params": {}})
+    yield client
+    if client.proc.poll() is None:
+        client.proc.kill()
+
+
+def _hover(msg_id: int, uri: str, line, character) -> dict:
+    return {
+        "id": msg_id,
+        "method": "textDocument/hover",
+        "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}},
+    }
+
+
+def test_every_request_is_answered(raw, project):
+    uri = (project / "main.py").as_uri()
+    text = (project / "main.py").read_text()
+    raw.send(
+        {
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+        }
+    )
+    raw.send(_hover(2, uri, -1, 0))  # a negative position
+    assert raw.response(2)["error"]["code"] == -32602
+    raw.send(_hover(3, uri, "one", 0))  # a string for a number
+    assert raw.response(3)["error"]["code"] == -32602
+    raw.send({"id": 4, "method": "textDocument/codeAction", "params": {"textDocument": 5}})
+    assert raw.response(4)["error"]["code"] == -32602
+    raw.send(_hover(5, uri, 10**6, 10**6))  # past the end: a valid request, no hover
+    assert raw.response(5) == {"jsonrpc": "2.0", "id": 5, "result": None}
+    raw.send({"id": 6, "method": "recompile-fix/no-such-method", "params": {}})
+    assert raw.response(6)["error"]["code"] == -32601
+    raw.close()
+    assert raw.proc.returncode == 0
+
+
+def test_a_bad_header_costs_that_message_only(raw, project):
+    uri = (project / "main.py").as_uri()
+    raw.send(_hover(2, uri, 0, 0), header=b"Content-Length: abc\r\n")
+    raw.send(_hover(3, uri, 0, 0))
+    assert raw.response(2)["error"]["code"] == -32700  # answered once the next header shows where it ended
+    assert raw.response(3) == {"jsonrpc": "2.0", "id": 3, "result": None}
+    body = b'{"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover", "params": {'  # not JSON
+    raw.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert raw.response(4)["error"]["code"] == -32700
+    raw.send(_hover(5, uri, 0, 0))
+    assert raw.response(5)["result"] is None
+    raw.close()
+
+
+@pytest.mark.asyncio
+async def test_an_unreadable_profile_takes_its_fixes_with_it(project):
+    main = project / "main.py"
+    profile = project / ".recompile-fix" / "profile.json"
+    recorded = profile.read_text()
+    async with session(project) as client:
+        uri = open_doc(client, main, main.read_text())
+        assert len(rf001(await diagnostics_for(client, uri, 1))) == 1
+        damaged_ones = (
+            recorded[: len(recorded) // 2],  # truncated
+            recorded.replace('"dim": 0', '"dim": "0"'),  # a string for a number
+            recorded.replace('"reasons": []', '"reasons": [1]', 1),  # a number for a reason: a traceback before
+        )
+        for damaged in damaged_ones:
+            profile.write_text(damaged)
+            await until(client, lambda: rf001(client.diagnostics[uri]) == [])
+            actions = await client.text_document_code_action_async(
+                lsp.CodeActionParams(
+                    text_document=lsp.TextDocumentIdentifier(uri=uri),
+                    range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=99, character=0)),
+                    context=lsp.CodeActionContext(diagnostics=[]),
+                )
+            )
+            assert not any("RF001" in a.title for a in actions or [])
+            profile.write_text(recorded)
+            await until(client, lambda: len(rf001(client.diagnostics[uri])) == 1)
