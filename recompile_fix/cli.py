@@ -13,7 +13,7 @@ import click
 
 from recompile_fix.errors import Interrupted, UserError
 
-__all__ = ["apply", "lsp", "main", "profile", "report", "rules", "verify"]
+__all__ = ["apply", "fix", "lsp", "main", "profile", "report", "rules", "verify"]
 
 if TYPE_CHECKING:  # the commands import what they need when they run (a fast `--help`)
     from recompile_fix.findings.rule import Rule
@@ -113,7 +113,9 @@ def profile(output, backend, trace_dir, command) -> None:
     recompile-fix profile --from-trace /tmp/trace   (TORCH_TRACE=/tmp/trace python train.py)
     """
     from recompile_fix.config import load_config
+    from recompile_fix.profile.model import save_profile
     from recompile_fix.profile.run import recording_summary, run_profiled
+    from recompile_fix.progress import Progress
 
     output = output or load_config().profile
     if trace_dir is not None:
@@ -129,38 +131,43 @@ def profile(output, backend, trace_dir, command) -> None:
                 err=True,
             )
     else:
+        label = f"recompile-fix: profiling `{' '.join(command)}`" + (f" (backend {backend})" if backend else "")
         try:
-            result, exit_code = run_profiled(list(command), backend=backend)
+            with Progress().run(label, live_output=True) as shown:
+                result, exit_code = run_profiled(list(command), backend=backend)
+                shown.finish(exit_code)
         except Interrupted as exc:
             if exc.partial is None:
                 raise
-            exc.partial.dump(output)  # what the program compiled before it was stopped
+            written = save_profile(exc.partial, output)  # what the program compiled before it was stopped
             name = signal.Signals(exc.signum).name
             click.echo(
-                f"recompile-fix: interrupted ({name}): wrote the partial Profile to {output}: "
+                f"recompile-fix: interrupted ({name}): wrote the partial Profile to {written}: "
                 f"{len(exc.partial.frames)} frames, {exc.partial.total_compiles} compiles",
                 err=True,
             )
             sys.exit(exc.exit_code)
-    result.dump(output)
-    frames = len(result.frames)
-    recorded = recording_summary(result)
-    if frames == 0:
-        click.echo(
-            f"recompile-fix: the program compiled nothing under torch.compile ({recorded}); "
-            f"wrote an empty Profile to {output}",
-            err=True,
-        )
-    else:
+    written = save_profile(result, output)
+    click.echo(_profile_summary(result, exit_code, str(written), output, recording_summary(result)), err=True)
+    sys.exit(exit_code)
+
+
+def _profile_summary(result: Profile, exit_code: int, written: str, wanted: str, recorded: str) -> str:
+    ended = f" (the program exited with {exit_code})" if exit_code else ""
+    if result.frames:
         recompiles = sum(f.recompiles for f in result.frames)
         limit_hits = sum(f.limit_hits for f in result.frames)
-        click.echo(
-            f"recompile-fix: wrote {output}: {frames} frames, {result.total_compiles} compiles, "
-            f"{recompiles} recompiles, {limit_hits} limit hits ({recorded})"
-            + (f" (the program exited with {exit_code})" if exit_code else ""),
-            err=True,
+        return (
+            f"recompile-fix: wrote {written}: {len(result.frames)} frames, {result.total_compiles} compiles, "
+            f"{recompiles} recompiles, {limit_hits} limit hits ({recorded}){ended}"
         )
-    sys.exit(exit_code)
+    what = "the program compiled nothing under torch.compile" + (f" and exited with {exit_code}" if exit_code else "")
+    if written != wanted:
+        return (
+            f"recompile-fix: {what}; kept the Profile at {wanted} and wrote this run's beside it, "
+            f"to {written} ({recorded})"
+        )
+    return f"recompile-fix: {what}; wrote an empty Profile to {written} ({recorded})"
 
 
 @main.command()
@@ -182,6 +189,7 @@ def report(profile_file, as_json, html_file) -> None:
     from recompile_fix.findings.accounting import account
     from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
+    from recompile_fix.pipeline.fix import settle_in
     from recompile_fix.profile.model import Profile
     from recompile_fix.profile.validate import check_against_sources
     from recompile_fix.report import render_json, render_text
@@ -190,8 +198,11 @@ def report(profile_file, as_json, html_file) -> None:
     loaded = Profile.load(profile_file or load_config().profile)
     check_against_sources(loaded, _read_or_none)
     project = Project(".", expected_hashes=loaded.sources)
-    findings = plan(loaded, project, ALL_RULES)
-    accounting = account(loaded, findings, deliberate_static=static_compile_site(loaded, project))
+    planned = plan(loaded, project, ALL_RULES)
+    # Fixes already in the code (an earlier round's, or written by hand) are not offered again;
+    # the accounting is of the Profile's recompiles, so it counts them as fixes.
+    findings, _ = settle_in(".", planned, ALL_RULES, loaded)
+    accounting = account(loaded, planned, deliberate_static=static_compile_site(loaded, project))
     if as_json:
         click.echo(json.dumps(render_json(loaded, findings, accounting=accounting), indent=1))
     else:
@@ -392,6 +403,10 @@ def _apply(
         summary += f" {len(result.already_applied)} file(s) already fixed."
     if unsafe_left:
         summary += f" {unsafe_left} more with --unsafe-fixes."
+    if loaded is not None and fixed and write and loaded.frames:
+        # A fix can uncover what it removed hid (torch names only the first failing guard), and
+        # some recompiles are legitimate: `fix` profiles again and says which stay, and why.
+        summary += " Profile again to see what the fixes leave, or run `recompile-fix fix -- <command>` to the end."
     if output_format == "text" or show_diff:
         click.echo(summary, err=True)
         if result.outside:  # context (torch's own files, other folders): never an error
@@ -526,6 +541,87 @@ def verify(
     )
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also try fixes marked unsafe.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="At most this many rounds of profile, plan, verify.",
+)
+@click.option("--diff", "show_diff", is_flag=True, help="Print the verified fixes as a diff; write nothing.")
+@click.option(
+    "--backend",
+    default=None,
+    metavar="NAME",
+    help="Compile with this backend in every run (e.g. eager: same guards, faster) [default: the program's own].",
+)
+@click.option(
+    "--profile",
+    "profile_file",
+    default=None,
+    metavar="FILE",
+    help="Where to write the Profile of the fixed program [default: .recompile-fix/profile.json].",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def fix(unsafe_fixes, rounds, show_diff, backend, profile_file, command) -> None:
+    """Fix COMMAND's program to a fixed point: profile, plan, verify, keep, profile again.
+
+    \b
+    recompile-fix fix -- python train.py
+    recompile-fix fix --diff --backend eager -- python train.py
+    Each round runs the fixes not tried yet on a copy (all together, else one at a time) and
+    keeps those that make nothing worse, until nothing new is found or --rounds ran; then your
+    files get the kept fixes (or --diff prints them). Exit code: 0 done, 1 stopped at --rounds
+    with fixes left (or --diff with fixes to apply), 2 error.
+    """
+    from recompile_fix.config import load_config
+    from recompile_fix.pipeline.fix import diff_text
+    from recompile_fix.profile.model import save_profile
+    from recompile_fix.progress import Progress
+    from recompile_fix.rules import ALL_RULES
+    from recompile_fix.verify.fixpoint import fix_to_fixed_point
+    from recompile_fix.verify.render import render_fix
+
+    if not command:
+        raise UserError("no command given: use `recompile-fix fix -- python train.py ...`")
+    config = load_config()
+    unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    result = fix_to_fixed_point(
+        list(command),
+        ALL_RULES,
+        backend=backend,
+        unsafe_fixes=unsafe,
+        rounds=rounds,
+        write=not show_diff,
+        apply_options={"config": config},
+        progress=Progress(),
+    )
+    if show_diff:
+        click.echo(diff_text(result.rewrites), nl=False)
+        click.echo(render_fix(result), nl=False, err=True)
+    else:
+        click.echo(render_fix(result), nl=False)
+    for error in result.errors:
+        click.echo(f"recompile-fix: error: {error}", err=True)
+    files = len(result.rewrites)
+    verb = "Would fix" if show_diff else "Fixed"
+    summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
+    if result.dropped:
+        summary += f"; dropped {len(result.dropped)} that made things worse"
+    summary += f" ({result.runs} runs of `{' '.join(command)}`)"
+    if result.verification is not None:
+        v = result.verification
+        summary += f"; compiles {v.total('compiles', 'before')} -> {v.total('compiles', 'after')}"
+    if not show_diff and result.profile is not None:
+        written = save_profile(result.profile, profile_file or config.profile)
+        summary += f"; wrote the fixed program's Profile to {written}"
+    click.echo(summary + ".", err=True)
+    if not result.converged or (show_diff and result.rewrites):
+        sys.exit(1)
+
+
 _EDITOR_GUIDE = Path(__file__).resolve().parent / "docs" / "editors.md"
 
 
@@ -580,6 +676,7 @@ def _verify(
     apply_options: dict | None = None,
 ) -> int:
     """`recompile-fix verify`; returns the exit code (0 verified, 1 worse, 2 error)."""
+    from recompile_fix.progress import Progress
     from recompile_fix.verify.prove import verify
     from recompile_fix.verify.render import render_text
 
@@ -596,6 +693,7 @@ def _verify(
         fail_on_recompile=fail_on_recompile,
         calls=calls,
         apply_options=apply_options,
+        progress=Progress(),
     )
     if as_json:
         click.echo(json.dumps(v.to_json(), indent=1))
@@ -639,6 +737,7 @@ def _apply_verified(
     """`recompile-fix apply --verify`; returns the exit code (0 all verified and applied, 1 a fix
     was dropped or, with --check, verified fixes are pending, 2 error)."""
     from recompile_fix.pipeline.fix import diff_text
+    from recompile_fix.progress import Progress
     from recompile_fix.verify.prove import apply_verified
     from recompile_fix.verify.render import frame_table
 
@@ -655,6 +754,7 @@ def _apply_verified(
         unsafe_fixes=unsafe_fixes,
         write=write,
         apply_options=apply_options,
+        progress=Progress(),
     )
     if show_diff:
         click.echo(diff_text(result.rewrites), nl=False)

@@ -127,13 +127,13 @@ def render_text(
         return "\n".join(lines) + "\n"
     header = ("frame", "compiles", "recompiles", "compile s", "limit hits", "graph breaks")
     rows = []
-    for frame in sorted(profile.frames, key=lambda f: (-len(f.compiles), -f.compile_seconds)):
+    for frame in sorted(profile.frames, key=lambda f: (-f.compile_count, -f.compile_seconds)):
         rows.append(
             (
                 frame,
                 (
                     frame_label(frame),
-                    str(len(frame.compiles)),
+                    str(frame.compile_count),
                     str(frame.recompiles),
                     f"{frame.compile_seconds:.2f}",
                     str(frame.limit_hits),
@@ -218,7 +218,7 @@ def render_json(
                 "file": f.file,
                 "line": f.first_line,
                 "name": f.name,
-                "compiles": len(f.compiles),
+                "compiles": f.compile_count,
                 "recompiles": f.recompiles,
                 "compile_seconds": round(f.compile_seconds, 6),
                 "limit_hits": f.limit_hits,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +279,45 @@ class MarkDynamic(Rule):
             statements.append(f"for {var} in {container}:\n" + "\n".join(f"    {line}" for line in lines))
         edits.extend(Edit(finding.file, at, at, _indented(s, indent), self.id) for s in statements)
         return edits
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """Each tensor's mark before the call (``mark_dynamic``, ``maybe_mark_dynamic`` or
+        ``mark_unbacked``, ours or hand-written, any spelling of the dims), between the statement
+        that binds it and the call, and the contiguous copy where one is needed. Marks of some of
+        the tensors or dims narrow the finding to the rest. Loops over a list's items and the
+        compile-call fix: the rule's own edits made again (the default)."""
+        p = finding.params
+        if "compile_call" in p or p.get("loops") or not p.get("marks"):
+            return super().already_present(finding, source)
+        try:
+            call = _node_at(source, cst.Call, p["call"])
+        except StopIteration:
+            return None
+        statement, _ = source.statement_of(call)
+        if statement is None:
+            return None
+        remaining, lines, named = [], set(), []
+        for entry in p["marks"]:
+            expr = _marked_expression(source, call, entry)
+            if expr is None:
+                remaining.append(entry)  # the fix binds it to a new name: nothing of it is there yet
+                continue
+            marked, copied = _marks_before(source, statement, expr)
+            if entry.get("contiguous") and copied is None:
+                remaining.append(entry)  # the copy goes first, and the marks must be on it: all of it
+                continue
+            missing = [d for d in entry["dims"] if d not in marked]
+            if missing:
+                remaining.append({**entry, "dims": missing, "contiguous": False})
+                continue
+            lines |= {marked[d] for d in entry["dims"]} | ({copied} if entry.get("contiguous") and copied else set())
+            named.append(f"`{expr}` in dim {_dim_text(entry['dims'])}")
+        if remaining:
+            own = super().already_present(finding, source)  # the fix made again, as it writes it
+            if own is None:
+                p["marks"] = remaining
+            return own
+        return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
 
 
 # -- one call site ---------------------------------------------------------------------------
@@ -1040,6 +1080,110 @@ def _used_elsewhere(source: SourceFile, call: cst.Call, name: str) -> bool:
         if isinstance(node, cst.AssignTarget) and is_name(node.target, name):
             bound.add(id(node.target))
     return any(is_name(n, name) and id(n) not in in_call and id(n) not in bound for n in walk(scope))
+
+
+_MARKS = ("mark_dynamic", "maybe_mark_dynamic", "mark_unbacked")
+
+
+def _marked_expression(source: SourceFile, call: cst.Call, entry: dict[str, Any]) -> str | None:
+    """The expression the fix marks for one entry (as ``fix`` spells it), or None when the fix
+    would bind the argument to a new name."""
+    base = Base.from_json(entry["base"])
+    if base.expr is not None:
+        name = base.expr
+    else:
+        arg = _argument(call, base)
+        if arg is None:
+            return None
+        if isinstance(arg.value, cst.Name):
+            name = arg.value.value
+        elif _dotted(arg.value) and not entry.get("contiguous"):
+            name = source.code(arg.value)
+        else:
+            return None
+    return name + _steps_code(entry["steps"])
+
+
+def _squeezed(code: str) -> str:
+    return "".join(code.split()).replace("'", '"')
+
+
+def _marks_before(source: SourceFile, statement, expr: str) -> tuple[dict[int, int], int | None]:
+    """The dims of ``expr`` marked by the statements before ``statement`` in its block, up to the
+    one that binds its root name (dim -> line), and the line of a contiguous copy made there. An
+    ``if <...> is not None:`` holding only marks (the fix's own, for an optional tensor) counts."""
+    block = source.parents.get(statement)
+    body = list(getattr(block, "body", ()))
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    root = re.match(r"[A-Za-z_][A-Za-z_0-9]*", expr)
+    name = root.group(0) if root else expr
+    wanted = _squeezed(expr)
+    marked: dict[int, int] = {}
+
+    def scan(small: cst.BaseSmallStatement, line: int) -> None:
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            for dim in _marked_dims(source, small.value, wanted):
+                marked.setdefault(dim, line)
+
+    for earlier in reversed(body[:index]):
+        line = source.positions[earlier].start.line
+        if isinstance(earlier, cst.If) and earlier.orelse is None and _only_marks(earlier.body):
+            for inner in earlier.body.body:
+                for small in getattr(inner, "body", ()):
+                    scan(small, source.positions[inner].start.line)
+            continue
+        if not isinstance(earlier, cst.SimpleStatementLine):
+            break  # a compound statement may bind the name: marks above it are not known to hold
+        for small in reversed(earlier.body):
+            if isinstance(small, cst.Assign) and any(is_name(t.target, name) for t in small.targets):
+                copy = expr == name and _contiguous_copy(small.value)
+                return marked, line if copy else None
+            if isinstance(small, (cst.AugAssign, cst.AnnAssign)) and is_name(small.target, name):
+                return marked, None
+            scan(small, line)
+    return marked, None
+
+
+def _only_marks(block: cst.BaseSuite) -> bool:
+    return isinstance(block, cst.IndentedBlock) and all(
+        isinstance(s, cst.SimpleStatementLine)
+        and all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) for small in s.body)
+        for s in block.body
+    )
+
+
+def _marked_dims(source: SourceFile, call: cst.Call, expr: str) -> list[int]:
+    """The dims ``torch._dynamo.mark_dynamic(expr, dims)`` (or maybe_mark_dynamic, mark_unbacked,
+    however imported) marks; [] for any other call. ``expr`` without whitespace."""
+    func = call.func
+    called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    if called not in _MARKS or not call.args or _squeezed(source.code(call.args[0].value)) != expr:
+        return []
+    dims = next((a.value for a in call.args[1:] if a.keyword is None or a.keyword.value == "index"), None)
+    values = dims.elements if isinstance(dims, (cst.List, cst.Tuple)) else [dims]
+    found = []
+    for value in values:
+        if isinstance(value, cst.BaseElement):  # a list or tuple element wraps its value
+            value = value.value
+        if isinstance(value, cst.Integer):
+            found.append(int(value.evaluated_value))
+    return found
+
+
+def _contiguous_copy(value: cst.BaseExpression) -> bool:
+    """``....clone(memory_format=torch.contiguous_format)``: the copy RF001 makes."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "clone"
+        and any(
+            a.keyword is not None
+            and a.keyword.value == "memory_format"
+            and isinstance(a.value, (cst.Attribute, cst.Name))
+            and (a.value.attr.value if isinstance(a.value, cst.Attribute) else a.value.value) == "contiguous_format"
+            for a in value.args
+        )
+    )
 
 
 def _fresh_name(base: str, taken: set[str]) -> str:

@@ -3,6 +3,8 @@ frame recompile."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
@@ -10,6 +12,7 @@ from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -138,7 +141,7 @@ class TensorScalar(Rule):
         )
         function_name = function_of(frame.name)
         message = self.message.format(
-            param=param, frame=function_name, kind=kind, values=shown, compiles=len(frame.compiles)
+            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
         )
 
         covers = [cover(frame, [param], self.consumes)]
@@ -267,6 +270,16 @@ class TensorScalar(Rule):
         if finding.params.get("optional"):  # None calls keep passing None
             wrapped = f"None if {value} is None else {wrapped}"
         return [Edit(finding.file, start, end, wrapped, self.id)]
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The argument is already a tensor made from the number (``torch.tensor(c)``, ours or
+        hand-written)."""
+        start, end = finding.params["arg"]
+        text = source.text[start:end]
+        optional = re.match(r"\s*None\s+if\s+.+?\s+is\s+None\s+else\s+(.*)$", text, re.S)  # ours for None calls
+        if not makes_tensor(optional.group(1) if optional else text):
+            return None
+        return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
 
 
 def _values(frame: Frame, param: str) -> list:

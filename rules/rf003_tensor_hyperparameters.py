@@ -10,6 +10,7 @@ import libcst as cst
 
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -160,7 +161,7 @@ class TensorHyperparameters(Rule):
                         safety=Safety.NONE,
                         evidence=evidence,
                         message=self.message.format(
-                            optimizer="the optimizer", key=_keys(keys), compiles=len(frame.compiles), fix="no edit"
+                            optimizer="the optimizer", key=_keys(keys), compiles=frame.compile_count, fix="no edit"
                         ),
                         notes=[
                             f"no `torch.optim` construction matching `{frame.name}` in {frame.file} was found in "
@@ -213,7 +214,7 @@ class TensorHyperparameters(Rule):
         static_source: SourceFile | None = None,
     ) -> Finding:
         source = static_source or project.source(built.file)
-        compiles = len(frame.compiles) if frame else "several"
+        compiles = frame.compile_count if frame else "several"
         notes: list[str] = []
         blockers: list[str] = []
         for scheduler in built.schedulers(source):
@@ -309,6 +310,19 @@ class TensorHyperparameters(Rule):
             call = next(n for n in source.nodes(cst.Call) if _position(source, n) == p["call"])
             edits.append(_add_keywords(source, finding.file, call, keywords, self.id))
         return edits
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """Every learning rate it would wrap is already a tensor (``lr=torch.tensor(0.01)``, ours
+        or hand-written); those that are drop out of the finding."""
+        p = finding.params
+        tensors = [span for span in p["wrap"] if makes_tensor(source.text[span[0] : span[1]])]
+        if not tensors:
+            return None
+        p["wrap"] = [span for span in p["wrap"] if span not in tensors]
+        if p["wrap"] or p.get("default") is not None or p.get("capturable"):
+            return None
+        start, end = tensors[0]
+        return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
 
 
 class _Scheduler:

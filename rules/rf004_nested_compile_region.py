@@ -127,6 +127,8 @@ class NestedCompileRegion(Rule):
         version_problem = _version_problem(profile.torch_version, "the Profile")
         user_files = [p for p in profile.sources if not os.path.isabs(p)]
         facts = _ProgramFacts(project, user_files, profile)
+        # A Profile whose run ran a backward pass trains, whatever its files show now.
+        facts.training = facts.training or (_RAN_BACKWARD if profile.trains else None)
         analyses: dict[str, Analysis | None] = {}
         for frame in sorted(profile.frames, key=lambda f: -f.compile_seconds):
             if is_resume(frame.name) or os.path.isabs(frame.file):
@@ -181,9 +183,13 @@ class NestedCompileRegion(Rule):
         return list(findings.values())
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
+        return self._plan_static(source, path, None)
+
+    def _plan_static(self, source: SourceFile, path: str, training: str | None) -> list[Finding]:
         version_problem = _version_problem(_installed_torch(), "this environment")
         analysis = Analysis(source)
         facts = _ProgramFacts.of_file(source, path, analysis)
+        facts.training = training or facts.training
         findings: dict[str, Finding] = {}
         for site in analysis.sites():
             if site.target_key in findings:
@@ -228,13 +234,13 @@ class NestedCompileRegion(Rule):
             "blocks": site.count,
             "block": site.block,
             "loop_line": site.line,
-            "trains": bool(training),
+            "trains": training or False,
         }
         if frame is not None:
             evidence.update(
                 {
                     "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                    "compiles": len(frame.compiles),
+                    "compiles": frame.compile_count,
                     "compile_seconds": round(frame.compile_seconds, 3),
                     "graph_breaks": sum(b.count for b in frame.graph_breaks),
                 }
@@ -306,24 +312,54 @@ class NestedCompileRegion(Rule):
             finding.notes.append("the number of blocks is not a constant in the source")
         return finding
 
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
+        """A Profile whose run ran a backward pass makes the static finding what the Profile's
+        plan made it: the program trains, whatever this one file shows."""
+        if not profile.trains or finding.evidence.get("trains") or finding.safety is Safety.NONE:
+            return finding
+        try:
+            again = self._plan_static(source, finding.file, _RAN_BACKWARD)
+        except SourceError:
+            return finding
+        return next((f for f in again if f.params == finding.params), finding)
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The function is already a region (``nested_compile_region``, ours or hand-written)."""
+        func = _target_def(Tree(source.syntax), finding.params)
+        if func is None or not already_marked(func):
+            return None
+        return f"line {func.lineno}: `{finding.params['function']}` is already a nested_compile_region"
+
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        tree = Tree(source.syntax)
-        func = next(
-            n
-            for n in tree.order
-            if isinstance(n, DEFS)
-            and n.name == p["function"]
-            and n.lineno == p["line"]
-            and class_name(tree.enclosing_class(n)) == p["class"]
-        )
+        func = _target_def(Tree(source.syntax), p)
+        if func is None:
+            raise ValueError(f"no `def {p['function']}` at line {p['line']}")
         if already_marked(func):
             return []
         # On the `def` line, below any decorators it has: where the finding points.
         indent = source.lines[func.lineno - 1][: source.char_column(func.lineno, func.col_offset)]
         at = source.offset(func.lineno, 0)
         return [Edit(finding.file, at, at, f"{indent}@{torch_name}.{DECORATOR}\n", self.id)]
+
+
+# The training evidence of a Profile whose files no longer tell (already fixed, or edited since).
+_RAN_BACKWARD = "the profiled run ran a backward pass"
+
+
+def _target_def(tree: Tree, params: dict):
+    return next(
+        (
+            n
+            for n in tree.order
+            if isinstance(n, DEFS)
+            and n.name == params["function"]
+            and n.lineno == params["line"]
+            and class_name(tree.enclosing_class(n)) == params["class"]
+        ),
+        None,
+    )
 
 
 def _torch_version(text: str | None) -> tuple[int, int] | None:

@@ -167,7 +167,7 @@ class GraphBreakShield(Rule):
             location=location,
             safety=Safety.UNSAFE,
             message=self.message.format(
-                frame=frame.name, value=value, compiles=len(frame.compiles), line=pos.start.line, prefix=len(prefix)
+                frame=frame.name, value=value, compiles=frame.compile_count, line=pos.start.line, prefix=len(prefix)
             ),
             params={"function": frame.name, "line": pos.start.line, "col": pos.start.column},
             evidence=evidence,
@@ -220,6 +220,32 @@ class GraphBreakShield(Rule):
             raise ValueError(f"line {p['line']} does not start with the statement")
         at = source.offset(pos.start.line, 0)
         return [Edit(finding.file, at, at, f"{indent}{torch_name}._dynamo.graph_break()\n", self.id)]
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """A graph break right before the statement (``torch._dynamo.graph_break()``, ours or
+        hand-written, however imported)."""
+        p = finding.params
+        for func in source.nodes(cst.FunctionDef):
+            body = list(func.body.body) if func.name.value == p["function"] else []
+            for before, statement in zip(body, body[1:]):
+                if source.positions[statement].start.line != p["line"]:
+                    continue
+                if not isinstance(before, cst.SimpleStatementLine):
+                    return None
+                for small in before.body:
+                    call = small.value if isinstance(small, cst.Expr) else None
+                    func_expr = call.func if isinstance(call, cst.Call) else None
+                    called = (
+                        func_expr.attr.value
+                        if isinstance(func_expr, cst.Attribute)
+                        else func_expr.value
+                        if isinstance(func_expr, cst.Name)
+                        else None
+                    )
+                    if called == "graph_break":
+                        return f"line {source.positions[before].start.line}: `{source.code(small).strip()}`"
+                return None
+        return None
 
 
 def _profile_why_not(frame: Frame, value: str, line: int) -> str | None:

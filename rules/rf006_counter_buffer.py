@@ -154,7 +154,7 @@ class CounterBuffer(Rule):
             state = GlobalState.find(counter, project)
         else:
             state = AttributeState.find(counter, frame, files, project)
-        compiles = sum(len(f.compiles) for f in counter.frames)
+        compiles = sum(f.compile_count for f in counter.frames)
         limit = sum(f.limit_hits for f in counter.frames)
         values = counter.values
         shown = ", ".join(map(repr, values[:3])) + (", ..." if len(values) > 3 else "")
@@ -261,6 +261,18 @@ class CounterBuffer(Rule):
             text = "".join(indent + line + "\n" for line in format_statement(statement, len(indent)).splitlines())
             edits.append(Edit(finding.file, at, at, text, self.id))
         return edits
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The config line anywhere in the file, or the rule's own edits made again (the
+        default)."""
+        statement = finding.params.get("config")
+        if statement is not None:
+            wanted = statement.replace("torch.", f"{source.torch_alias or 'torch'}.", 1).replace(" ", "")
+            for number, line in enumerate(source.lines, 1):
+                if line.replace(" ", "").strip() == wanted:
+                    return f"line {number}: `{line.strip()}`"
+            return None
+        return super().already_present(finding, source)
 
 
 def _config(counter: Counter, state: CounterState, profile: Profile):

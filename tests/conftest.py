@@ -87,11 +87,11 @@ def _runs_torch(args) -> bool:
         if "--from-trace" in args or not command:
             return False
         return command[0] == "python" or bool(shutil.which(command[0])) or os.path.exists(command[0])
-    return args[0] == "verify" or (args[0] == "apply" and "--verify" in args)
+    return args[0] in ("verify", "fix") or (args[0] == "apply" and "--verify" in args)
 
 
-def run_cli(*args, cwd=None, check=None):
-    """Run `recompile-fix ARGS` in a fresh process, as a user would."""
+def run_cli(*args, cwd=None, check=None, env=None):
+    """Run `recompile-fix ARGS` in a fresh process, as a user would (``env``: more variables)."""
     if _runs_torch(args):
         require_slow("recompile-fix " + " ".join(map(str, args[:1])))
     completed = subprocess.run(
@@ -99,7 +99,7 @@ def run_cli(*args, cwd=None, check=None):
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
     )
     if check is not None:
         assert completed.returncode == check, completed.stdout + completed.stderr

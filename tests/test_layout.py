@@ -13,7 +13,16 @@ PACKAGE = ROOT / "recompile_fix"
 
 # In flow order. A module may import its own stage and earlier ones, never a later one.
 STAGES = [
-    ("base", ("recompile_fix", "recompile_fix.errors", "recompile_fix.suppression", "recompile_fix.config")),
+    (
+        "base",
+        (
+            "recompile_fix",
+            "recompile_fix.errors",
+            "recompile_fix.suppression",
+            "recompile_fix.config",
+            "recompile_fix.progress",
+        ),
+    ),
     ("profile", ("recompile_fix.profile", "recompile_fix._bootstrap")),
     ("analysis", ("recompile_fix.analysis",)),
     ("findings", ("recompile_fix.findings",)),

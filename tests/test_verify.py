@@ -30,8 +30,9 @@ from recompile_fix.profile.compiled_outputs import load as load_outputs
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
 from recompile_fix.verify.compare import Tolerance, allowances, compare_outputs, compare_runs, compare_tensors
 from recompile_fix.verify.prove import verify
+from recompile_fix.verify.render import render_text
 from recompile_fix.verify.runs import CallableOutputs, Run, _outputs, run_command
-from recompile_fix.verify.tree import command_in, copy_tree
+from recompile_fix.verify.tree import Checkout, command_in, copy_tree
 
 VERIFY_PROGRAMS = PROGRAMS / "verify"
 
@@ -242,7 +243,7 @@ def test_fail_on_recompile_after_warm_up(tmp_path):
     shutil.copy(VERIFY_PROGRAMS / "recompiles_late.py", tmp_path / "recompiles_late.py")
     run = run_command(
         ["python", "recompiles_late.py"],
-        cwd=tmp_path,
+        at=Checkout(tmp_path, tmp_path),
         backend="eager",
         log=tmp_path / "run.log",
         fail_on_recompile=True,
@@ -297,10 +298,10 @@ def test_outputs_are_compared_in_the_users_interpreter_when_the_tool_has_no_torc
         recorder.call(entry, lambda x: (x, x.sum()), (torch.arange(3.0),), {})
         recorder.save(str(tmp_path / side / "outputs-1.pt"))
     refs = {
-        side: _outputs(load_refs(str(tmp_path / side)), tmp_path, interpreter=sys.executable)[0]
+        side: _outputs(load_refs(str(tmp_path / side)), str, interpreter=sys.executable)[0]
         for side in ("before", "after")
     }
-    loaded = {side: _outputs(load_outputs(str(tmp_path / side)), tmp_path)[0] for side in ("before", "after")}
+    loaded = {side: _outputs(load_outputs(str(tmp_path / side)), str)[0] for side in ("before", "after")}
     assert all(isinstance(t, TensorRef) for o in refs["before"].values() for call in o.outputs for t in call)
     for tolerance in (Tolerance(), Tolerance(atol=1e-2), Tolerance(exact=True)):
         judged = compare_outputs(refs["before"], refs["after"], tolerance)
@@ -386,3 +387,56 @@ def test_copy_tree(tmp_path):
         str(dst / "pkg" / "mod.py"),
         "-v",
     ]
+
+
+def test_a_new_frame_that_compiles_once_is_not_worse_when_the_totals_drop():
+    # Failure 6: a tensor lr removes Adam.step's recompile and adds Optimizer._to_scalar, which
+    # compiles once. Judged on the totals: fewer recompiles, no more compiles, no more seconds.
+    before = _run([_frame("step", 214, 2, file="adam.py")])
+    after = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
+    v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
+    assert v.verified, v.regressions
+    assert v.notes[0] == (
+        "new compiled frame _to_scalar (optimizer.py:228) compiles once; in all, compiles 2 -> 2, "
+        "recompiles 1 -> 0, compile seconds 0.20 -> 0.20"
+    )
+    # It is worse when it recompiles itself, or when nothing else got better.
+    twice = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 2, file="optimizer.py")])
+    assert compare_runs(before, twice, command=["x"], fixes=[], tolerance=Tolerance()).regressions == [
+        "new compiled frame: _to_scalar (optimizer.py:228): 2 compiles"
+    ]
+    same = _run([_frame("step", 214, 2, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
+    assert not compare_runs(before, same, command=["x"], fixes=[], tolerance=Tolerance()).verified
+    slower = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
+    slower.profile.frames[1].compiles[0].seconds["dynamo"] = 5.0
+    assert not compare_runs(before, slower, command=["x"], fixes=[], tolerance=Tolerance()).verified
+
+
+def test_a_frame_at_the_recompile_limit_shows_torchs_compile_count():
+    # Failure 6: 8 compiles and the refused ninth attempt (a limit-hit record) are 8 compiles.
+    frame = _frame("add_one", 5, 8)
+    frame.compiles.append(Compile(id="0/8", limit_hit=True))
+    assert (frame.compile_count, frame.recompiles, frame.limit_hits) == (8, 7, 1)
+    v = compare_runs(_run([frame]), _run([_frame("add_one", 5, 1)]), command=["x"], fixes=[], tolerance=Tolerance())
+    assert v.frames[0].before == {
+        "compiles": 8,
+        "recompiles": 7,
+        "limit_hits": 1,
+        "compile_seconds": 0.8,
+        "graph_breaks": 0,
+    }
+    from recompile_fix.report import render_text as report_text
+
+    profile = _run([frame]).profile
+    assert "8 compiles, 7 recompiles" in report_text(profile)
+
+
+def test_a_crashed_run_reads_as_crashed():
+    # A run that crashed early compiled less: its numbers are no win.
+    before = _run([_frame("fn", 10, 9)])
+    after = _run([_frame("fn", 10, 1)], exit_code=1)
+    v = compare_runs(before, after, command=["python", "prog.py"], fixes=[], tolerance=Tolerance())
+    text = render_text(v)
+    assert "The run with the fixes CRASHED (exit code 1)" in text
+    assert re.search(r"^total \(after: CRASHED\)\s+9 -> 1", text, re.M)
+    assert "Verified" not in text and "Worse after the fixes:" in text

@@ -28,6 +28,7 @@ __all__ = [
     "CONVERTER_WHY",
     "INEXACT",
     "WRONG_UNDER_INDUCTOR",
+    "makes_tensor",
 ]
 
 # Tensor methods whose Python-number arguments may as well be 0-d tensors (same result).
@@ -366,3 +367,15 @@ CONVERTER_WHY = {
 
 
 EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+
+
+# Calls that make a tensor from a Python number: a value already passed through one is a tensor.
+TENSOR_CONSTRUCTORS = ("tensor", "as_tensor", "scalar_tensor", "full", "zeros", "ones")
+
+
+def makes_tensor(code: str) -> bool:
+    """Is this expression's text a call that makes a tensor (``torch.tensor(0.5)``, ``th.as_tensor(lr)``,
+    ``torch.full((), k)``), whatever the module is called?"""
+    import re
+
+    return re.match(rf"^\s*[\w.]*\b({'|'.join(TENSOR_CONSTRUCTORS)})\s*\(", code) is not None

@@ -81,7 +81,7 @@ def frame_evidence(frame: Frame, guards: Iterable[Reason] = (), **more: Any) -> 
     ``guards`` that failed (distinct, sorted)."""
     evidence: dict[str, Any] = {
         "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-        "compiles": len(frame.compiles),
+        "compiles": frame.compile_count,
         "recompiles": frame.recompiles,
         "compile_seconds": round(frame.compile_seconds, 3),
         **more,

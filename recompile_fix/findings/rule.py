@@ -80,6 +80,46 @@ class Rule:
         """The edits for one finding. ``torch_name`` is how the file spells ``torch``."""
         raise NotImplementedError
 
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """Is the finding's fix already in the code (the tool's own edit from an earlier round,
+        or a hand-written equivalent)? Where, in a few words; None when it is not. A rule may
+        narrow the finding to what is still missing (its ``params``) and return None.
+
+        This default recognises the rule's own edits, made again: each insertion would put in
+        exactly the text already at that point, each replacement the text already in its span.
+        Rules that recognise hand-written forms say more."""
+        try:
+            edits = self.fix(finding, source, source.torch_alias or "torch")
+        except Exception:  # noqa: BLE001 - cannot tell: let the fix run and report its own error
+            return None
+        if not edits:
+            return None
+        text = source.text
+        inserted: dict[int, str] = {}
+        found: list[tuple[int, str]] = []
+        for edit in edits:
+            if edit.start == edit.end:  # insertions at one point go in in order
+                inserted[edit.start] = inserted.get(edit.start, "") + edit.new_text
+            elif text[edit.start : edit.end] == edit.new_text:
+                found.append((edit.start, edit.new_text))
+            else:
+                return None
+        for at, new in inserted.items():
+            if text[max(0, at - len(new)) : at] == new:
+                found.append((at - len(new), new))
+            elif text[at : at + len(new)] == new:
+                found.append((at, new))
+            else:
+                return None
+        start, new = min(found)
+        return f"line {text.count(chr(10), 0, start) + 1}: `{new.strip().splitlines()[0]}`"
+
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
+        """A static Finding (``plan_static``) in the light of what a Profile established about the
+        program (e.g. ``Profile.trains``): static mode must not contradict the Profile, also for a
+        file the Profile no longer matches (already fixed, edited since). Default: as it is."""
+        return finding
+
     @classmethod
     def docs(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")

@@ -37,7 +37,7 @@ from recompile_fix.lsp.items import (
     text_sha,
 )
 from recompile_fix.lsp.positions import LineIndex, Range, code_units, diff_edit, map_offset
-from recompile_fix.pipeline.fix import is_selected, merge_findings
+from recompile_fix.pipeline.fix import is_selected, merge_findings, settle
 from recompile_fix.profile.model import Profile, relative_to_root, resolve, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed, strip_suppressions, with_suppression
@@ -214,6 +214,14 @@ class Engine:
                 self._log(f"recompile-fix: {rule.id} failed on {path}:\n{traceback.format_exc()}")
         return found
 
+    def _settled(self, findings: list[Finding], path: str, source: SourceFile | None) -> list[Finding]:
+        """As `apply` has them: static ones in the light of the Profile's facts, and none whose
+        fix the text already holds."""
+        pending, _ = settle(
+            findings, self.rules, profile=self.profile, source_of=lambda file: source if file == path else None
+        )
+        return pending
+
     def _static_rules(self, text: str) -> list[Rule]:
         data = text.encode("utf-8")
         return [r for r in self.rules if type(r).plan_static is not Rule.plan_static and r.may_fire(data)]
@@ -223,8 +231,12 @@ class Engine:
         if replan:
             self._planned = None  # a rule may now read a file it could not before
         source = self._project.source(path)
-        findings = merge_findings(
-            [f for f in self._plan() if f.file == path], self._static_findings(source, path), self.config
+        findings = self._settled(
+            merge_findings(
+                [f for f in self._plan() if f.file == path], self._static_findings(source, path), self.config
+            ),
+            path,
+            source,
         )
         base = Base(path, text, source, findings, profiled=True)
         base.states[text_sha(strip_suppressions(text))] = frozenset()
@@ -237,8 +249,12 @@ class Engine:
         for other, base in list(self._bases.items()):
             if other == path:
                 continue
-            findings = merge_findings(
-                [f for f in self._plan() if f.file == other], self._static_findings(base.source, other), self.config
+            findings = self._settled(
+                merge_findings(
+                    [f for f in self._plan() if f.file == other], self._static_findings(base.source, other), self.config
+                ),
+                other,
+                base.source,
             )
             if [f.to_json() for f in findings] != [f.to_json() for f in base.findings]:
                 self._bases[other] = fresh = Base(other, base.text, base.source, findings, profiled=True)
@@ -256,9 +272,8 @@ class Engine:
                 source = SourceFile.parse(Path(path), text)
             except Exception:  # noqa: BLE001 - does not parse: nothing to say, nothing to fix
                 source = None
-        base = Base(
-            path, text, source, merge_findings([], self._static_findings(source, path), self.config), profiled=False
-        )
+        findings = self._settled(merge_findings([], self._static_findings(source, path), self.config), path, source)
+        base = Base(path, text, source, findings, profiled=False)
         self._static_bases[key] = base
         while len(self._static_bases) > 16:
             self._static_bases.popitem(last=False)

@@ -8,6 +8,10 @@
   or unreadable file is reported in one line and left alone), and from the source for the
   rules that need no Profile; merged (``merge_findings``), filtered by configuration and
   suppression comments, in position order (``finding_order``).
+* ``settle``: each Finding against the code as it is and the Profile's facts: a static Finding
+  never contradicts what the Profile established (``Rule.honour_facts``: the program trains),
+  and a Finding whose fix the code already holds (``Rule.already_present``: the tool's own edit
+  from an earlier round, or a hand-written equivalent) is not pending, so it is never made twice.
 * ``select_fixes``: the Findings whose fix is made: safe ones, and unsafe ones when asked.
 * ``rewrite_files``: each file's fixes as one rewrite; a file that cannot be read or parsed, or
   whose fixes crash, is reported and never loses another file's work.
@@ -21,7 +25,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +56,8 @@ __all__ = [
     "rewrite_files",
     "run_apply",
     "select_fixes",
+    "settle",
+    "settle_in",
     "write_rewrites",
 ]
 
@@ -64,6 +70,8 @@ class ApplyResult:
     already_applied: list[str] = field(default_factory=list)
     outside: list[Finding] = field(default_factory=list)
     files_parsed: int = 0  # files the static scan had to parse (cache misses)
+    present: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, where its fix already is)
+    stale: dict[str, str] = field(default_factory=dict)  # path -> what changed since it was profiled
     # path -> content digest of the bytes its Findings were planned from: a file rewritten from
     # other bytes (another run wrote it meanwhile) is left alone.
     planned_from: dict[str, str] = field(default_factory=dict)
@@ -105,12 +113,14 @@ def run_apply(
             for r in rewrites
             for finding, why in r.skipped
         ]
+        changed = {r.path for r in rewrites if r.changed}
+        stale = [(path, _stale_message(path, what, path in changed)) for path, what in result.stale.items()]
         result.rewrites = [r for r in rewrites if r.changed]
         if write:
             unwritten = write_rewrites(root_dir, result.rewrites, profile)
             failed.extend((r.path, why) for r, why in unwritten)
             result.rewrites = [r for r in result.rewrites if all(r is not u for u, _ in unwritten)]
-    result.errors.extend(message for _, message in sorted(failed + skipped, key=lambda item: item[0]))
+    result.errors.extend(message for _, message in sorted(stale + failed + skipped, key=lambda item: item[0]))
     return result
 
 
@@ -156,12 +166,51 @@ def find(
             if result.planned_from[finding.file] != digest:
                 result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
     lines = _LineReader(root)
-    result.findings = [
+    findings = [
         finding
         for finding in merge_findings(profiled, static, config)
         if not is_suppressed(lines.line(finding.file, finding.location.line), finding.rule)
     ]
+    result.findings, result.present = settle(findings, rules, profile=profile, source_of=_SourceReader(root).source)
     return result
+
+
+def settle_in(
+    root: str | os.PathLike[str], findings: list[Finding], rules: tuple[Rule, ...], profile: Profile | None
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """``settle`` against the files as they are under ``root``."""
+    return settle(findings, rules, profile=profile, source_of=_SourceReader(Path(root)).source)
+
+
+def settle(
+    findings: list[Finding],
+    rules: tuple[Rule, ...],
+    *,
+    profile: Profile | None,
+    source_of: Callable[[str], SourceFile | None],
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """The Findings still pending in the code as it is, and (finding, where) for those whose fix
+    is already there. Static Findings first take in the Profile's facts."""
+    by_id = {rule.id: rule for rule in rules}
+    pending: list[Finding] = []
+    present: list[tuple[Finding, str]] = []
+    for finding in findings:
+        rule = by_id.get(finding.rule)
+        source = source_of(finding.file) if rule is not None else None
+        if rule is None or source is None:
+            pending.append(finding)
+            continue
+        try:
+            if profile is not None and finding.confidence == "static":
+                finding = rule.honour_facts(finding, profile, source)
+            where = rule.already_present(finding, source) if finding.fixable else None
+        except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
+            where = None
+        if where:
+            present.append((finding, where))
+        else:
+            pending.append(finding)
+    return pending, present
 
 
 def merge_findings(profiled: list[Finding], static: list[Finding], config: Config | None = None) -> list[Finding]:
@@ -246,6 +295,9 @@ def _plan_from_profile(
         state = file_status(finding.file)
         if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
+        if state == "stale":
+            result.stale.setdefault(finding.file, _what_changed(finding.file, profile))
+            continue
         if state == "outside":
             link = resolve(finding.file, root_dir)
             if link.is_symlink() and _inside(link.parent, roots) and not _inside(link, [root_dir]):
@@ -269,6 +321,38 @@ def _plan_from_profile(
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     result.parsed = project.parsed()
     return planned
+
+
+def _what_changed(path: str, profile: Profile) -> str:
+    if path in profile.applied:
+        return "its bytes are neither the ones the Profile hashed nor the ones `apply` wrote: edited since"
+    return "its bytes are not the ones the Profile hashed"
+
+
+def _stale_message(path: str, what: str, changed: bool) -> str:
+    """The stale-Profile line for ``path``, true to the diff: whether the fixes that need no
+    Profile still changed the file."""
+    done = "only the fixes that need no Profile were made" if changed else "not changed"
+    return (
+        f"{path}: changed since it was profiled ({what}): stale Profile, its fixes for this file were "
+        f"skipped; run `recompile-fix profile` again; {done}"
+    )
+
+
+class _SourceReader:
+    """Each file's text as it is on disk, parsed only when a rule asks; None when unreadable."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._sources: dict[str, SourceFile | None] = {}
+
+    def source(self, path: str) -> SourceFile | None:
+        if path not in self._sources:
+            try:
+                self._sources[path] = SourceFile.read(Path(path), resolve(path, self.root).read_bytes(), parse=False)
+            except (OSError, SourceError):
+                self._sources[path] = None
+        return self._sources[path]
 
 
 def _read_or_none(path: Path) -> bytes | None:

@@ -154,6 +154,13 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                     frame.graph_breaks.append(
                         GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
                     )
+    if any("backward_ran" in r for r in records):  # a trace does not say
+        profile.trains = any(r.get("backward_ran") for r in records)
+    for record in ranked:
+        for entry in record.get("import_paths", []):
+            spelled = relative_to_root(entry, root)
+            if spelled not in profile.import_paths:
+                profile.import_paths.append(spelled)
     profile.frames = sorted(frames.values(), key=lambda f: (f.file, f.first_line, f.name))
     for path in sorted(named):
         digest = sha256_file(path)

@@ -39,6 +39,7 @@ __all__ = [
     "relative_to_root",
     "resolve",
     "same_as_profiled",
+    "save_profile",
     "sha256_bytes",
     "sha256_file",
     "torch_release",
@@ -200,6 +201,12 @@ class Frame:
         return sum(1 for c in self.compiles if c.limit_hit)
 
     @property
+    def compile_count(self) -> int:
+        """How often torch compiled the frame: a recompile-limit hit is a refused attempt, not a
+        compile (torch's own count, which ``len(compiles)`` exceeds by the limit hits)."""
+        return sum(1 for c in self.compiles if not c.limit_hit)
+
+    @property
     def compile_seconds(self) -> float:
         total = 0.0
         for c in self.compiles:
@@ -260,6 +267,12 @@ class Profile:
     applied: dict[str, str] = field(default_factory=dict)
     # The backend `profile --backend` forced (None: the program's own); `apply --verify` reuses it.
     backend: str | None = None
+    # Facts of the run that outlive edits to the files (static mode honours them): did the program
+    # run a backward pass (torch.autograd.backward/grad)? None: not known (an older Profile, a trace).
+    trains: bool | None = None
+    # The program's own import paths (sys.path less installed code), spelled as paths are: a copy
+    # of the project that `verify` and `fix` run in must hold them.
+    import_paths: list[str] = field(default_factory=list)
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -277,7 +290,7 @@ class Profile:
 
     @property
     def total_compiles(self) -> int:
-        return sum(len(f.compiles) for f in self.frames)
+        return sum(f.compile_count for f in self.frames)
 
     # -- JSON -------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -334,6 +347,8 @@ class Profile:
                 tool_version=data.get("tool_version"),
                 applied=dict(data.get("applied", {})),
                 backend=data.get("backend"),
+                trains=data.get("trains"),
+                import_paths=list(data.get("import_paths", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None
@@ -357,6 +372,26 @@ class Profile:
             return cls.from_json(data)
         except UserError as exc:
             raise UserError(f"{path}: {exc}") from None
+
+
+def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
+    """Write ``profile`` to ``path``, but never over a Profile that recorded compiles with one
+    that recorded none (a run that compiled nothing, or failed before compiling: a typo in the
+    command): that one goes beside it, ``profile.empty.json`` or ``profile.failed.json``.
+    Returns where it went."""
+    path = Path(path)
+    if not profile.frames and path.exists():
+        # The frames as written, not validated: a Profile a stricter check refuses is still one
+        # that recorded compiles, and is kept.
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):  # not a Profile we can read: nothing to lose
+            kept = None
+        if isinstance(kept, dict) and kept.get("frames"):
+            what = "failed" if profile.exit_code else "empty"
+            path = path.with_name(f"{path.stem}.{what}{path.suffix}")
+    profile.dump(path)
+    return path
 
 
 _LIBRARY_PARTS = ("site-packages", "dist-packages")

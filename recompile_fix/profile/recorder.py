@@ -12,7 +12,9 @@ program that never imports torch pays nothing. Everything it reads is torch's ow
   (the metrics keep only the first);
 * the Python stack when the compile starts (the metrics' own stack drops the caller), with the
   column span of the calling expression so the rewrite can find the exact call;
-* the ``graph_breaks`` artifact log, which names the user file:line of each break.
+* the ``graph_breaks`` artifact log, which names the user file:line of each break;
+* whether the program ran a backward pass (``torch.autograd.backward``/``grad``, which
+  ``Tensor.backward`` calls): a fact about the program that later edits do not change.
 
 Programs rearrange that bookkeeping: ``torch._dynamo.reset()`` restarts compile ids and clears
 the callbacks and ``guard_failures``, ``logging.config`` disables loggers, other tools clear the
@@ -379,6 +381,7 @@ class _Recorder:
         self.seen_failures: dict[object, int] = {}
         self.started = time.time()
         self.torch_version = None
+        self.backward_ran = False
         # Each metrics record is keyed (compile id, start time, forward?), so that the two
         # sources and the exit scan never count one compile twice.
         self.seen: set[tuple] = set()
@@ -682,6 +685,8 @@ class _Recorder:
             **self.header(),
             "compiles": self.compiles,
             "graph_breaks": self.graph_breaks,
+            "backward_ran": self.backward_ran,
+            "import_paths": _program_import_paths(),
             "recorder": self.reconcile(),
             "exit": exit_info,
             "wall_seconds": time.time() - self.started,
@@ -738,6 +743,28 @@ class _PartFile:
             with contextlib.suppress(OSError):
                 os.remove(self.path)
         self.handle, self.path = None, None
+
+
+def _program_import_paths() -> list[str]:
+    """The program's own import paths (``sys.path`` as it ended, with what the program or
+    PYTHONPATH added), installed code and our bootstrap left out: `verify` and `fix` run the
+    program in a copy that must hold them."""
+    installed = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = []
+    for entry in sys.path:
+        path = os.path.abspath(entry or os.curdir)
+        parts = path.split(os.sep)
+        if (
+            not os.path.isdir(path)
+            or "site-packages" in parts
+            or "dist-packages" in parts
+            or any(path == d or path.startswith(d + os.sep) for d in installed)
+            or os.path.exists(os.path.join(path, "sitecustomize.py"))  # ours (or a system one)
+            or path in found
+        ):
+            continue
+        found.append(path)
+    return found
 
 
 def _int_env(name: str):
@@ -884,6 +911,7 @@ def install() -> _Recorder:
     backend = os.environ.get(BACKEND_ENV)
     if backend:
         _force_backend(torch, backend)
+    _note_backward(torch, recorder)
 
     # `recompile-fix verify` also wants what each compiled callable returned.
     from recompile_fix.profile.compiled_outputs import install_from_env
@@ -944,6 +972,36 @@ def _force_backend(torch, backend: str) -> None:
 
     compile_with_backend.__wrapped__ = original
     torch.compile = compile_with_backend
+
+
+def _note_backward(torch, recorder: _Recorder) -> None:
+    """Note the first backward pass. The wrappers' frames are skipped by dynamo (it would compile
+    them as frames of their own when eager code runs them under a compiled caller), and inside a
+    compiled region `Tensor.backward()` breaks the graph before reaching them, as it did before."""
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:  # an older torch: no way to keep dynamo out of the wrappers; not noted
+        return
+    autograd = torch.autograd
+    try:
+        from torch._guards import TracingContext
+    except ImportError:
+        return
+
+    def wrap(original):
+        def noted(*args, **kwargs):
+            # A backend compiling a graph (AOT autograd tracing the joint graph) calls grad too.
+            if not recorder.backward_ran and TracingContext.try_get() is None:
+                recorder.backward_ran = True
+            return original(*args, **kwargs)
+
+        skip_code(noted.__code__)
+        noted.__wrapped__ = original
+        noted.__name__, noted.__qualname__, noted.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        return noted
+
+    autograd.backward = wrap(autograd.backward)
+    autograd.grad = wrap(autograd.grad)
 
 
 _EXIT_INFO: dict = {"status": "exited"}

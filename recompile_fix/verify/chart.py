@@ -101,6 +101,8 @@ def _cell(before, after, fmt=str) -> str:
 def verification_body(v: Verification, *, heading: str = "h1") -> str:
     """The page's body: the verdict, the fixes, what got worse, the charts and the tables."""
     verdict = "Verified: the fixes make nothing worse" if v.verified else "Worse after the fixes"
+    if v.ran and v.after_exit not in (None, v.before_exit):  # fewer compiles of a partial run are no win
+        verdict = f"The run with the fixes CRASHED (exit code {v.after_exit}): its numbers prove nothing"
     rows = []
     for r in v.frames:
         b, a = r.before or {}, r.after or {}

@@ -7,6 +7,7 @@ import copy
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,14 +15,27 @@ from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.fix import rewrite_files, run_apply, select_fixes, write_rewrites
+from recompile_fix.pipeline.fix import ApplyResult, rewrite_files, run_apply, select_fixes, write_rewrites
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import Profile, resolve, sha256_bytes
+from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs
 from recompile_fix.verify.runs import Run, check_before, check_copy_used, run_command
-from recompile_fix.verify.tree import command_in, copy_tree
+from recompile_fix.verify.tree import Checkout
 
-__all__ = ["LOG_DIR", "VerifiedApply", "apply_fixes", "apply_verified", "plan_fixes", "verify"]
+__all__ = [
+    "LOG_DIR",
+    "Selection",
+    "Trials",
+    "VerifiedApply",
+    "apply_fixes",
+    "apply_verified",
+    "plan_fixes",
+    "plan_result",
+    "profiled_files",
+    "select_verified",
+    "verify",
+]
 
 LOG_DIR = ".recompile-fix/verify"
 
@@ -31,12 +45,33 @@ def plan_fixes(
     profile: Profile,
     rules: tuple[Rule, ...],
     *,
-    paths=(".",),
+    paths=None,
     unsafe_fixes: bool = False,
     apply_options: dict | None = None,
 ) -> tuple[list[Finding], list[str]]:
-    """The fixes `apply` would make under ``paths`` of ``root`` (and its per-file errors)."""
-    result = run_apply(
+    """The fixes `apply` would make under ``paths`` of ``root`` (and its per-file errors).
+    ``paths``: by default the files of the program the Profile names under ``root``, so that
+    static mode plans nothing in unrelated files."""
+    result = plan_result(root, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
+    return select_fixes(result.findings, unsafe_fixes=unsafe_fixes), list(result.errors)
+
+
+def plan_result(
+    root: Path,
+    profile: Profile,
+    rules: tuple[Rule, ...],
+    *,
+    paths=None,
+    unsafe_fixes: bool = False,
+    apply_options: dict | None = None,
+) -> ApplyResult:
+    """`apply`'s whole result (Findings, those already in the code, errors) for the Profile's
+    files under ``root``, nothing written."""
+    if paths is None:
+        paths = profiled_files(root, profile)
+    if not paths:
+        return ApplyResult()
+    return run_apply(
         [str(Path(root, p)) for p in paths],
         copy.deepcopy(profile),
         rules,
@@ -45,7 +80,11 @@ def plan_fixes(
         write=False,
         **(apply_options or {}),
     )
-    return select_fixes(result.findings, unsafe_fixes=unsafe_fixes), list(result.errors)
+
+
+def profiled_files(root: Path, profile: Profile) -> list[str]:
+    """The program's files the Profile names under ``root`` (its paths relative to it)."""
+    return sorted(p for p in profile.sources if not os.path.isabs(p) and Path(root, p).is_file())
 
 
 def apply_fixes(
@@ -66,46 +105,64 @@ def _logs(root: Path) -> Path:
     return root / LOG_DIR
 
 
+def _describe(fixes: list[Finding]) -> str:
+    if len(fixes) == 1:
+        f = fixes[0]
+        return f"with {f.rule} at {f.file}:{f.location.line}"
+    return f"with {len(fixes)} fixes"
+
+
 def verify(
     command: list[str],
     profile: Profile,
     rules: tuple[Rule, ...],
     *,
     root: str | os.PathLike | None = None,
-    paths=(".",),
+    paths=None,
     backend: str | None = None,
     unsafe_fixes: bool = False,
     tolerance: Tolerance | None = None,
     fail_on_recompile: bool = False,
     calls: int = DEFAULT_CALLS,
     apply_options: dict | None = None,
+    progress: Progress | None = None,
 ) -> Verification:
-    """Run ``command`` on the tree as it is and on a copy with every planned fix; compare."""
-    root = Path(root or os.getcwd()).resolve()
+    """Run ``command`` on the tree as it is and on a copy of the project with every planned fix;
+    compare. ``root``: where the command runs (default: here)."""
+    user = Checkout.of(root or os.getcwd(), profile)
     tolerance = tolerance or Tolerance()
     with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
-        tree = Path(tmp) / "tree"
-        copy_tree(root, tree)
+        tree = user.copy_to(Path(tmp) / "tree")
         fixes, errors = plan_fixes(
-            tree, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
+            tree.cwd, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
         )
         if not fixes:
             return Verification(
                 command=list(command), errors=errors, ran=False, tolerance=tolerance, notes=["no fixes to verify"]
             )
-        before = run_command(command, cwd=root, backend=backend, log=_logs(root) / "before.log", calls=calls)
-        check_before(before)
-        apply_fixes(tree, fixes, rules)
-        after = run_command(
-            command_in(command, root, tree),
-            cwd=tree,
+        before = run_command(
+            command,
+            at=user,
             backend=backend,
-            alias=root,
-            log=_logs(root) / "after.log",
+            log=_logs(user.cwd) / "before.log",
+            calls=calls,
+            progress=progress,
+            label="run 1/2: your tree as it is",
+        )
+        check_before(before)
+        apply_fixes(tree.cwd, fixes, rules)
+        after = run_command(
+            command,
+            at=tree,
+            user=user,
+            backend=backend,
+            log=_logs(user.cwd) / "after.log",
             calls=calls,
             fail_on_recompile=fail_on_recompile,
+            progress=progress,
+            label=f"run 2/2: a copy {_describe(fixes)}",
         )
-        check_copy_used(after, root)
+        check_copy_used(after, user)
     v = compare_runs(before, after, command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules))
     v.errors = errors
     v.calls = calls
@@ -124,6 +181,71 @@ def _has_set_stance() -> bool:
 
 
 @dataclass
+class Selection:
+    """Which fixes verification kept, against one run of the program before them."""
+
+    kept: list[Finding] = field(default_factory=list)
+    dropped: list[tuple[Finding, list[str]]] = field(default_factory=list)  # (fix, what went wrong)
+    verification: Verification | None = None  # before vs. the kept fixes
+    last: Run | None = None  # the run of the kept fixes
+
+
+def select_verified(
+    before: Run,
+    fixes: list[Finding],
+    trial: Callable[[list[Finding], str], Run],
+    rules: tuple[Rule, ...],
+    *,
+    command: list[str],
+    tolerance: Tolerance,
+    expect: Callable[[int], None] | None = None,
+) -> Selection:
+    """Keep the fixes that make nothing worse than ``before``: all together when that verifies
+    (one trial), else one at a time (a trial each), each compared with the last accepted run, so
+    the kept set is exactly what the last accepted run ran. ``trial(fixes, what)`` runs the
+    program with exactly those fixes; ``expect(n)`` hears of n more trials to come."""
+    result = Selection()
+    first = trial(fixes, _describe(fixes))
+    together = compare_runs(
+        before, first, command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules)
+    )
+    if together.verified:
+        result.kept, result.verification, result.last = list(fixes), together, first
+        return result
+    if len(fixes) == 1:
+        result.dropped.append((fixes[0], together.regressions))
+        return result
+    if expect is not None:
+        expect(len(fixes))
+    reference = before
+    for fix in fixes:
+        run = trial(result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
+        check = compare_runs(
+            reference,
+            run,
+            command=command,
+            fixes=[fix],
+            tolerance=tolerance,
+            allows=allowances(result.kept + [fix], rules),
+        )
+        if check.verified:
+            result.kept.append(fix)
+            reference = result.last = run
+        else:
+            result.dropped.append((fix, check.regressions))
+    if result.last is not None:
+        result.verification = compare_runs(
+            before,
+            result.last,
+            command=command,
+            fixes=result.kept,
+            tolerance=tolerance,
+            allows=allowances(result.kept, rules),
+        )
+    return result
+
+
+@dataclass
 class VerifiedApply:
     kept: list[Finding] = field(default_factory=list)
     dropped: list[tuple[Finding, list[str]]] = field(default_factory=list)  # (fix, what went wrong)
@@ -133,87 +255,106 @@ class VerifiedApply:
     runs: int = 0
 
 
+class Trials:
+    """Runs of the command on fresh copies of a snapshot of the project, each with a set of
+    fixes, counted and shown as "run i/n" (n grows as trials are planned)."""
+
+    def __init__(
+        self,
+        command: list[str],
+        snapshot: Checkout,
+        user: Checkout,
+        rules: tuple[Rule, ...],
+        scratch: Path,
+        *,
+        backend: str | None,
+        calls: int,
+        progress: Progress | None,
+        prefix: str = "",
+    ):
+        self.command, self.snapshot, self.user, self.rules, self.scratch = command, snapshot, user, rules, scratch
+        self.backend, self.calls, self.progress, self.prefix = backend, calls, progress, prefix
+        self.runs = 0
+        self.planned = 0
+
+    def expect(self, more: int) -> None:
+        """``more`` runs are coming (after the one under way, if any)."""
+        self.planned = max(self.planned, self.runs + more)
+
+    def label(self, what: str) -> str:
+        self.runs += 1
+        self.planned = max(self.planned, self.runs)
+        return f"{self.prefix}run {self.runs}/{self.planned}: {what}"
+
+    def run_user_tree(self, what: str = "your tree as it is") -> Run:
+        """The command on the user's own tree (nothing changed in it but what the program does)."""
+        return run_command(
+            self.command,
+            at=self.user,
+            backend=self.backend,
+            log=_logs(self.user.cwd) / "before.log",
+            calls=self.calls,
+            progress=self.progress,
+            label=self.label(what),
+        )
+
+    def __call__(self, fixes: list[Finding], what: str) -> Run:
+        n = self.runs + 1
+        tree = self.snapshot.copy_to(self.scratch / f"trial-{n}")
+        try:
+            apply_fixes(tree.cwd, fixes, self.rules)
+            run = run_command(
+                self.command,
+                at=tree,
+                user=self.user,
+                backend=self.backend,
+                log=_logs(self.user.cwd) / f"trial-{n}.log",
+                calls=self.calls,
+                progress=self.progress,
+                label=self.label(f"a copy {what}"),
+            )
+            check_copy_used(run, self.user)
+        finally:
+            shutil.rmtree(tree.root, ignore_errors=True)
+        return run
+
+
 def apply_verified(
     command: list[str],
     profile: Profile,
     rules: tuple[Rule, ...],
     *,
     root: str | os.PathLike | None = None,
-    paths=(".",),
+    paths=None,
     backend: str | None = None,
     unsafe_fixes: bool = False,
     tolerance: Tolerance | None = None,
     calls: int = DEFAULT_CALLS,
     write: bool = True,
     apply_options: dict | None = None,
+    progress: Progress | None = None,
 ) -> VerifiedApply:
     """Apply to ``root`` only the fixes that verification confirms; report the others and why."""
-    root = Path(root or os.getcwd()).resolve()
+    user = Checkout.of(root or os.getcwd(), profile)
     tolerance = tolerance or Tolerance()
     result = VerifiedApply()
     with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
-        snapshot = Path(tmp) / "snapshot"
-        copy_tree(root, snapshot)  # before the program runs (and perhaps writes files) in the tree
+        # Before the program runs (and perhaps writes files) in the tree.
+        snapshot = user.copy_to(Path(tmp) / "snapshot")
         fixes, result.errors = plan_fixes(
-            snapshot, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
+            snapshot.cwd, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
         )
         if not fixes:
             return result
-        logs = _logs(root)
-        before = run_command(command, cwd=root, backend=backend, log=logs / "before.log", calls=calls)
-        result.runs += 1
+        trials = Trials(command, snapshot, user, rules, Path(tmp), backend=backend, calls=calls, progress=progress)
+        trials.expect(2)
+        before = trials.run_user_tree()
         check_before(before)
-
-        def trial(selected: list[Finding], n: int) -> Run:
-            tree = Path(tmp) / f"trial-{n}"
-            shutil.copytree(snapshot, tree, symlinks=True)
-            apply_fixes(tree, selected, rules)
-            run = run_command(
-                command_in(command, root, tree),
-                cwd=tree,
-                backend=backend,
-                alias=root,
-                log=logs / f"trial-{n}.log",
-                calls=calls,
-            )
-            result.runs += 1
-            check_copy_used(run, root)
-            shutil.rmtree(tree, ignore_errors=True)
-            return run
-
-        together = compare_runs(
-            before, trial(fixes, 0), command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules)
+        selection = select_verified(
+            before, fixes, trials, rules, command=command, tolerance=tolerance, expect=trials.expect
         )
-        if together.verified:
-            result.kept, result.verification = list(fixes), together
-        elif len(fixes) == 1:
-            result.dropped.append((fixes[0], together.regressions))
-        else:
-            reference, last = before, None
-            for n, fix in enumerate(fixes, 1):
-                run = trial(result.kept + [fix], n)
-                check = compare_runs(
-                    reference,
-                    run,
-                    command=command,
-                    fixes=[fix],
-                    tolerance=tolerance,
-                    allows=allowances(result.kept + [fix], rules),
-                )
-                if check.verified:
-                    result.kept.append(fix)
-                    reference = last = run
-                else:
-                    result.dropped.append((fix, check.regressions))
-            if last is not None:
-                result.verification = compare_runs(
-                    before,
-                    last,
-                    command=command,
-                    fixes=result.kept,
-                    tolerance=tolerance,
-                    allows=allowances(result.kept, rules),
-                )
+        result.runs = trials.runs
+        result.kept, result.dropped, result.verification = selection.kept, selection.dropped, selection.verification
         if result.verification is not None:
             result.verification.errors = list(result.errors)
             result.verification.calls = calls
@@ -222,9 +363,10 @@ def apply_verified(
         changed = [
             f.file
             for f in result.kept
-            if sha256_bytes(resolve(f.file, root).read_bytes()) != sha256_bytes(resolve(f.file, snapshot).read_bytes())
+            if sha256_bytes(resolve(f.file, user.cwd).read_bytes())
+            != sha256_bytes(resolve(f.file, snapshot.cwd).read_bytes())
         ]
         if changed:
             raise UserError(f"{changed[0]}: changed while the fixes were being verified; not changed")
-        result.rewrites = apply_fixes(root, result.kept, rules, write=write, profile=profile)
+        result.rewrites = apply_fixes(user.cwd, result.kept, rules, write=write, profile=profile)
     return result

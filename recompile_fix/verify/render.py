@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from recompile_fix.verify.compare import Verification
 
-__all__ = ["frame_table", "render_text"]
+if TYPE_CHECKING:
+    from recompile_fix.verify.fixpoint import FixPoint
+
+__all__ = ["crashed", "frame_table", "render_fix", "render_text"]
 
 
 def _arrow(b, a, fmt=str) -> str:
     return f"{'-' if b is None else fmt(b)} -> {'-' if a is None else fmt(a)}"
+
+
+def crashed(v: Verification) -> bool:
+    """Did the run with the fixes fail where the run without them did not?"""
+    return v.ran and v.after_exit not in (None, v.before_exit)
+
+
+def _total_label(v: Verification) -> str:
+    return "total (after: CRASHED)" if crashed(v) else "total"
 
 
 def frame_table(v: Verification) -> list[str]:
@@ -26,7 +40,7 @@ def frame_table(v: Verification) -> list[str]:
         cells.append(_arrow(r.before and r.before["graph_breaks"], r.after and r.after["graph_breaks"]))
         cells.append(r.outputs or "")
         rows.append(cells)
-    totals = ["total"] + [
+    totals = [_total_label(v)] + [
         _arrow(v.total(s, "before"), v.total(s, "after")) for s in ("compiles", "recompiles", "limit_hits")
     ]
     totals.append(
@@ -54,6 +68,12 @@ def render_text(v: Verification) -> str:
     ]
     lines.extend(f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in v.fixes)
     lines.append("")
+    if crashed(v):
+        lines.append(
+            f"The run with the fixes CRASHED (exit code {v.after_exit}): the numbers after the fixes are "
+            "of a partial run and prove nothing."
+        )
+        lines.append("")
     lines.extend(frame_table(v))
     lines.append("")
     lines.append(f"Outputs of compiled callables (first {v.calls} calls each, compared {v.tolerance.describe()}):")
@@ -78,4 +98,50 @@ def render_text(v: Verification) -> str:
     else:
         lines.append("Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)
+    return "\n".join(lines) + "\n"
+
+
+def render_fix(result: FixPoint) -> str:
+    """`recompile-fix fix`: each round (kept, dropped and why), the per-frame table of the first
+    run against the last (as `verify` prints it), each call site's compiles, and every
+    recompile that remains with its reasons and why it stays."""
+    lines = []
+    for r in result.rounds:
+        lines.append(f"Round {r.number}: tried {len(r.tried)} fix(es), kept {len(r.kept)}, dropped {len(r.dropped)}")
+        lines.extend("  kept     " + f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in r.kept)
+        for finding, why in r.dropped:
+            lines.append("  dropped  " + finding.describe(unsafe_fixes=True).split("\n", 1)[0])
+            lines.extend(f"           - {w}" for w in why[:3])
+    if result.converged:
+        done = len(result.rounds)
+        lines.append(f"Converged after {done} round(s): nothing new to try." if done else "Nothing to fix.")
+    else:
+        lines.append(
+            f"Stopped after {len(result.rounds)} round(s) (--rounds) with {len(result.pending)} fix(es) "
+            "still to try: run `recompile-fix fix` again."
+        )
+    lines.append("")
+    if result.verification is not None:
+        lines.extend(frame_table(result.verification))
+        lines.append("")
+    if result.sites:
+        counts = [f"{s.before} -> {s.after}" for s in result.sites]
+        width = max(len(c) for c in counts)
+        lines.append("Compiles per call site (first run -> last):")
+        frame = None
+        for site, count in zip(result.sites, counts):
+            if site.frame != frame:
+                frame = site.frame
+                lines.append(f"  {frame}")
+            lines.append(f"    {count.rjust(width)}  {site.site}")
+        lines.append("")
+    if result.remaining:
+        lines.append("Recompiles that remain, and why they stay:")
+        for rest in result.remaining:
+            lines.append(f"  {rest.frame}, compile {rest.compile_id}, called at {rest.site}: {rest.reasons}")
+            lines.append(f"      stays: {rest.why}")
+    elif result.last.profile.frames:
+        lines.append("No recompile remains.")
+    for note in result.verification.notes if result.verification else []:
+        lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"

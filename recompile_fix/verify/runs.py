@@ -3,6 +3,7 @@ each compiled callable returned."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,12 @@ from recompile_fix.profile.compiled_outputs import (
     load_refs,
 )
 from recompile_fix.profile.compiled_outputs import load as load_outputs
-from recompile_fix.profile.model import Profile, relative_to_root
+from recompile_fix.profile.model import Location, Profile, relative_to_root
 from recompile_fix.profile.run import resolve_command, run_profiled
-from recompile_fix.verify.tree import command_in
+from recompile_fix.progress import Progress
+from recompile_fix.verify.tree import Checkout, command_in
 
-__all__ = ["CallableOutputs", "Run", "check_before", "check_copy_used", "judge_pairs", "run_command"]
+__all__ = ["CallableOutputs", "Run", "check_before", "check_copy_used", "judge_pairs", "respell", "run_command"]
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
@@ -64,6 +67,8 @@ class Run:
     root: Path
     log: Path
     truncated: bool = False
+    checkout: Checkout | None = None  # where it ran
+    original_sources: list[str] = dataclasses.field(default_factory=list)  # as recorded, before respell
     kept: Any = None  # the directory of the recorded tensors, where this process has no torch
 
     @property
@@ -82,18 +87,45 @@ class Run:
         return one if len(one) <= 400 else one[:399] + "\u2026"
 
 
-def _spelled(path: str, root: Path, alias: Path | None) -> str:
-    """A path as the Profile spells it; a file the copy links to (a virtualenv's) is spelled as
-    in the user's tree."""
-    if os.path.isabs(path):
-        path = relative_to_root(path, str(root))
-    if alias is not None and os.path.isabs(path):
-        path = relative_to_root(path, str(alias))
-    return path
+def _spelling(run_at: Checkout, user: Checkout | None) -> Callable[[str], str]:
+    """How the Profile of a run in ``run_at`` spells a path the run recorded: as the user's
+    tree does (``user``, when ``run_at`` is a copy of it): relative to where the command runs
+    when under it, else absolute in the user's tree. A file the copy links to (a virtualenv's)
+    is spelled as in the user's tree."""
+    cwd = str(run_at.cwd)
+    spelled_from = user or run_at
+
+    def spell(path: str) -> str:
+        if not os.path.isabs(path):
+            path = os.path.join(cwd, path)
+        if user is not None:
+            path = user.from_copy(run_at, path)
+        return relative_to_root(path, str(spelled_from.cwd))
+
+    return spell
+
+
+def respell(profile: Profile, spell: Callable[[str], str]) -> None:
+    """Every path of the Profile, spelled again (``_spelling``)."""
+
+    def location(loc: Location | None) -> Location | None:
+        return None if loc is None else dataclasses.replace(loc, file=spell(loc.file))
+
+    for frame in profile.frames:
+        frame.file = spell(frame.file)
+        for compile_ in frame.compiles:
+            compile_.stack = [loc for loc in map(location, compile_.stack) if loc is not None]
+            for reason in compile_.reasons:
+                reason.first_use = location(reason.first_use)
+        for graph_break in frame.graph_breaks:
+            graph_break.location = location(graph_break.location) or graph_break.location
+    profile.sources = {spell(path): digest for path, digest in profile.sources.items()}
+    profile.applied = {spell(path): digest for path, digest in profile.applied.items()}
+    profile.import_paths = [spell(path) for path in profile.import_paths]
 
 
 def _outputs(
-    records: list[dict], root: Path, alias: Path | None = None, interpreter: str | None = None
+    records: list[dict], spell: Callable[[str], str], interpreter: str | None = None
 ) -> tuple[dict[str, CallableOutputs], bool]:
     outputs: dict[str, CallableOutputs] = {}
     truncated = False
@@ -101,7 +133,7 @@ def _outputs(
         truncated |= bool(record.get("truncated"))
         prefix = f"rank{record['rank']}:" if record.get("rank", -1) >= 0 else ""
         for entry, calls in zip(record["callables"], record["outputs"]):
-            file = _spelled(entry["file"], root, alias)
+            file = spell(entry["file"])
             key = f"{prefix}{file}::{entry['qualname']}#{entry['occurrence']}"
             n = 1
             while key in outputs:  # the same callable in two processes without ranks
@@ -124,34 +156,49 @@ def _outputs(
 def run_command(
     command: list[str],
     *,
-    cwd: Path,
+    at: Checkout,
     backend: str | None,
     log: Path,
     calls: int = DEFAULT_CALLS,
     fail_on_recompile: bool = False,
-    alias: Path | None = None,
+    user: Checkout | None = None,
+    progress: Progress | None = None,
+    label: str = "",
 ) -> Run:
-    """Run the command in ``cwd`` under the recorder, keeping the first ``calls`` outputs of each
-    compiled callable. The program's stdout and stderr go to ``log``. ``alias``: the user's tree,
-    when ``cwd`` is a copy of it."""
+    """Run the command under the recorder from ``at.cwd``, keeping the first ``calls`` outputs of
+    each compiled callable. ``user``: the user's tree when ``at`` is a copy of it: absolute paths
+    into it (in the command and in PYTHONPATH) point into the copy instead, and the Profile
+    spells every path as the user's tree does. The program's stdout and stderr go to ``log``;
+    ``progress`` shows the run as ``label``."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    progress = progress or Progress(enabled=False)
     kept = None
     with tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-") as out:
         env = {OUTPUTS_ENV: out, CALLS_ENV: str(calls), FAIL_ON_RECOMPILE_ENV: "1" if fail_on_recompile else "0"}
-        if alias is not None and os.environ.get("PYTHONPATH"):  # entries into the tree: the copy's
-            env["PYTHONPATH"] = os.pathsep.join(command_in(os.environ["PYTHONPATH"].split(os.pathsep), alias, cwd))
-        with open(log, "wb") as fh:
-            profile, code = run_profiled(command, backend=backend, cwd=str(cwd), root=str(cwd), env=env, output=fh)
+        if user is not None and os.environ.get("PYTHONPATH"):  # entries into the tree: the copy's
+            env["PYTHONPATH"] = os.pathsep.join(
+                command_in(os.environ["PYTHONPATH"].split(os.pathsep), user.root, at.root)
+            )
+        if user is not None:
+            command = command_in(command, user.root, at.root)
+        with open(log, "wb") as fh, progress.run(label or f"running `{' '.join(command)}`", log) as shown:
+            profile, code = run_profiled(
+                command, backend=backend, cwd=str(at.cwd), root=str(at.cwd), env=env, output=fh
+            )
+            run = Run(profile=profile, exit_code=code, outputs={}, root=at.cwd, log=log)
+            shown.finish(code, run.exception)
+        spell = _spelling(at, user)
         if _HAS_TORCH:
-            outputs, truncated = _outputs(load_outputs(out), cwd, alias)
+            run.outputs, run.truncated = _outputs(load_outputs(out), spell)
         else:
             # Installed without torch: keep the files; the user's interpreter compares them.
             kept = tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-")
             shutil.copytree(out, kept.name, dirs_exist_ok=True)
-            outputs, truncated = _outputs(load_refs(kept.name), cwd, alias, interpreter=_interpreter_of(command))
-    for frame in profile.frames:
-        frame.file = _spelled(frame.file, cwd, alias)
-    return Run(profile=profile, exit_code=code, outputs=outputs, root=cwd, log=log, truncated=truncated, kept=kept)
+            run.outputs, run.truncated = _outputs(load_refs(kept.name), spell, interpreter=_interpreter_of(command))
+    run.kept = kept
+    run.checkout, run.original_sources = at, list(run.profile.sources)
+    respell(run.profile, spell)
+    return run
 
 
 # recompile-fix may run without torch (pipx, `uv tool`): then the recorded tensors stay in files
@@ -207,15 +254,17 @@ def check_before(run: Run) -> None:
         )
 
 
-def check_copy_used(run: Run, root: Path) -> None:
+def check_copy_used(run: Run, user: Checkout) -> None:
     """After the fixes, the program must have run the copy's files, not the user's (files the
-    copy only links to, such as a virtualenv's, are the same either way)."""
-    tree = str(run.root)
+    copy only links to, such as a virtualenv's, are the same either way). Call it before the
+    run's paths are spelled as the user's (``run.original_sources``)."""
+    assert run.checkout is not None
+    tree, root = str(run.checkout.root), str(user.root)
     original = [
         p
-        for p in run.profile.sources
+        for p in run.original_sources
         if os.path.isabs(p)
-        and p.startswith(str(root) + os.sep)
+        and p.startswith(root + os.sep)
         and os.path.realpath(os.path.join(tree, os.path.relpath(p, root))).startswith(tree + os.sep)
     ]
     if original:

@@ -1,12 +1,23 @@
-"""The copy of the user's tree that the fixes are written into, and the command pointed at it."""
+"""The copy of the user's tree that the fixes are written into, and the command pointed at it.
+
+The copy is of the project (``Checkout.of``: the directory with the repository or pyproject
+marker above the one the command runs from, widened to hold every file of the program the Profile
+names), so a helper imported from a sibling folder is in the copy too, and the command runs from
+the same place inside it."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+import sysconfig
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LINK_FILE_BYTES", "command_in", "copy_tree"]
+from recompile_fix.profile.model import Profile
+
+__all__ = ["LINK_FILE_BYTES", "Checkout", "command_in", "copy_tree", "program_files"]
 
 # Left out of the copy: version control, caches, our own directory.
 _SKIP_DIRS = {
@@ -70,3 +81,72 @@ def command_in(command: list[str], root: Path, tree: Path) -> list[str]:
             arg = str(tree / os.path.relpath(arg, root))
         out.append(arg)
     return out
+
+
+_MARKERS = (".git", ".hg", "pyproject.toml", "setup.py", "setup.cfg")
+
+
+def _too_wide(directory: Path) -> bool:
+    return directory == Path(directory.anchor) or directory == Path.home().resolve()
+
+
+def _installed_dirs() -> list[Path]:
+    """Where installed code lives (the interpreter's library, site-packages): never the program's."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    dirs.update(p for p in sysconfig.get_paths().values() if p)
+    return [Path(d).resolve() for d in dirs]
+
+
+def program_files(paths: Iterable[str], cwd: Path) -> list[Path]:
+    """The program's own files among a Profile's (absolute or relative to ``cwd``), installed
+    code (site-packages, the standard library, an environment) left out."""
+    installed = _installed_dirs()
+    found = []
+    for path in paths:
+        file = (cwd / path).resolve()
+        parts = set(file.parts)
+        if "site-packages" in parts or "dist-packages" in parts or any(d in file.parents for d in installed):
+            continue
+        found.append(file)
+    return found
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A tree the command runs in: its project root, and the directory the command runs from."""
+
+    root: Path
+    cwd: Path
+
+    @classmethod
+    def of(cls, cwd: str | os.PathLike[str], profile: Profile | None = None) -> "Checkout":
+        """The project around ``cwd``: the nearest directory above it with a repository or
+        packaging marker (else ``cwd``), widened to hold the program's files and import paths
+        that ``profile`` recorded (installed code aside), though never to the filesystem root or
+        the home directory itself."""
+        here = Path(cwd).resolve()
+        root = next((d for d in (here, *here.parents) if any((d / m).exists() for m in _MARKERS)), here)
+        if _too_wide(root):  # a dotfiles repository in the home directory, say
+            root = here
+        if profile is not None:
+            places = [f.parent for f in program_files(profile.sources, here)]
+            places += program_files(profile.import_paths, here)
+            outside = [p for p in places if p != root and root not in p.parents]
+            if outside:
+                common = Path(os.path.commonpath([str(root), *map(str, outside)]))
+                if not _too_wide(common):
+                    root = common
+        return cls(root=root, cwd=here)
+
+    def copy_to(self, dst: Path) -> "Checkout":
+        """A copy of the project (``copy_tree``) and the same place inside it."""
+        copy_tree(self.root, dst)
+        return Checkout(root=Path(dst).resolve(), cwd=Path(dst).resolve() / self.cwd.relative_to(self.root))
+
+    def in_copy(self, copy: "Checkout", path: str) -> str:
+        """``path`` of this tree, as the same file in ``copy`` (paths outside it unchanged)."""
+        return command_in([path], self.root, copy.root)[0]
+
+    def from_copy(self, copy: "Checkout", path: str) -> str:
+        """``path`` of ``copy``, as the same file in this tree (paths outside it unchanged)."""
+        return command_in([path], copy.root, self.root)[0]

@@ -1,0 +1,81 @@
+"""`fix`'s closing table on hand-made runs: why each remaining recompile stays."""
+
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.profile.model import Compile, Location, Reason
+from recompile_fix.verify.fixpoint import why_it_stays
+
+FRAME = "forward (train.py:71)"
+
+
+def _recompile(*reasons: Reason, limit_hit: bool = False) -> Compile:
+    return Compile(id="0/2", reasons=list(reasons), limit_hit=limit_hit)
+
+
+def _size(source: str, expected: int, actual: int) -> Reason:
+    text = f"tensor '{source}' size mismatch at index 0. expected {expected}, actual {actual}"
+    return Reason("size_mismatch", text, source=source, dim=0, expected=expected, actual=actual)
+
+
+GRAD = Reason("grad_mode", "GLOBAL_STATE changed: grad_mode", source="grad_mode")
+TRAINING = Reason("training_flag", "self.training == True", source="self.training")
+
+
+def _finding(source: str, safety: Safety, notes=(), guards=()) -> Finding:
+    return Finding(
+        "RF001",
+        "train.py",
+        Location("train.py", 90),
+        f"`{source}` of compiled `forward` changes size in dim 0 (4 compiles): mark it dynamic before the call",
+        safety,
+        evidence={"frame": FRAME, "guards": list(guards)},
+        notes=list(notes),
+    )
+
+
+def test_legitimate_recompiles():
+    assert why_it_stays(_recompile(GRAD), FRAME, [], [], False) == "legitimate: grad mode (no_grad)"
+    assert (
+        why_it_stays(_recompile(TRAINING, GRAD), FRAME, [], [], False)
+        == "legitimate: train vs eval mode; legitimate: grad mode (no_grad)"
+    )
+
+
+def test_the_first_reason_that_is_not_legitimate_decides():
+    # Against the training entry the eval call fails on grad mode; against the eval entry of the
+    # same mode on a size: that is why it compiles again.
+    size = _size("idx", 1, 2)
+    assert why_it_stays(_recompile(size, GRAD), FRAME, [], [], False).startswith("torch limitation: sizes 0 and 1")
+    assert why_it_stays(_recompile(GRAD, _size("x", 16, 12)), FRAME, [], [], False) == (
+        "no rule for this reason (size_mismatch)"
+    )
+
+
+def test_the_fix_that_would_have_removed_it():
+    size = _size("x", 16, 12)
+    dropped = [
+        (_finding("x", Safety.SAFE), ["the command failed after the fix: exit code 1 (ConstraintViolationError)"])
+    ]
+    assert why_it_stays(_recompile(size), FRAME, [], dropped, False) == (
+        "a fix did not verify: the command failed after the fix: exit code 1 (ConstraintViolationError)"
+    )
+    # A dropped fix of another value does not explain this one.
+    other = [(_finding("targets", Safety.SAFE, guards=["tensor 'targets' size mismatch"]), ["crashed"])]
+    assert why_it_stays(_recompile(size), FRAME, [], other, False) == "no rule for this reason (size_mismatch)"
+    unsafe = [_finding("x", Safety.UNSAFE, notes=["binding the argument moves its evaluation"])]
+    assert why_it_stays(_recompile(size), FRAME, unsafe, [], False) == (
+        "an unsafe fix (RF001, with --unsafe-fixes): binding the argument moves its evaluation"
+    )
+    none = [_finding("x", Safety.NONE, notes=["the call is inside a lambda or comprehension"])]
+    assert why_it_stays(_recompile(size), FRAME, none, [], False) == (
+        "no fix (RF001): the call is inside a lambda or comprehension"
+    )
+    assert why_it_stays(_recompile(size), "forward (other.py:1)", none, [], False) == (
+        "no rule for this reason (size_mismatch)"
+    )
+
+
+def test_the_recompile_limit():
+    limit = Reason("limit_hit", "hit config.recompile_limit (8)")
+    assert why_it_stays(_recompile(limit, _size("x", 8, 9), limit_hit=True), FRAME, [], [], False).startswith(
+        "the recompile limit"
+    )

@@ -1,0 +1,195 @@
+"""A Profile's life after the run it records: a second `apply`, `apply --check` (both pre-commit
+hooks) and the language server find nothing pending once `apply` ran, and static mode never
+contradicts a fact the Profile established (the program trains); a run that compiled nothing
+never replaces a Profile that recorded compiles; the stale-Profile line names the file, says what
+changed, and agrees with the diff printed above it.
+
+Issue 14's failures 3 and 4, each as the user met them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, run_cli
+from recompile_fix.lsp.engine import Engine
+from recompile_fix.pipeline.fix import is_selected
+from recompile_fix.profile.model import Profile
+
+# model.py: four blocks in a ModuleList (RF004), no training in the file; train.py trains it on a
+# ragged last batch (RF001). profile.json: the Profile the tool recorded on them
+# (`pytest --update-golden` records it again).
+TRAINS_ELSEWHERE = PROGRAMS / "trains_elsewhere"
+
+
+@pytest.fixture
+def trains_elsewhere(tmp_path, request):
+    work = tmp_path / "trains_elsewhere"
+    work.mkdir()
+    for name in ("model.py", "train.py"):
+        shutil.copy(TRAINS_ELSEWHERE / name, work / name)
+    (work / ".recompile-fix").mkdir()
+    if request.config.getoption("--update-golden"):
+        run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=work, check=0)
+        shutil.copy(work / ".recompile-fix" / "profile.json", TRAINS_ELSEWHERE / "profile.json")
+    else:
+        shutil.copy(TRAINS_ELSEWHERE / "profile.json", work / ".recompile-fix" / "profile.json")
+    return work
+
+
+def _pending_in_editor(work: Path) -> list[str]:
+    """The safe fixes the language server offers in each of the project's files."""
+    engine = Engine(work)
+    pending = []
+    for path in ("model.py", "train.py"):
+        analysis = engine.analyze(path, (work / path).read_text())
+        pending += [
+            f"{path}:{item.finding.rule}"
+            for item in analysis.items
+            if item.finding is not None and is_selected(item.finding, unsafe_fixes=False)
+        ]
+    return pending
+
+
+def test_after_apply_nothing_is_pending_and_rf004_stays_unsafe(trains_elsewhere):
+    work = trains_elsewhere
+    assert Profile.load(work / ".recompile-fix" / "profile.json").trains is True  # seen at run time
+    first = run_cli("apply", ".", cwd=work, check=0)
+    assert "mark_dynamic(batch, 0)" in (work / "train.py").read_text()
+    assert "RF004 [unsafe fix]" in first.stdout
+    model = (work / "model.py").read_text()
+    # train.py is now as `apply` left it, so nothing in it shows the training any more; the
+    # Profile's fact does: RF004 stays unsafe. Both hooks, and the editor, have nothing to do.
+    check = run_cli("apply", ".", "--check", cwd=work, check=0)  # recompile-fix-check
+    assert "RF004 [unsafe fix]" in check.stdout and "Would fix 0 finding(s)" in check.stderr
+    run_cli("apply", ".", cwd=work, check=0)  # recompile-fix (the fixing hook)
+    assert (work / "model.py").read_text() == model
+    assert "nested_compile_region" not in model
+    assert _pending_in_editor(work) == []
+
+
+def test_without_the_training_fact_the_second_apply_would_region_a_training_model(trains_elsewhere):
+    # What the fact prevents (a Profile recorded before it existed): once train.py is fixed,
+    # nothing left in the project shows the training, and RF004's region is made "safely".
+    work = trains_elsewhere
+    path = work / ".recompile-fix" / "profile.json"
+    data = json.loads(path.read_text())
+    del data["trains"]
+    path.write_text(json.dumps(data))
+    run_cli("apply", ".", cwd=work, check=0)
+    again = run_cli("apply", ".", "--check", cwd=work, check=1)
+    assert "model.py" in again.stdout and "RF004 [*]" in again.stdout
+
+
+def test_static_mode_with_a_profile_honours_its_facts(trains_elsewhere):
+    # model.py edited since: the Profile no longer matches it, so only the rules that need no
+    # Profile run there, and the Profile's fact that the program trains holds for them too.
+    work = trains_elsewhere
+    (work / "model.py").write_text((work / "model.py").read_text() + "\n# edited\n")
+    result = run_cli("apply", "model.py", "--check", cwd=work, check=0)
+    assert "model.py:" in result.stdout and "RF004 [unsafe fix]" in result.stdout, result.stdout
+    assert "the profiled run ran a backward pass" in result.stdout
+
+
+STACK_AND_RAGGED = """import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return x + torch.relu(self.lin(x))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(4)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+model = Model().eval()
+model.compile()
+with torch.no_grad():
+    for rows in (4, 3):
+        batch = torch.randn(rows, 8)
+        model(batch)
+"""
+
+
+@pytest.mark.slow
+def test_stale_line_agrees_with_the_diff_above_it(tmp_path):
+    # A file with a Profile fix (RF001) and a static one (RF004, safe: inference), edited after
+    # profiling: the Profile's fix is skipped, the static one is made, and the line says so.
+    (tmp_path / "program.py").write_text(STACK_AND_RAGGED)
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    assert "mark_dynamic(batch, 0)" in run_cli("apply", ".", "--diff", cwd=tmp_path, check=1).stdout
+    (tmp_path / "program.py").write_text(STACK_AND_RAGGED + "# edited\n")
+    result = run_cli("apply", ".", "--diff", cwd=tmp_path, check=2)
+    assert "+    @torch.compiler.nested_compile_region" in result.stdout and "mark_dynamic" not in result.stdout
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("recompile-fix: error:")]
+    assert error == (
+        "recompile-fix: error: program.py: changed since it was profiled (its bytes are not the ones the "
+        "Profile hashed): stale Profile, its fixes for this file were skipped; run `recompile-fix profile` "
+        "again; only the fixes that need no Profile were made"
+    )
+    # With nothing else to make there, it is left as it is, and the line says that.
+    result = run_cli("apply", ".", "--diff", "--ignore", "RF004", cwd=tmp_path, check=2)
+    assert result.stdout == "" and result.stderr.count("; not changed") == 1
+
+
+def test_a_file_edited_after_apply_says_so(trains_elsewhere):
+    work = trains_elsewhere
+    run_cli("apply", ".", cwd=work, check=0)
+    (work / "train.py").write_text((work / "train.py").read_text() + "# edited after apply\n")
+    result = run_cli("apply", ".", "--check", cwd=work, check=2)
+    assert (
+        "train.py: changed since it was profiled (its bytes are neither the ones the Profile hashed nor "
+        "the ones `apply` wrote: edited since)" in result.stderr
+    )
+
+
+@pytest.mark.slow
+def test_a_failed_run_never_replaces_a_profile(trains_elsewhere):
+    # Failure 4: `profile -- python trian.py` (a typo) replaced a good Profile with an empty one.
+    work = trains_elsewhere
+    kept = work / ".recompile-fix" / "profile.json"
+    good = kept.read_text()
+    result = run_cli("profile", "--backend", "eager", "--", "python", "trian.py", cwd=work, check=2)
+    assert kept.read_text() == good
+    beside = work / ".recompile-fix" / "profile.failed.json"
+    assert Profile.load(beside).frames == [] and Profile.load(beside).exit_code == 2
+    assert (
+        "the program compiled nothing under torch.compile and exited with 2; kept the Profile at "
+        ".recompile-fix/profile.json and wrote this run's beside it, to .recompile-fix/profile.failed.json"
+    ) in result.stderr
+    # A run that compiled nothing and succeeded goes beside it too; a Profile of compiles replaces it.
+    (work / "plain.py").write_text("import torch\nprint(torch.ones(2).sum().item())\n")
+    run_cli("profile", "--", "python", "plain.py", cwd=work, check=0)
+    assert kept.read_text() == good and Profile.load(work / ".recompile-fix" / "profile.empty.json").frames == []
+
+
+def test_a_profile_of_nothing_goes_where_nothing_was(tmp_path):
+    from recompile_fix.profile.model import Frame, save_profile
+
+    empty = Profile(command=["python", "x.py"], torch_version="2.13.0", python_version="3.11", exit_code=2)
+    assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.json"  # nothing to lose
+    assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.json"  # an empty one: nothing either
+    (tmp_path / "q.json").write_text("not a Profile")
+    assert save_profile(empty, tmp_path / "q.json") == tmp_path / "q.json"
+    good = Profile(command=["python", "x.py"], torch_version="2.13.0", python_version="3.11")
+    good.frames.append(Frame(file="x.py", first_line=1, name="fn"))
+    good.sources["x.py"] = "0" * 64
+    assert save_profile(good, tmp_path / "p.json") == tmp_path / "p.json"
+    assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.failed.json"
+    empty.exit_code = 0
+    assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.empty.json"
+    assert Profile.load(tmp_path / "p.json").frames  # still the good one

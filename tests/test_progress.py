@@ -1,0 +1,87 @@
+"""Progress of the steps that run the user's program: the run and the seconds so far, with the
+program's last output line, redrawn on a terminal; one closing line per run in which a crash reads
+as a crash; nothing at all when stdout is not a terminal."""
+
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+
+from recompile_fix.progress import PROGRESS_ENV, Progress, last_output_line
+
+
+def test_last_output_line_of_a_log(tmp_path):
+    log = tmp_path / "run.log"
+    assert last_output_line(log) == ""  # not written yet
+    log.write_bytes(b"epoch 1\nstep 10/100\r\x1b[32mstep 20/100\x1b[0m\r\n\n")
+    assert last_output_line(log) == "step 20/100"  # a progress bar's last redraw, colours stripped
+    log.write_bytes(b"x" * 10_000 + b"\nthe end\n")
+    assert last_output_line(log) == "the end"
+
+
+def _shown(text: str) -> list[str]:
+    """What a terminal shows: each carriage-return redraw replaces the line."""
+    return [re.sub(r"\x1b\[2K", "", line).split("\r")[-1] for line in text.split("\n")]
+
+
+def test_a_run_is_redrawn_then_closed(tmp_path):
+    log = tmp_path / "run.log"
+    stream = io.StringIO()
+    progress = Progress(stream=stream, enabled=True)
+    with progress.run("round 2, run 3/4: a copy with 2 fixes", log) as shown:
+        log.write_text("loss 0.25\n")
+        time.sleep(1.2)
+        shown.finish(0)
+    text = stream.getvalue()
+    assert "round 2, run 3/4: a copy with 2 fixes ... 1 s  | loss 0.25" in text  # while it ran
+    assert _shown(text)[-2] == "round 2, run 3/4: a copy with 2 fixes: 1 s"
+
+
+def test_a_crashed_run_is_shown_as_crashed(tmp_path):
+    stream = io.StringIO()
+    with Progress(stream=stream, enabled=True).run("run 2/2: a copy with 1 fix", tmp_path / "log") as shown:
+        shown.finish(1, "ConstraintViolationError: Constraints violated")
+    assert _shown(stream.getvalue())[-2] == (
+        "run 2/2: a copy with 1 fix: CRASHED (exit code 1) after 0 s: ConstraintViolationError: Constraints violated"
+    )
+
+
+def test_quiet_when_not_a_terminal(tmp_path):
+    stream = io.StringIO()
+    progress = Progress(stream=stream)  # under pytest stdout is captured: not a terminal
+    assert not progress.enabled
+    with progress.run("run 1/2", tmp_path / "log") as shown:
+        shown.finish(1)
+    progress.say("round 1: 2 fix(es) to try")
+    assert stream.getvalue() == ""
+
+
+def test_on_a_terminal_by_itself():
+    # A real pseudo-terminal, no override: progress shows; a pipe: it does not.
+    script = (
+        "from recompile_fix.progress import Progress\n"
+        "p = Progress()\n"
+        "with p.run('run 1/1: x', None) as s:\n"
+        "    s.finish(0)\n"
+        "print('enabled' if p.enabled else 'quiet')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != PROGRESS_ENV}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdout and stderr are the terminal
+        os.execve(sys.executable, [sys.executable, "-c", script], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    assert b"run 1/1: x: 0 s" in out and b"enabled" in out
+    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert piped.stdout.strip() == "quiet" and piped.stderr == ""
