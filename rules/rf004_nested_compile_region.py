@@ -234,7 +234,7 @@ class NestedCompileRegion(Rule):
             "blocks": site.count,
             "block": site.block,
             "loop_line": site.line,
-            "trains": training or False,
+            "trains": bool(training),
         }
         if frame is not None:
             evidence.update(
