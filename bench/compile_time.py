@@ -1,38 +1,49 @@
-"""Cold compile time of a deep stack of identical blocks, before and after `recompile-fix apply`
-(RF004: `@torch.compiler.nested_compile_region` on the block's forward), with regional
-compilation (`for b in blocks: b.compile()`) and a model of one block for comparison, as
-written and as rewritten (the second isolates what depth still costs after the fix from what the
-region boundary costs: kernels it stops from fusing).
+"""Cold compile time and steady-state speed of a deep stack of identical blocks, trained and run
+for inference, before and after `recompile-fix apply`, against the two fixes it chooses between
+(RF004: `@torch.compiler.nested_compile_region` on the block; RF007: the blocks compiled one by
+one instead of the whole model) and a model of one block.
 
-Two models:
+Two models, each written into a scratch directory as the "user's" code: `program.py`
+(`make_model()`, `build()` which compiles it, `batch()`, `loss_of()`), two programs that use it
+(`train.py`: a training step; `infer.py`: a no_grad forward) and the model's file:
 
 * our own GPT-style transformer of 32 identical blocks (LayerNorm, QKV, causal SDPA, projection,
-  MLP), written into a scratch directory as the "user's" source;
-* a Llama from the transformers package, built from a tiny config with random weights (nothing is
+  MLP), `bench_model.py`;
+* a Llama from transformers, built from a tiny config (8 layers) with random weights (nothing is
   downloaded): its `modeling_llama.py` is copied into the scratch directory (relative imports made
-  absolute) so the tool can edit the copy. Skipped, with the reason, when transformers is not
-  installed (bench-only: `pip install "transformers==5.24.0"`, which works with torch 2.13).
+  absolute) so the tool may edit the copy. The program passes `use_cache=False` (a training forward
+  needs no cache; with it, each layer would compile on its own). Skipped, with the reason, when
+  transformers is not installed (`pip install "transformers==5.24.0"`).
 
-The tool is really run: `recompile-fix profile --backend eager` on a program that compiles the
-model, then `recompile-fix apply` on the model's file (`--unsafe-fixes` where the analysis cannot
-see every call the block makes, as in transformers' attention dispatch; the findings are printed).
+The tool is really run, per model and mode: `recompile-fix profile --backend eager -- python
+train.py` (or `infer.py`), then `recompile-fix apply .` on a copy (training: the safe fixes;
+inference: `--unsafe-fixes` as well, where the tool chooses between two trade-offs); its
+findings and diff are printed, and the code it wrote is the "after" variant.
 
-Each variant runs in a fresh process with a fresh inductor cache directory, caches disabled and
-one compile thread (TORCHINDUCTOR_CACHE_DIR, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1,
-TORCHINDUCTOR_COMPILE_THREADS=1), default (inductor) backend. It measures the first call, which is
-the compile (less one steady-state call, since the first call also runs the model once): CPU
-seconds (RUSAGE_SELF + RUSAGE_CHILDREN, so gcc counts; the reliable number on a shared machine)
-and wall seconds; then the steady-state forward time (median of timed calls after
-warm-up), so the runtime cost of the fix is visible too. Variants run round-robin, `--runs` rounds,
-so drift in machine load hits them alike; the tables show medians. Outputs of every variant are
-compared with `torch.testing.assert_close` against the unmodified model's, and a training step
-(forward and backward, inductor) runs through the rewritten 32-block model with its gradients
-compared against eager, as torch compiles it and with inductor's buffer reuse off (torch 2.13
-corrupts some gradients of a reused region otherwise: the bench prints how many).
+Variants, each in a fresh process with a fresh inductor cache directory, caches disabled and one
+compile thread (TORCHINDUCTOR_CACHE_DIR, TORCHINDUCTOR_FORCE_DISABLE_CACHES=1,
+TORCHINDUCTOR_COMPILE_THREADS=1), default (inductor) backend, one intra-op thread:
 
-    python bench/compile_time.py [--runs 3] [--blocks 32] [--llama-layers 8] [--no-transformers]
+* full: the program as written (`torch.compile(model)`);
+* after: the program and model file as `apply` left them;
+* rf004: the block class's forward wrapped in `nested_compile_region`, the model compiled whole
+  (in training also with `torch._inductor.config.allow_buffer_reuse = False`: rf004_nobufreuse);
+* rf007: the blocks compiled one by one (`block.compile()`), the model not compiled;
+* one_block: the model of one block, compiled whole.
 
-Steady-state forward times run on one intra-op thread (`torch.set_num_threads(1)`).
+Measured: the cold compile (CPU seconds, RUSAGE_SELF + RUSAGE_CHILDREN so gcc counts, of the
+first step less one steady step: a training step is forward, backward and an SGD step; an
+inference step is a no_grad forward), the steady-state step time (median wall ms after warm-up),
+and the losses and gradients of every step (training) or the outputs (inference) against the same
+model run eagerly. Variants run round-robin, `--runs` rounds, so drift in machine load hits them
+alike; tables show medians. Timings need a quiet machine.
+
+    python bench/compile_time.py [--runs 3] [--blocks 32] [--llama-layers 8] [--steps 3]
+                                 [--modes train,infer] [--no-transformers]
+
+Small, for correctness only (every variant runs, the tool's choices and equalities are checked):
+
+    python bench/compile_time.py --runs 1 --blocks 4 --llama-layers 4 --steps 2 --steady 2
 """
 
 from __future__ import annotations
@@ -53,9 +64,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRANSFORMERS_PIN = "transformers==5.24.0"
 BATCH, SEQ, VOCAB = 2, 64, 512
-STEADY_CALLS = 20
+LR = 1e-3
 
-MODEL_SOURCE = '''"""A GPT-style stack of identical blocks: the program recompile-fix profiles and rewrites."""
+MODEL_SOURCE = '''"""A GPT-style stack of identical blocks: the model recompile-fix profiles and rewrites."""
 
 import torch
 import torch.nn.functional as F
@@ -91,10 +102,10 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self):
+    def __init__(self, blocks=NUM_BLOCKS):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, WIDTH)
-        self.blocks = nn.ModuleList(Block(WIDTH, HEADS) for _ in range(NUM_BLOCKS))
+        self.blocks = nn.ModuleList(Block(WIDTH, HEADS) for _ in range(blocks))
         self.ln_f = nn.LayerNorm(WIDTH)
         self.head = nn.Linear(WIDTH, VOCAB, bias=False)
 
@@ -105,33 +116,86 @@ class Transformer(nn.Module):
         return self.head(self.ln_f(x))
 '''
 
-# The programs `recompile-fix profile` runs: they compile the model and call it once.
-PROFILE_OURS = """import torch
-from bench_model import Transformer
+PROGRAM_HEAD = '''"""The model and how the program compiles it: what `apply` rewrites."""
 
-model = Transformer().eval()
-compiled = torch.compile(model)
-with torch.no_grad():
-    compiled(torch.randint(0, {vocab}, ({batch}, {seq})))
+import torch
+import torch.nn.functional as F
+'''
+
+PROGRAM_OURS = """from bench_model import NUM_BLOCKS, Transformer
+
+LAYERS = NUM_BLOCKS
+
+
+def make_model(layers=LAYERS):
+    torch.manual_seed(0)
+    return Transformer(layers)
+
+
+def forward(model, idx):
+    return model(idx)
 """
-PROFILE_LLAMA = """import torch
-from transformers import LlamaConfig
+
+PROGRAM_LLAMA = """from transformers import LlamaConfig
+
 from modeling_llama import LlamaForCausalLM
 
-config = LlamaConfig(**{config!r})
-model = LlamaForCausalLM(config).eval()
-compiled = torch.compile(model)
+LAYERS = {layers}
+
+
+def make_model(layers=LAYERS):
+    torch.manual_seed(0)
+    config = LlamaConfig(**{config!r}, num_hidden_layers=layers)
+    return LlamaForCausalLM(config)
+
+
+def forward(model, idx):
+    return model(input_ids=idx, use_cache=False).logits
+"""
+
+PROGRAM_TAIL = """
+
+def build(layers=LAYERS):
+    model = make_model(layers)
+    model = torch.compile(model)
+    return model
+
+
+def batch(step):
+    generator = torch.Generator().manual_seed(step)
+    return torch.randint(0, {vocab}, ({batch}, {seq}), generator=generator)
+
+
+def loss_of(model, idx):
+    logits = forward(model, idx)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(), idx[:, 1:].reshape(-1))
+"""
+
+# The two programs `recompile-fix profile` runs: a training step, and inference.
+TRAIN = """from program import batch, build, loss_of
+import torch
+
+model = build()
+optimizer = torch.optim.SGD(model.parameters(), lr={lr})
+loss = loss_of(model, batch(0))
+optimizer.zero_grad()
+loss.backward()
+optimizer.step()
+"""
+INFER = """from program import batch, build, forward
+import torch
+
+model = build().eval()
 with torch.no_grad():
-    compiled(input_ids=torch.randint(0, {vocab}, ({batch}, {seq})), use_cache=False)
+    forward(model, batch(0))
 """
 
 
-def llama_config(layers: int) -> dict:
+def llama_config() -> dict:
     return dict(
         vocab_size=VOCAB,
         hidden_size=128,
         intermediate_size=256,
-        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=2 * SEQ,
@@ -140,115 +204,98 @@ def llama_config(layers: int) -> dict:
 
 
 # -- the child: one variant, one fresh process ---------------------------------------------------
-def child(kind: str, variant: str, model_dir: str, out: str, layers: int) -> None:
+def child(kind: str, variant: str, program_dir: str, out: str, mode: str, steps: int, steady: int) -> None:
     import resource
 
     import torch
 
-    sys.path.insert(0, model_dir)
+    sys.path.insert(0, program_dir)
     torch.set_num_threads(1)  # one intra-op thread: steadier steady-state times on a shared machine
+    import program
 
     def cpu_seconds() -> float:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
-    torch.manual_seed(0)
-    if kind == "ours":
-        import bench_model
+    def blocks_of(model):
+        inner = getattr(model, "_orig_mod", model)
+        return inner.blocks if kind == "ours" else inner.model.layers
 
-        if variant in ("one_block", "one_block_after"):
-            bench_model.NUM_BLOCKS = 1
-        model = bench_model.Transformer()
-        blocks = model.blocks
-        inputs = {"idx": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))}
-    else:
-        from modeling_llama import LlamaForCausalLM
-        from transformers import LlamaConfig
-
-        model = LlamaForCausalLM(LlamaConfig(**llama_config(1 if variant.startswith("one_block") else layers)))
-        blocks = model.model.layers
-        inputs = {
-            "input_ids": torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1)),
-            "use_cache": False,
-        }
-
-    if variant == "train":
-        train_check(torch, model, inputs, kind, out)
-        return
-    model.eval()
-    if variant == "regional":
-        for block in blocks:
+    layers = 1 if variant == "one_block" else program.LAYERS
+    if variant.startswith("rf004"):
+        block_class = type(blocks_of(program.make_model(2))[0])
+        block_class.forward = torch.compiler.nested_compile_region(block_class.forward)
+    if variant == "rf004_nobufreuse":
+        torch._inductor.config.allow_buffer_reuse = False
+    if variant == "rf007":
+        model = program.make_model()
+        for block in blocks_of(model):
             block.compile()
-        run = model
     else:
-        run = torch.compile(model)
+        model = program.build(layers)  # full / after / rf004 / one_block: the program's own build
+    reference = program.make_model(layers)  # the same weights (seeded), run eagerly
 
-    def call():
-        result = run(**inputs)
-        return result if isinstance(result, torch.Tensor) else result.logits
-
-    with torch.no_grad():
-        cpu0, wall0 = cpu_seconds(), time.perf_counter()
-        first = call()
-        wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
-        for _ in range(3):
-            call()
-        walls, cpus = [], []
-        for _ in range(STEADY_CALLS):
+    if mode == "train":
+        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+        losses, cpus, walls = [], [], []
+        total = steps + steady
+        for step in range(total):
             cpu0, wall0 = cpu_seconds(), time.perf_counter()
-            call()
+            loss = program.loss_of(model, program.batch(step % steps))
+            optimizer.zero_grad()
+            loss.backward()
+            if step < steps:  # the compared steps; the steady ones after them leave the weights alone
+                grads = [p.grad.clone() for p in model.parameters()]
+                optimizer.step()
             walls.append(time.perf_counter() - wall0)
             cpus.append(cpu_seconds() - cpu0)
-    torch.save(first, out + ".pt")
-    # The first call compiles and then runs the model once: count the compile only.
-    steady_wall, steady_cpu = statistics.median(walls), statistics.median(cpus)
-    Path(out).write_text(
-        json.dumps({"cpu": cpu - steady_cpu, "wall": wall - steady_wall, "steady_ms": 1000 * steady_wall})
-    )
-
-
-def train_check(torch, model, inputs, kind: str, out: str) -> None:
-    """Forward and backward through the compiled (inductor) rewritten model; gradients against eager.
-    Twice: as torch 2.13 compiles it, and with inductor's buffer reuse off (see RF004's notes)."""
-    import copy
-
-    import torch._inductor.config as inductor_config
-
-    reference = copy.deepcopy(model).train()
-
-    def loss_of(m):
-        result = m(**inputs)
-        logits = result if isinstance(result, torch.Tensor) else result.logits
-        return logits.float().pow(2).mean()
-
-    expected = loss_of(reference)
-    expected.backward()
-    report = {}
-    for label, reuse in (("default", True), ("no_buffer_reuse", False)):
-        trained = copy.deepcopy(model).train()
-        torch._dynamo.reset()
-        with inductor_config.patch(allow_buffer_reuse=reuse):
-            compiled = torch.compile(trained)
-            cpu0 = time.process_time()
-            loss = loss_of(compiled)
+            if step < steps:
+                losses.append(loss.detach())
+        ref_optimizer = torch.optim.SGD(reference.parameters(), lr=LR)
+        ref_losses = []
+        for step in range(steps):
+            loss = program.loss_of(reference, program.batch(step))
+            ref_optimizer.zero_grad()
             loss.backward()
-            seconds = time.process_time() - cpu0
-        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=1e-5)
-        # Relative error of each gradient as a whole (float32 reassociation leaves element noise).
-        errors = {
-            name: ((got.grad - want.grad).norm() / want.grad.norm().clamp_min(1e-12)).item()
-            for (name, got), want in zip(trained.named_parameters(), reference.parameters())
+            ref_grads = [p.grad.clone() for p in reference.parameters()]
+            ref_optimizer.step()
+            ref_losses.append(loss.detach())
+        losses_equal = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(losses, ref_losses))
+        errors = [((g - r).norm() / r.norm().clamp_min(1e-12)).item() for g, r in zip(grads, ref_grads)]
+        compared = {
+            "losses_equal": losses_equal,
+            "loss_diff": max((a - b).abs().item() for a, b in zip(losses, ref_losses)),
+            "grads_off": sum(e > 1e-3 for e in errors),
+            "grads": len(errors),
+            "worst_grad_error": max(errors),
         }
-        worst = max(errors, key=errors.get)
-        report[label] = {
-            "seconds": seconds,
-            "worst": worst,
-            "error": errors[worst],
-            "over": sum(e > 1e-3 for e in errors.values()),
-            "params": len(errors),
+    else:
+        model.eval()
+        reference.eval()
+        cpus, walls = [], []
+        with torch.no_grad():
+            for step in range(1 + steady + 2):
+                cpu0, wall0 = cpu_seconds(), time.perf_counter()
+                logits = program.forward(model, program.batch(0))
+                walls.append(time.perf_counter() - wall0)
+                cpus.append(cpu_seconds() - cpu0)
+                if step == 0:
+                    first = logits
+            expected = program.forward(reference, program.batch(0))
+        compared = {
+            "outputs_equal": bool(torch.allclose(first, expected, rtol=1e-4, atol=1e-4)),
+            "output_diff": (first - expected).abs().max().item(),
         }
-    report["loss"] = expected.item()
-    Path(out).write_text(json.dumps(report))
+        steps = 1
+    warm = cpus[steps:] if mode == "train" else cpus[3:]
+    warm_walls = walls[steps:] if mode == "train" else walls[3:]
+    steady_cpu = statistics.median(warm) if warm else 0.0
+    result = {
+        "cpu": cpus[0] - steady_cpu,  # the first step compiles, then runs once: count the compile only
+        "steady_ms": 1000 * statistics.median(warm_walls) if warm_walls else 0.0,
+        **compared,
+    }
+    Path(out).write_text(json.dumps(result))
 
 
 # -- the parent ----------------------------------------------------------------------------------
@@ -265,40 +312,40 @@ def cold_env(cache_dir: str) -> dict[str, str]:
     return env
 
 
-def run_child(kind: str, variant: str, model_dir: Path, out: Path, layers: int) -> dict:
+def run_child(kind: str, variant: str, program_dir: Path, out: Path, mode: str, args) -> dict:
     with tempfile.TemporaryDirectory(prefix="compile-time-cache-") as cache:
-        argv = [sys.executable, __file__, "--child", kind, variant, str(model_dir), str(out), str(layers)]
+        argv = [sys.executable, __file__, "--child", kind, variant, str(program_dir), str(out), mode]
+        argv += ["--steps", str(args.steps), "--steady", str(args.steady)]
         done = subprocess.run(argv, env=cold_env(cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
         tail = "\n".join(done.stdout.splitlines()[-25:])
-        raise RuntimeError(f"{kind}/{variant} failed ({done.returncode}):\n{tail}")
+        raise RuntimeError(f"{kind}/{mode}/{variant} failed ({done.returncode}):\n{tail}")
     return json.loads(out.read_text())
 
 
 def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
-        [sys.executable, "-m", "recompile_fix", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "recompile_fix", *args], cwd=cwd, env=env, capture_output=True, text=True
     )
 
 
-def profile_and_apply(model_dir: Path, model_file: str, unsafe: bool) -> str:
-    """`recompile-fix profile` the program, then `apply` the model file; return the diff."""
-    profiled = tool("profile", "--backend", "eager", "--", sys.executable, "profile_me.py", cwd=model_dir)
+def profile_and_apply(directory: Path, mode: str) -> tuple[str, str, str]:
+    """`recompile-fix profile` the program in ``mode``, then `apply` (training: the safe fixes;
+    inference: `--unsafe-fixes` too, since there the tool chooses between two trade-offs, and
+    RF004's region is unsafe wherever the analysis cannot see every call, as in transformers);
+    return (the rule that edited, the diff, the findings as printed)."""
+    profiled = tool("profile", "--backend", "eager", "--", sys.executable, f"{mode}.py", cwd=directory)
     if profiled.returncode != 0:
         raise RuntimeError(f"profile failed:\n{profiled.stderr[-3000:]}")
-    flags = ["--unsafe-fixes"] if unsafe else []
-    diff = tool("apply", model_file, "--diff", *flags, cwd=model_dir).stdout
-    applied = tool("apply", model_file, *flags, cwd=model_dir)
-    print(textwrap.indent(applied.stdout.strip() + "\n" + applied.stderr.strip(), "    "))
-    if applied.returncode != 0 or "nested_compile_region" not in diff:
-        raise RuntimeError(f"apply did not add the decorator (exit {applied.returncode})")
-    return diff
+    flags = ["--unsafe-fixes"] if mode == "infer" else []
+    findings = tool("apply", ".", "--check", *flags, cwd=directory).stdout
+    diff = tool("apply", ".", "--diff", *flags, cwd=directory).stdout
+    applied = tool("apply", ".", *flags, cwd=directory)
+    if applied.returncode != 0:
+        raise RuntimeError(f"apply failed (exit {applied.returncode}):\n{applied.stdout}{applied.stderr}")
+    edited = sorted(set(re.findall(r"^\S+:\d+:\d+: (RF00[47]) \[\*\]", findings, flags=re.M)))
+    return ",".join(edited) or "none", diff, findings
 
 
 def copy_llama(dest: Path) -> None:
@@ -326,40 +373,88 @@ def transformers_problem() -> str | None:
     return None
 
 
-def compare_outputs(results_dir: Path, kind: str, variants: list[str]) -> list[str]:
-    import torch
+def write_program(directory: Path, kind: str, args) -> None:
+    directory.mkdir()
+    if kind == "ours":
+        (directory / "bench_model.py").write_text(MODEL_SOURCE.format(blocks=args.blocks, vocab=VOCAB))
+        body = PROGRAM_OURS
+    else:
+        copy_llama(directory)
+        body = PROGRAM_LLAMA.format(layers=args.llama_layers, config=llama_config())
+    tail = PROGRAM_TAIL.format(vocab=VOCAB, batch=BATCH, seq=SEQ)
+    (directory / "program.py").write_text(PROGRAM_HEAD + body + tail)
+    (directory / "train.py").write_text(TRAIN.format(lr=LR))
+    (directory / "infer.py").write_text(INFER)
 
-    lines = []
-    base = torch.load(results_dir / f"{kind}-full-0.json.pt", weights_only=True)
-    for variant in variants:
-        if variant in ("full", "one_block", "one_block_after"):
-            continue
-        got = torch.load(results_dir / f"{kind}-{variant}-0.json.pt", weights_only=True)
-        torch.testing.assert_close(got, base)
-        lines.append(f"{variant} vs full: assert_close ok (max abs diff {(got - base).abs().max().item():.2e})")
-    return lines
+
+LABELS = {
+    "full": "full (before apply)",
+    "after": "after apply",
+    "rf004": "RF004 (region)",
+    "rf004_nobufreuse": "RF004, no buffer reuse",
+    "rf007": "RF007 (regional)",
+    "one_block": "one block",
+}
 
 
-def report(name: str, results: dict[str, list[dict]], runs: int) -> dict[str, float]:
-    print(f"\n{name}: cold compile (first call), {runs} fresh process(es) per variant, medians")
-    print(f"  {'variant':<22} {'CPU s per run':<28} {'CPU s':>7} {'wall s':>7} {'x 1-block':>9} {'fwd ms':>8}")
-    one = statistics.median(r["cpu"] for r in results["one_block"])
+def report(title: str, mode: str, rows: dict[str, list[dict]]) -> dict[str, dict]:
+    print(f"\n{title}, {mode}: medians of {len(rows['full'])} fresh process(es) per variant")
+    check = "losses / grads vs eager" if mode == "train" else "outputs vs eager"
+    print(f"  {'variant':<24} {'compile CPU s':>13} {'x 1-block':>9} {'step ms':>9} {'x full':>7}  {check}")
+    one = statistics.median(r["cpu"] for r in rows["one_block"])
+    full_ms = statistics.median(r["steady_ms"] for r in rows["full"])
     medians = {}
-    labels = {
-        "full": "full (before apply)",
-        "after": "after apply (RF004)",
-        "regional": "regional (b.compile())",
-        "one_block": "one block",
-        "one_block_after": "one block, after apply",
-    }
-    for variant, rows in results.items():
-        cpu = statistics.median(r["cpu"] for r in rows)
-        wall = statistics.median(r["wall"] for r in rows)
-        steady = statistics.median(r["steady_ms"] for r in rows)
-        medians[variant] = cpu
-        per_run = ", ".join(f"{r['cpu']:.1f}" for r in rows)
-        print(f"  {labels[variant]:<22} {per_run:<28} {cpu:7.1f} {wall:7.1f} {cpu / one:9.2f} {steady:8.2f}")
+    for variant, runs in rows.items():
+        cpu = statistics.median(r["cpu"] for r in runs)
+        ms = statistics.median(r["steady_ms"] for r in runs)
+        last = runs[-1]
+        if mode == "train":
+            same = (
+                f"losses {'equal' if last['losses_equal'] else 'DIFFER'} (max {last['loss_diff']:.1e}), "
+                f"grads {'equal' if not last['grads_off'] else 'DIFFER'}: {last['grads_off']}/{last['grads']} "
+                f"off by > 1e-3 (worst {last['worst_grad_error']:.1e})"
+            )
+            equal = last["losses_equal"] and not last["grads_off"]
+        else:
+            same = f"{'equal' if last['outputs_equal'] else 'DIFFER'} (max {last['output_diff']:.1e})"
+            equal = last["outputs_equal"]
+        medians[variant] = {"cpu": cpu, "ms": ms, "equal": equal, "x_one": cpu / one, "x_full": ms / full_ms}
+        print(f"  {LABELS[variant]:<24} {cpu:13.1f} {cpu / one:9.2f} {ms:9.2f} {ms / full_ms:7.2f}  {same}")
     return medians
+
+
+def verdict(title: str, mode: str, medians: dict[str, dict], chosen: str, findings: str) -> list[str]:
+    after = medians["after"]
+    lines = [f"{title}, {mode}: apply chose {chosen}"]
+    why = [line.strip() for line in findings.splitlines() if "RF007 compiles" in line or "RF004 marks" in line]
+    if not why:  # no choice between the two: why the other gives no edit, as the tool said it
+        printed = findings.splitlines()
+        other = "RF004" if chosen == "RF007" else "RF007"
+        heads = [i for i, line in enumerate(printed) if f" {other} [no fix]" in line]
+        why = [printed[heads[0] + 1].strip()] if heads and heads[0] + 1 < len(printed) else []
+    lines.extend(f"    because: {w.removeprefix('note: ')}" for w in why[:1])
+    if mode == "train":
+        lines.append(
+            f"    after / one block = {after['x_one']:.2f} (target <= 1.1), steady step after / full = "
+            f"{after['x_full']:.2f} (target <= 1.15), losses and gradients "
+            f"{'equal eager' if after['equal'] else 'DIFFER from eager'}"
+        )
+    else:
+        eligible = {v: m for v, m in medians.items() if v in ("rf004", "rf007") and m["x_full"] <= 1.10 and m["equal"]}
+        best = min(eligible, key=lambda v: eligible[v]["cpu"]) if eligible else None
+        picked = {"RF004": "rf004", "RF007": "rf007"}.get(chosen)
+        lines.append(
+            "    RF004: compile x one block {:.2f}, steady x full {:.2f}; RF007: {:.2f}, {:.2f}; faster to compile "
+            "with steady state within 10% of full: {}; the tool's pick {}".format(
+                medians["rf004"]["x_one"],
+                medians["rf004"]["x_full"],
+                medians["rf007"]["x_one"],
+                medians["rf007"]["x_full"],
+                LABELS[best] if best else "neither",
+                "matches" if picked == best else f"does NOT match ({LABELS.get(picked or '', chosen)})",
+            )
+        )
+    return lines
 
 
 def main() -> None:
@@ -367,119 +462,74 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per variant")
     parser.add_argument("--blocks", type=int, default=32, help="blocks of our own transformer")
     parser.add_argument("--llama-layers", type=int, default=8, help="decoder layers of the tiny Llama")
+    parser.add_argument("--steps", type=int, default=3, help="training steps compared with eager")
+    parser.add_argument("--steady", type=int, default=10, help="steps timed after warm-up")
+    parser.add_argument("--modes", default="train,infer", help="train, infer or both")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers model")
-    parser.add_argument("--no-train", action="store_true", help="skip the training-step check")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        kind, variant, model_dir, out, layers = args.child
-        child(kind, variant, model_dir, out, int(layers))
+        kind, variant, program_dir, out, mode = args.child
+        child(kind, variant, program_dir, out, mode, args.steps, args.steady)
         return
 
     started = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="compile-time-"))
+    modes = [m for m in args.modes.split(",") if m]
     try:
         print(
-            f"machine: {os.cpu_count()} CPUs (shared: wall times are noisy, CPU seconds less so); "
+            f"machine: {os.cpu_count()} CPUs (wall times need a quiet machine; CPU seconds are steadier); "
             f"python {sys.version.split()[0]}"
         )
-        models = {}  # kind -> {variant: model dir}
-        ours_before, ours_after = scratch / "ours-before", scratch / "ours-after"
-        for directory in (ours_before, ours_after):
-            directory.mkdir()
-            (directory / "bench_model.py").write_text(MODEL_SOURCE.format(blocks=args.blocks, vocab=VOCAB))
-            (directory / "profile_me.py").write_text(PROFILE_OURS.format(vocab=VOCAB, batch=BATCH, seq=SEQ))
-        print(f"\n[{args.blocks}-block transformer] recompile-fix profile + apply bench_model.py:")
-        print(textwrap.indent(profile_and_apply(ours_after, "bench_model.py", unsafe=False), "    "))
-        models["ours"] = {
-            "full": ours_before,
-            "after": ours_after,
-            "regional": ours_before,
-            "one_block": ours_before,
-            "one_block_after": ours_after,
-        }
-
+        kinds = ["ours"]
         skip = "--no-transformers given" if args.no_transformers else transformers_problem()
         if skip is None:
-            llama_before, llama_after = scratch / "llama-before", scratch / "llama-after"
-            for directory in (llama_before, llama_after):
-                directory.mkdir()
-                copy_llama(directory)
-                (directory / "profile_me.py").write_text(
-                    PROFILE_LLAMA.format(config=llama_config(args.llama_layers), vocab=VOCAB, batch=BATCH, seq=SEQ)
-                )
-            import transformers
-
-            print(
-                f"\n[transformers {transformers.__version__} Llama, {args.llama_layers} layers, random weights] "
-                "recompile-fix profile + apply --unsafe-fixes modeling_llama.py:"
-            )
-            print(textwrap.indent(profile_and_apply(llama_after, "modeling_llama.py", unsafe=True), "    "))
-            models["llama"] = {
-                "full": llama_before,
-                "after": llama_after,
-                "regional": llama_before,
-                "one_block": llama_before,
-                "one_block_after": llama_after,
-            }
+            kinds.append("llama")
         else:
-            print(f"\n[transformers] skipped: {skip}")
-
-        results_dir = scratch / "results"
-        results_dir.mkdir()
-        results = {kind: {v: [] for v in variants} for kind, variants in models.items()}
-        for run in range(args.runs):
-            for kind, variants in models.items():
-                for variant, model_dir in variants.items():
-                    out = results_dir / f"{kind}-{variant}-{run}.json"
-                    row = run_child(kind, variant, model_dir, out, args.llama_layers)
-                    results[kind][variant].append(row)
-                    print(
-                        f"  run {run + 1}/{args.runs} {kind:<5} {variant:<15} CPU {row['cpu']:6.1f} s  "
-                        f"wall {row['wall']:6.1f} s  forward {row['steady_ms']:7.2f} ms",
-                        flush=True,
-                    )
-
+            print(f"[transformers] skipped: {skip}")
         titles = {
             "ours": f"{args.blocks}-block transformer (ours)",
             "llama": f"transformers Llama, {args.llama_layers} layers (tiny config)",
         }
+        plans = {}  # (kind, mode) -> {variant: program dir}
+        chosen = {}
+        for kind in kinds:
+            before = scratch / f"{kind}-before"
+            write_program(before, kind, args)
+            for mode in modes:
+                after = scratch / f"{kind}-{mode}-after"
+                write_program(after, kind, args)
+                rule, diff, findings = profile_and_apply(after, mode)
+                chosen[(kind, mode)] = (rule, findings)
+                print(f"\n[{titles[kind]}, {mode}] recompile-fix profile + apply: {rule}")
+                print(textwrap.indent(findings.strip(), "    "))
+                print(textwrap.indent(diff.strip(), "    "))
+                variants = ["full", "after", "rf004", "rf007", "one_block"]
+                if mode == "train":
+                    variants.insert(3, "rf004_nobufreuse")
+                plans[(kind, mode)] = {v: (after if v == "after" else before) for v in variants}
+
+        results_dir = scratch / "results"
+        results_dir.mkdir()
+        results = {key: {v: [] for v in variants} for key, variants in plans.items()}
+        for run in range(args.runs):
+            for (kind, mode), variants in plans.items():
+                for variant, program_dir in variants.items():
+                    out = results_dir / f"{kind}-{mode}-{variant}-{run}.json"
+                    row = run_child(kind, variant, program_dir, out, mode, args)
+                    results[(kind, mode)][variant].append(row)
+                    print(
+                        f"  run {run + 1}/{args.runs} {kind:<5} {mode:<5} {variant:<16} compile CPU {row['cpu']:6.1f} s"
+                        f"  step {row['steady_ms']:8.2f} ms",
+                        flush=True,
+                    )
+
         summary = []
-        for kind in models:
-            medians = report(titles[kind], results[kind], args.runs)
-            for line in compare_outputs(results_dir, kind, list(models[kind])):
-                print(f"  outputs: {line}")
-            one = medians["one_block"]
-            summary.append(
-                f"{titles[kind]}: after apply / one block = {medians['after'] / one:.2f} "
-                f"(regional / one block = {medians['regional'] / one:.2f}; "
-                f"full / one block = {medians['full'] / one:.2f}; "
-                f"after / full = {medians['after'] / medians['full']:.2f}; "
-                f"depth cost after apply, after / its own one-block model = "
-                f"{medians['after'] / medians['one_block_after']:.2f})"
-            )
-
-        if not args.no_train:
-            out = results_dir / "ours-train.json"
-            train = run_child("ours", "train", ours_after, out, args.llama_layers)
-            print(
-                f"\ntraining step through the rewritten {args.blocks}-block model (inductor, forward + backward; "
-                f"loss {train['loss']:.6f} equals eager's in both runs):"
-            )
-            for label, words in (("default", "as compiled"), ("no_buffer_reuse", "allow_buffer_reuse=False")):
-                row = train[label]
-                verdict = "gradients match eager" if row["over"] == 0 else "GRADIENTS DIFFER from eager"
-                print(
-                    f"  {words:<26} {verdict}: {row['over']}/{row['params']} parameters off by more than "
-                    f"1e-3 (relative norm), worst {row['worst']} {row['error']:.1e}; {row['seconds']:.1f} CPU s"
-                )
-            if train["default"]["over"]:
-                print(
-                    "  (torch 2.13 inductor bug: buffer reuse overwrites a saved input of the reused region "
-                    "in backward, pytorch/pytorch#193960; RF004 marks the fix unsafe for programs that train)"
-                )
-
-        print("\nratios (CPU seconds of the cold first call; target: after apply <= 1.2x one block)")
+        for (kind, mode), rows in results.items():
+            medians = report(titles[kind], mode, rows)
+            rule, findings = chosen[(kind, mode)]
+            summary.extend(verdict(titles[kind], mode, medians, rule, findings))
+        print("\nsummary")
         for line in summary:
             print(f"  {line}")
         print(f"\ntotal {time.perf_counter() - started:.0f} s")

@@ -7,13 +7,14 @@ from recompile_fix.rules.rf003_tensor_hyperparameters import RULE as RF003
 from recompile_fix.rules.rf004_nested_compile_region import RULE as RF004
 from recompile_fix.rules.rf005_graph_break_shield import RULE as RF005
 from recompile_fix.rules.rf006_counter_buffer import RULE as RF006
+from recompile_fix.rules.rf007_regional_compile import RULE as RF007
 from recompile_fix.rules.rf008_scheduled_dropout import RULE as RF008
 from recompile_fix.rules.rf009_schedule_tensor import RULE as RF009
 from recompile_fix.rules.rf010_lazy_default import RULE as RF010
 
 __all__ = ["ALL_RULES", "rule_by_id"]
 
-ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006, RF008, RF009, RF010)
+ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006, RF007, RF008, RF009, RF010)
 
 
 def rule_by_id(rule_id: str) -> Rule | None:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 
-from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name
-from recompile_fix.analysis.block_stacks import Analysis, Site, already_marked, training_in
+from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
+from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.region_check import Verdict
+from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.model import Frame, Location, Profile, resolve
 from recompile_fix.profile.resume import is_resume
 
 __all__ = ["RULE", "NestedCompileRegion"]
@@ -23,7 +25,10 @@ NESTED_COMPILE_REGION = TorchApi(
     "torch.compiler.nested_compile_region", (2, 8), "measured: absent 2.6.0, present 2.8.0"
 )
 MIN_TORCH = NESTED_COMPILE_REGION.since  # public from 2.8
-MIN_BLOCKS = 4  # below this the saving (about one block's compile per block) is not worth a region
+# Backward through a region compiled with backend="eager" fails before 2.14 ("fake_mode should be
+# enabled for HOPs"; measured on 2.8, 2.10 and 2.13, fixed by pytorch/pytorch#184700, whose fast
+# path is in the 2.14.0 and 2.14.1 sources).
+EAGER_BACKWARD_TORCH = (2, 14)
 DECORATOR = "compiler.nested_compile_region"
 
 
@@ -57,20 +62,29 @@ class NestedCompileRegion(Rule):
     ```
 
     ## Fix safety
-    A graph break inside the region is an error, even without `fullgraph`, so the fix is safe
-    only when the block's `forward` (and what it calls in the same file) can be traced whole.
-    No fix, with the reason, when the block calls `print()`, a logger or `warnings.warn`, reads
-    a tensor into Python (`.item()`, `.tolist()`), branches on a tensor's value, returns its
-    input or a view of it, or the Profile recorded a graph break inside it; when it mutates a
-    buffer or an input in place (BatchNorm's running statistics) and the program trains
-    (`.backward()`), which the region rejects; and when the torch the Profile saw is older
-    than 2.8 or unknown. Unsafe when it calls code the analysis cannot see (another file, a
-    callable kept in an attribute or a variable), when it mutates in place and no training was
-    seen, and whenever the program trains (`.backward()`): in torch 2.13 inductor's buffer reuse
-    can corrupt the gradients of a reused region (measured; pytorch/pytorch#193960), and with
-    `backend="eager"` backward through the region fails. Inference-only programs get exactly the
-    same outputs. The decorator goes on `def forward` in the class body: on an instance's bound
-    method it raises, on the class it silently does nothing.
+    A compiled region rejects what a graph would take, even without `fullgraph`, so the fix is
+    offered only where the block's `forward` (and what it calls in the same file) traces whole
+    and aliases nothing the way a higher-order op refuses. No fix, with the reason, when the
+    block calls `print()`, a logger or `warnings.warn`, reads a tensor into Python (`.item()`,
+    `.tolist()`), branches on a tensor's value, or the Profile recorded a graph break inside it;
+    when an output is an input or a view of one, also passed back through the file's own calls
+    (T5's `position_bias`), two outputs are views of one tensor (Flux's single block), a view is
+    stored on an object (`self.last = h.detach()`), or a key/value cache is updated in a model
+    with a sliding window (Mistral: the cache keeps a `.to()` alias); when it mutates a buffer or
+    an input in place (BatchNorm's running statistics) and the program trains; when the program
+    trains with `backend="eager"` (or was profiled with `--backend eager`) on torch older than
+    2.14: backward through the region fails there (`fake_mode should be enabled for HOPs`,
+    measured on 2.8, 2.10 and 2.13; fixed by pytorch/pytorch#184700) and each call runs the block
+    twice; and when the torch the Profile saw is older than 2.8 or unknown. Unsafe when it calls
+    code the analysis cannot see (another file, a callable kept in an attribute or a variable),
+    when it mutates in place and no training was seen, and whenever the program trains:
+    inductor can corrupt the gradients of a reused region (measured on torch 2.13.0, 2.14.1 and
+    2.15.0; `torch._inductor.config.allow_buffer_reuse = False` avoids it). Where RF007 could
+    compile the same blocks one by one instead, RF007 is chosen when the program trains or this
+    fix is only unsafe. Inference-only programs get exactly the same outputs. The decorator goes
+    on `def forward` in the class body: on an instance's bound method it raises, on the class it
+    silently does nothing. Only files of the project are edited: a pip package's block is left to
+    RF007, which edits where the program compiles the model.
 
     ## Profile evidence
     No guard failure: the frame that inlines the blocks (e.g. `forward` of the model) compiles
@@ -100,13 +114,21 @@ class NestedCompileRegion(Rule):
             after=None,
             golden="RF004/print_block",
         ),
+        Example(  # training with backend="eager": backward through the region fails before torch 2.14
+            before="    def forward(self, x):\n        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))\n",
+            after=None,
+            golden="RF004/train_eager_backend",
+        ),
     )
 
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings: dict[tuple[str, str], Finding] = {}
         version_problem = _version_problem(profile.torch_version, "the Profile")
-        training = None
+        user_files = [p for p in profile.sources if not os.path.isabs(p)]
+        facts = _ProgramFacts(project, user_files, profile)
+        # A Profile whose run ran a backward pass trains, whatever its files show now.
+        facts.training = facts.training or (_RAN_BACKWARD if profile.trains else None)
         analyses: dict[str, Analysis | None] = {}
         for frame in sorted(profile.frames, key=lambda f: -f.compile_seconds):
             if is_resume(frame.name) or os.path.isabs(frame.file):
@@ -121,10 +143,7 @@ class NestedCompileRegion(Rule):
                 key = (frame.file, site.target_key)
                 if key in findings:
                     continue
-                if training is None:
-                    training = _training_evidence(project, [p for p in profile.sources if not os.path.isabs(p)])
-                    training = training or (_RAN_BACKWARD if profile.trains else "")
-                finding = self._finding(analysis, site, frame.file, version_problem, training, frame, profile)
+                finding = self._finding(analysis, site, frame.file, version_problem, facts, frame, profile)
                 if finding is not None and _compiled_on_its_own(profile, frame.file, analysis, site):
                     # Not inlined: a graph break in it (said above, when the Profile saw it), or
                     # regional compilation. The decorator would not help; say so (this also
@@ -138,6 +157,29 @@ class NestedCompileRegion(Rule):
                     )
                 if finding is not None:
                     findings[key] = finding
+        # Blocks the recorder saw in a compiled module whose class lives in another file of the
+        # project (a parent class's __init__, a blocks.py): decorated where they are defined.
+        for frame in profile.frames:
+            if is_resume(frame.name):
+                continue
+            for stack in frame.block_stacks:
+                if os.path.isabs(stack.file) or stack.count < MIN_BLOCKS or "." in stack.block:
+                    continue
+                key = (stack.file, stack.block)
+                if key in findings or any(
+                    f.file == stack.file and f.params.get("class") == stack.block for f in findings.values()
+                ):
+                    continue
+                if stack.file not in analyses:
+                    analyses[stack.file] = _analysis_of(project.source(stack.file))
+                analysis = analyses[stack.file]
+                if analysis is None or stack.block not in analysis.classes:
+                    continue
+                owner = stack.owner or _frame_class(analyses, project, frame) or frame.name
+                site = Site(owner=owner, attr=stack.path, block=stack.block, count=stack.count, line=frame.first_line)
+                finding = self._finding(analysis, site, stack.file, version_problem, facts, frame, profile)
+                if finding is not None:
+                    findings[key] = finding
         return list(findings.values())
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
@@ -146,12 +188,13 @@ class NestedCompileRegion(Rule):
     def _plan_static(self, source: SourceFile, path: str, training: str | None) -> list[Finding]:
         version_problem = _version_problem(_installed_torch(), "this environment")
         analysis = Analysis(source)
-        training = training or training_in(source, path, analysis.tree.order)
+        facts = _ProgramFacts.of_file(source, path, analysis)
+        facts.training = training or facts.training
         findings: dict[str, Finding] = {}
         for site in analysis.sites():
             if site.target_key in findings:
                 continue
-            finding = self._finding(analysis, site, path, version_problem, training, None, None)
+            finding = self._finding(analysis, site, path, version_problem, facts, None, None)
             if finding is not None:
                 finding.confidence = "static"
                 findings[site.target_key] = finding
@@ -163,10 +206,11 @@ class NestedCompileRegion(Rule):
         site: "Site",
         path: str,
         version_problem: str | None,
-        training: str | None,
+        facts: "_ProgramFacts",
         frame: Frame | None,
         profile: Profile | None,
     ) -> Finding | None:
+        training = facts.training
         if site.count is not None and site.count < MIN_BLOCKS:
             return None
         target = analysis.target_function(site)
@@ -190,9 +234,8 @@ class NestedCompileRegion(Rule):
             "blocks": site.count,
             "block": site.block,
             "loop_line": site.line,
+            "trains": bool(training),
         }
-        if training:
-            evidence["trains"] = training
         if frame is not None:
             evidence.update(
                 {
@@ -222,6 +265,13 @@ class NestedCompileRegion(Rule):
         risks = list(verdict.unseen) + list(verdict.risks)
         if version_problem:
             blockers.insert(0, version_problem)
+        regional = facts.regional_loop(site.attr)
+        if regional:
+            blockers.insert(
+                0,
+                f"the blocks are compiled one by one ({regional}): each is a frame of its own, where "
+                "a nested compile region adds nothing",
+            )
         if verdict.mutations:
             if training:
                 blockers.extend(
@@ -237,20 +287,21 @@ class NestedCompileRegion(Rule):
                 )
         if training:
             risks.append(
-                f"the program trains ({training}): with inductor, torch 2.13 can corrupt the gradients "
-                "of a reused region (measured: a 2-block model whose first block follows an embedding "
-                "and whose last feeds a LayerNorm got LayerNorm weight gradients 50% off; inductor's "
-                "buffer reuse writes over a saved input, pytorch/pytorch#193960; the forward is exact). "
-                "Check the gradients against eager, or set "
-                "torch._inductor.config.allow_buffer_reuse = False, which avoids it"
+                f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
+                "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
+                "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
+                "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
             )
-        eager = analysis.eager_backend_line if training else None
-        if eager:
-            risks.append(
-                f'the file compiles with backend="eager" (line {eager}) and the program trains: '
-                "in torch 2.13 backward through the region fails with that backend "
-                "(AssertionError: fake_mode should be enabled for HOPs); aot_eager and inductor work"
-            )
+            eager = facts.eager_backend(analysis)
+            release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
+            if eager and release is not None and release < EAGER_BACKWARD_TORCH:
+                blockers.append(
+                    f'the program trains and compiles with backend="eager" ({eager}): with torch '
+                    f"{release[0]}.{release[1]} backward through the region fails (AssertionError: fake_mode "
+                    "should be enabled for HOPs; fixed in torch 2.14 by pytorch/pytorch#184700), and each "
+                    "region call runs the block twice with grad on (a dropout draws twice); aot_eager and "
+                    "inductor run it"
+                )
         if blockers:
             finding.safety = Safety.NONE
             finding.notes = blockers + risks
@@ -340,17 +391,80 @@ def _installed_torch() -> str | None:
         return None
 
 
-def _training_evidence(project: Project, paths: list[str]) -> str | None:
-    for path in paths:
-        source = project.source(path)
-        if source is not None:
+class _ProgramFacts:
+    """What the program as a whole says, beyond the block's file: where it trains, whether it
+    compiles with backend="eager", and blocks it already compiles one by one. Read from every
+    file of the program the Profile saw (as they are on disk: facts, not positions), or the one
+    file in static mode."""
+
+    def __init__(self, project: Project | None, paths: list[str], profile: Profile | None):
+        self.sources: list[tuple[str, SourceFile]] = []
+        for path in paths:
+            source = project.source(path) if project is not None else None
+            if source is None and project is not None:  # changed since (e.g. fixed by RF007): read as is
+                try:
+                    source = SourceFile.read(resolve(path, project.root), parse=False)
+                except SourceError:
+                    continue
+            if source is not None:
+                self.sources.append((path, source))
+        self.profile_backend = profile.backend if profile is not None else None
+        self.training = self._training()
+
+    @classmethod
+    def of_file(cls, source: SourceFile, path: str, analysis: Analysis) -> "_ProgramFacts":
+        facts = cls(None, [], None)
+        facts.sources = [(path, source)]
+        facts.training = training_in(source, path, analysis.tree.order)
+        return facts
+
+    def _training(self) -> str | None:
+        for path, source in self.sources:
             try:
                 found = training_in(source, path)
             except SourceError:
                 continue
             if found:
                 return found
-    return ""
+        return None
+
+    def eager_backend(self, analysis: Analysis) -> str | None:
+        """Where the program compiles with backend="eager" (the Profile's forced backend too)."""
+        if self.profile_backend == "eager":
+            return "the Profile was recorded with `--backend eager`"
+        if analysis.eager_backend_line:
+            return f"{analysis.source.path}:{analysis.eager_backend_line}"
+        for path, source in self.sources:
+            try:
+                line = next((n.lineno for n in ast.walk(source.syntax) if eager_compile(source, n)), None)
+            except SourceError:
+                continue
+            if line:
+                return f"{path}:{line}"
+        return None
+
+    def regional_loop(self, attr: str) -> str | None:
+        """A loop that compiles the blocks of ``attr`` one by one, where the program has one."""
+        for path, source in self.sources:
+            try:
+                loops = regional_loops(source)
+            except SourceError:
+                continue
+            for line, expr in loops:
+                if expr.split(".", 1)[-1] == attr or expr.endswith("." + attr):
+                    return f"`for ... in {expr}: ....compile()` at {path}:{line}"
+        return None
+
+
+def _frame_class(analyses: dict[str, Analysis | None], project: Project, frame: Frame) -> str | None:
+    """The class whose method the frame compiled (for a Profile recorded before stacks named it)."""
+    if os.path.isabs(frame.file):
+        return None
+    if frame.file not in analyses:
+        analyses[frame.file] = _analysis_of(project.source(frame.file))
+    analysis = analyses[frame.file]
+    func = analysis.function_def(frame.first_line, frame.name) if analysis else None
+    return class_name(analysis.tree.enclosing_class(func)) if func is not None else None
 
 
 def _analysis_of(source: SourceFile | None) -> Analysis | None:

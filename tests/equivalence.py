@@ -44,13 +44,14 @@ def run_recorded(script: Path, tmp: Path) -> dict:
     return _RUNS[key]
 
 
-def assert_same_outputs(before: dict, after: dict, *, exact: bool = False) -> int:
-    """Every compiled callable returned the same tensors in both runs. Returns how many compared."""
-    assert before["outputs"].keys() == after["outputs"].keys()
+def assert_same_outputs(before: dict, after: dict, *, exact: bool = False, of: str = "outputs") -> int:
+    """Every compiled callable returned the same tensors in both runs (``of="globals"``: the
+    tensors the program keeps in its globals). Returns how many compared."""
+    assert before[of].keys() == after[of].keys()
     compared = 0
-    for key, calls in before["outputs"].items():
-        assert len(calls) == len(after["outputs"][key]), key
-        for b_call, a_call in zip(calls, after["outputs"][key]):
+    for key, calls in before[of].items():
+        assert len(calls) == len(after[of][key]), key
+        for b_call, a_call in zip(calls, after[of][key]):
             assert len(b_call) == len(a_call)
             for b, a in zip(b_call, a_call):
                 if exact:

@@ -7,7 +7,10 @@ else the case expects. Every key is optional:
     outputs = "exact"          # or "close": bit for bit, or within assert_close only ...
     why = "..."                # ... and why (test_tensor_constants requires it for RF002/3/6)
     compiles = "same"          # a compile-time fix: as many compiles as before (default: fewer)
+    compiles = "regional"      # the whole model's frame compiled before, its blocks' after (RF007):
+                               # outputs compared on the tensors the program keeps in globals
     compiled-once = ["fn"]     # these frames compiled more than once before and once after
+    profile-backend = "program"  # record the Profile with the program's own backend, not eager
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-_KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once"}
+_KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once", "profile-backend"}
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,9 @@ class Case:
     changes: bool = True
     outputs: str | None = None  # "exact" / "close" / None (not stated: assert_close)
     why: str = ""
-    compiles: str = "fewer"  # "fewer" / "same"
+    compiles: str = "fewer"  # "fewer" / "same" / "regional"
     compiled_once: tuple[str, ...] = ()
+    profile_backend: str = "eager"  # "eager" / "program" (the program's own: inductor by default)
 
     @property
     def rule(self) -> str:
@@ -46,7 +50,8 @@ def load_case(path: Path) -> Case:
     unknown = set(data) - _KEYS
     assert not unknown, f"{path}/case.toml: unknown keys {sorted(unknown)}"
     assert data.get("outputs") in (None, "exact", "close"), data
-    assert data.get("compiles") in (None, "fewer", "same"), data
+    assert data.get("compiles") in (None, "fewer", "same", "regional"), data
+    assert data.get("profile-backend") in (None, "eager", "program"), data
     assert ("outputs" in data) == bool(data.get("why")), f"{path}/case.toml: say outputs and why together"
     return Case(
         path=path,
@@ -56,6 +61,7 @@ def load_case(path: Path) -> Case:
         why=data.get("why", ""),
         compiles=data.get("compiles", "fewer"),
         compiled_once=tuple(data.get("compiled-once", ())),
+        profile_backend=data.get("profile-backend", "eager"),
     )
 
 

@@ -15,7 +15,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
 from recompile_fix.findings.finding import Safety
-from recompile_fix.profile.model import Compile, Frame, Profile, sha256_bytes
+from recompile_fix.profile.model import Compile, Frame, Profile, sha256_bytes, torch_release
 from recompile_fix.rules import rule_by_id
 
 RF004 = rule_by_id("RF004")
@@ -115,7 +115,7 @@ def test_batchnorm_block_in_training_gets_no_edit_and_says_why(tmp_path):
     finding = only(from_profile)
     assert finding.confidence == "profile" and finding.safety is Safety.NONE
     assert "`self.bn` (BatchNorm1d, line 12) updates its running statistics buffers in place" in notes(finding)
-    assert "the program trains (`loss.backward()` at program.py:32)" in notes(finding)
+    assert "the program trains (`loss.backward()` at program.py:36)" in notes(finding)
     assert "rejects in-place input or buffer mutation in training" in notes(finding)
 
 
@@ -210,19 +210,73 @@ def test_buffer_mutation_and_backward_in_the_file():
     assert "mutates the buffer `steps` in place" in notes(finding) and "the program trains" in notes(finding)
 
 
-def test_training_is_unsafe_gradients_and_eager_backend():
+def test_training_under_inductor_is_unsafe_for_its_gradients():
     finding = only(
         block(
             "return x + self.lin(x)",
-            tail='\nstep = torch.compile(Model(), backend="eager")\nstep(torch.randn(2, 8)).sum().backward()\n',
+            tail="\nstep = torch.compile(Model())\nstep(torch.randn(2, 8)).sum().backward()\n",
         )
     )
-    assert finding.safety is Safety.UNSAFE
+    assert finding.safety is Safety.UNSAFE and finding.evidence["trains"] is True
     assert "the program trains (`step(torch.randn(2, 8)).sum().backward()` at model.py:" in notes(finding)
     assert "corrupt the gradients of a reused region" in notes(finding) and "allow_buffer_reuse = False" in notes(
         finding
     )
-    assert "fake_mode should be enabled for HOPs" in notes(finding)
+    assert "fake_mode" not in notes(finding)
+
+
+EAGER_TRAINING = '\nstep = torch.compile(Model(), backend="eager")\nstep(torch.randn(2, 8)).sum().backward()\n'
+
+
+def _profile_of(tmp_path, text: str, version: str, backend: str | None = None) -> Profile:
+    (tmp_path / "model.py").write_text(text)
+    line = model_forward_line(text)
+    return Profile(
+        command=["python", "model.py"],
+        torch_version=version,
+        python_version="3.11",
+        frames=[Frame("model.py", line, "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.0})])],
+        sources={"model.py": sha256_bytes(text.encode())},
+        backend=backend,
+    )
+
+
+@pytest.mark.parametrize("version", ["2.8.0", "2.10.0", "2.13.0+cpu"])
+def test_training_with_the_eager_backend_before_2_14_gets_no_edit(tmp_path, version):
+    """Backward through a region compiled with backend="eager" fails on torch 2.8 to 2.13
+    (measured: "fake_mode should be enabled for HOPs"); a safe or unsafe fix would crash."""
+    text = source("return x + self.lin(x)", tail=EAGER_TRAINING)
+    profile = _profile_of(tmp_path, text, version)
+    finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
+    assert finding.safety is Safety.NONE
+    assert 'compiles with backend="eager" (model.py:' in notes(finding)
+    assert "AssertionError: fake_mode should be enabled for HOPs" in notes(finding)
+    assert "pytorch/pytorch#184700" in notes(finding)
+
+
+def test_the_profiles_forced_eager_backend_counts_too(tmp_path):
+    text = source(
+        "return x + self.lin(x)", tail="\nstep = torch.compile(Model())\nstep(torch.randn(2, 8)).sum().backward()\n"
+    )
+    profile = _profile_of(tmp_path, text, "2.13.0+cpu", backend="eager")
+    finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
+    assert finding.safety is Safety.NONE
+    assert "the Profile was recorded with `--backend eager`" in notes(finding)
+
+
+@pytest.mark.parametrize("version", ["2.14.0", "2.14.1", "2.15.0"])
+def test_training_with_the_eager_backend_from_2_14_is_only_unsafe(tmp_path, version):
+    text = source("return x + self.lin(x)", tail=EAGER_TRAINING)
+    profile = _profile_of(tmp_path, text, version)
+    finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
+    assert finding.safety is Safety.UNSAFE  # inductor's gradient corruption is still on record
+    assert "fake_mode" not in notes(finding) and "corrupt the gradients" in notes(finding)
+
+
+def test_static_mode_gates_on_the_installed_torch():
+    finding = only(block("return x + self.lin(x)", tail=EAGER_TRAINING))
+    expected = Safety.NONE if torch_release(torch.__version__) < (2, 14) else Safety.UNSAFE
+    assert finding.safety is expected
 
 
 # -- which stacks count ----------------------------------------------------------------------
@@ -369,3 +423,24 @@ def test_a_file_with_a_byte_order_mark_is_read_like_any_other():
     )
     (edit,) = RF004.fix(marked, SourceFile.parse(Path("model.py"), "\ufeff" + text, parse=False), "torch")
     assert edit.new_text.strip() == "@torch.compiler.nested_compile_region"
+
+
+def test_blocks_the_recorder_saw_in_another_file_are_decorated_there(tmp_path):
+    """The stack comes from a parent class's __init__ in backbone.py: the model's own file shows no
+    container, the Profile's recorded stack names the block's file, and the decorator goes there."""
+    case = ROOT / "golden" / "RF007" / "base_class_other_file"
+    for name in ("backbone.py", "program.in.py"):
+        shutil.copy(case / name, tmp_path / name.replace(".in", ""))
+    profile = Profile.load(case / "profile.json")
+    (trained,) = RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert (trained.file, trained.params["class"], trained.safety) == ("backbone.py", "MLPBlock", Safety.NONE)
+    assert trained.evidence["container"] == "Regressor.blocks" and trained.evidence["trains"] is True
+    # The same program without its training step: the region is offered, in backbone.py.
+    program = (tmp_path / "program.py").read_text()
+    inference = program.split("optimizer = ")[0] + "with torch.no_grad():\n    train_step(torch.randn(5, 8))\n"
+    (tmp_path / "program.py").write_text(inference)
+    profile.sources["program.py"] = sha256_bytes(inference.encode())
+    (offered,) = RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert (offered.file, offered.safety, offered.location.line) == ("backbone.py", Safety.SAFE, 12)
+    edits = RF004.fix(offered, SourceFile.read(tmp_path / "backbone.py"), "torch")
+    assert [e.new_text for e in edits] == ["    @torch.compiler.nested_compile_region\n"]

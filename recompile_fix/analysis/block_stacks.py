@@ -12,6 +12,7 @@ import ast
 import functools
 from dataclasses import dataclass
 
+from recompile_fix.analysis.aliasing import Aliases
 from recompile_fix.analysis.ast_tree import (
     DEFS,
     FORS,
@@ -30,7 +31,11 @@ from recompile_fix.analysis.ast_tree import (
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
 from recompile_fix.analysis.source import SourceFile
 
-__all__ = ["already_marked", "Analysis", "Site", "training_in"]
+__all__ = ["already_marked", "Analysis", "MIN_BLOCKS", "Site", "training_in"]
+
+# Below this the saving (about one block's compile per block) is not worth a region (RF004) or
+# compiling the blocks one by one (RF007).
+MIN_BLOCKS = 4
 
 
 @dataclass
@@ -83,6 +88,10 @@ class Analysis:
             self._read_top_level(statement)
         self._members: dict[str, dict] = {}
         self._methods: dict[str, dict[str, ast.FunctionDef]] = {}
+        # What _module_kind saw, by the id() of the call that builds it.
+        self._containers_built: dict[int, list] = {}
+        self._ordered_built: dict[int, list[str | None]] = {}
+        self._dict_values: dict[tuple[int, str], ast.expr] = {}
 
     def _read_top_level(self, statement: ast.stmt) -> None:
         if isinstance(statement, ast.Import):
@@ -129,12 +138,37 @@ class Analysis:
             self._methods[class_name] = found
         return found
 
+    def bases(self, class_name: str) -> list[str]:
+        """The class's bases defined in this file (``class GPT(Base)``), nearest first."""
+        cls_ = self.classes.get(class_name)
+        if cls_ is None:
+            return []
+        return [dotted(b) for b in cls_.bases if dotted(b) in self.classes and dotted(b) != class_name]
+
+    def all_methods(self, class_name: str, _seen: frozenset[str] = frozenset()) -> dict[str, ast.FunctionDef]:
+        """The class's methods and those it inherits from bases in this file (its own win)."""
+        found: dict[str, ast.FunctionDef] = {}
+        for base in reversed(self.bases(class_name)):
+            if base not in _seen:
+                found.update(self.all_methods(base, _seen | {class_name}))
+        found.update(self.methods(class_name))
+        return found
+
     def members(self, class_name: str) -> dict:
-        """``self.x = ...`` in ``__init__``: submodules (kind, detail), parameters and buffers."""
+        """``self.x = ...`` in ``__init__`` (its own and its bases' in this file): submodules
+        (kind, detail), parameters and buffers, and containers of blocks by attribute path
+        (``blocks``, or ``transformer.h`` for a ModuleList held in a ModuleDict). A container is
+        [kind, classes, count, (element call, loop variable), built with the loop variable]."""
         if class_name in self._members:
             return self._members[class_name]
-        info = {"modules": {}, "tensors": set(), "buffers": set(), "containers": {}}
+        info = {"modules": {}, "tensors": set(), "buffers": set(), "containers": {}, "ordered": {}}
         self._members[class_name] = info
+        for base in reversed(self.bases(class_name)):
+            inherited = self.members(base)
+            for key in ("modules", "containers", "ordered"):
+                info[key].update(inherited[key])
+            info["tensors"] |= inherited["tensors"]
+            info["buffers"] |= inherited["buffers"]
         init = self.methods(class_name).get("__init__")
         if init is None:
             return info
@@ -163,14 +197,39 @@ class Analysis:
                     attr = name.split(".")[1]
                     block = self._block_of(args[0][1])
                     if attr in info["containers"] and block is not None:
-                        info["containers"][attr][1].add(block)
-                        info["containers"][attr][2] = _loop_count(self, node, init)
+                        container = info["containers"][attr]
+                        container[1].add(block)
+                        container[2] = _loop_count(self, node, init)
+                        loop = _enclosing_loop(self, node, init)
+                        if loop is not None and isinstance(loop.target, ast.Name) and isinstance(args[0][1], ast.Call):
+                            container[3] = (args[0][1], loop.target.id)
+                            container[4] = _passes(container[3])
+                        order = info["ordered"].setdefault(attr, [])
+                        # An append under a branch or a loop: the positions after it are unknown.
+                        order.append(block if _unconditional(self, node, init) else None)
         return info
 
     def _member(self, info: dict, attr: str, value: ast.expr) -> None:
-        if not isinstance(value, ast.Call):
-            info["modules"][attr] = ("unknown", code_of(self.source, value))
+        kind, detail = self._module_kind(value)
+        if kind == "tensor":
+            info["tensors"].add(attr)
             return
+        info["modules"][attr] = (kind, detail)
+        if kind == "container":
+            info["containers"][attr] = list(self._containers_built[id(value)])
+            info["ordered"][attr] = list(self._ordered_built[id(value)])
+        elif kind == "dict":  # a ModuleDict: its containers by path (nanoGPT's transformer.h)
+            for key, (sub_kind, _) in detail.items():
+                if sub_kind == "container":
+                    call = self._dict_values[(id(value), key)]
+                    info["containers"][f"{attr}.{key}"] = list(self._containers_built[id(call)])
+                    info["ordered"][f"{attr}.{key}"] = list(self._ordered_built[id(call)])
+
+    def _module_kind(self, value: ast.expr) -> tuple[str, object]:
+        """What ``self.x = value`` holds: a tensor, a container of blocks, a ModuleDict, one of
+        torch's modules, a class of this file, or something the analysis cannot follow."""
+        if not isinstance(value, ast.Call):
+            return ("unknown", code_of(self.source, value))
         name = dotted(value.func)
         last = name.rsplit(".", 1)[-1]
         root = name.split(".")[0]
@@ -178,12 +237,19 @@ class Analysis:
             last in ("Parameter", "tensor", "zeros", "ones", "randn", "empty", "full", "arange")
             and root in self.torch_names
         ):
-            info["tensors"].add(attr)
-        elif last in ("ModuleList", "Sequential") and root in self.torch_names:
-            blocks, count = self._elements(value)
-            info["containers"][attr] = [last, blocks, count]
-            info["modules"][attr] = ("container", blocks)
-        elif root in self.torch_names:
+            return ("tensor", None)
+        if last in ("ModuleList", "Sequential") and root in self.torch_names:
+            blocks, count, element = self._elements(value)
+            self._containers_built[id(value)] = [last, blocks, count, element, _passes(element)]
+            self._ordered_built[id(value)] = self._order(value)
+            return ("container", blocks)
+        if last == "ModuleDict" and root in self.torch_names:
+            entries = {}
+            for key, item in _dict_items(value):
+                self._dict_values[(id(value), key)] = item
+                entries[key] = self._module_kind(item)
+            return ("dict", entries)
+        if root in self.torch_names:
             tracks = last in _BATCHNORMS or (
                 last in _INSTANCENORMS
                 and any(
@@ -191,11 +257,70 @@ class Analysis:
                     for k in value.keywords
                 )
             )
-            info["modules"][attr] = ("torch", (last, tracks))
-        elif name in self.classes:
-            info["modules"][attr] = ("class", name)
-        else:
-            info["modules"][attr] = ("unknown", code_of(self.source, value.func))
+            return ("torch", (last, tracks))
+        if name in self.classes:
+            return ("class", name)
+        return ("unknown", code_of(self.source, value.func))
+
+    def _order(self, call: ast.Call) -> list[str | None]:
+        """The classes of a ModuleList / Sequential built from a literal list, in order (None
+        where the source does not say: a comprehension, a starred value)."""
+        order: list[str | None] = []
+        for keyword, value, star in arguments(call):
+            if keyword is not None:
+                continue
+            if isinstance(value, (ast.List, ast.Tuple)) and star in ("", "*"):
+                order.extend(None if isinstance(e, ast.Starred) else self._block_of(e) for e in value.elts)
+            elif star:
+                order.append(None)
+                break
+            elif isinstance(value, (ast.GeneratorExp, ast.ListComp)):
+                order.append(None)
+                break
+            else:
+                order.append(self._block_of(value))
+        return order
+
+    def container_path(self, class_name: str, expr: ast.expr) -> str | None:
+        """The attribute path of ``self.a``, ``self.a.b``, ``self.a["b"]`` (a ModuleDict entry)
+        or a property returning one of those; None for anything else."""
+        parts: list[str] = []
+        node = expr
+        while True:
+            if isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            ):
+                parts.append(node.slice.value)
+                node = node.value
+            else:
+                break
+        if not (isinstance(node, ast.Name) and node.id == "self" and parts):
+            return None
+        parts.reverse()
+        returned = self._property_value(class_name, parts[0])
+        if returned is not None:
+            inner = self.container_path(class_name, returned)
+            if inner is None:
+                return None
+            parts = inner.split(".") + parts[1:]
+        return ".".join(parts)
+
+    def _property_value(self, class_name: str, name: str) -> ast.expr | None:
+        """What a ``@property`` of the class returns, when its body is one ``return``."""
+        method = self.all_methods(class_name).get(name)
+        if method is None or not any(
+            dotted(d).rsplit(".", 1)[-1] in ("property", "cached_property") for d in method.decorator_list
+        ):
+            return None
+        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+            return body[0].value
+        return None
 
     def _block_of(self, expr: ast.expr) -> str | None:
         if isinstance(expr, ast.Call):
@@ -203,10 +328,13 @@ class Analysis:
             return name or None
         return None
 
-    def _elements(self, call: ast.Call) -> tuple[set[str], int | None]:
-        """The classes a ModuleList / Sequential is built from, and how many, when the source says."""
+    def _elements(self, call: ast.Call) -> tuple[set[str], int | None, tuple[ast.Call | None, str | None]]:
+        """The classes a ModuleList / Sequential is built from, how many (when the source says),
+        and for a comprehension the element's call and the loop variable (``Block(cfg, i) for i
+        in range(n)``)."""
         blocks: set[str] = set()
         count: int | None = 0
+        element: tuple[ast.Call | None, str | None] = (None, None)
         for keyword, value, _ in arguments(call):
             if keyword is not None:
                 continue
@@ -215,14 +343,17 @@ class Analysis:
                 blocks.add(block or "?")
                 n = _range_count(self, value.generators)
                 count = None if (count is None or n is None) else count + n
+                target = value.generators[0].target if len(value.generators) == 1 else None
+                if isinstance(value.elt, ast.Call) and isinstance(target, ast.Name):
+                    element = (value.elt, target.id)
             elif isinstance(value, (ast.List, ast.Tuple)):
-                for element in value.elts:
-                    blocks.add(self._block_of(unstarred(element)) or "?")
+                for item in value.elts:
+                    blocks.add(self._block_of(unstarred(item)) or "?")
                 count = None if count is None else count + len(value.elts)
             else:
                 blocks.add(self._block_of(value) or "?")
                 count = None if count is None else count + 1
-        return blocks, count
+        return blocks, count, element
 
     # -- sites ------------------------------------------------------------------------
     def sites(self) -> list[Site]:
@@ -234,7 +365,7 @@ class Analysis:
     def _class_sites(self, class_name: str) -> list[Site]:
         containers = self.members(class_name)["containers"]
         found = []
-        for method in self.methods(class_name).values():
+        for method in self.all_methods(class_name).values():
             if method.name == "__init__":
                 continue
             for node in self.tree.walk(method):
@@ -242,9 +373,9 @@ class Analysis:
                 if isinstance(node, FORS):
                     site = self._loop_site(class_name, containers, node)
                 elif isinstance(node, ast.Call):
-                    attr = self_attr(node.func)
-                    if attr in containers and containers[attr][0] == "Sequential":
-                        site = self._site(class_name, attr, containers[attr], node, None)
+                    path = self.container_path(class_name, node.func)
+                    if path in containers and containers[path][0] == "Sequential":
+                        site = self._site(class_name, path, containers[path], node, None)
                 if site is not None:
                     found.append(site)
         return found
@@ -255,9 +386,11 @@ class Analysis:
             iterable = args[0][1]
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = unstarred(target.elts[1])
-        if isinstance(iterable, ast.Subscript):
-            iterable = iterable.value
-        attr = self_attr(iterable)
+        if isinstance(iterable, ast.Subscript) and not (
+            isinstance(iterable.slice, ast.Constant) and isinstance(iterable.slice.value, str)
+        ):
+            iterable = iterable.value  # a slice of the container: self.blocks[:4]
+        attr = self.container_path(class_name, iterable)
         if attr not in containers or not isinstance(target, ast.Name):
             return None
         var = target.id
@@ -284,7 +417,7 @@ class Analysis:
         function: str | None,
         module_param: str | None = None,
     ):
-        _, blocks, count = container
+        blocks, count = container[1], container[2]
         if len(blocks) != 1:
             return None
         (block,) = blocks
@@ -315,11 +448,9 @@ class Analysis:
             if name in reachable or name not in self.classes:
                 continue
             reachable.add(name)
+            todo.extend(self.bases(name))
             for kind, detail in self.members(name)["modules"].values():
-                if kind == "class":
-                    todo.append(detail)
-                elif kind == "container":
-                    todo.extend(detail)
+                todo.extend(_classes_in(kind, detail))
         return [s for s in self.sites() if s.owner in reachable]
 
     def _instances_named(self, names: set[str]) -> set[str]:
@@ -341,6 +472,11 @@ class Analysis:
         return self.methods(site.block).get("forward")
 
     @functools.cached_property
+    def aliases(self) -> Aliases:
+        """What the functions of this file may return, each summarised once."""
+        return Aliases(self)
+
+    @functools.cached_property
     def eager_backend_line(self) -> int | None:
         """The line of the file's first ``compile(..., backend="eager")``."""
         return next((node.lineno for node in self.tree.order if eager_compile(self.source, node)), None)
@@ -355,6 +491,61 @@ class Analysis:
             modules = {site.module_param: site.block}
             RegionWalker(self, verdict, None, target, top=True, seen=set(), modules=modules).run()
         return verdict
+
+
+def _classes_in(kind: str, detail) -> list[str]:
+    """The classes a member of ``kind`` holds (a ModuleDict's entries included)."""
+    if kind == "class":
+        return [detail]
+    if kind == "container":
+        return sorted(detail)
+    if kind == "dict":
+        return [c for sub_kind, sub_detail in detail.values() for c in _classes_in(sub_kind, sub_detail)]
+    return []
+
+
+def _dict_items(call: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The entries of ``nn.ModuleDict(dict(a=..., b=...))`` or ``nn.ModuleDict({"a": ...})``."""
+    args = [value for keyword, value, star in arguments(call) if keyword is None and not star]
+    if len(args) != 1:
+        return []
+    value = args[0]
+    if isinstance(value, ast.Call) and dotted(value.func) == "dict" and not value.args:
+        return [(k.arg, k.value) for k in value.keywords if k.arg is not None]
+    if isinstance(value, ast.Dict):
+        return [
+            (k.value, v)
+            for k, v in zip(value.keys, value.values)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        ]
+    return []
+
+
+def _passes(element: tuple[ast.Call | None, str | None]) -> bool:
+    """Does the element's call pass the loop variable (``Block(cfg, i)``, ``Block(layer_idx=i)``)?"""
+    call, variable = element
+    return call is not None and any(
+        isinstance(value, ast.Name) and value.id == variable for _, value, _ in arguments(call)
+    )
+
+
+def _enclosing_loop(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> ast.For | None:
+    for parent in analysis.tree.ancestors(node):
+        if parent is init:
+            return None
+        if isinstance(parent, FORS):
+            return parent
+    return None
+
+
+def _unconditional(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> bool:
+    """Does ``node`` run exactly once whenever ``init`` runs (no branch or loop around it)?"""
+    for parent in analysis.tree.ancestors(node):
+        if parent is init:
+            return True
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While, ast.Try, ast.Match, *FORS)):
+            return False
+    return False
 
 
 def _range_count(analysis: Analysis, generators: list[ast.comprehension]) -> int | None:

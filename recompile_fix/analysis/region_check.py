@@ -10,14 +10,15 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from recompile_fix.analysis.aliasing import AliasFlow, check_outputs
 from recompile_fix.analysis.ast_tree import (
     FORS,
+    arguments,
     code_of,
     dotted,
     in_place,
     parameters,
     self_attr,
-    unstarred,
 )
 from recompile_fix.analysis.source import SourceFile
 
@@ -34,6 +35,9 @@ class Verdict:
     unseen: list[str] = field(default_factory=list)  # calls the analysis cannot follow
     risks: list[str] = field(default_factory=list)
     spans: list[tuple[int, int]] = field(default_factory=list)  # lines of the code analysed
+    # A cache object updated with a per-layer index (`cache.update(k, v, self.layer_idx)`):
+    # compiled one by one, each block would compile on its own.
+    per_layer_cache: list[str] = field(default_factory=list)
 
     def add(self, bucket: list[str], text: str) -> None:
         if text not in bucket and len(bucket) < 6:
@@ -112,35 +116,8 @@ _REDUCTIONS = {
 }
 
 
-_VIEWS = {
-    "view",
-    "view_as",
-    "reshape",
-    "reshape_as",
-    "transpose",
-    "permute",
-    "expand",
-    "expand_as",
-    "squeeze",
-    "unsqueeze",
-    "flatten",
-    "unflatten",
-    "t",
-    "narrow",
-    "detach",
-    "as_strided",
-    "select",
-    "diagonal",
-    "movedim",
-    "swapaxes",
-    "swapdims",
-    "split",
-    "chunk",
-    "unbind",
-    "contiguous",
-    "T",
-    "mT",
-}
+# Parameter names transformers (and models written like them) give a key/value cache object.
+CACHE_NAMES = {"cache", "past_key_value", "past_key_values", "layer_past", "kv_cache", "past", "cache_params"}
 
 
 _NON_TENSOR_ANNOTATIONS = re.compile(r"^(int|float|bool|str|bytes)(\s*\|\s*None)?$|^Optional\[(int|float|bool|str)\]$")
@@ -169,6 +146,7 @@ class RegionWalker:
         self.tensors = {
             p.arg for p, default in every if _maybe_tensor(self.source, p, default) and p.arg not in self.modules
         }
+        self.params = {p.arg for p, _ in every}
         self.bound = binding_lines(analysis, func)
 
     def where(self, node: ast.AST) -> str:
@@ -192,8 +170,15 @@ class RegionWalker:
                 for target in node.targets:
                     if isinstance(target, ast.Subscript):
                         self.mutation(target.value, node, augmented=False)
-            elif isinstance(node, ast.Return) and self.top and node.value is not None:
-                self.aliasing(node.value, node)
+        # What the region's outputs alias (the top function), and views any function it runs
+        # stores on an object: errors the compiled region raises even in inference.
+        flow = AliasFlow(self.a.aliases, self.owner, self.func, self.modules)
+        flow.run()
+        for problem in flow.stores:
+            self.verdict.add(self.verdict.hard, problem)
+        if self.top:
+            for problem in check_outputs(flow, self.tensors):
+                self.verdict.add(self.verdict.hard, problem)
 
     def fresh(self, name: str, node: ast.AST) -> bool:
         """Is ``name`` still the argument the function was called with at ``node``?"""
@@ -205,6 +190,8 @@ class RegionWalker:
         name = dotted(func)
         if isinstance(func, ast.Name):
             self.call_name(func.id, node)
+            return
+        if isinstance(func, ast.Subscript) and self.call_element(func, node):
             return
         if not isinstance(func, ast.Attribute):
             verdict.add(
@@ -238,6 +225,9 @@ class RegionWalker:
                 )
         elif root in self.modules:
             self.call_instance(self.modules[root], parts[1:], node, spelled=root)
+        elif root in CACHE_NAMES and method == "update" and len(parts) == 2 and root in self.params:
+            self.cache_update(node)
+            verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), which the analysis cannot follow")
         elif root in self.a.loggers or self.a.imports.get(root, "").split(".")[0] in _BREAKING_MODULES:
             verdict.add(
                 verdict.hard,
@@ -253,6 +243,43 @@ class RegionWalker:
         else:  # a local value: a tensor method
             if root in self.tensors and in_place(method) and self.top and self.fresh(root, node):
                 verdict.add(verdict.mutations, f"`{name}()` ({self.where(node)}) mutates the input `{root}` in place")
+
+    def call_element(self, func: ast.Subscript, node: ast.Call) -> bool:
+        """``self.layer[0](...)``: an element of a container of this file's classes (all of
+        them where the index does not say which). False where it is something else."""
+        if self.owner is None or not isinstance(func.slice, ast.Constant) or not isinstance(func.slice.value, int):
+            return False
+        path = self.a.container_path(self.owner, func.value)
+        members = self.a.members(self.owner)
+        if path not in members["containers"]:
+            return False
+        index = func.slice.value
+        order = members["ordered"].get(path) or []
+        known = order[: index + 1] if index >= 0 else []
+        if len(known) == index + 1 and None not in known:
+            classes = [known[index]]
+        else:
+            classes = sorted(members["containers"][path][1])
+        for class_name in classes:
+            self.call_instance(class_name, [], node, spelled=code_of(self.source, func))
+        return True
+
+    def cache_update(self, node: ast.Call) -> None:
+        """``cache.update(k, v, self.layer_idx)``: a key/value cache kept per layer. Two things
+        follow. Compiled one by one (RF007), each layer compiles on its own (the cache's state
+        differs per layer: measured, 4 compiles for 4 Llama layers). And a sliding-window cache
+        (transformers' DynamicSlidingWindowLayer) stores a `.to()` alias of a tensor made outside
+        the region on the cache, which a compiled region rejects (measured: Mistral)."""
+        text = f"`{code_of(self.source, node.func)}(...)` (line {node.lineno})"
+        if any(isinstance(a, ast.Attribute) and self_attr(a) is not None for _, a, _ in arguments(node)):
+            self.verdict.add(self.verdict.per_layer_cache, text)
+        if "sliding_window" in self.source.text:
+            self.verdict.add(
+                self.verdict.hard,
+                f"updates a key/value cache {text} in a model with a sliding window: the sliding-window "
+                "cache stores a `.to()` alias of a tensor made outside the region on the cache object "
+                '(torch: "An intermediate tensor ... aliases an input or output"; measured with Mistral)',
+            )
 
     def call_name(self, name: str, node: ast.Call) -> None:
         verdict = self.verdict
@@ -327,6 +354,12 @@ class RegionWalker:
                         verdict.unseen,
                         f"`{spelled}` holds `{block}` ({self.where(node)}), defined outside what the analysis can see",
                     )
+        elif kind == "dict":
+            if rest and rest[0] in detail:
+                sub_kind, sub_detail = detail[rest[0]]
+                self.call_member(f"{spelled}.{rest[0]}", sub_kind, sub_detail, rest[1:], node)
+            else:
+                verdict.add(verdict.unseen, f"calls `{spelled}` ({self.where(node)}), which the analysis cannot follow")
         elif kind == "unknown":
             verdict.add(
                 verdict.unseen,
@@ -379,32 +412,6 @@ class RegionWalker:
                 verdict.mutations,
                 f"`{self.source.segment(node).strip()}` ({self.where(node)}) mutates the input `{target.id}` in place",
             )
-
-    def aliasing(self, value: ast.expr, node: ast.Return) -> None:
-        values = [unstarred(e) for e in value.elts] if isinstance(value, ast.Tuple) else [value]
-        for element in values:
-            base = element
-            while True:
-                if isinstance(base, ast.Subscript):
-                    base = base.value
-                elif isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in _VIEWS:
-                    base = base.func.value
-                elif isinstance(base, ast.Attribute) and base.attr in ("T", "mT", "data"):
-                    base = base.value
-                else:
-                    break
-            alias = None
-            if isinstance(base, ast.Name) and self.fresh(base.id, node):
-                alias = f"its input `{base.id}`" if base is element else f"a view of its input `{base.id}`"
-            elif self_attr(base) in self.a.members(self.owner or "")["tensors"]:
-                alias = f"its own tensor `{code_of(self.source, base)}`"
-            if alias:
-                self.verdict.add(
-                    self.verdict.hard,
-                    f"returns {alias} ({self.where(node)}): the region cannot "
-                    'return an alias of an input ("Higher order ops do not '
-                    'support aliasing"); return a copy (`.clone()`)',
-                )
 
 
 def _maybe_tensor(source: SourceFile, param: ast.arg, default: ast.expr | None) -> bool:

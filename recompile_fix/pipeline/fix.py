@@ -34,6 +34,7 @@ from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, unified_diff
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
+from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
@@ -153,6 +154,9 @@ def find(
         profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))
+    if profile is not None:  # the Profile names the torch that runs this tree: its release gates the edits
+        for finding in static:
+            finding.torch_version = finding.torch_version or profile.torch_version
     result.errors.extend(scan.errors)
     result.files_parsed = scan.parsed
     for finding in static:
@@ -216,7 +220,7 @@ def merge_findings(profiled: list[Finding], static: list[Finding], config: Confi
     merged = profiled + [f for f in static if (f.rule, f.file, f.location.line) not in seen]
     if config is not None:
         merged = [f for f in merged if config.rule_enabled(f.rule, f.file)]
-    return sorted(merged, key=finding_order)
+    return sorted(choose_block_compile(merged), key=finding_order)
 
 
 def finding_order(finding: Finding) -> tuple[str, int, int, str]:

@@ -9,6 +9,7 @@ from collections import Counter
 
 import recompile_fix
 from recompile_fix.profile.model import (
+    BlockStack,
     Compile,
     Frame,
     GraphBreak,
@@ -112,6 +113,11 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 compile_.limit_hit = True
                 compile_.reasons.insert(0, limit_hit_reason(fail_reason))
             compile_.stack = [_location(s, root) for s in raw.get("stack", [])]
+            if raw.get("blocks"):
+                compile_.blocks = [
+                    BlockStack(**{**b, "file": relative_to_root(b["file"], root)}) for b in raw["blocks"]
+                ]
+                named.update(b["file"] for b in raw["blocks"])
             named.update(s["file"] for s in raw.get("stack", []))
             places = [f["file"] for f in [raw.get("frame") or {}] if f] + [s["file"] for s in raw.get("stack", [])]
             for reason in compile_.reasons:

@@ -28,6 +28,7 @@ __all__ = [
     "REASON_KINDS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "BlockStack",
     "Compile",
     "Frame",
     "GraphBreak",
@@ -108,6 +109,23 @@ class GraphBreak:
     count: int = 1
 
 
+@dataclass(frozen=True)
+class BlockStack:
+    """A container of identical blocks held by the module whose code was compiled (its first
+    argument, ``self`` for a forward), seen by the recorder at compile start: where real models
+    keep them (``transformer.h`` in a ModuleDict, a Sequential, a parent class's ``__init__``, a
+    pip package's class) without reading any source."""
+
+    path: str  # attribute path from the compiled frame's first argument, e.g. "transformer.h"
+    count: int
+    block: str  # the blocks' class (``__qualname__``)
+    file: str  # the file defining that class (relative to the root when under it)
+    line: int  # its ``class`` line
+    container: str = "ModuleList"  # ModuleList / Sequential
+    argument: str = "self"  # the compiled frame's argument that holds the module
+    owner: str = ""  # that module's class (``__qualname__``)
+
+
 @dataclass
 class Compile:
     """One compile attempt of a frame (one ``compile_id``)."""
@@ -124,6 +142,8 @@ class Compile:
     fail_reason: str | None = None
     limit_hit: bool = False
     rank: int | None = None
+    # Stacks of identical blocks in the module being compiled (None: not recorded, or none).
+    blocks: list[BlockStack] | None = None
 
     @property
     def call_site(self) -> Location | None:
@@ -192,6 +212,12 @@ class Frame:
         for c in self.compiles:
             total += c.seconds.get("dynamo") or 0.0
         return total
+
+    @property
+    def block_stacks(self) -> list[BlockStack]:
+        """The block stacks the recorder saw in the compiled module (at its first compile that
+        recorded any)."""
+        return next((c.blocks for c in self.compiles if c.blocks), [])
 
     def reasons(self) -> list[Reason]:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
@@ -420,6 +446,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
             fail_reason=c.get("fail_reason"),
             limit_hit=bool(c.get("limit_hit", False)),
             rank=c.get("rank"),
+            blocks=[BlockStack(**b) for b in c["blocks"]] if c.get("blocks") else None,
         )
         for c in data.get("compiles", [])
     ]

@@ -304,6 +304,72 @@ def _read_compiled_frame_inputs() -> dict:
     return {}
 
 
+_MAX_STACKS = 16
+
+
+def _compiled_frame_blocks() -> list[dict]:
+    """Stacks of identical blocks in the module whose code is being compiled: the frame's first
+    argument (``self`` of a forward) when it is an ``nn.Module``. Every ModuleList / Sequential in
+    it of at least two children of one class that is not torch's own, by attribute path. RF004 and
+    RF007 read them: they find blocks wherever the model keeps them (a ModuleDict, a parent
+    class's ``__init__`` in another file, a pip package's model) without reading its source."""
+    frame = sys._getframe(2)
+    while frame is not None and not (frame.f_code.co_name == "_compile" and "locals" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None or "code" not in frame.f_locals:
+        return []
+    code, values = frame.f_locals["code"], frame.f_locals["locals"]
+    if not isinstance(values, dict):
+        return []
+    import inspect
+
+    import torch
+
+    if code.co_argcount:
+        argument = code.co_varnames[0]
+        root = values.get(argument)
+    elif code.co_flags & 0x04:  # (*args, **kwargs): a decorator's wrapper around a forward
+        argument = code.co_varnames[code.co_kwonlyargcount]
+        given = values.get(argument)
+        root = given[0] if isinstance(given, tuple) and given else None
+        argument = "self" if root is not None and getattr(root, "forward", None) is not None else argument
+    else:
+        return []
+    if not isinstance(root, torch.nn.Module):
+        return []
+    stacks = []
+    for path, module in root.named_modules():
+        if not path or not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            continue
+        children = list(module.children())
+        kinds = {type(child) for child in children}
+        if len(children) < 2 or len(kinds) != 1:
+            continue
+        (kind,) = kinds
+        if kind.__module__.split(".")[0] == "torch":
+            continue  # torch's own layers: not a block anyone would decorate or compile alone
+        try:
+            file = os.path.abspath(inspect.getsourcefile(kind) or "")
+            line = inspect.getsourcelines(kind)[1]
+        except (OSError, TypeError):
+            continue
+        stacks.append(
+            {
+                "path": path,
+                "count": len(children),
+                "block": kind.__qualname__,
+                "file": file,
+                "line": line,
+                "container": "Sequential" if isinstance(module, torch.nn.Sequential) else "ModuleList",
+                "argument": argument,
+                "owner": type(root).__qualname__,
+            }
+        )
+        if len(stacks) >= _MAX_STACKS:
+            break
+    return stacks
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.compiles: list[dict] = []
@@ -311,6 +377,7 @@ class _Recorder:
         # Keyed by (generation, compile id): what the compile-start callback saw.
         self.start_stacks: dict[tuple, list[dict]] = {}
         self.start_inputs: dict[tuple, dict] = {}
+        self.start_blocks: dict[tuple, list[dict]] = {}
         self.seen_failures: dict[object, int] = {}
         self.started = time.time()
         self.torch_version = None
@@ -340,6 +407,10 @@ class _Recorder:
         key = (self.generation, str(compile_id))
         self.start_stacks[key] = user_stack(2)
         self.start_inputs[key] = _compiled_frame_inputs()
+        try:
+            self.start_blocks[key] = _compiled_frame_blocks()
+        except Exception:  # never break the user's program over bookkeeping
+            self.start_blocks[key] = []
 
     def on_context_exit(self, start_time_ns, metrics, exc_type, exc_value) -> None:
         """The record torch builds (``CompilationMetrics.create``), from the arguments torch's
@@ -409,6 +480,7 @@ class _Recorder:
         # The start callback can be missing (cleared by the program or by reset()): torch's
         # _compile frame is still on the stack here and holds the arguments.
         inputs = self.start_inputs.pop(start_key, None) or (_compiled_frame_inputs() if live else {})
+        blocks = self.start_blocks.pop(start_key, None) or []
 
         def seconds(us_field: str, s_field: str):
             us = getattr(metrics, us_field, None)
@@ -429,6 +501,7 @@ class _Recorder:
             "restart_reasons": sorted(getattr(metrics, "restart_reasons", None) or []),
             "stack": stack,
             "inputs": inputs,
+            "blocks": blocks,
             "seconds": {
                 "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
                 "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),

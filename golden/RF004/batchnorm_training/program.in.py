@@ -23,11 +23,15 @@ class ConvNet(nn.Module):
         return self.head(x.mean(dim=-1))
 
 
+def loss_of(x):
+    return model(x).pow(2).mean()
+
+
 model = ConvNet().train()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-step = torch.compile(model)
+step = torch.compile(loss_of)
 for _ in range(2):
-    loss = step(torch.randn(3, 4, 10)).pow(2).mean()
+    loss = step(torch.randn(3, 4, 10))
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()

@@ -1,0 +1,80 @@
+"""No RF004 or RF007 fix, safe or unsafe, makes a program of the project fail: every program in
+examples/, golden/ and tests/programs/ that holds a stack of blocks is planned with both rules
+(its golden Profile, or one recorded here with `--backend eager`), every fix is applied
+(`--unsafe-fixes`), and the rewritten program is run under the backend its Profile was recorded
+with; it must exit 0."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from golden_cases import CASES
+
+HARNESS = ROOT / "tests" / "programs" / "run_recording.py"
+STACK_WORDS = (b"ModuleList", b"Sequential")
+
+
+def _programs() -> list[tuple[str, Path, Path | None, bool]]:
+    """(id, program, its recorded Profile or None, recorded with the eager backend) for each
+    program with a stack of blocks."""
+    found = []
+    for case in CASES:
+        program = case.path / "program.in.py"
+        sources = [p for p in case.path.glob("*.py") if p.name != "program.out.py"]
+        if any(w in p.read_bytes() for p in sources for w in STACK_WORDS):
+            found.append((case.id, program, case.path / "profile.json", case.profile_backend == "eager"))
+    for program in sorted([*ROOT.glob("examples/*.py"), *ROOT.glob("tests/programs/**/*.py")]):
+        if program.name == "run_recording.py" or not any(w in program.read_bytes() for w in STACK_WORDS):
+            continue
+        found.append((str(program.relative_to(ROOT)), program, None, True))
+    return found
+
+
+PROGRAMS = _programs()
+# The programs that get a fix at all (the others are negative cases, or hold no stack of four
+# identical blocks): the test would pass vacuously if these stopped being edited.
+EDITED = {
+    "RF004/deep_blocks_module",
+    "RF004/per_layer_function",
+    "RF004/sequential_blocks",
+    "RF004/train_inductor",
+    "RF007/base_class_other_file",
+    "RF007/decorator_forward",
+    "RF007/nanogpt_training",
+    "RF007/sequential_property",
+    "RF008/stochastic_depth",  # a timm-style drop-path ViT that trains: RF007 compiles its blocks
+    "examples/deep_blocks.py",
+    "tests/programs/hand_fixes/stochastic_depth_tensor.py",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, program, profile, eager", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_every_block_fix_runs(name, program, profile, eager, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(program.parent, work, ignore=shutil.ignore_patterns("*.out.py", "__pycache__", ".recompile-fix"))
+    target = work / ("program.py" if program.name == "program.in.py" else program.name)
+    if program.name == "program.in.py":
+        (work / "program.in.py").rename(target)
+    if profile is None:
+        run_cli("profile", "--backend", "eager", "--", "python", target.name, cwd=work, check=0)
+        profile = work / ".recompile-fix" / "profile.json"
+    else:
+        shutil.copy(profile, work / "profile.json")
+        profile = work / "profile.json"
+    original = target.read_text()
+    run_cli("apply", ".", "--profile", str(profile), "--select", "RF004,RF007", "--unsafe-fixes", cwd=work, check=0)
+    assert (target.read_text() != original) == (name in EDITED), name
+    # The harness runs it with the eager backend, as recorded; else the program's own backend.
+    command = [str(HARNESS), str(tmp_path / "run.pt"), str(target)] if eager else [str(target)]
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"{name} fails after its RF004/RF007 fixes:\n{done.stderr[-3000:]}"

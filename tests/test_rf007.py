@@ -1,0 +1,434 @@
+"""RF007 regional-compile beyond the golden cases: the compile statements it replaces and those it
+leaves, where it finds the blocks (ModuleDict, Sequential, property, parent class, a pip
+package's model through the Profile), the reasons it gives no edit, the RF004/RF007 choice, and
+that a second apply changes nothing."""
+
+import hashlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.regional import compile_sites
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.rewrite import rewrite
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.pipeline.fix import merge_findings
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules import rule_by_id
+
+RF004 = rule_by_id("RF004")
+RF007 = rule_by_id("RF007")
+RULES = {"RF004": RF004, "RF007": RF007}
+
+MODEL = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width{init_params}):
+        super().__init__()
+        self.fc = nn.Linear(width, width){init}
+
+    def forward(self, x{params}):
+{body}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{build}
+
+    def forward(self, x{params}):
+{loop}
+        return x
+"""
+
+LOOP = "        for block in self.blocks:\n            x = block(x)"
+
+
+def model(
+    *,
+    body="return x + self.fc(x)",
+    build="self.blocks = nn.ModuleList(Block(8) for _ in range(6))",
+    loop=LOOP,
+    init_params="",
+    init="",
+    params="",
+    program="net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8))\n",
+) -> str:
+    return (
+        MODEL.format(
+            body=textwrap.indent(body, " " * 8),
+            build=textwrap.indent(build, " " * 8),
+            loop=loop,
+            init_params=init_params,
+            init=init,
+            params=params,
+        )
+        + "\n\n"
+        + program
+    )
+
+
+def static(text: str, path: str = "model.py") -> list[Finding]:
+    source = SourceFile.parse(Path(path), text)
+    return merge_findings(RF004.plan_static(source, path), RF007.plan_static(source, path))
+
+
+def alone(text: str, path: str = "model.py") -> list[Finding]:
+    """RF007 by itself (no choice against RF004): what it finds and how it edits."""
+    return RF007.plan_static(SourceFile.parse(Path(path), text), path)
+
+
+def rf007(findings: list[Finding]) -> Finding:
+    (found,) = [f for f in findings if f.rule == "RF007"]
+    return found
+
+
+def rf004(findings: list[Finding]) -> Finding:
+    (found,) = [f for f in findings if f.rule == "RF004"]
+    return found
+
+
+def notes(finding: Finding) -> str:
+    return " ".join(finding.notes)
+
+
+def applied(text: str, findings: list[Finding], path: str = "model.py") -> str:
+    chosen = [f for f in findings if f.fixable]
+    return rewrite(path, SourceFile.parse(Path(path), text), chosen, RULES).after
+
+
+# -- the compile statements ------------------------------------------------------------------
+def test_compile_sites_the_three_spellings_and_what_is_left_alone():
+    text = textwrap.dedent("""
+        import re
+        import torch as th
+
+        def step(x):
+            return x
+
+        compiled = th.compile(model, mode="max-autotune", fullgraph=True)
+        model.compile(dynamic=False)
+        self.model = th.compile(self.model)
+        fn = th.compile(step)
+        fwd = th.compile(model.forward)
+        wrapped = DDP(th.compile(model))
+        pattern = re.compile("x")
+
+        class Net:
+            @th.compile(backend="eager")
+            def forward(self, x):
+                return x
+    """)
+    sites = compile_sites(SourceFile.parse(Path("p.py"), text))
+    assert [(s.kind, s.module, s.target, s.keywords) for s in sites] == [
+        ("call", "model", "compiled", ['mode="max-autotune"', "fullgraph=True"]),
+        ("method", "model", None, ["dynamic=False"]),
+        ("call", "self.model", "self.model", []),
+        ("decorator", "Net", None, ['backend="eager"']),
+    ]
+
+
+# -- where the blocks are --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "build, loop, path",
+    [
+        (  # nanoGPT: a ModuleList inside a ModuleDict
+            "self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([Block(8) for _ in range(6)]), ln=nn.LayerNorm(8)))",
+            "        for block in self.transformer.h:\n            x = block(x)",
+            "transformer.h",
+        ),
+        (  # the same, spelled with a dict literal and a subscript
+            'self.transformer = nn.ModuleDict({"h": nn.ModuleList([Block(8) for _ in range(6)])})',
+            '        for block in self.transformer["h"]:\n            x = block(x)',
+            "transformer.h",
+        ),
+        (  # an nn.Sequential from a comprehension, called whole
+            "self.blocks = nn.Sequential(*[Block(8) for _ in range(6)])",
+            "        x = self.blocks(x)",
+            "blocks",
+        ),
+    ],
+)
+def test_stacks_are_found_where_models_keep_them(build, loop, path):
+    text = model(build=build, loop=loop)
+    finding = rf007(alone(text))
+    assert finding.params["paths"] == [path], finding.params
+    assert f"for block in net.{path}:\n    block.compile()\ncompiled = net\n" in applied(text, [finding])
+
+
+def test_behind_a_property_and_in_a_parent_class_of_the_file():
+    text = model(
+        build="self.head = nn.Linear(8, 8)",
+        loop="        for block in self.layers:\n            x = block(x)",
+    ).replace(
+        "class Model(nn.Module):",
+        "class Base(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self._stack = nn.ModuleList(Block(8) for _ in range(6))\n\n    @property\n"
+        "    def layers(self):\n        return self._stack\n\n\nclass Model(Base):",
+    )
+    finding = rf007(alone(text))
+    assert finding.params["paths"] == ["_stack"]
+    # a submodule's stack: the path goes through it
+    wrapped = (
+        text
+        + "\n\nclass Wrapper(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        + (
+            "        self.model = Model()\n\n    def forward(self, x):\n        return self.model(x)\n\n\n"
+            "w = Wrapper()\nw.compile()\n"
+        )
+    )
+    paths = [f.params["paths"] for f in alone(wrapped)]
+    assert ["model._stack"] in paths
+
+
+def test_a_training_program_gets_rf007_and_rf004_says_why_not():
+    text = model(program="net = Model()\nstep = torch.compile(net)\nstep(torch.randn(2, 8)).sum().backward()\n")
+    findings = static(text)
+    assert rf007(findings).safety is Safety.SAFE and rf007(findings).evidence["trains"]
+    assert rf004(findings).safety is Safety.NONE
+    assert notes(rf004(findings)).startswith("RF007 compiles these blocks one by one instead (model.py:")
+    after = applied(text, findings)
+    assert (
+        "nested_compile_region" not in after and "for block in net.blocks:\n    block.compile()\nstep = net\n" in after
+    )
+
+
+def test_inference_with_a_safe_region_keeps_rf004():
+    findings = static(
+        model(program="net = Model().eval()\nnet.compile()\nwith torch.no_grad():\n    net(torch.ones(1, 8))\n")
+    )
+    assert rf004(findings).safety is Safety.SAFE
+    assert rf007(findings).safety is Safety.NONE and "RF004 marks `Block.forward`" in notes(rf007(findings))
+
+
+def test_inference_keeps_an_unsafe_region_too_and_rf007_alone_is_unsafe():
+    text = model(body="return x + helper(self.fc(x))").replace(
+        "from torch import nn", "from torch import nn\nfrom helpers import helper"
+    )
+    findings = static(text)
+    assert rf004(findings).safety is Safety.UNSAFE
+    assert rf007(findings).safety is Safety.NONE and "where the steady state counts" in notes(rf007(findings))
+    (regional,) = alone(text)
+    assert regional.safety is Safety.UNSAFE and "for inference the steady state is what the compile pays" in notes(
+        regional
+    )
+
+
+def test_a_second_apply_changes_nothing_either_way():
+    for program in (
+        "net = Model()\nstep = torch.compile(net)\nstep(torch.randn(2, 8)).sum().backward()\n",  # RF007
+        "net = Model().eval()\nnet.compile()\n",  # RF004
+    ):
+        text = model(program=program)
+        once = applied(text, static(text))
+        assert once != text
+        assert [f for f in static(once) if f.fixable] == [], [f.describe() for f in static(once)]
+
+
+# -- no edit, or unsafe ----------------------------------------------------------------------
+def test_a_per_layer_cache_gets_no_edit_unless_the_program_turns_it_off():
+    kwargs = dict(
+        init_params=", layer_idx",
+        init="\n        self.layer_idx = layer_idx",
+        params=", cache=None",
+        body="if cache is not None:\n    x = cache.update(x, self.layer_idx)\nreturn x + self.fc(x)",
+        build="self.blocks = nn.ModuleList(Block(8, i) for i in range(6))",
+        loop="        for block in self.blocks:\n            x = block(x, cache)",
+    )
+    blocked = rf007(static(model(**kwargs)))
+    assert blocked.safety is Safety.NONE
+    assert "updates a key/value cache per layer (`cache.update(...)` (line" in notes(blocked)
+    assert "decoding needs the cache, so the whole-model compile stays" in notes(blocked)
+    kwargs["program"] = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8)).sum().backward()\n"
+    training = rf007(static(model(**kwargs)))
+    assert training.safety is Safety.NONE and "pass `use_cache=False` to the model (training" in notes(training)
+    kwargs["program"] = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8), use_cache=False)\n"
+    allowed = rf007(alone(model(**kwargs)))
+    assert "the program passes `use_cache=False` (model.py:" in notes(allowed)
+    assert allowed.safety is Safety.UNSAFE  # and it reads the index in its forward
+    assert "built with their index and their forward reads `self.layer_idx`" in notes(allowed)
+
+
+@pytest.mark.parametrize(
+    "program, why",
+    [
+        (
+            "net = Model()\ncompiled = torch.compile(net)\ntorch.save(compiled.state_dict(), 'w.pt')\n",
+            "the program uses `state_dict`",
+        ),
+        ("net = Model()\ncompiled = torch.compile(net)\nprint(compiled._orig_mod)\n", "the program uses `_orig_mod`"),
+    ],
+)
+def test_reading_the_wrapper_is_unsafe(program, why):
+    finding = rf007(alone(model(program=program)))
+    assert finding.safety is Safety.UNSAFE and why in notes(finding)
+
+
+def test_a_per_layer_function_and_an_old_torch_get_no_edit():
+    text = model(loop="        for block in self.blocks:\n            x = run(block, x)").replace(
+        "class Model(", "def run(layer, x):\n    return layer.fc(x)\n\n\nclass Model("
+    )
+    finding = rf007(alone(text))
+    assert finding.safety is Safety.NONE and "runs its blocks through `run(...)`" in notes(finding)
+
+
+def test_the_decorator_moves_to_the_block_or_says_why_not():
+    text = model(program="").replace(
+        "    def forward(self, x):\n        for block",
+        '    @torch.compile(mode="default")\n    def forward(self, x):\n        for block',
+    )
+    finding = rf007(alone(text))
+    after = applied(text, [finding])
+    assert '    @torch.compile(mode="default")\n    def forward(self, x):\n        return x + self.fc(x)' in after
+    assert "        for block in self.blocks:" in after and after.count("torch.compile") == 1
+
+
+def test_edits_keep_line_endings_comments_and_free_names():
+    text = model(program="net = Model()\ncompiled = torch.compile(net)  # fast\n").replace("\n", "\r\n")
+    after = applied(text, alone(text))
+    assert "for block in net.blocks:\r\n    block.compile()\r\ncompiled = net  # fast\r\n" in after
+    shadow = model(program="block = 3\nnet = Model()\nnet.compile()\nprint(block)\n")
+    assert "for layer in net.blocks:\n    layer.compile()\n" in applied(shadow, alone(shadow))
+    shared = model(program="net = Model(); net.compile()\n")
+    assert applied(shared, alone(shared)) == shared  # not a line of its own: no edit
+
+
+# -- through the Profile ---------------------------------------------------------------------
+def test_the_recorded_stacks_find_a_parent_class_in_another_file(tmp_path):
+    case = ROOT / "golden" / "RF007" / "base_class_other_file"
+    profile = Profile.load(case / "profile.json")
+    (stack,) = [s for f in profile.frames for s in f.block_stacks]
+    assert (stack.path, stack.block, stack.file, stack.count) == ("blocks", "MLPBlock", "backbone.py", 4)
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    shutil.copy(case / "backbone.py", tmp_path / "backbone.py")
+    findings = RF007.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    (finding,) = findings
+    assert finding.safety is Safety.SAFE and finding.params["paths"] == ["blocks"]
+    assert RF007.plan_static(SourceFile.read(tmp_path / "program.py"), "program.py") == []  # the file alone cannot tell
+
+
+WRAPPED = """
+import functools
+
+import torch
+from torch import nn
+
+
+def logged(forward):
+    @functools.wraps(forward)
+    def wrapper(*args, **kwargs):
+        return forward(*args, **kwargs)
+
+    return wrapper
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return x + self.fc(x)
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.ModuleDict({"layers": nn.ModuleList([Layer() for _ in range(5)])})
+
+    @logged
+    def forward(self, x):
+        for layer in self.inner["layers"]:
+            x = layer(x)
+        return x
+
+
+stack = Stack()
+compiled = torch.compile(stack)
+compiled(torch.randn(2, 4)).sum().backward()
+"""
+
+
+@pytest.mark.slow
+def test_the_recorder_sees_stacks_through_a_decorators_wrapper(tmp_path):
+    """transformers wraps forward in `wrapped_func(*args, **kwargs)`: the module is args[0]."""
+    (tmp_path / "program.py").write_text(WRAPPED)
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    assert frame.name == "wrapper"
+    (stack,) = frame.block_stacks
+    assert (stack.path, stack.count, stack.block, stack.argument, stack.owner) == (
+        "inner.layers",
+        5,
+        "Layer",
+        "self",
+        "Stack",
+    )
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    assert (
+        "for block in stack.inner.layers:\n    block.compile()\ncompiled = stack\n"
+        in (tmp_path / "program.py").read_text()
+    )
+
+
+LLAMA = """
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                     num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+torch.manual_seed(0)
+model = LlamaForCausalLM(config)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+model = torch.compile(model{backend})
+losses = []
+for step in range(2):
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(step))
+    loss = model(input_ids=ids, labels=ids{cache}).loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+from torch._dynamo.utils import get_compilation_metrics
+print(losses, len(get_compilation_metrics()))
+"""
+
+
+@pytest.mark.slow
+def test_a_pip_packages_model_is_compiled_by_its_layers_in_the_users_file(tmp_path):
+    """transformers' Llama, trained: the layers live in site-packages, the edit goes where the
+    program compiled the model; the same losses, one compile for the four layers. With the
+    cache left on, each layer would compile on its own: no edit."""
+    (tmp_path / "train.py").write_text(LLAMA.format(backend=', backend="eager"', cache=", use_cache=False"))
+    (tmp_path / "cached.py").write_text(LLAMA.format(backend=', backend="eager"', cache=""))
+    library = Path(importlib.util.find_spec("transformers.models.llama.modeling_llama").origin)
+    library_hash = hashlib.sha256(library.read_bytes()).hexdigest()
+    before = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    run_cli("profile", "-o", "train.json", "--", "python", "train.py", cwd=tmp_path, check=0)
+    run_cli("profile", "-o", "cached.json", "--", "python", "cached.py", cwd=tmp_path, check=0)
+    # Only the program's own file is planned for an edit (the layers' file is transformers').
+    listed = run_cli("apply", ".", "--profile", "train.json", "--check", "--output-format", "json", cwd=tmp_path)
+    assert [(f["rule"], f["file"]) for f in json.loads(listed.stdout)] == [("RF007", "train.py")]
+    result = run_cli("apply", ".", "--profile", "train.json", cwd=tmp_path, check=0)
+    text = (tmp_path / "train.py").read_text()
+    assert 'for block in model.model.layers:\n    block.compile(backend="eager")\n' in text, result.stderr
+    assert hashlib.sha256(library.read_bytes()).hexdigest() == library_hash
+    after = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    losses_before, compiles_before = before.stdout.strip().rsplit(" ", 1)
+    losses_after, compiles_after = after.stdout.strip().rsplit(" ", 1)
+    assert losses_after == losses_before and (compiles_before, compiles_after) == ("1", "1")
+    check = run_cli("apply", "cached.py", "--profile", "cached.json", "--check", cwd=tmp_path, check=0)
+    assert "RF007 [no fix]" in check.stdout and "each layer would compile on its own" in check.stdout
+    assert (tmp_path / "cached.py").read_text() == LLAMA.format(backend=', backend="eager"', cache="")
