@@ -52,34 +52,37 @@ def _pending_in_editor(work: Path) -> list[str]:
     return pending
 
 
-def test_after_apply_nothing_is_pending_and_rf004_stays_unsafe(trains_elsewhere):
+def test_after_apply_nothing_is_pending_and_rf004_stays_unfixed(trains_elsewhere):
     work = trains_elsewhere
     assert Profile.load(work / ".recompile-fix" / "profile.json").trains is True  # seen at run time
     first = run_cli("apply", ".", cwd=work, check=0)
     assert "mark_dynamic(batch, 0)" in (work / "train.py").read_text()
-    assert "RF004 [unsafe fix]" in first.stdout
+    # Recorded with --backend eager on torch 2.13, a training program's backward through the
+    # region fails (issue 14's failure 7): RF004 gives no fix at all, and says why.
+    assert "RF004 [no fix]" in first.stdout and "backward through the region fails" in first.stdout
     model = (work / "model.py").read_text()
-    # train.py is now as `apply` left it, so nothing in it shows the training any more; the
-    # Profile's fact does: RF004 stays unsafe. Both hooks, and the editor, have nothing to do.
+    # train.py is now as `apply` left it; the Profile's fact and the backward still in train.py
+    # keep RF004 from turning into a fix. Both hooks, and the editor, have nothing to do.
     check = run_cli("apply", ".", "--check", cwd=work, check=0)  # recompile-fix-check
-    assert "RF004 [unsafe fix]" in check.stdout and "Would fix 0 finding(s)" in check.stderr
+    assert "RF004 [no fix]" in check.stdout and "Would fix 0 finding(s)" in check.stderr
     run_cli("apply", ".", cwd=work, check=0)  # recompile-fix (the fixing hook)
     assert (work / "model.py").read_text() == model
     assert "nested_compile_region" not in model
     assert _pending_in_editor(work) == []
 
 
-def test_without_the_training_fact_the_second_apply_would_region_a_training_model(trains_elsewhere):
-    # What the fact prevents (a Profile recorded before it existed): once train.py is fixed,
-    # nothing left in the project shows the training, and RF004's region is made "safely".
+def test_without_the_training_fact_the_second_apply_still_sees_the_training(trains_elsewhere):
+    # A Profile recorded before the fact existed: the backward pass in train.py (the file the
+    # first apply fixed) still tells RF004 the program trains, so no region is made "safely".
     work = trains_elsewhere
     path = work / ".recompile-fix" / "profile.json"
     data = json.loads(path.read_text())
     del data["trains"]
     path.write_text(json.dumps(data))
     run_cli("apply", ".", cwd=work, check=0)
-    again = run_cli("apply", ".", "--check", cwd=work, check=1)
-    assert "model.py" in again.stdout and "RF004 [*]" in again.stdout
+    again = run_cli("apply", ".", "--check", cwd=work, check=0)
+    assert "RF004 [*]" not in again.stdout
+    assert "RF004 [no fix]" in again.stdout and "the program trains (`loss.backward()` at train.py" in again.stdout
 
 
 def test_static_mode_with_a_profile_honours_its_facts(trains_elsewhere):
