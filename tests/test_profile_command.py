@@ -106,7 +106,8 @@ def test_report_text_and_json(tmp_path, cli):
     assert "7x tensor size changed: `x` dim 0" in text and "recompile limit hit" in text
     data = json.loads(cli("report", "--json", str(out), check=0).stdout)
     (frame,) = data["frames"]
-    assert (frame["compiles"], frame["recompiles"], frame["limit_hits"]) == (9, 7, 1)
+    # torch compiled 8 times; the 9th attempt was refused at the limit (no compile: issue 14)
+    assert (frame["compiles"], frame["recompiles"], frame["limit_hits"]) == (8, 7, 1)
 
 
 def test_report_on_truncated_profile(tmp_path, cli):

@@ -86,13 +86,12 @@ def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
         # The call site: same file, line and call expression. Inherent difference: torch's
         # dynamo_start drops the two innermost frames above the compiled one, so a comprehension
         # calling it (`[fn(x) for x in xs]`) shows as its enclosing function, on the same line.
+        # A line with nested calls (`predictions.append(compiled(x))`): the trace's position is
+        # the line's outer call, the recorder's the compiled call inside it; the rules resolve
+        # either to the call that takes the recorded arguments (analysis/call_match.py).
         site, their_site = compile_.call_site, their.call_site
-        assert (site.file, site.line, site.col, site.end_col) == (
-            their_site.file,
-            their_site.line,
-            their_site.col,
-            their_site.end_col,
-        ), compile_id
+        assert (site.file, site.line) == (their_site.file, their_site.line), compile_id
+        assert site.col <= their_site.col and their_site.end_col <= site.end_col, compile_id
         assert site.function == their_site.function or their_site.function == "<listcomp>"
     for frame in traced.frames:
         their_frame = next(f for f in recorded.frames if f.key == frame.key)
