@@ -91,7 +91,8 @@ class MarkDynamic(Rule):
     with one safety, never half of them, since a hard mark on one half makes torch specialise it
     through the other and raise `ConstraintViolationError`. The hard `mark_dynamic` is used only
     where the compiled code is the user's own, fully readable, and specialises none of the
-    dimensions; where it compares one for equality (`if x.shape[0] == 3`), calls code the
+    dimensions; where it compares one for equality (`if x.shape[0] == 3`), matches on it
+    (`match x.shape[0]:`), looks it up in a dict or list (`TABLE[n]`), calls code the
     analysis cannot read (a model from a package), is library code, or a tied tensor is out of
     the call's reach, the mark is `torch._dynamo.maybe_mark_dynamic`, which cannot raise. A
     dimension the compiled code loops over (`range(x.size(1))`, a loop over the tensor,

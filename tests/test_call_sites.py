@@ -298,6 +298,51 @@ def test_dimensions_compared_for_equality():
     assert SizeUses(func, "x").compared_dims() == {0}
 
 
+@pytest.mark.parametrize(
+    "body, compared",
+    [
+        # A match statement specialises what it matches: `case 4:` is an equality test.
+        ("match x.shape[0]:\n        case 4:\n            return x", {0}),
+        ("n = x.shape[0]\n    match n:\n        case 4:\n            return x", {0}),
+        ("B, T = x.shape\n    match (mode, T):\n        case (1, 8):\n            return x", {1}),
+        ("match x.size(1):\n        case 2 | 3:\n            return x\n        case _:\n            pass", {1}),
+        # The whole shape: the positions a case tests with a value, not its captures.
+        ("match x.shape:\n        case (B, 4, C):\n            return x", {1}),
+        ("match x.size():\n        case [4, _] | (B, 8 as T):\n            return x", {0, 1}),
+        ("match x.shape[:2]:\n        case (2, n):\n            return x", {0}),
+        ("match x.shape:\n        case (B, T):\n            return x", set()),
+        ("match mode:\n        case 4:\n            return x", set()),
+        # Membership and lookups in a Python container built here need the value.
+        ("if x.shape[0] in (4, 8):\n        return x", {0}),
+        ("return x * TABLE[x.size(1)]", {1}),
+        ("n = x.shape[0]\n    return x * TABLE.get(n, 1.0)", {0}),
+        ("scales = {4: 1.0}\n    return x * scales[len(x)]", {0}),
+        # A tensor indexed by a size, or a container of unknown kind: no lookup of the value.
+        ("return x * pos[x.shape[0]]", set()),
+        ("return x * table[x.shape[0]]", set()),
+    ],
+)
+def test_dimensions_matched_or_looked_up(body, compared):
+    code = f"TABLE = {{4: 0.5, 8: 2.0}}\n\n\ndef f(x, mode, pos, table):\n    {body}\n    return -x\n"
+    source, func = function(code, "f")
+    assert SizeUses(func, "x", source).compared_dims() == compared
+
+
+def test_a_lookup_in_a_container_held_on_self():
+    code = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = {4: 0.5, 8: 2.0}
+        self.pos = nn.Parameter(torch.zeros(16))
+
+    def forward(self, x):
+        return x * self.scales[x.shape[0]] + self.pos[x.shape[1]]
+"""
+    source, func = function(code)
+    assert SizeUses(func, "x", source).compared_dims() == {0}
+
+
 MODULE = """
 import torch
 from torch import nn

@@ -62,17 +62,7 @@ def _programs() -> list:
     found.append(Program("sibling", PROGRAMS / "sibling", "scripts/train.py"))
     for folder in ("edge", "rf001", "rf005", "seeds", "verify"):
         for script in sorted((PROGRAMS / folder).glob("*.py")):
-            program = Program(f"{folder}/{script.stem}", script, script.name)
-            if (folder, script.stem) == ("verify", "planted"):
-                # A deliberate plant: the code specialises the size in a match statement
-                # (`match x.shape[0]:` / `case 4:`), which RF001's source check does not see, so
-                # its safe mark_dynamic raises ConstraintViolationError: the one known failure of
-                # a safe fix left (RF001's, P13's area: a match on a size should make the mark
-                # maybe_mark_dynamic).
-                program = pytest.param(
-                    program, marks=pytest.mark.xfail(strict=True, reason="RF001 does not read match statements")
-                )
-            found.append(program)
+            found.append(Program(f"{folder}/{script.stem}", script, script.name))
     # tests/programs/distributed needs torchrun and two ranks: test_distributed applies the fixes
     # and runs the fixed program on both.
     return found

@@ -2,15 +2,15 @@
 
 * the bundled examples: a before/after table per frame, equal outputs, exit 0, the user's files
   untouched, and an HTML page that a headless Chromium lays out with its bar charts;
-* a planted wrong fix (RF001's hard `mark_dynamic` on a size the code specialises through a
-  local): `verify` flags it (exit 1, ConstraintViolationError), `apply --verify` drops it with
-  the reason and applies the good fix next to it;
+* a planted wrong fix (a test-only rule's hard `mark_dynamic` on a size the code specialises in
+  a match statement, next to RF001's fixes): `verify` flags it (exit 1,
+  ConstraintViolationError), `apply --verify` drops it with the reason and applies the good fix
+  next to it;
 * a planted tensor-wrapped float that reaches a branch (a test-only rule): more graph breaks;
 * `--fail-on-recompile`, and the comparison logic on hand-made Profiles.
 """
 
 import hashlib
-import json
 import re
 import shutil
 import sys
@@ -28,9 +28,10 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.compiled_outputs import OutputRecorder, TensorRef, load_refs
 from recompile_fix.profile.compiled_outputs import load as load_outputs
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
+from recompile_fix.rules.rf001_mark_dynamic import RULE as RF001
 from recompile_fix.verify.compare import Tolerance, allowances, compare_outputs, compare_runs, compare_tensors
-from recompile_fix.verify.prove import verify
-from recompile_fix.verify.render import render_text
+from recompile_fix.verify.prove import apply_verified, verify
+from recompile_fix.verify.render import frame_table, render_text
 from recompile_fix.verify.runs import CallableOutputs, Run, _outputs, run_command
 from recompile_fix.verify.tree import Checkout, command_in, copy_tree
 
@@ -137,14 +138,51 @@ def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
 # -- a planted wrong fix ----------------------------------------------------------------------
 
 
+class PlantMark(Rule):
+    """Test only: a hard `mark_dynamic` on `head`'s argument before its call, a fix that looks
+    safe and is wrong: `head` specialises the size (`match x.shape[0]:` / `case 4:`), so torch
+    raises ConstraintViolationError on the first call. RF001 reads the match statement and marks
+    it `maybe_mark_dynamic`; this rule plants the mark it must not write."""
+
+    id = "RF998"
+    name = "plant-mark"
+
+    def plan(self, profile, project):
+        source = project.source("planted.py")
+        if source is None:  # changed since profiling (the fixes applied): no lines to place a fix by
+            return []
+        start = source.text.index("outputs.append(head(x))")
+        line = source.text[:start].count("\n") + 1
+        col = start - source.text.rfind("\n", 0, start) - 1
+        return [
+            Finding(
+                rule=self.id,
+                file="planted.py",
+                location=Location("planted.py", line, col=col),
+                message="mark x dynamic",
+                safety=Safety.SAFE,
+                params={"start": start, "col": col},
+            )
+        ]
+
+    def fix(self, finding, source, torch_name):
+        start, indent = finding.params["start"], " " * finding.params["col"]
+        return [Edit(finding.file, start, start, f"{torch_name}._dynamo.mark_dynamic(x, 0)\n{indent}", self.id)]
+
+
+PLANTED_RULES = (RF001, PlantMark())
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     work = tmp_path_factory.mktemp("planted")
     shutil.copy(VERIFY_PROGRAMS / "planted.py", work / "planted.py")
     run_cli("profile", "--backend", "eager", "--", "python", "planted.py", cwd=work, check=0)
     diff = run_cli("apply", ".", "--diff", cwd=work, check=1).stdout
-    # What RF001 plans: a good mark for `scale`, and a hard mark for `head`, which is wrong there.
-    assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.mark_dynamic(x, 0)" in diff
+    # What RF001 plans: a hard mark for `scale`, and for `head`, which matches on the size, a
+    # `maybe_mark_dynamic`, which cannot raise. The wrong fix below is PlantMark's.
+    assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.maybe_mark_dynamic(x, 0)" in diff
+    assert "torch._dynamo.mark_dynamic(x" not in diff
     return work
 
 
@@ -154,38 +192,45 @@ def _stage(planted: Path, tmp: Path) -> Path:
     return work
 
 
+def _profile(work: Path) -> Profile:
+    return Profile.load(work / ".recompile-fix" / "profile.json")
+
+
 @pytest.mark.torch_lane
 def test_verify_flags_the_wrong_fix(planted, tmp_path):
     work = _stage(planted, tmp_path)
-    before = (work / "planted.py").read_bytes()
-    result = run_cli("verify", "--json", cwd=work, check=1)
-    data = json.loads(result.stdout)
-    assert data["verified"] is False and data["exit_code"] == {"before": 0, "after": 1}
-    assert any(
-        "ConstraintViolationError" in r and "specialized it to be a constant (4)" in r for r in data["regressions"]
-    ), data["regressions"]
-    assert {f["location"]["line"] for f in data["fixes"]} == {38, 41}
-    assert (work / "planted.py").read_bytes() == before  # verify never writes the user's files
+    before = _hashes(work)
+    v = verify(["python", "planted.py"], _profile(work), PLANTED_RULES, root=work, backend="eager")
+    assert not v.verified and (v.before_exit, v.after_exit) == (0, 1)
+    assert any("ConstraintViolationError" in r and "specialized it to be a constant (4)" in r for r in v.regressions), (
+        v.regressions
+    )
+    assert sorted((f.rule, f.location.line) for f in v.fixes) == [("RF001", 39), ("RF001", 42), ("RF998", 39)]
+    assert _hashes(work) == before  # verify never writes the user's files
 
 
 def test_apply_verify_drops_the_wrong_fix_and_applies_the_good_one(planted, tmp_path):
     work = _stage(planted, tmp_path)
-    result = run_cli("apply", ".", "--verify", cwd=work, check=1)
+    profile = _profile(work)
+    result = apply_verified(["python", "planted.py"], profile, PLANTED_RULES, root=work, backend="eager")
     text = (work / "planted.py").read_text()
     assert "torch._dynamo.mark_dynamic(y, 0)" in text  # the good one
-    assert "mark_dynamic(x" not in text  # the wrong one is left out
-    assert re.search(
-        r"planted.py:38:\d+: RF001 .*\n    dropped: verification shows it makes things worse:\n"
-        r"      - the command failed after the fix: exit code 1 \(ConstraintViolationError",
-        result.stdout,
-    )
-    assert re.search(r"planted.py:41:\d+: RF001 .*\n    verified", result.stdout)
-    assert re.search(r"scale \(planted.py:22\)\s+2 -> 1\s+1 -> 0", result.stdout)
-    assert "Fixed 1 verified finding(s) in 1 file(s); dropped 1 that made things worse (4 runs" in result.stderr
-    # What was applied is recorded: a second apply --verify has nothing left to run.
-    again = run_cli("apply", ".", "--verify", cwd=work, check=0)
+    assert "torch._dynamo.mark_dynamic(x" not in text  # the wrong one is left out
+    ((wrong, why),) = result.dropped
+    assert (wrong.rule, wrong.location.line) == ("RF998", 39)
+    assert why[0].startswith("the command failed after the fix: exit code 1 (ConstraintViolationError"), why
+    # RF001's two fixes are kept: `scale`'s mark, and `head`'s maybe_mark_dynamic, which makes
+    # nothing worse. Runs: before, all three together, then each on top of those kept.
+    assert sorted((f.rule, f.location.line) for f in result.kept) == [("RF001", 39), ("RF001", 42)]
+    assert "torch._dynamo.maybe_mark_dynamic(x, 0)" in text and result.runs == 5
+    assert result.verification is not None and result.verification.verified
+    assert re.search(r"scale \(planted.py:23\)\s+2 -> 1\s+1 -> 0", "\n".join(frame_table(result.verification)))
+    # What was applied is recorded (`apply --verify` saves the Profile): a second one has
+    # nothing left to run.
+    profile.dump(work / ".recompile-fix" / "profile.json")
+    again = apply_verified(["python", "planted.py"], _profile(work), PLANTED_RULES, root=work, backend="eager")
     assert (work / "planted.py").read_text() == text
-    assert "Fixed 0 verified finding(s)" in again.stderr
+    assert (again.kept, again.dropped, again.runs) == ([], [], 0)
 
 
 class WrapFloat(Rule):

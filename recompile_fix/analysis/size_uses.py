@@ -5,8 +5,11 @@ dimension dynamic (libcst, one function body):
   over the tensor, ``x.unbind(1)``). Torch must specialise those: a hard ``mark_dynamic`` raises
   ``ConstraintViolationError`` on every call and ``maybe_mark_dynamic`` changes nothing, so such a
   dimension gets no mark (measured: staging/measure A.7).
-* ``compared_dims``: dimensions compared for equality (``if x.shape[0] == 4``): torch guards
-  them, and a hard mark would raise, so the mark is ``maybe_mark_dynamic``.
+* ``compared_dims``: dimensions compared for equality (``if x.shape[0] == 4``, ``n in (4, 8)``),
+  matched (``match x.shape[0]:`` / ``case 4:``; ``match x.shape:`` / ``case (4, n):`` for the
+  positions before a ``*rest``), or looked up in a container (``TABLE[n]``, ``TABLE.get(n)``
+  where ``TABLE`` is a dict, list, tuple or set built in this file): torch guards them, and a
+  hard mark would raise, so the mark is ``maybe_mark_dynamic``.
 * ``unseen_call``: the first call into code the analysis cannot read (a model from a package,
   a module passed in), where a size may be specialised out of sight.
 
@@ -111,10 +114,67 @@ class SizeUses:
                 if dim is not None:
                     self.loops.setdefault(dim, f"a Python loop over dim {dim}")
             elif isinstance(node, cst.Comparison):
-                if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in node.comparisons):
+                if any(isinstance(c.operator, _EQUALITY) for c in node.comparisons):
                     dim = self._contains_size(node)
                     if dim is not None:
                         self.compared.add(dim)
+            elif isinstance(node, cst.Match):
+                self.compared |= self._matched_dims(node)
+            elif isinstance(node, (cst.Subscript, cst.Call)):
+                dim = self._looked_up_dim(node)
+                if dim is not None:
+                    self.compared.add(dim)
+
+    def _matched_dims(self, match: cst.Match) -> set[int]:
+        """The sizes a ``match`` statement tests: every size in its subject (``match n:``,
+        ``match (x.shape[0], mode):``), and for ``match x.shape:`` the positions its case patterns
+        test with a value (``case (4, n):`` -> dim 0; a capture or ``_`` tests nothing). Positions
+        after a ``*rest`` count from the end, which the source does not tell: not counted."""
+        dims = {dim for node in walk(match.subject) if (dim := self.size_dim(node)) is not None}
+        subject = match.subject
+        if isinstance(subject, cst.Subscript) and len(subject.slice) == 1:
+            whole = subject.slice[0].slice
+            if isinstance(whole, cst.Slice) and whole.lower is None:
+                subject = subject.value  # x.shape[:2]: the same positions
+        if self._is_shape(subject):
+            for case in match.cases:
+                dims |= _shape_pattern_dims(case.pattern)
+        return dims
+
+    def _looked_up_dim(self, node: cst.Subscript | cst.Call) -> int | None:
+        """The dimension whose size is a key or index into a Python container built in this
+        file (``TABLE[n]``, ``TABLE.get(n)``, ``self.table[x.size(0)]``): a lookup needs the
+        value, so torch specialises it. A tensor indexed by a size (``pos[n]``) is not one."""
+        if isinstance(node, cst.Subscript):
+            if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                return None
+            key, container = node.slice[0].slice.value, node.value
+        else:
+            func = node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "get" and node.args):
+                return None
+            key, container = node.args[0].value, func.value
+        dim = self.size_dim(key)
+        return dim if dim is not None and self._is_container(container) else None
+
+    def _is_container(self, node: cst.BaseExpression) -> bool:
+        """A dict, list, tuple or set: a literal, or a local, module-level name or ``self``
+        attribute of this file bound to one."""
+        if _container_value(node):
+            return True
+        if isinstance(node, cst.Name):
+            for n in walk(self.func.body):
+                if isinstance(n, cst.Assign) and len(n.targets) == 1 and is_name(n.targets[0].target, node.value):
+                    return _container_value(n.value)
+            if self.source is not None:
+                bound = _module_bindings(self.source).get(node.value)
+                return isinstance(bound, cst.BaseExpression) and _container_value(bound)
+            return False
+        if isinstance(node, cst.Attribute) and is_name(node.value, "self") and self.source is not None:
+            cls = self.source.enclosing_class(self.func)
+            value = _self_assignment(self.source, cls, node.attr.value) if cls is not None else None
+            return value is not None and _container_value(value)
+        return False
 
     def _follow_calls(self, source: SourceFile, depth: int) -> None:
         cls = source.enclosing_class(self.func)
@@ -165,6 +225,38 @@ class SizeUses:
         ):
             return _dim_argument(args[1:], 0)
         return None
+
+
+_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
+_CONTAINERS = (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp, cst.ListComp, cst.SetComp)
+
+
+def _container_value(node: cst.BaseExpression) -> bool:
+    """``{4: a, 8: b}``, ``[...]``, ``(...)``, ``{...}``, a comprehension of one, ``dict(...)``."""
+    if isinstance(node, _CONTAINERS):
+        return True
+    return isinstance(node, cst.Call) and any(is_name(node.func, n) for n in ("dict", "list", "tuple", "set"))
+
+
+def _shape_pattern_dims(pattern: cst.MatchPattern) -> set[int]:
+    """The positions of ``x.shape`` a case pattern tests with a value (see ``_matched_dims``)."""
+    if isinstance(pattern, cst.MatchOr):
+        return set().union(*(_shape_pattern_dims(p.pattern) for p in pattern.patterns))
+    if isinstance(pattern, cst.MatchAs):
+        return _shape_pattern_dims(pattern.pattern) if pattern.pattern is not None else set()
+    dims: set[int] = set()
+    if isinstance(pattern, (cst.MatchList, cst.MatchTuple)):
+        for i, element in enumerate(pattern.patterns):
+            if isinstance(element, cst.MatchStar):
+                break
+            if not _captures(element.value):
+                dims.add(i)
+    return dims
+
+
+def _captures(pattern: cst.MatchPattern) -> bool:
+    """``n``, ``_``: a pattern that matches any value."""
+    return isinstance(pattern, cst.MatchAs) and (pattern.pattern is None or _captures(pattern.pattern))
 
 
 def _callee_def(
