@@ -79,11 +79,12 @@ class RegionalCompile(Rule):
     ## Fix safety
     The outputs are those of the whole-model compile (exact under the eager and aot_eager
     backends, within float tolerance under inductor, as any compile). The cost is speed, stated
-    in the finding: ops outside the blocks run eagerly and each block is a graph of its own. Safe
-    for a program that trains (the step compiles in about one block's time, and the alternative,
-    a nested compile region, is unsafe in training); unsafe for inference, where the steady state
-    is what the compile pays for (the 32-block bench's forward: 101 ms against 92 ms compiled
-    whole). Unsafe when the program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
+    in the finding: ops outside the blocks run eagerly and each block is a graph of its own. Always
+    unsafe: the fix changes what is compiled, so `verify` (and `fix`) can compare the outputs of
+    the program but not of the whole model's callable, which no longer compiles; and the steady
+    state may be slower (the 32-block bench's forward: 101 ms against 92 ms compiled whole).
+    For a program that trains it is still the better of the two (the step compiles in about one
+    block's time, and a nested compile region is unsafe in training). Also unsafe when the program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
     keys, which lose their `_orig_mod.` prefix once `torch.compile(model)`'s wrapper is gone),
     and when the blocks are built with their index and their `forward` reads what it sets (torch
     guards a module's int attributes by value: each block could compile on its own). No fix,
@@ -302,7 +303,9 @@ class RegionalCompile(Rule):
             rule=self.id,
             file=path,
             location=location,
-            safety=Safety.SAFE,
+            # Never [*]: the whole model's callable stops compiling, so its outputs cannot be
+            # compared by verify, and the steady state is a trade-off (see the docstring).
+            safety=Safety.UNSAFE,
             message=self.message.format(module=site.called, stacks=stacks_text, what=what),
             params={
                 "kind": site.kind,

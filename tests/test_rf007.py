@@ -195,7 +195,7 @@ def test_behind_a_property_and_in_a_parent_class_of_the_file():
 def test_a_training_program_gets_rf007_and_rf004_says_why_not():
     text = model(program="net = Model()\nstep = torch.compile(net)\nstep(torch.randn(2, 8)).sum().backward()\n")
     findings = static(text)
-    assert rf007(findings).safety is Safety.SAFE and rf007(findings).evidence["trains"]
+    assert rf007(findings).safety is Safety.UNSAFE and rf007(findings).evidence["trains"]
     assert rf004(findings).safety is Safety.NONE
     assert notes(rf004(findings)).startswith("RF007 compiles these blocks one by one instead (model.py:")
     after = applied(text, findings)
@@ -314,7 +314,7 @@ def test_the_recorded_stacks_find_a_parent_class_in_another_file(tmp_path):
     shutil.copy(case / "backbone.py", tmp_path / "backbone.py")
     findings = RF007.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
     (finding,) = findings
-    assert finding.safety is Safety.SAFE and finding.params["paths"] == ["blocks"]
+    assert finding.safety is Safety.UNSAFE and finding.params["paths"] == ["blocks"]
     assert RF007.plan_static(SourceFile.read(tmp_path / "program.py"), "program.py") == []  # the file alone cannot tell
 
 
@@ -376,7 +376,7 @@ def test_the_recorder_sees_stacks_through_a_decorators_wrapper(tmp_path):
         "self",
         "Stack",
     )
-    run_cli("apply", ".", cwd=tmp_path, check=0)
+    run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
     assert (
         "for block in stack.inner.layers:\n    block.compile()\ncompiled = stack\n"
         in (tmp_path / "program.py").read_text()
@@ -419,9 +419,11 @@ def test_a_pip_packages_model_is_compiled_by_its_layers_in_the_users_file(tmp_pa
     run_cli("profile", "-o", "train.json", "--", "python", "train.py", cwd=tmp_path, check=0)
     run_cli("profile", "-o", "cached.json", "--", "python", "cached.py", cwd=tmp_path, check=0)
     # Only the program's own file is planned for an edit (the layers' file is transformers').
-    listed = run_cli("apply", ".", "--profile", "train.json", "--check", "--output-format", "json", cwd=tmp_path)
-    assert [(f["rule"], f["file"]) for f in json.loads(listed.stdout)] == [("RF007", "train.py")]
-    result = run_cli("apply", ".", "--profile", "train.json", cwd=tmp_path, check=0)
+    listed = run_cli(
+        "apply", ".", "--profile", "train.json", "--check", "--unsafe-fixes", "--output-format", "json", cwd=tmp_path
+    )
+    assert [(f["code"], Path(f["filename"]).name) for f in json.loads(listed.stdout)] == [("RF007", "train.py")]
+    result = run_cli("apply", ".", "--profile", "train.json", "--unsafe-fixes", cwd=tmp_path, check=0)
     text = (tmp_path / "train.py").read_text()
     assert 'for block in model.model.layers:\n    block.compile(backend="eager")\n' in text, result.stderr
     assert hashlib.sha256(library.read_bytes()).hexdigest() == library_hash

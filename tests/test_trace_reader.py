@@ -46,8 +46,10 @@ def _findings(profile, root):
 
 def test_trace_yields_the_same_findings_as_the_in_process_profile(examples_run):
     work, recorded, traced = examples_run
-    found = _findings(recorded, work)
-    assert _findings(traced, work) == found
+    # Inherent differences, the block rules': a trace holds neither the stacks of blocks the
+    # recorder lists at compile start (RF007) nor the backend the program ran (RF004's gate).
+    found = [f for f in _findings(recorded, work) if f[0] not in ("RF004", "RF007")]
+    assert [f for f in _findings(traced, work) if f[0] not in ("RF004", "RF007")] == found
     rules = {rule for rule, *_ in found}
     assert "RF001" in rules and len(found) >= 5
     fixed = {file for rule, file, params, safety in found if rule == "RF001" and safety == "safe"}
@@ -91,7 +93,8 @@ def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
         # either to the call that takes the recorded arguments (analysis/call_match.py).
         site, their_site = compile_.call_site, their.call_site
         assert (site.file, site.line) == (their_site.file, their_site.line), compile_id
-        assert site.col <= their_site.col and their_site.end_col <= site.end_col, compile_id
+        if site.col is not None and their_site.col is not None:
+            assert site.col <= their_site.col and their_site.end_col <= site.end_col, compile_id
         assert site.function == their_site.function or their_site.function == "<listcomp>"
     for frame in traced.frames:
         their_frame = next(f for f in recorded.frames if f.key == frame.key)

@@ -80,7 +80,10 @@ def render_text(v: Verification) -> str:
     for o in v.outputs:
         calls = _arrow(o.calls_before, o.calls_after)
         diff = f", max abs diff {o.max_abs_diff:.3g}" if o.max_abs_diff is not None else ""
-        status = "same  " if o.same else "DIFFER"
+        # A callable compiled on one side only (RF007 compiles the blocks instead of the model)
+        # has nothing to compare: "only", not a difference.
+        one_sided = o.calls_before is None or o.calls_after is None
+        status = "same  " if o.same else "only  " if one_sided else "DIFFER"
         detail = f": {o.detail}" if o.detail else ""
         lines.append(f"  {status} {o.label}: calls {calls}, {o.compared} tensors{diff}{detail}")
     if not v.outputs:
