@@ -1,5 +1,5 @@
-"""Shared test helpers, and the two lanes: ``pytest -m "not slow"`` (no torch program runs) and
-the whole suite.
+"""Shared test helpers, and the two lanes: ``pytest -m "not slow and not fuzz"`` (no torch program
+runs, no fuzz budget) and the whole suite.
 
 A test is *slow* when it, or a fixture it uses, runs a program under torch (``profile``,
 ``verify``, an equivalence run, ``torch.compile`` in the test itself). Tests that use one of

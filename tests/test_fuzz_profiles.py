@@ -196,6 +196,7 @@ def mutations(draw, shard: int):
     return base, operator, path, text
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_corrupted_profiles(shard):
     seen: collections.Counter = collections.Counter()

@@ -131,6 +131,7 @@ def _shard(index: int):
     return programs().filter(lambda p: p.position in names)
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_generated_programs(shard):
     seen: collections.Counter = collections.Counter()
