@@ -258,21 +258,7 @@ def report(profile_file, as_json, html_file) -> None:
     is_flag=True,
     help="Run the Profile's command before and after; apply only the fixes that make nothing worse.",
 )
-def apply(
-    paths,
-    profile_file,
-    show_diff,
-    check,
-    unsafe_fixes,
-    select,
-    ignore,
-    output_format,
-    config_file,
-    jobs,
-    no_cache,
-    verify_fixes,
-    exit_zero,
-) -> None:
+def apply(**options) -> None:
     """Edit the files under PATHS so the recompiles in the Profile stop.
 
     Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
@@ -282,24 +268,10 @@ def apply(
 
     from recompile_fix.pipeline.lock import project_lock
 
-    write = not (show_diff or check)
+    write = not (options["show_diff"] or options["check"])
     # One writing run at a time: from reading the Profile to recording what was written in it.
     with project_lock(os.getcwd()) if write else contextlib.nullcontext():
-        _apply(
-            paths,
-            profile_file,
-            show_diff,
-            check,
-            unsafe_fixes,
-            select,
-            ignore,
-            output_format,
-            config_file,
-            jobs,
-            no_cache,
-            verify_fixes,
-            exit_zero,
-        )
+        _apply(**options)
 
 
 def _apply(
