@@ -485,3 +485,24 @@ def test_a_crashed_run_reads_as_crashed():
     assert "The run with the fixes CRASHED (exit code 1)" in text
     assert re.search(r"^total \(after: CRASHED\)\s+9 -> 1", text, re.M)
     assert "Verified" not in text and "Worse after the fixes:" in text
+
+
+def test_no_tensor_compared_is_not_called_equal_outputs():
+    # A compiled optimizer step returns None: "outputs equal" would claim what nothing showed.
+    before = _run([_frame("step", 214, 2)], outputs={"step": []})
+    after = _run([_frame("step", 214, 1)], outputs={"step": []})
+    v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
+    assert v.verified and v.outputs_compared == 0 and v.to_json()["outputs_compared"] == 0
+    text = render_text(v)
+    assert "no outputs compared (no compiled callable returned a tensor)" in text
+    assert "outputs equal" not in text
+    # With a tensor compared, the verdict says so.
+    t = torch.ones(2)
+    same = compare_runs(
+        _run([_frame("fn", 3, 2)], outputs={"fn": [t]}),
+        _run([_frame("fn", 3, 1)], outputs={"fn": [t.clone()]}),
+        command=["x"],
+        fixes=[],
+        tolerance=Tolerance(),
+    )
+    assert same.outputs_compared == 1 and "outputs equal." in render_text(same)

@@ -211,6 +211,12 @@ class Verification:
     def verified(self) -> bool:
         return not self.regressions
 
+    @property
+    def outputs_compared(self) -> int:
+        """How many tensor pairs were compared: 0 when no compiled callable returned a tensor
+        (an optimizer step, an in-place update), where "outputs equal" would claim nothing."""
+        return sum(o.compared for o in self.outputs)
+
     def total(self, stat: str, side: str):
         return sum(
             row.value(stat, side)
@@ -223,6 +229,7 @@ class Verification:
         return {
             "command": self.command,
             "verified": self.verified,
+            "outputs_compared": self.outputs_compared,
             "ran": self.ran,
             "fixes": [f.to_json() for f in self.fixes],
             "frames": [{**asdict(r), "label": r.label} for r in self.frames],

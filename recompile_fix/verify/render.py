@@ -96,12 +96,19 @@ def render_text(v: Verification) -> str:
         lines.append(
             f"Verified: compiles {v.total('compiles', 'before')} -> {v.total('compiles', 'after')}, "
             f"recompiles {v.total('recompiles', 'before')} -> {v.total('recompiles', 'after')}, "
-            f"outputs equal{stance}."
+            f"{outputs_verdict(v)}{stance}."
         )
     else:
         lines.append("Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)
     return "\n".join(lines) + "\n"
+
+
+def outputs_verdict(v: Verification) -> str:
+    """What the comparison of outputs showed, worded for the tensors really compared."""
+    if v.outputs_compared:
+        return "outputs equal"
+    return "no outputs compared (no compiled callable returned a tensor)"
 
 
 def render_fix(result: FixPoint) -> str:
