@@ -4,12 +4,15 @@ self.x = ...`` in forward) compiles the frame twice."""
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import re
 import textwrap
 
 import libcst as cst
 
+from recompile_fix.analysis.call_site_code import find_compile_call, is_plain_dotted, root_name
+from recompile_fix.analysis.call_targets import library_frame
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
@@ -17,7 +20,7 @@ from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Frame, Location, Profile, Reason
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path
 
 __all__ = ["RULE", "LazyDefault"]
 
@@ -61,6 +64,15 @@ class LazyDefault(Rule):
                 self.config.scale = 0.5
     ```
 
+    Where the block is library code (transformers' `*ForSequenceClassification.forward`
+    defaults `self.config.problem_type` on its first call with labels), the program's own code
+    sets the attribute to the value the first call gave it (recorded at the later compiles), on
+    the line before it compiles the model:
+    ```python
+    model.config.problem_type = "single_label_classification"
+    compiled = torch.compile(model)
+    ```
+
     ## Fix safety
     The block is the program's own, run once at construction instead of at the first call:
     safe when it assigns only constants. When it computes the default from other attributes or
@@ -68,6 +80,10 @@ class LazyDefault(Rule):
     between construction and the first call. No fix, with the line, when the block reads an
     input or a local of `forward` (a cache sized from `x`: it needs a representative input, so
     set it where the model is built), has an `else`, or the class has no `__init__` of its own.
+    Library code's default is safe where the user's call reaches the compiled forward directly
+    and one value was recorded after the first call (the same value, set earlier: the block no
+    longer runs); no fix, saying what to set, where the value was not recorded (a trace, an older
+    Profile), changed again, or library code makes the compiled call.
 
     ## Profile evidence
     `self.config.scale is None  # if self.config.scale is None:  # model.py:22 in forward`,
@@ -88,6 +104,11 @@ class LazyDefault(Rule):
             "        if self.config.scale is None:\n            self.config.scale = 0.5\n",
             golden="RF010/config_field",
         ),
+        Example(  # transformers' forward defaults it: set where the model is compiled
+            before="model.train()\ncompiled = torch.compile(model",
+            after='model.train()\nmodel.config.problem_type = "single_label_classification"\ncompiled = torch.compile(model',
+            golden="RF010/library_problem_type",
+        ),
         Example(  # the cache is built from the input: no edit
             before="        if self.cos_cached is None:\n",
             after=None,
@@ -99,23 +120,116 @@ class LazyDefault(Rule):
         findings = []
         seen = set()
         for frame in profile.frames:
-            if os.path.isabs(frame.file):
-                continue  # library code: not the user's to edit
-            for reason in frame.reasons():
-                attr = reason.source or ""
-                if (
-                    reason.kind != "id_mismatch"
-                    or not _ATTRIBUTE.match(attr)
-                    or f"{attr} is None" not in reason.text.split("\n", 1)[0]
-                    or reason.first_use is None
-                    or (frame.key, attr) in seen
-                ):
-                    continue
-                seen.add((frame.key, attr))
-                finding = self._plan(frame, attr, reason, project)
-                if finding is not None:
-                    findings.append(finding)
+            for index, compile_ in enumerate(frame.compiles):
+                for reason in compile_.reasons:
+                    attr = reason.source or ""
+                    if (
+                        reason.kind != "id_mismatch"
+                        or not _ATTRIBUTE.match(attr)
+                        or f"{attr} is None" not in reason.text.split("\n", 1)[0]
+                        or reason.first_use is None
+                        or (frame.key, attr) in seen
+                    ):
+                        continue
+                    seen.add((frame.key, attr))
+                    if is_library_path(reason.first_use.file):
+                        # Library code defaults it (transformers' `self.config.problem_type`):
+                        # never edited; the user's code sets it where it compiles the model.
+                        finding = self._plan_library(frame, frame.compiles[index:], attr, reason, project)
+                    elif os.path.isabs(frame.file):
+                        continue  # code outside the project: not the user's to edit
+                    else:
+                        finding = self._plan(frame, attr, reason, project)
+                    if finding is not None:
+                        findings.append(finding)
         return findings
+
+    def _plan_library(
+        self, frame: Frame, since: list[Compile], attr: str, reason: Reason, project: Project
+    ) -> Finding | None:
+        """The block is library code: the user's code sets the attribute to the value the first
+        call gave it (recorded at the compiles after it), right before it compiles the model."""
+        compile_ = since[0]
+        site = compile_.user_call_site
+        if site is None or project.source(site.file) is None:
+            return None
+        use = reason.first_use
+        assert use is not None
+        chain = attr.split(".", 1)[1]  # `config.problem_type` of `self`
+        where = f"{os.path.basename(use.file)}:{use.line}"
+        guards = [r for r in frame.reasons() if r.source == attr and r.kind in self.consumes]
+        evidence = frame_evidence(frame, guards)
+
+        def finding(fix: str, safety: Safety, notes: list[str], location: Location, params=None) -> Finding:
+            return Finding(
+                rule=self.id,
+                file=site.file,
+                location=location,
+                message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
+                safety=safety,
+                params=params or {},
+                evidence=evidence,
+                notes=notes,
+                covers=[cover(frame, [attr], self.consumes)],
+            )
+
+        head = f"library code defaults it on the first call (`if {attr} is None:` at {where}), which compiles twice"
+        values = {(e["type"], e["value"]) for c in since if (e := c.inputs.get(attr)) and "value" in e}
+        if len(values) != 1 or next(iter(values))[0] not in ("str", "int", "float", "bool"):
+            shown = "no value was recorded" if not values else "its value changed again"
+            return finding(
+                "it stays a lazy default",
+                Safety.NONE,
+                [head, f"{shown} after the first call: set `{chain}` on the model before its first call"],
+                site,
+            )
+        kind, value = next(iter(values))
+        literal = json.dumps(value) if kind == "str" else repr(value)
+        if compile_.library_frames or (frame.signature or {}).get("positional", ["self"])[:1] != ["self"]:
+            return finding(
+                "it stays a lazy default",
+                Safety.NONE,
+                [
+                    head,
+                    f"library code ({library_frame(compile_.library_frames[-1]) if compile_.library_frames else where}) "
+                    f"makes the compiled call: set `<model>.{chain} = {literal}` where the model is built",
+                ],
+                site,
+            )
+        source = project.source(site.file)
+        assert source is not None
+        call = source.call_at(site.line, site.col, site.end_line, site.end_col)
+        names = {root_name(call.func)} if call is not None else set()
+        compile_call = find_compile_call(project, site.file, {n for n in names if n}) if names else None
+        module = _compiled_module(compile_call[0], compile_call[1]) if compile_call else None
+        if compile_call is None or module is None:
+            return finding(
+                "it stays a lazy default",
+                Safety.NONE,
+                [
+                    head,
+                    f"the model's compile call was not found in {site.file}: set `<model>.{chain} = {literal}` before it",
+                ],
+                site,
+            )
+        compile_source, node, _ = compile_call
+        statement = next(a for a in compile_source.ancestors(node) if isinstance(a, cst.SimpleStatementLine))
+        pos = compile_source.positions[statement]
+        line = compile_source.lines[pos.start.line - 1]
+        newline = line[len(line.rstrip("\r\n")) :] or "\n"
+        text = f"{compile_source.statement_indent(statement)}{module}.{chain} = {literal}{newline}"
+        location = Location(file=site.file, line=pos.start.line, col=pos.start.column)
+        return finding(
+            "set it before the model is compiled",
+            Safety.SAFE,
+            [
+                head,
+                f"`{module}.{chain} = {literal}` is the value the first call set (recorded at the compiles after "
+                "it): the first compile already sees it, and the library's `if` block no longer runs",
+            ],
+            location,
+            {"at": compile_source.line_offsets[pos.start.line - 1], "text": text},
+        )
 
     def _plan(self, frame: Frame, attr: str, reason: Reason, project: Project) -> Finding | None:
         use = reason.first_use
@@ -193,6 +307,24 @@ class LazyDefault(Rule):
         p = finding.params
         text = p["text"] if p["text"].endswith("\n") else p["text"] + "\n"
         return [Edit(finding.file, p["at"], p["at"], text, self.id)]
+
+
+def _compiled_module(source: SourceFile, node: cst.CSTNode) -> str | None:
+    """The module a compile call compiles, as the code names it: ``model`` of
+    ``torch.compile(model)``, ``model.forward`` and ``model.compile()``; None for anything else."""
+    if not isinstance(node, cst.Call):
+        return None  # a bare decorator compiles a function
+    if source.qualified_name(node.func) == "torch.compile":
+        if not node.args or node.args[0].keyword is not None:
+            return None
+        expr = node.args[0].value
+    elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
+        expr = node.func.value
+    else:
+        return None
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "forward":
+        expr = expr.value
+    return source.code(expr) if is_plain_dotted(expr) else None
 
 
 def _none_tested(node: cst.If) -> cst.BaseExpression | None:

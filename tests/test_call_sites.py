@@ -536,6 +536,41 @@ def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
     }
 
 
+def test_the_recorder_keeps_short_strings_of_attribute_chains():
+    # transformers' classifiers default `self.config.problem_type` on the first call: the value
+    # it was given is what RF010 sets before the model is compiled.
+    import torch
+
+    from recompile_fix.profile.recorder import _MAX_STRINGS, _InputWalk
+
+    class Config:
+        def __init__(self):
+            self.problem_type = "single_label_classification"
+            self.label = "x" * 500  # too long to be a setting
+            self.names = {"a": "b"}  # items are not attribute chains
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = Config()
+            self.mode = "train"
+
+    walk = _InputWalk(torch)
+    walk.visit("self", Model(), 0)
+    walk.visit("reduction", "mean", 0)  # an argument: torch guards it as a constant anyway
+    strings = {k: v["value"] for k, v in walk.entries.items() if v["type"] == "str"}
+    assert strings == {"self.config.problem_type": "single_label_classification", "self.mode": "train"}
+
+    class Many:
+        def __init__(self):
+            for i in range(2 * _MAX_STRINGS):
+                setattr(self, f"s{i}", "v")
+
+    many = _InputWalk(torch)
+    many.visit("self.config", Many(), 1)
+    assert sum(e["type"] == "str" for e in many.entries.values()) == _MAX_STRINGS
+
+
 def test_a_loop_over_a_container_of_readable_blocks_is_readable():
     code = """
 from torch import nn

@@ -64,6 +64,7 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
         ("RF009/numpy_schedule", [("RF009", Safety.SAFE), ("RF009", Safety.SAFE)]),  # the class, the call
         ("RF009/list_schedule", [("RF009", Safety.SAFE), ("RF009", Safety.SAFE)]),
         ("RF010/config_field", [("RF010", Safety.SAFE)]),
+        ("RF010/library_problem_type", [("RF010", Safety.SAFE)]),
         ("RF002/sampling_temperature", [("RF002", Safety.NONE), ("RF002", Safety.SAFE)]),  # top_k, temperature
     ],
 )
@@ -185,3 +186,43 @@ def test_docs_mention_every_rule():
     readme = (ROOT / "README.md").read_text()
     for rule in ALL_RULES:
         assert f"| {rule.id} |" in readme, rule.id
+
+
+def _library_default(tmp_path, change=None):
+    """RF010's findings on golden/RF010/library_problem_type's Profile, changed by ``change``."""
+    _stage("RF010/library_problem_type", tmp_path)
+    profile = Profile.load(GOLDEN / "RF010/library_problem_type/profile.json")
+    if change is not None:
+        change(profile)
+    project = Project(tmp_path, expected_hashes=profile.sources)
+    return [f for f in plan(profile, project, ALL_RULES) if f.rule == "RF010"]
+
+
+def test_rf010_library_default_is_set_where_the_model_is_compiled(tmp_path):
+    (finding,) = _library_default(tmp_path)
+    assert finding.safety == Safety.SAFE and finding.location.line == 13  # the torch.compile line
+    assert finding.params["text"] == 'model.config.problem_type = "single_label_classification"\n'
+    assert "modeling_distilbert.py" in finding.notes[0]
+
+
+def _forget_values(profile):
+    for compile_ in profile.frames[0].compiles:
+        compile_.inputs.pop("self.config.problem_type", None)
+
+
+def _through_library(profile):
+    for compile_ in profile.frames[0].compiles:
+        site = compile_.stack[-1]
+        compile_.stack.append(type(site)(file="/venv/site-packages/lib/trainer.py", line=10, function="train"))
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (_forget_values, "no value was recorded after the first call: set `config.problem_type` on the model"),
+        (_through_library, "library code (`train` at lib/trainer.py:10) makes the compiled call"),
+    ],
+)
+def test_rf010_library_default_without_evidence_is_no_fix(tmp_path, change, why):
+    (finding,) = _library_default(tmp_path, change)
+    assert finding.safety == Safety.NONE and why in " ".join(finding.notes), finding.notes

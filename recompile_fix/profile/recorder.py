@@ -124,6 +124,8 @@ _MAX_DEPTH = 4
 _MAX_ENTRIES = 256  # tensors (and top-level scalars) recorded
 _MAX_ITEMS = 64  # items of one list, tuple or dict looked into
 _MAX_VISITS = 1024  # objects looked at
+_MAX_STR = 120  # characters of a string attribute recorded
+_MAX_STRINGS = 32  # string attributes recorded per compile
 _SIGNATURE = "__signature__"  # inputs[_SIGNATURE]: how the compiled code takes its arguments
 _MODULE_INTERNALS: frozenset[str] | None = None  # nn.Module's own __dict__ keys (_parameters, ...)
 _LIBRARY_PARTS = ("site-packages", "dist-packages")
@@ -146,6 +148,7 @@ class _InputWalk:
         self.torch = torch
         self.entries: dict[str, dict] = {}
         self.visits = 0
+        self.strings = 0
         self.roots: dict[str, object] = {}  # top-level expression -> object (for held_by)
         if _MODULE_INTERNALS is None:
             _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
@@ -167,6 +170,14 @@ class _InputWalk:
         if described is not None:
             if described["type"] == "Tensor" or depth <= 1:
                 self.entries[source] = described
+            return
+        if isinstance(value, str):
+            # A short string on an object the compiled module holds (``self.config.problem_type``):
+            # the value a lazily defaulted attribute was given, which RF010 sets before the first
+            # call. Attribute chains only, a few per compile.
+            if 1 <= depth <= 3 and "[" not in source and len(value) <= _MAX_STR and self.strings < _MAX_STRINGS:
+                self.entries[source] = {"type": "str", "value": value}
+                self.strings += 1
             return
         if depth >= _MAX_DEPTH or value is None:
             return

@@ -196,6 +196,8 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
             _fail(f"{where}.value", f"is {value!r}, not a{'n' if entry['type'] == 'int' else ''} {entry['type']}")
         if isinstance(value, float) and not math.isfinite(value):
             _fail(f"{where}.value", f"is {value!r}")
+    elif entry["type"] == "str":
+        _str(entry.get("value"), f"{where}.value")
 
 
 def _check_reason(reason: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:
