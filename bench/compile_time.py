@@ -16,8 +16,8 @@ Two models, each written into a scratch directory as the "user's" code: `program
   transformers is not installed (`pip install "transformers==5.24.0"`).
 
 The tool is really run, per model and mode: `recompile-fix profile --backend eager -- python
-train.py` (or `infer.py`), then `recompile-fix apply .` on a copy (training: the safe fixes;
-inference: `--unsafe-fixes` as well, where the tool chooses between two trade-offs); its
+train.py` (or `infer.py`), then `recompile-fix apply . --unsafe-fixes` on a copy (the tool
+chooses between two trade-offs, RF004 and RF007, which a user opts into); its
 findings and diff are printed, and the code it wrote is the "after" variant.
 
 Variants, each in a fresh process with a fresh inductor cache directory, caches disabled and one
@@ -331,14 +331,15 @@ def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def profile_and_apply(directory: Path, mode: str) -> tuple[str, str, str]:
-    """`recompile-fix profile` the program in ``mode``, then `apply` (training: the safe fixes;
-    inference: `--unsafe-fixes` too, since there the tool chooses between two trade-offs, and
-    RF004's region is unsafe wherever the analysis cannot see every call, as in transformers);
-    return (the rule that edited, the diff, the findings as printed)."""
+    """`recompile-fix profile` the program in ``mode``, then `apply --unsafe-fixes`: both compile-time
+    fixes are trade-offs the user opts into (RF007 always: the model's own callable stops
+    compiling; RF004 wherever the program trains or the analysis cannot see every call, as in
+    transformers), and the tool chooses between them; return (the rule that edited, the diff,
+    the findings as printed)."""
     profiled = tool("profile", "--backend", "eager", "--", sys.executable, f"{mode}.py", cwd=directory)
     if profiled.returncode != 0:
         raise RuntimeError(f"profile failed:\n{profiled.stderr[-3000:]}")
-    flags = ["--unsafe-fixes"] if mode == "infer" else []
+    flags = ["--unsafe-fixes"]
     findings = tool("apply", ".", "--check", *flags, cwd=directory).stdout
     diff = tool("apply", ".", "--diff", *flags, cwd=directory).stdout
     applied = tool("apply", ".", *flags, cwd=directory)
