@@ -3,6 +3,7 @@ self.x = ...`` in forward) compiles the frame twice."""
 
 from __future__ import annotations
 
+import ast
 import builtins
 import json
 import os
@@ -21,6 +22,7 @@ from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path
+from recompile_fix.profile.recorder import MAX_STRINGS
 
 __all__ = ["RULE", "LazyDefault"]
 
@@ -72,6 +74,9 @@ class LazyDefault(Rule):
     model.config.problem_type = "single_label_classification"
     compiled = torch.compile(model)
     ```
+    When a size change fails first (torch names only the first failing guard), the default is
+    still found: the attribute was no string at the first compile, one string at every later
+    one, and the module's class file has the `if ... is None:` test.
 
     ## Fix safety
     The block is the program's own, run once at construction instead of at the first call:
@@ -109,6 +114,11 @@ class LazyDefault(Rule):
             after='model.train()\nmodel.config.problem_type = "single_label_classification"\ncompiled = torch.compile(model',
             golden="RF010/library_problem_type",
         ),
+        Example(  # the same default, hidden behind the padded length's size guard
+            before="model.train()\ncompiled = torch.compile(model",
+            after='model.train()\nmodel.config.problem_type = "single_label_classification"\ncompiled = torch.compile(model',
+            golden="RF010/library_problem_type_hidden",
+        ),
         Example(  # the cache is built from the input: no edit
             before="        if self.cos_cached is None:\n",
             after=None,
@@ -142,6 +152,56 @@ class LazyDefault(Rule):
                         finding = self._plan(frame, attr, reason, project)
                     if finding is not None:
                         findings.append(finding)
+            findings.extend(self._hidden_library_defaults(frame, seen, project))
+        return findings
+
+    def _hidden_library_defaults(self, frame: Frame, seen: set, project: Project) -> list[Finding]:
+        """Library defaults whose guard another guard hid (a size change fails first, and torch
+        names only the first failing guard): an attribute of the compiled module that was not a
+        string at its first compile and one string at every later one, where the module's class
+        file defaults it (``if self.config.problem_type is None:``). Safe fixes only: without the
+        guard, a case for a [no fix] is too thin to report."""
+        if len(frame.compiles) < 2:
+            return []
+        first = frame.compiles[0]
+        module = first.inputs.get("self") or {}
+        defined_in = module.get("file")
+        if module.get("type") != "Module" or not isinstance(defined_in, str) or not is_library_path(defined_in):
+            return []
+        strings_at_first = {k for k, e in first.inputs.items() if e.get("type") == "str"}
+        if len(strings_at_first) >= MAX_STRINGS:
+            return []  # the first compile's record is full: absent there says nothing
+        later = frame.compiles[1:]
+        candidates = sorted(
+            {
+                k
+                for c in later
+                for k, e in c.inputs.items()
+                if e.get("type") == "str" and _ATTRIBUTE.match(k) and k not in strings_at_first
+            }
+        )
+        findings = []
+        for attr in candidates:
+            if (frame.key, attr) in seen or not all(c.inputs.get(attr, {}).get("type") == "str" for c in later):
+                continue
+            line = _none_test_line(defined_in, attr)
+            if line is None:
+                continue
+            seen.add((frame.key, attr))
+            reason = Reason(
+                kind="id_mismatch",
+                text=f"{attr} is None (hidden: torch named another guard of this recompile first)",
+                source=attr,
+                first_use=Location(file=defined_in, line=line),
+            )
+            finding = self._plan_library(frame, later, attr, reason, project)
+            if finding is not None and finding.safety == Safety.SAFE:
+                finding.notes.append(
+                    "torch reported another guard for the recompile (it names only the first that "
+                    f"fails); `{attr}` was not a string at the first compile and is this one at every "
+                    "later compile"
+                )
+                findings.append(finding)
         return findings
 
     def _plan_library(
@@ -307,6 +367,27 @@ class LazyDefault(Rule):
         p = finding.params
         text = p["text"] if p["text"].endswith("\n") else p["text"] + "\n"
         return [Edit(finding.file, p["at"], p["at"], text, self.id)]
+
+
+def _none_test_line(path: str, attr: str) -> int | None:
+    """The line of ``if <attr> is None:`` in a library file (read, never edited), or None."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is)
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+            and ast.unparse(test.left) == attr
+        ):
+            return node.lineno
+    return None
 
 
 def _compiled_module(source: SourceFile, node: cst.CSTNode) -> str | None:

@@ -541,7 +541,7 @@ def test_the_recorder_keeps_short_strings_of_attribute_chains():
     # it was given is what RF010 sets before the model is compiled.
     import torch
 
-    from recompile_fix.profile.recorder import _MAX_STRINGS, _InputWalk
+    from recompile_fix.profile.recorder import MAX_STRINGS, _InputWalk
 
     class Config:
         def __init__(self):
@@ -560,15 +560,16 @@ def test_the_recorder_keeps_short_strings_of_attribute_chains():
     walk.visit("reduction", "mean", 0)  # an argument: torch guards it as a constant anyway
     strings = {k: v["value"] for k, v in walk.entries.items() if v["type"] == "str"}
     assert strings == {"self.config.problem_type": "single_label_classification", "self.mode": "train"}
+    assert walk.entries["self"]["file"] == __file__  # where a hidden lazy default is read from
 
     class Many:
         def __init__(self):
-            for i in range(2 * _MAX_STRINGS):
+            for i in range(2 * MAX_STRINGS):
                 setattr(self, f"s{i}", "v")
 
     many = _InputWalk(torch)
     many.visit("self.config", Many(), 1)
-    assert sum(e["type"] == "str" for e in many.entries.values()) == _MAX_STRINGS
+    assert sum(e["type"] == "str" for e in many.entries.values()) == MAX_STRINGS
 
 
 def test_a_loop_over_a_container_of_readable_blocks_is_readable():

@@ -226,3 +226,55 @@ def _through_library(profile):
 def test_rf010_library_default_without_evidence_is_no_fix(tmp_path, change, why):
     (finding,) = _library_default(tmp_path, change)
     assert finding.safety == Safety.NONE and why in " ".join(finding.notes), finding.notes
+
+
+def _hidden(tmp_path, change=None):
+    _stage("RF010/library_problem_type_hidden", tmp_path)
+    profile = Profile.load(GOLDEN / "RF010/library_problem_type_hidden/profile.json")
+    if change is not None:
+        change(profile)
+    return [
+        f for f in plan(profile, Project(tmp_path, expected_hashes=profile.sources), ALL_RULES) if f.rule == "RF010"
+    ]
+
+
+def test_rf010_finds_a_library_default_another_guard_hid(tmp_path):
+    # torch named only `kwargs['input_ids']`; the recorded strings and the class's file show the rest.
+    (finding,) = _hidden(tmp_path)
+    assert finding.safety == Safety.SAFE
+    assert finding.params["text"] == 'model.config.problem_type = "single_label_classification"\n'
+    assert "it names only the first that fails" in finding.notes[-1]
+
+
+def test_rf010_hidden_default_needs_the_none_test_in_the_class_file(tmp_path):
+    plain = tmp_path / "site-packages" / "lib" / "model.py"
+    plain.parent.mkdir(parents=True)
+    plain.write_text("class M:\n    def forward(self):\n        return self.config.problem_type\n")
+
+    def elsewhere(profile):
+        for compile_ in profile.frames[0].compiles:
+            compile_.inputs["self"]["file"] = str(plain)
+
+    def never_a_string(profile):
+        for compile_ in profile.frames[0].compiles[1:]:
+            compile_.inputs.pop("self.config.problem_type")
+
+    assert _hidden(tmp_path, elsewhere) == [] and _hidden(tmp_path, never_a_string) == []
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("value", "/etc/passwd"), ("value", ""), ("value", "a\nb"), ("file", "../outside.py"), ("file", "/etc/passwd")],
+)
+def test_a_recorded_string_that_no_recorder_keeps_is_a_damaged_profile(tmp_path, key, value):
+    # The value is written into the program as a literal: never a path or text from a Profile.
+    import json
+
+    from recompile_fix.errors import UserError
+
+    data = json.loads((GOLDEN / "RF010/library_problem_type_hidden/profile.json").read_text())
+    inputs = data["frames"][0]["compiles"][1]["inputs"]
+    inputs["self.config.problem_type" if key == "value" else "self"][key] = value
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match="damaged Profile"):
+        Profile.load(tmp_path / "profile.json")

@@ -47,7 +47,7 @@ import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 
-__all__ = ["BACKEND_ENV", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
+__all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
 
 PARTS_DIR_ENV = "RECOMPILE_FIX_PARTS_DIR"
 BACKEND_ENV = "RECOMPILE_FIX_BACKEND"
@@ -125,7 +125,7 @@ _MAX_ENTRIES = 256  # tensors (and top-level scalars) recorded
 _MAX_ITEMS = 64  # items of one list, tuple or dict looked into
 _MAX_VISITS = 1024  # objects looked at
 _MAX_STR = 120  # characters of a string attribute recorded
-_MAX_STRINGS = 32  # string attributes recorded per compile
+MAX_STRINGS = 32  # string attributes recorded per compile
 _SIGNATURE = "__signature__"  # inputs[_SIGNATURE]: how the compiled code takes its arguments
 _MODULE_INTERNALS: frozenset[str] | None = None  # nn.Module's own __dict__ keys (_parameters, ...)
 _LIBRARY_PARTS = ("site-packages", "dist-packages")
@@ -175,7 +175,14 @@ class _InputWalk:
             # A short string on an object the compiled module holds (``self.config.problem_type``):
             # the value a lazily defaulted attribute was given, which RF010 sets before the first
             # call. Attribute chains only, a few per compile.
-            if 1 <= depth <= 3 and "[" not in source and len(value) <= _MAX_STR and self.strings < _MAX_STRINGS:
+            name = source.rsplit(".", 1)[-1]
+            if (
+                1 <= depth <= 3
+                and "[" not in source
+                and not name.startswith("_")
+                and _is_setting(value)
+                and self.strings < MAX_STRINGS
+            ):
                 self.entries[source] = {"type": "str", "value": value}
                 self.strings += 1
             return
@@ -190,7 +197,13 @@ class _InputWalk:
                 self.visit(f"{source}[{index}]", item, depth + 1)
         elif isinstance(value, torch.nn.Module):
             if depth <= 1:
-                self.entries[source] = {"type": "Module", "class": type(value).__name__}
+                entry = {"type": "Module", "class": type(value).__name__}
+                # The file defining its class: where RF010 reads a library's lazy defaults that
+                # another guard hid (torch names only the first guard that fails).
+                defined_in = getattr(sys.modules.get(type(value).__module__), "__file__", None)
+                if isinstance(defined_in, str):
+                    entry["file"] = defined_in
+                self.entries[source] = entry
             # Plain attributes only (a cache held as self.cache): parameters, buffers and
             # submodules keep their shapes, and a model has thousands.
             for name, item in list(vars(value).items())[:_MAX_ITEMS]:
@@ -200,6 +213,11 @@ class _InputWalk:
             for name, item in list(vars(value).items())[:_MAX_ITEMS]:
                 if not name.startswith("__") and not callable(item):
                     self.visit(f"{source}.{name}", item, depth + 1)
+
+
+def _is_setting(value: str) -> bool:
+    """A short word-like string (``single_label_classification``, ``gelu``), not a path or text."""
+    return 0 < len(value) <= _MAX_STR and not any(c in value for c in "/\\\n\r")
 
 
 def _walkable(value) -> bool:

@@ -169,6 +169,9 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         if not isinstance(compile_.get("limit_hit", False), bool):
             _fail(f"{here}.limit_hit", f"is {compile_.get('limit_hit')!r}, not true or false")
         _int(compile_.get("rank"), f"{here}.rank", 0, 2**20, optional=True)
+        if compile_.get("blocks") is not None:
+            for j, stack in enumerate(_list(compile_["blocks"], f"{here}.blocks")):
+                _check_block_stack(_obj(stack, f"{here}.blocks[{j}]"), f"{here}.blocks[{j}]")
         for j, reason in enumerate(_list(compile_.get("reasons", []), f"{here}.reasons")):
             _check_reason(_obj(reason, f"{here}.reasons[{j}]"), f"{here}.reasons[{j}]", reason_kinds)
     for i, graph_break in enumerate(_list(frame.get("graph_breaks", []), f"{where}.graph_breaks")):
@@ -176,6 +179,29 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         _location(data.get("location"), f"{where}.graph_breaks[{i}].location")
         _str(data.get("reason", ""), f"{where}.graph_breaks[{i}].reason")
         _int(data.get("count", 1), f"{where}.graph_breaks[{i}].count", 1)
+
+
+_BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner"}
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# torch's dtype names as the recorder writes them (``str(dtype)`` without ``torch.``).
+_DTYPE = re.compile(
+    r"(u?int(8|16|32|64)|float(16|32|64)|bfloat16|bool|complex(32|64|128)|float8_\w+|q(u?int8|int32|uint4x2))"
+)
+
+
+def _check_block_stack(stack: dict[str, Any], where: str) -> None:
+    unknown = set(stack) - _BLOCK_FIELDS
+    if unknown:
+        _fail(where, f"has unknown fields {sorted(unknown)}")
+    for key in ("path", "block", "file"):
+        _str(stack.get(key), f"{where}.{key}", empty=False)
+    for key in ("container", "argument", "owner"):
+        _str(stack.get(key), f"{where}.{key}", optional=True)
+    for key in ("path", "argument"):
+        if isinstance(stack.get(key), str) and not _DOTTED.fullmatch(stack[key]):
+            _fail(f"{where}.{key}", f"is {stack[key]!r}, not an attribute path")
+    _int(stack.get("count"), f"{where}.count", 2, 2**20)
+    _int(stack.get("line"), f"{where}.line", 1, _MAX_LINE)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:
@@ -189,6 +215,8 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
                 for d, size in enumerate(values):
                     _int(size, f"{where}.{key}[{d}]", 0 if key == "shape" else -(2**62))
         _str(entry.get("dtype"), f"{where}.dtype", optional=True)
+        if isinstance(entry.get("dtype"), str) and not _DTYPE.fullmatch(entry["dtype"]):
+            _fail(f"{where}.dtype", f"is {entry['dtype']!r}, not a torch dtype")
     elif entry["type"] in ("int", "float", "bool"):
         value = entry.get("value")
         expected: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,)}
@@ -197,7 +225,18 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             _fail(f"{where}.value", f"is {value!r}")
     elif entry["type"] == "str":
-        _str(entry.get("value"), f"{where}.value")
+        # What the recorder keeps: a short word-like setting, never a path or text (it is written
+        # into the program as a literal).
+        value = entry.get("value")
+        _str(value, f"{where}.value", empty=False)
+        assert isinstance(value, str)
+        if len(value) > 120 or any(c in value for c in "/\\\n\r"):
+            _fail(f"{where}.value", f"is {value!r}, not a setting the recorder keeps")
+    if "file" in entry:  # a module's class file (absolute, a Python file)
+        defined_in = entry["file"]
+        _str(defined_in, f"{where}.file", empty=False)
+        if not re.match(r"^(/|[A-Za-z]:[\\/])", defined_in) or not defined_in.endswith(".py"):
+            _fail(f"{where}.file", f"is {defined_in!r}, not the absolute path of a Python file")
 
 
 def _check_reason(reason: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:
