@@ -217,21 +217,9 @@ class LazyDefault(Rule):
         assert use is not None
         chain = attr.split(".", 1)[1]  # `config.problem_type` of `self`
         where = f"{os.path.basename(use.file)}:{use.line}"
-        guards = [r for r in frame.reasons() if r.source == attr and r.kind in self.consumes]
-        evidence = frame_evidence(frame, guards)
 
         def finding(fix: str, safety: Safety, notes: list[str], location: Location, params=None) -> Finding:
-            return Finding(
-                rule=self.id,
-                file=site.file,
-                location=location,
-                message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
-                safety=safety,
-                params=params or {},
-                evidence=evidence,
-                notes=notes,
-                covers=[cover(frame, [attr], self.consumes)],
-            )
+            return self._finding(frame, attr, location, fix, safety, notes, params)
 
         head = f"library code defaults it on the first call (`if {attr} is None:` at {where}), which compiles twice"
         values = {(e["type"], e["value"]) for c in since if (e := c.inputs.get(attr)) and "value" in e}
@@ -309,21 +297,9 @@ class LazyDefault(Rule):
             return None
         pos = source.positions[block]
         location = Location(file=use.file, line=pos.start.line, col=pos.start.column, function=use.function)
-        guards = [r for r in frame.reasons() if r.source == attr and r.kind in self.consumes]
-        evidence = frame_evidence(frame, guards)
 
         def finding(fix: str, safety: Safety, notes: list[str], params: dict | None = None) -> Finding:
-            return Finding(
-                rule=self.id,
-                file=use.file,
-                location=location,
-                message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
-                safety=safety,
-                params=params or {},
-                evidence=evidence,
-                notes=notes,
-                covers=[cover(frame, [attr], self.consumes)],
-            )
+            return self._finding(frame, attr, location, fix, safety, notes, params)
 
         no_fix = "it stays a lazy default"
         why_not = _why_not(block, attr, source)
@@ -362,6 +338,24 @@ class LazyDefault(Rule):
             )
             return finding(f"set it in `{cls.name.value}.__init__`", Safety.UNSAFE, notes, params)
         return finding(f"set it in `{cls.name.value}.__init__`", Safety.SAFE, notes, params)
+
+    def _finding(
+        self, frame: Frame, attr: str, location: Location, fix: str, safety: Safety, notes: list[str], params
+    ) -> Finding:
+        """A Finding about ``attr`` of ``frame`` at ``location`` (the user's block, or the line
+        before the user's compile call where library code defaults it)."""
+        guards = [r for r in frame.reasons() if r.source == attr and r.kind in self.consumes]
+        return Finding(
+            rule=self.id,
+            file=location.file,
+            location=location,
+            message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
+            safety=safety,
+            params=params or {},
+            evidence=frame_evidence(frame, guards),
+            notes=notes,
+            covers=[cover(frame, [attr], self.consumes)],
+        )
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
