@@ -22,6 +22,7 @@ from recompile_fix.analysis.regional import (
 )
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.block_strategy import boundary_share
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
@@ -82,9 +83,12 @@ class RegionalCompile(Rule):
     in the finding: ops outside the blocks run eagerly and each block is a graph of its own. Always
     unsafe: the fix changes what is compiled, so `verify` (and `fix`) can compare the outputs of
     the program but not of the whole model's callable, which no longer compiles; and the steady
-    state may be slower (the 32-block bench's forward: 101 ms against 92 ms compiled whole).
-    For a program that trains it is still the better of the two (the step compiles in about one
-    block's time, and a nested compile region is unsafe in training). Also unsafe when the program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
+    state may be slower: each block boundary adds about 60 us a call (torch 2.13, CPU), and the
+    fusion lost across boundaries about 4% of the step (`bench/block_boundary.py`), which the
+    finding weighs against the profiled step. For a
+    program that trains it is still the better of the two (the step compiles in about one
+    block's time, and a nested compile region is unsafe in training). Also unsafe when the
+    program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
     keys, which lose their `_orig_mod.` prefix once `torch.compile(model)`'s wrapper is gone),
     and when the blocks are built with their index and their `forward` reads what it sets (torch
     guards a module's int attributes by value: each block could compile on its own). No fix,
@@ -94,16 +98,19 @@ class RegionalCompile(Rule):
     layers); when the model runs its blocks through a per-layer function instead of calling
     them; when the compile passes the module positionally with other arguments; and for torch
     older than 2.2 (`nn.Module.compile`). Where RF004 could edit the same blocks, one of the two
-    is chosen: RF007 when the program trains, RF004 for inference (it keeps the whole model in
-    one graph, at a cold compile a little above one block's).
+    is chosen: RF007 when the program trains; for inference, RF007 when the Profile timed the
+    model's steady-state call and the block boundaries add at most 10% to it (it compiles in
+    about one block's time, RF004 in 1.2x to 1.4x), RF004 otherwise (small blocks, or no call
+    timed: it keeps the whole model in one graph).
 
     ## Profile evidence
     No guard failure: a frame of the model's `forward` (or its wrapper) compiles once, and the
     recorder saw, at compile start, a stack of at least four blocks of one class in the module
     being compiled (its attribute path, count, class and file). The statement that compiled it
     is found in the program's files by the name the program calls it by at the recorded call
-    site. Without a Profile (static mode), a compile statement and the model's class in the
-    same file.
+    site. For inference, the wall time of the model's calls that compiled nothing (its steady
+    state, timed on `torch.compile(model)`'s wrapper). Without a Profile (static mode), a
+    compile statement and the model's class in the same file.
     """
 
     id = "RF007"
@@ -291,6 +298,9 @@ class RegionalCompile(Rule):
             ],
             "trains": bool(training),
         }
+        blocks = sum(r.count or 0 for r in refs)
+        if blocks:
+            evidence["blocks"] = blocks
         if frame is not None:
             evidence.update(
                 {
@@ -299,6 +309,9 @@ class RegionalCompile(Rule):
                     "compile_seconds": round(frame.compile_seconds, 3),
                 }
             )
+            if frame.steady is not None:
+                evidence["steady_ms"] = round(1000 * frame.steady.seconds, 3)
+                evidence["steady_calls"] = frame.steady.calls
         finding = Finding(
             rule=self.id,
             file=path,
@@ -322,10 +335,15 @@ class RegionalCompile(Rule):
             notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
         else:
             # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
+            share = boundary_share(blocks, frame.steady.seconds) if frame is not None and frame.steady else None
+            cost = (
+                f"the profiled steady-state call took {1000 * frame.steady.seconds:.1f} ms, to which {blocks} "
+                f"block boundaries add about {100 * share:.1f}% (about 60 us each, and 4% of fusion lost)"
+                if frame is not None and frame.steady is not None and share is not None
+                else "each block boundary adds about 60 us a call and 4% of fusion is lost (no steady-state call was timed)"
+            )
             risks.append(
-                "no training step was seen, and for inference the steady state is what the compile pays "
-                "for: with the blocks compiled one by one the 32-block bench's forward took 101 ms against "
-                "92 ms compiled whole (CPU, inductor)"
+                f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"
             )
         notes.append(TRADE_OFF)
         if blockers:

@@ -104,6 +104,23 @@ CASES = {
         _set(["frames", "fn", "compiles", 0, "id"], "x"),
         "is 'x', not a torch compile id (such as 0/1)",
     ),
+    # The steady-state time chooses between RF004 and RF007 for inference.
+    "a negative steady-state call": (
+        _set(["frames", "fn", "steady"], {"calls": 3, "seconds": -0.5}),
+        "steady.seconds is -0.5, below zero",
+    ),
+    "steady-state calls as text": (
+        _set(["frames", "fn", "steady"], {"calls": "3", "seconds": 0.1}),
+        "steady.calls is '3', not an integer",
+    ),
+    "a steady state of no calls": (
+        _set(["frames", "fn", "steady"], {"calls": 0, "seconds": 0.1}),
+        "steady.calls is 0, outside 1..",
+    ),
+    "infinite steady-state seconds": (
+        _set(["frames", "fn", "steady"], {"calls": 2, "seconds": float("inf")}),
+        "steady.seconds is inf, not a number of seconds",
+    ),
     "a recompile reason of an unknown kind": (
         _set(["frames", "fn", "compiles", 1, "reasons", 0, "kind"], "guess"),
         "is 'guess', not a reason kind",

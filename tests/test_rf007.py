@@ -210,6 +210,38 @@ def test_inference_with_a_safe_region_keeps_rf004():
     )
     assert rf004(findings).safety is Safety.SAFE
     assert rf007(findings).safety is Safety.NONE and "RF004 marks `Block.forward`" in notes(rf007(findings))
+    # static mode times nothing: the choice keeps the whole-model compile's steady state
+    assert "no steady-state call of the compiled model was timed" in notes(rf007(findings))
+
+
+@pytest.mark.parametrize(
+    "steady_ms, chosen, words",
+    [
+        (100.0, "RF007", "the profiled steady-state call took 100.0 ms, to which 6 block boundaries add about 4.4%"),
+        (
+            5.0,
+            "RF004",
+            "to which 6 block boundaries would add about 11% (60 us each, and 4% of fusion lost; more than 10%",
+        ),
+        (None, "RF004", "no steady-state call of the compiled model was timed"),
+    ],
+)
+def test_inference_weighs_the_block_boundaries_against_the_profiled_step(steady_ms, chosen, words):
+    """RF007 compiles faster; what it costs is eager work at each block boundary (about 60 us),
+    which counts against the model's steady-state call as the Profile timed it."""
+    text = model(
+        program="net = Model().eval()\ncompiled = torch.compile(net)\nwith torch.no_grad():\n    compiled(torch.ones(1, 8))\n"
+    )
+    source = SourceFile.parse(Path("model.py"), text)
+    regional = RF007.plan_static(source, "model.py")
+    (found,) = regional
+    found.evidence["blocks"] = 6
+    if steady_ms is not None:
+        found.evidence["steady_ms"] = steady_ms
+    findings = merge_findings(RF004.plan_static(source, "model.py"), regional)
+    winner, loser = (rf007, rf004) if chosen == "RF007" else (rf004, rf007)
+    assert winner(findings).fixable and loser(findings).safety is Safety.NONE
+    assert words in notes(loser(findings))
 
 
 def test_inference_keeps_an_unsafe_region_too_and_rf007_alone_is_unsafe():
@@ -218,10 +250,12 @@ def test_inference_keeps_an_unsafe_region_too_and_rf007_alone_is_unsafe():
     )
     findings = static(text)
     assert rf004(findings).safety is Safety.UNSAFE
-    assert rf007(findings).safety is Safety.NONE and "where the steady state counts" in notes(rf007(findings))
+    assert rf007(findings).safety is Safety.NONE and "RF004 marks `Block.forward`" in notes(rf007(findings))
     (regional,) = alone(text)
-    assert regional.safety is Safety.UNSAFE and "for inference the steady state is what the compile pays" in notes(
-        regional
+    assert regional.safety is Safety.UNSAFE
+    assert (
+        "for inference the steady state is what the compile pays for: each block boundary adds about 60 us a call"
+        in notes(regional)
     )
 
 
@@ -434,3 +468,61 @@ def test_a_pip_packages_model_is_compiled_by_its_layers_in_the_users_file(tmp_pa
     check = run_cli("apply", "cached.py", "--profile", "cached.json", "--check", cwd=tmp_path, check=0)
     assert "RF007 [no fix]" in check.stdout and "each layer would compile on its own" in check.stdout
     assert (tmp_path / "cached.py").read_text() == LLAMA.format(backend=', backend="eager"', cache="")
+
+
+STEADY = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + torch.relu(self.fc(x))
+
+
+class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(width) for _ in range(6))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+torch.manual_seed(0)
+net = Model({width}).eval()
+compiled = torch.compile(net)
+with torch.no_grad():
+    for step in range(4):
+        compiled(torch.randn({rows}, {width}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "width, rows, chosen",
+    [
+        (512, 1024, "RF007"),  # ~0.5 GFLOP a block: the six boundaries are well under 1% of a call
+        (8, 2, "RF004"),  # a few microseconds a block: the boundaries would double the call
+    ],
+)
+def test_the_profile_times_the_steady_state_that_chooses_for_inference(tmp_path, width, rows, chosen):
+    """The recorder times the calls of `torch.compile(net)` that compiled nothing (three of four)
+    and the choice follows: big blocks get RF007, small ones RF004."""
+    (tmp_path / "program.py").write_text(STEADY.format(width=width, rows=rows))
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    assert frame.name == "forward" and frame.steady is not None and frame.steady.calls == 3
+    assert frame.steady.seconds > 0
+    listed = run_cli("apply", ".", "--check", "--unsafe-fixes", "--output-format", "json", cwd=tmp_path)
+    fixes = {f["code"]: f for f in json.loads(listed.stdout)}
+    assert fixes[chosen]["fix"] is not None, fixes
+    other = "RF004" if chosen == "RF007" else "RF007"
+    assert fixes[other]["fix"] is None

@@ -8,12 +8,17 @@ the same blocks, one is chosen and the other gives no edit, with the reason:
 * the program trains: RF007. ``nested_compile_region`` is unsafe in training (inductor can
   corrupt a reused region's gradients on torch 2.13 to 2.15, and the eager backend fails in its
   backward before torch 2.14), while blocks compiled one by one train exactly;
-* inference: RF004, safe or unsafe. It keeps the whole model in one graph (steady state as the
-  full compile), while RF007 runs the ops outside the blocks eagerly and calls each block as a
-  graph of its own: on the 32-block bench (CPU, inductor) the steady-state forward took 92 ms
-  compiled whole, 90 ms with the region and 101 ms with the blocks compiled one by one, for a
-  cold compile of 1.24x and 0.95x one block's. RF007 stays where RF004 gives no edit (a region
-  the compile would reject, a pip package's block).
+* inference: the faster to compile of the two whose steady state stays within 10% of the
+  whole-model compile. RF007 compiles faster (about one block's time, against RF004's 1.2x to
+  1.4x: the model's own graph is still traced around the region) and costs steady-state time at
+  every block boundary: a fixed part (the block module's call, its graph's guards and launch:
+  about 60 us on torch 2.13, CPU) and the fusion lost across the boundary (about 4% of the step
+  on the 32-block bench: 219 us a boundary there); both measured by ``bench/block_boundary.py``.
+  So RF007 is chosen where the Profile timed the model's steady-state call and the two add at
+  most 10% to it; RF004 where they add more (small blocks: the region keeps the model one
+  graph) or no steady-state call was timed (the model ran once, was compiled by
+  `module.compile()` or a decorator, static mode). RF007 stays where RF004 gives no edit (a
+  region the compile would reject, a pip package's block).
 """
 
 from __future__ import annotations
@@ -22,7 +27,24 @@ from collections.abc import Iterable
 
 from recompile_fix.findings.finding import Finding, Safety
 
-__all__ = ["choose_block_compile"]
+__all__ = ["BOUNDARY_SECONDS", "FUSION_SHARE", "INFERENCE_BUDGET", "boundary_share", "choose_block_compile"]
+
+# Eager work per block boundary once the blocks are compiled one by one (torch 2.13, CPU; 52-64 us
+# with the eager and inductor backends for small blocks, `python bench/block_boundary.py`).
+BOUNDARY_SECONDS = 60e-6
+# The share of the step lost to fusion across the boundaries (the same script, at the width of the
+# 32-block bench: 5% slower in all, of which the fixed part is 1.4%).
+FUSION_SHARE = 0.04
+# The most the boundaries may add to the profiled steady-state call for RF007 to be chosen.
+INFERENCE_BUDGET = 0.10
+
+
+def boundary_share(blocks: int, steady_seconds: float | None) -> float | None:
+    """What compiling ``blocks`` blocks one by one adds to a steady-state call of
+    ``steady_seconds`` (0.05: 5%); None when no call was timed."""
+    if not steady_seconds or steady_seconds <= 0:
+        return None
+    return FUSION_SHARE + blocks * BOUNDARY_SECONDS / steady_seconds
 
 
 def _same_stack(rf004: Finding, rf007: Finding) -> dict[str, str] | None:
@@ -50,6 +72,7 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
             if not rf007.fixable or _same_stack(rf004, rf007) is None:
                 continue
             where = f"{rf007.file}:{rf007.location.line}"
+            region = f"`{rf004.params.get('class')}.forward` as a nested compile region"
             trains = bool(rf004.evidence.get("trains") or rf007.evidence.get("trains"))
             if trains:
                 _no_edit(
@@ -57,17 +80,43 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                     f"RF007 compiles these blocks one by one instead ({where}): the program trains, and "
                     "nested_compile_region is unsafe in training while blocks compiled one by one train exactly",
                 )
+                break
+            blocks = int(rf007.evidence.get("blocks") or 0)
+            steady_ms = rf007.evidence.get("steady_ms")
+            share = boundary_share(blocks, steady_ms / 1000 if isinstance(steady_ms, (int, float)) else None)
+            if share is not None and share <= INFERENCE_BUDGET:
+                _no_edit(
+                    rf004,
+                    f"RF007 compiles these blocks one by one instead ({where}): inference, and the profiled "
+                    f"steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries add about "
+                    f"{_percent(share)} (60 us each, and 4% of fusion lost): within "
+                    f"{_percent(INFERENCE_BUDGET)} of the whole-model compile, and the blocks compile in about one "
+                    "block's time, below the region's (1.2x to 1.4x); `bench/compile_time.py` measures both",
+                )
+            elif share is not None:
+                _no_edit(
+                    rf007,
+                    f"RF004 marks {region} instead ({rf004.file}:{rf004.location.line}): inference, and the "
+                    f"profiled steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries "
+                    f"would add about {_percent(share)} (60 us each, and 4% of fusion lost; more than "
+                    f"{_percent(INFERENCE_BUDGET)}): small blocks, where the region keeps the model one graph at a "
+                    "cold compile a little above one block's",
+                )
             else:
                 _no_edit(
                     rf007,
-                    f"RF004 marks `{rf004.params.get('class')}.forward` as a nested compile region instead "
-                    f"({rf004.file}:{rf004.location.line}): the program runs inference only, where the "
-                    "steady state counts; the region keeps the model one graph (32-block bench, CPU: full "
-                    "92 ms, region 90 ms, blocks compiled one by one 101 ms) at a cold compile a little "
-                    "above one block's (1.24x, against 0.95x); `bench/compile_time.py` measures both",
+                    f"RF004 marks {region} instead ({rf004.file}:{rf004.location.line}): inference, and no "
+                    "steady-state call of the compiled model was timed (it ran once, or was not compiled by "
+                    "`torch.compile(model)`), so the choice keeps the steady state of the whole-model compile; "
+                    "profile a run of several steps to weigh the blocks compiled one by one (RF007), which "
+                    "compile faster and add about 60 us per block boundary and 4% of the step per call",
                 )
             break
     return findings
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f}%" if share < 0.1 else f"{100 * share:.0f}%"
 
 
 def _no_edit(finding: Finding, why: str) -> None:

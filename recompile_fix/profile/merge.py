@@ -15,6 +15,7 @@ from recompile_fix.profile.model import (
     GraphBreak,
     Location,
     Profile,
+    SteadyCalls,
     relative_to_root,
     sha256_file,
 )
@@ -154,6 +155,8 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                     frame.graph_breaks.append(
                         GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
                     )
+        for raw in record.get("steady", []):
+            _add_steady(frames, raw, root)
     if any("backward_ran" in r for r in records):  # a trace does not say
         profile.trains = any(r.get("backward_ran") for r in records)
     for record in ranked:
@@ -186,6 +189,21 @@ def _generation_id(raw: dict) -> str:
     compile_id = raw.get("compile_id") or ""
     generation = raw.get("generation") or 0
     return f"g{generation}:{compile_id}" if generation else compile_id
+
+
+def _add_steady(frames: dict[tuple, Frame], raw: dict, root: str) -> None:
+    """A compiled module's steady-state calls, on the frame of its forward. Where several processes
+    timed it (ranks), the one with the most calls speaks for it."""
+    try:
+        key = (relative_to_root(raw["file"], root), int(raw["line"]), raw["name"])
+        calls, seconds = int(raw["calls"]), raw["seconds"]
+    except (KeyError, TypeError, ValueError):
+        return
+    frame = frames.get(key)
+    if frame is None or calls < 1 or not isinstance(seconds, (int, float)) or seconds < 0:
+        return
+    if frame.steady is None or calls > frame.steady.calls:
+        frame.steady = SteadyCalls(calls=calls, seconds=float(seconds))
 
 
 def _add_seconds(compile_: Compile, seconds: dict) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "Location",
     "Profile",
     "Reason",
+    "SteadyCalls",
     "is_library_path",
     "relative_to_root",
     "resolve",
@@ -126,6 +127,15 @@ class BlockStack:
     owner: str = ""  # that module's class (``__qualname__``)
 
 
+@dataclass(frozen=True)
+class SteadyCalls:
+    """The calls of a compiled module (``torch.compile(module)``) during which nothing compiled:
+    how many, and the median wall seconds of one (under the backend the profile ran)."""
+
+    calls: int
+    seconds: float
+
+
 @dataclass
 class Compile:
     """One compile attempt of a frame (one ``compile_id``)."""
@@ -182,6 +192,9 @@ class Frame:
     # Profiles and traces): {"positional": [...], "keyword_only": [...], "varargs": "args" | None,
     # "varkw": "kwargs" | None}. Guards spell *args/**kwargs items ``args[1]``, ``kwargs['k']``.
     signature: dict[str, Any] | None = None
+    # The compiled module's steady-state calls (None: not timed: one call, a decorated function,
+    # `module.compile()`, an older Profile or a trace).
+    steady: SteadyCalls | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -455,6 +468,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
         for b in data.get("graph_breaks", [])
     ]
     signature = data.get("signature")
+    steady = data.get("steady")
     return Frame(
         file=data["file"],
         first_line=int(data["first_line"]),
@@ -462,6 +476,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
         compiles=compiles,
         graph_breaks=breaks,
         signature=dict(signature) if isinstance(signature, dict) else None,
+        steady=SteadyCalls(calls=int(steady["calls"]), seconds=float(steady["seconds"])) if steady else None,
     )
 
 

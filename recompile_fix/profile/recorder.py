@@ -14,7 +14,10 @@ program that never imports torch pays nothing. Everything it reads is torch's ow
   column span of the calling expression so the rewrite can find the exact call;
 * the ``graph_breaks`` artifact log, which names the user file:line of each break;
 * whether the program ran a backward pass (``torch.autograd.backward``/``grad``, which
-  ``Tensor.backward`` calls): a fact about the program that later edits do not change.
+  ``Tensor.backward`` calls): a fact about the program that later edits do not change;
+* the wall time of each call of a ``torch.compile(module)`` wrapper during which nothing
+  compiled (its steady state): what a compile-time fix that adds eager work per block would
+  cost the program (RF004 / RF007's choice).
 
 Programs rearrange that bookkeeping: ``torch._dynamo.reset()`` restarts compile ids and clears
 the callbacks and ``guard_failures``, ``logging.config`` disables loggers, other tools clear the
@@ -58,6 +61,7 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the re
 # The standard library's wrappers (contextlib, functools, runpy) are never the user's call site.
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _MAX_STACK = 12
+_MAX_STEADY_SAMPLES = 200  # call times kept per compiled module (the median of these is written)
 _GRAPH_BREAK_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 
 
@@ -425,9 +429,13 @@ class _Recorder:
         self.part = _PartFile(self)
         self._in_ensure = False
         self.expect_cleared_callbacks = False
+        self.compile_starts = 0  # a call during which this moved compiled something: not steady
+        # (file, first line, name) of a compiled module's forward -> [calls, first call times]
+        self.steady: dict[tuple[str, int, str], list] = {}
 
     # -- torch hooks -------------------------------------------------------------------
     def on_compile_start(self, *args) -> None:
+        self.compile_starts += 1
         self.ensure_hooks()
         self._check_generation()
         # torch >= 2.8 passes CallbackArgs(callback_trigger, compile_id); 2.6 passes nothing,
@@ -719,6 +727,7 @@ class _Recorder:
             "recorder": self.reconcile(),
             "exit": exit_info,
             "wall_seconds": time.time() - self.started,
+            "steady": self.steady_calls(),
         }
         os.makedirs(parts_dir, exist_ok=True)
         path = os.path.join(parts_dir, f"part-{os.getpid()}.json")
@@ -728,9 +737,25 @@ class _Recorder:
         os.replace(tmp, path)
         self.part.remove()  # the complete record replaces what was written as we went
 
+    def note_steady_call(self, key: tuple[str, int, str], seconds: float) -> None:
+        entry = self.steady.setdefault(key, [0, []])
+        entry[0] += 1
+        if len(entry[1]) < _MAX_STEADY_SAMPLES:
+            entry[1].append(seconds)
+
+    def steady_calls(self) -> list[dict]:
+        """Per compiled module's forward: calls that compiled nothing, and their median seconds."""
+        out = []
+        for (file, line, name), (calls, samples) in self.steady.items():
+            ordered = sorted(samples)
+            median = ordered[len(ordered) // 2] if ordered else None
+            out.append({"file": file, "line": line, "name": name, "calls": calls, "seconds": median})
+        return out
+
     def after_fork_in_child(self) -> None:
         """A forked child records its own compiles only (the parent's are in the parent's file)."""
         self.compiles, self.graph_breaks = [], []
+        self.steady = {}
         self.start_stacks, self.start_inputs = {}, {}
         self.seen_failures, self.seen, self.recorded_ids = {}, set(), set()
         self.sources = collections.Counter()
@@ -941,6 +966,7 @@ def install() -> _Recorder:
     if backend:
         _force_backend(torch, backend)
     _note_backward(torch, recorder)
+    _time_compiled_modules(recorder)
 
     # `recompile-fix verify` also wants what each compiled callable returned.
     from recompile_fix.profile.compiled_outputs import install_from_env
@@ -1031,6 +1057,35 @@ def _note_backward(torch, recorder: _Recorder) -> None:
 
     autograd.backward = wrap(autograd.backward)
     autograd.grad = wrap(autograd.grad)
+
+
+def _time_compiled_modules(recorder: _Recorder) -> None:
+    """Time each call of a ``torch.compile(module)`` wrapper (``OptimizedModule.__call__``) and keep
+    those during which nothing compiled: the program's steady-state step through that module.
+    Dynamo never runs this wrapper itself (tracing a caller, it unwraps ``_orig_mod``), so a
+    compiled caller sees the module as before; the cost is two clock reads a call."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    module_class = getattr(eval_frame, "OptimizedModule", None)
+    if module_class is None or getattr(module_class.__call__, "_recompile_fix", False):
+        return
+    original = module_class.__call__
+
+    def timed_call(self, *args, **kwargs):
+        # Either moves when something compiles (the start callback can be cleared by the program).
+        starts, began = (recorder.compile_starts, len(recorder.compiles)), time.perf_counter()
+        result = original(self, *args, **kwargs)
+        if (recorder.compile_starts, len(recorder.compiles)) == starts:
+            try:
+                code = self._orig_mod.forward.__code__
+                key = (os.path.abspath(code.co_filename), code.co_firstlineno, code.co_name)
+            except AttributeError:  # a wrapped forward without its code: not timed
+                return result
+            recorder.note_steady_call(key, time.perf_counter() - began)
+        return result
+
+    timed_call._recompile_fix = True  # type: ignore[attr-defined]
+    timed_call.__wrapped__ = original  # type: ignore[attr-defined]
+    module_class.__call__ = timed_call
 
 
 _EXIT_INFO: dict = {"status": "exited"}

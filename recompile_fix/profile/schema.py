@@ -145,6 +145,14 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
     _str(frame.get("name"), f"{where}.name", empty=False)
     if not _CODE_NAME.fullmatch(frame["name"]):
         _fail(f"{where}.name", f"is {frame['name']!r}, not the name of a function")
+    if frame.get("steady") is not None:
+        steady = _obj(frame["steady"], f"{where}.steady")
+        _int(steady.get("calls"), f"{where}.steady.calls", 1)
+        seconds = steady.get("seconds")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+            _fail(f"{where}.steady.seconds", f"is {seconds!r}, not a number of seconds")
+        elif seconds < 0:
+            _fail(f"{where}.steady.seconds", f"is {seconds}, below zero")
     compiles = [
         _obj(c, f"{where}.compiles[{i}]") for i, c in enumerate(_list(frame.get("compiles", []), f"{where}.compiles"))
     ]
