@@ -22,7 +22,7 @@ from recompile_fix.analysis.regional import (
 )
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.block_strategy import boundary_share
+from recompile_fix.findings.block_strategy import boundary_share, boundary_tensors
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
@@ -83,9 +83,9 @@ class RegionalCompile(Rule):
     in the finding: ops outside the blocks run eagerly and each block is a graph of its own. Always
     unsafe: the fix changes what is compiled, so `verify` (and `fix`) can compare the outputs of
     the program but not of the whole model's callable, which no longer compiles; and the steady
-    state may be slower: each block boundary adds about 60 us a call (torch 2.13, CPU), and the
-    fusion lost across boundaries about 4% of the step (`bench/block_boundary.py`), which the
-    finding weighs against the profiled step. For a
+    state may be slower: each block boundary adds about 15 us a call for each parameter, buffer
+    and input of the block (torch 2.13, CPU: `bench/block_boundary.py`), which the finding
+    weighs against the profiled step. For a
     program that trains it is still the better of the two (the step compiles in about one
     block's time, and a nested compile region is unsafe in training). Also unsafe when the
     program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
@@ -299,8 +299,11 @@ class RegionalCompile(Rule):
             "trains": bool(training),
         }
         blocks = sum(r.count or 0 for r in refs)
+        recorded = {s.path: s.tensors for s in frame.block_stacks} if frame is not None else {}
+        tensors = boundary_tensors((r.count or 0, recorded.get(r.path)) for r in refs)
         if blocks:
             evidence["blocks"] = blocks
+            evidence["boundary_tensors"] = tensors
         if frame is not None:
             evidence.update(
                 {
@@ -335,12 +338,12 @@ class RegionalCompile(Rule):
             notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
         else:
             # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
-            share = boundary_share(blocks, frame.steady.seconds) if frame is not None and frame.steady else None
+            share = boundary_share(tensors, frame.steady.seconds) if frame is not None and frame.steady else None
             cost = (
                 f"the profiled steady-state call took {1000 * frame.steady.seconds:.1f} ms, to which {blocks} "
-                f"block boundaries add about {100 * share:.1f}% (about 60 us each, and 4% of fusion lost)"
+                f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {tensors} tensors they pass)"
                 if frame is not None and frame.steady is not None and share is not None
-                else "each block boundary adds about 60 us a call and 4% of fusion is lost (no steady-state call was timed)"
+                else "each block boundary adds about 15 us a call for each tensor a block takes (no steady-state call was timed)"
             )
             risks.append(
                 f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"

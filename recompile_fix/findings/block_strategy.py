@@ -11,12 +11,12 @@ the same blocks, one is chosen and the other gives no edit, with the reason:
 * inference: the faster to compile of the two whose steady state stays within 10% of the
   whole-model compile. RF007 compiles faster (about one block's time, against RF004's 1.2x to
   1.4x: the model's own graph is still traced around the region) and costs steady-state time at
-  every block boundary: a fixed part (the block module's call, its graph's guards and launch:
-  about 60 us on torch 2.13, CPU) and the fusion lost across the boundary (about 4% of the step
-  on the 32-block bench: 219 us a boundary there); both measured by ``bench/block_boundary.py``.
-  So RF007 is chosen where the Profile timed the model's steady-state call and the two add at
-  most 10% to it; RF004 where they add more (small blocks: the region keeps the model one
-  graph) or no steady-state call was timed (the model ran once, was compiled by
+  every block boundary, which grows with what a block's graph takes and checks: about 15 us for
+  each parameter, buffer and input of the block (torch 2.13, CPU: 12-19 us across a tiny block,
+  an MLP block, the 32-block bench's and Llama's decoder layer; ``bench/block_boundary.py``).
+  So RF007 is chosen where the Profile timed the model's steady-state call and the boundaries
+  add at most 10% to it; RF004 where they add more (small blocks: the region keeps the model
+  one graph) or no steady-state call was timed (the model ran once, was compiled by
   `module.compile()` or a decorator, static mode). RF007 stays where RF004 gives no edit (a
   region the compile would reject, a pip package's block).
 """
@@ -27,24 +27,37 @@ from collections.abc import Iterable
 
 from recompile_fix.findings.finding import Finding, Safety
 
-__all__ = ["BOUNDARY_SECONDS", "FUSION_SHARE", "INFERENCE_BUDGET", "boundary_share", "choose_block_compile"]
+__all__ = [
+    "DEFAULT_TENSORS",
+    "INFERENCE_BUDGET",
+    "SECONDS_PER_TENSOR",
+    "boundary_share",
+    "boundary_tensors",
+    "choose_block_compile",
+]
 
-# Eager work per block boundary once the blocks are compiled one by one (torch 2.13, CPU; 52-64 us
-# with the eager and inductor backends for small blocks, `python bench/block_boundary.py`).
-BOUNDARY_SECONDS = 60e-6
-# The share of the step lost to fusion across the boundaries (the same script, at the width of the
-# 32-block bench: 5% slower in all, of which the fixed part is 1.4%).
-FUSION_SHARE = 0.04
+# Steady-state time a block boundary costs once the blocks are compiled one by one, for each
+# tensor the block's graph takes (its parameters and buffers, and its input): torch 2.13, CPU,
+# `python bench/block_boundary.py`.
+SECONDS_PER_TENSOR = 15e-6
+# A block whose tensors were not recorded (an older Profile): a transformer block's dozen.
+DEFAULT_TENSORS = 12
 # The most the boundaries may add to the profiled steady-state call for RF007 to be chosen.
 INFERENCE_BUDGET = 0.10
 
 
-def boundary_share(blocks: int, steady_seconds: float | None) -> float | None:
-    """What compiling ``blocks`` blocks one by one adds to a steady-state call of
-    ``steady_seconds`` (0.05: 5%); None when no call was timed."""
+def boundary_tensors(stacks: Iterable[tuple[int, int | None]]) -> int:
+    """The tensors all block boundaries of one call pass: per stack, (blocks, tensors of one
+    block or None), each block's input counted too."""
+    return sum(count * ((DEFAULT_TENSORS if tensors is None else tensors) + 1) for count, tensors in stacks)
+
+
+def boundary_share(tensors: int, steady_seconds: float | None) -> float | None:
+    """What compiling the blocks one by one adds to a steady-state call of ``steady_seconds``,
+    its boundaries passing ``tensors`` tensors (0.05: 5%); None when no call was timed."""
     if not steady_seconds or steady_seconds <= 0:
         return None
-    return FUSION_SHARE + blocks * BOUNDARY_SECONDS / steady_seconds
+    return tensors * SECONDS_PER_TENSOR / steady_seconds
 
 
 def _same_stack(rf004: Finding, rf007: Finding) -> dict[str, str] | None:
@@ -82,14 +95,15 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                 )
                 break
             blocks = int(rf007.evidence.get("blocks") or 0)
+            tensors = int(rf007.evidence.get("boundary_tensors") or 0)
             steady_ms = rf007.evidence.get("steady_ms")
-            share = boundary_share(blocks, steady_ms / 1000 if isinstance(steady_ms, (int, float)) else None)
+            share = boundary_share(tensors, steady_ms / 1000 if isinstance(steady_ms, (int, float)) else None)
             if share is not None and share <= INFERENCE_BUDGET:
                 _no_edit(
                     rf004,
                     f"RF007 compiles these blocks one by one instead ({where}): inference, and the profiled "
                     f"steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries add about "
-                    f"{_percent(share)} (60 us each, and 4% of fusion lost): within "
+                    f"{_percent(share)} (15 us for each of the {tensors} tensors they pass): within "
                     f"{_percent(INFERENCE_BUDGET)} of the whole-model compile, and the blocks compile in about one "
                     "block's time, below the region's (1.2x to 1.4x); `bench/compile_time.py` measures both",
                 )
@@ -98,7 +112,7 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                     rf007,
                     f"RF004 marks {region} instead ({rf004.file}:{rf004.location.line}): inference, and the "
                     f"profiled steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries "
-                    f"would add about {_percent(share)} (60 us each, and 4% of fusion lost; more than "
+                    f"would add about {_percent(share)} (15 us for each of the {tensors} tensors they pass; more than "
                     f"{_percent(INFERENCE_BUDGET)}): small blocks, where the region keeps the model one graph at a "
                     "cold compile a little above one block's",
                 )
@@ -109,7 +123,7 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                     "steady-state call of the compiled model was timed (it ran once, or was not compiled by "
                     "`torch.compile(model)`), so the choice keeps the steady state of the whole-model compile; "
                     "profile a run of several steps to weigh the blocks compiled one by one (RF007), which "
-                    "compile faster and add about 60 us per block boundary and 4% of the step per call",
+                    "compile faster and add about 15 us per block boundary for each tensor a block takes",
                 )
             break
     return findings

@@ -125,6 +125,7 @@ class BlockStack:
     container: str = "ModuleList"  # ModuleList / Sequential
     argument: str = "self"  # the compiled frame's argument that holds the module
     owner: str = ""  # that module's class (``__qualname__``)
+    tensors: int | None = None  # parameters and buffers of one block (None: an older Profile)
 
 
 @dataclass(frozen=True)

@@ -396,6 +396,9 @@ def _compiled_frame_blocks() -> list[dict]:
                 "container": "Sequential" if isinstance(module, torch.nn.Sequential) else "ModuleList",
                 "argument": argument,
                 "owner": type(root).__qualname__,
+                # Parameters and buffers of one block: what a block compiled on its own takes and
+                # checks at every call (RF004 / RF007's choice weighs it).
+                "tensors": sum(1 for _ in children[0].parameters()) + sum(1 for _ in children[0].buffers()),
             }
         )
         if len(stacks) >= _MAX_STACKS:

@@ -189,7 +189,7 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         _int(data.get("count", 1), f"{where}.graph_breaks[{i}].count", 1)
 
 
-_BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner"}
+_BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner", "tensors"}
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # torch's dtype names as the recorder writes them (``str(dtype)`` without ``torch.``).
 _DTYPE = re.compile(
@@ -210,6 +210,7 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
             _fail(f"{where}.{key}", f"is {stack[key]!r}, not an attribute path")
     _int(stack.get("count"), f"{where}.count", 2, 2**20)
     _int(stack.get("line"), f"{where}.line", 1, _MAX_LINE)
+    _int(stack.get("tensors"), f"{where}.tensors", 0, 2**20, optional=True)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:
