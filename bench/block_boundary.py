@@ -1,16 +1,16 @@
 """What compiling a model's blocks one by one (RF007) adds to each call, against the constant of
 `recompile_fix.findings.block_strategy` that chooses between RF004 and RF007 for inference:
-`SECONDS_PER_TENSOR`, the steady-state cost of a block boundary for each tensor the block's graph
-takes (its parameters and buffers, and its input): the block module's call, its graph's guards,
-the compiled code's per-input checks and the buffers it allocates on its own.
+`SECONDS_PER_INPUT`, the steady-state cost of a block boundary for each input of the block's
+graph (its parameters and buffers, and its forward's arguments): the block module's call, its
+graph's guards, the compiled code's per-input checks and the buffers it allocates on its own.
 
-Two stacks of 32 blocks: tiny blocks (LayerNorm + Linear, width 8: 4 tensors and the input),
+Two stacks of 32 blocks: tiny blocks (LayerNorm + Linear, width 8: 4 parameters and `x`),
 where the boundaries, not the arithmetic, make the difference, under the eager and the inductor
 backends; and MLP blocks at the width of the 32-block bench (LayerNorm + 4x MLP, width 256,
-2 x 64 tokens: 6 tensors and the input), inductor. Each compiled whole (`torch.compile(model)`)
+2 x 64 tokens: 6 parameters and `x`), inductor. Each compiled whole (`torch.compile(model)`)
 and with the blocks compiled one by one (`block.compile()`) in the same process, no_grad, one
 intra-op thread, calls interleaved so that drift in machine load hits both alike (median of
-`--calls` calls after warm-up): (one by one - whole) / blocks / tensors is the cost per tensor.
+`--calls` calls after warm-up): (one by one - whole) / blocks / graph inputs is the cost per input.
 `bench/compile_time.py` measures it on whole models (its paired steady state).
 
     python bench/block_boundary.py [--blocks 32] [--calls 200]
@@ -89,7 +89,7 @@ def main() -> None:
 
     import torch
 
-    from recompile_fix.findings.block_strategy import SECONDS_PER_TENSOR
+    from recompile_fix.findings.block_strategy import SECONDS_PER_INPUT
 
     print(f"torch {torch.__version__}, {args.blocks} blocks, median of {args.calls} interleaved calls")
     for backend, width in (("eager", 8), ("inductor", 8), ("inductor", 256)):
@@ -98,13 +98,13 @@ def main() -> None:
         done = subprocess.run(argv, capture_output=True, text=True, check=True)
         seconds = json.loads(done.stdout.strip().splitlines()[-1])
         whole, one_by_one = seconds["whole"], seconds["one_by_one"]
-        tensors = 4 if width == 8 else 6  # one block's parameters
+        inputs = (4 if width == 8 else 6) + 1  # one block's parameters, and forward's `x`
         boundary = (one_by_one - whole) / args.blocks
-        per_tensor = boundary / (tensors + 1)
+        per_input = boundary / inputs
         print(
             f"  {backend:<8} width {width:<4} whole {1e3 * whole:8.2f} ms  one by one {1e3 * one_by_one:8.2f} ms "
-            f"(x{one_by_one / whole:.3f})  per boundary {1e6 * boundary:6.1f} us, per tensor {1e6 * per_tensor:5.1f} us "
-            f"= {per_tensor / SECONDS_PER_TENSOR:.2f}x the tool's {1e6 * SECONDS_PER_TENSOR:.0f} us",
+            f"(x{one_by_one / whole:.3f})  per boundary {1e6 * boundary:6.1f} us, per input {1e6 * per_input:5.1f} us "
+            f"= {per_input / SECONDS_PER_INPUT:.2f}x the tool's {1e6 * SECONDS_PER_INPUT:.0f} us",
             flush=True,
         )
 

@@ -22,7 +22,7 @@ from recompile_fix.analysis.regional import (
 )
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.block_strategy import boundary_share, boundary_tensors
+from recompile_fix.findings.block_strategy import boundary_inputs, boundary_share
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
@@ -83,9 +83,9 @@ class RegionalCompile(Rule):
     in the finding: ops outside the blocks run eagerly and each block is a graph of its own. Always
     unsafe: the fix changes what is compiled, so `verify` (and `fix`) can compare the outputs of
     the program but not of the whole model's callable, which no longer compiles; and the steady
-    state may be slower: each block boundary adds about 15 us a call for each parameter, buffer
-    and input of the block (torch 2.13, CPU: `bench/block_boundary.py`), which the finding
-    weighs against the profiled step. For a
+    state may be slower: each block boundary adds about 15 us a call for each input of the
+    block's graph, its parameters and buffers and its forward's arguments (torch 2.13, CPU:
+    `bench/block_boundary.py`), which the finding weighs against the profiled step. For a
     program that trains it is still the better of the two (the step compiles in about one
     block's time, and a nested compile region is unsafe in training). Also unsafe when the
     program reads the compiled wrapper's own API (`_orig_mod`, or `state_dict`
@@ -108,8 +108,9 @@ class RegionalCompile(Rule):
     recorder saw, at compile start, a stack of at least four blocks of one class in the module
     being compiled (its attribute path, count, class and file). The statement that compiled it
     is found in the program's files by the name the program calls it by at the recorded call
-    site. For inference, the wall time of the model's calls that compiled nothing (its steady
-    state, timed on `torch.compile(model)`'s wrapper). Without a Profile (static mode), a
+    site. For inference, the time of the model's calls that compiled nothing (its steady state,
+    timed on `torch.compile(model)`'s wrapper in the calling thread's CPU seconds, which a busy
+    machine inflates far less than wall seconds). Without a Profile (static mode), a
     compile statement and the model's class in the same file.
     """
 
@@ -299,11 +300,11 @@ class RegionalCompile(Rule):
             "trains": bool(training),
         }
         blocks = sum(r.count or 0 for r in refs)
-        recorded = {s.path: s.tensors for s in frame.block_stacks} if frame is not None else {}
-        tensors = boundary_tensors((r.count or 0, recorded.get(r.path)) for r in refs)
+        recorded = {s.path: s.graph_inputs for s in frame.block_stacks} if frame is not None else {}
+        inputs = boundary_inputs((r.count or 0, recorded.get(r.path)) for r in refs)
         if blocks:
             evidence["blocks"] = blocks
-            evidence["boundary_tensors"] = tensors
+            evidence["boundary_inputs"] = inputs
         if frame is not None:
             evidence.update(
                 {
@@ -313,7 +314,9 @@ class RegionalCompile(Rule):
                 }
             )
             if frame.steady is not None:
-                evidence["steady_ms"] = round(1000 * frame.steady.seconds, 3)
+                # The calling thread's CPU time where recorded: a busy machine inflates it far less.
+                evidence["steady_ms"] = round(1000 * frame.steady.step_seconds, 3)
+                evidence["steady_wall_ms"] = round(1000 * frame.steady.seconds, 3)
                 evidence["steady_calls"] = frame.steady.calls
         finding = Finding(
             rule=self.id,
@@ -338,12 +341,12 @@ class RegionalCompile(Rule):
             notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
         else:
             # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
-            share = boundary_share(tensors, frame.steady.seconds) if frame is not None and frame.steady else None
+            share = boundary_share(inputs, frame.steady.step_seconds) if frame is not None and frame.steady else None
             cost = (
-                f"the profiled steady-state call took {1000 * frame.steady.seconds:.1f} ms, to which {blocks} "
-                f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {tensors} tensors they pass)"
+                f"the profiled steady-state call took {1000 * frame.steady.step_seconds:.1f} ms, to which {blocks} "
+                f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {inputs} graph inputs they pass)"
                 if frame is not None and frame.steady is not None and share is not None
-                else "each block boundary adds about 15 us a call for each tensor a block takes (no steady-state call was timed)"
+                else "each block boundary adds about 15 us a call for each input of a block's graph (no steady-state call was timed)"
             )
             risks.append(
                 f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"

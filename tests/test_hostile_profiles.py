@@ -117,6 +117,10 @@ CASES = {
         _set(["frames", "fn", "steady"], {"calls": 0, "seconds": 0.1}),
         "steady.calls is 0, outside 1..",
     ),
+    "negative steady-state CPU seconds": (
+        _set(["frames", "fn", "steady"], {"calls": 2, "seconds": 0.1, "cpu_seconds": -1}),
+        "steady.cpu_seconds is -1, below zero",
+    ),
     "infinite steady-state seconds": (
         _set(["frames", "fn", "steady"], {"calls": 2, "seconds": float("inf")}),
         "steady.seconds is inf, not a number of seconds",

@@ -218,7 +218,11 @@ def test_inference_with_a_safe_region_keeps_rf004():
     "steady_ms, chosen, words",
     [
         (100.0, "RF007", "the profiled steady-state call took 100.0 ms, to which 6 block boundaries add about 0.3%"),
-        (1.0, "RF004", "to which 6 block boundaries would add about 27% (15 us for each of the 18 tensors they pass"),
+        (
+            1.0,
+            "RF004",
+            "to which 6 block boundaries would add about 27.0% (15 us for each of the 18 graph inputs they pass",
+        ),
         (None, "RF004", "no steady-state call of the compiled model was timed"),
     ],
 )
@@ -233,7 +237,7 @@ def test_inference_weighs_the_block_boundaries_against_the_profiled_step(steady_
     regional = RF007.plan_static(source, "model.py")
     (found,) = regional
     found.evidence["blocks"] = 6
-    found.evidence["boundary_tensors"] = 18  # a Linear's weight and bias, and the input
+    found.evidence["boundary_inputs"] = 18  # a Linear's weight and bias, and forward's `x`
     if steady_ms is not None:
         found.evidence["steady_ms"] = steady_ms
     findings = merge_findings(RF004.plan_static(source, "model.py"), regional)
@@ -518,7 +522,9 @@ def test_the_profile_times_the_steady_state_that_chooses_for_inference(tmp_path,
     profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
     (frame,) = profile.frames
     assert frame.name == "forward" and frame.steady is not None and frame.steady.calls == 3
-    assert frame.steady.seconds > 0
+    assert frame.steady.seconds > 0 and frame.steady.cpu_seconds is not None and frame.steady.cpu_seconds > 0
+    (stack,) = frame.block_stacks
+    assert stack.graph_inputs == 3  # one block's Linear (weight and bias) and forward's `x`
     listed = run_cli("apply", ".", "--check", "--unsafe-fixes", "--output-format", "json", cwd=tmp_path)
     fixes = {f["code"]: f for f in json.loads(listed.stdout)}
     assert fixes[chosen]["fix"] is not None, fixes

@@ -11,9 +11,10 @@ the same blocks, one is chosen and the other gives no edit, with the reason:
 * inference: the faster to compile of the two whose steady state stays within 10% of the
   whole-model compile. RF007 compiles faster (about one block's time, against RF004's 1.2x to
   1.4x: the model's own graph is still traced around the region) and costs steady-state time at
-  every block boundary, which grows with what a block's graph takes and checks: about 15 us for
-  each parameter, buffer and input of the block (torch 2.13, CPU: 12-19 us across a tiny block,
-  an MLP block, the 32-block bench's and Llama's decoder layer; ``bench/block_boundary.py``).
+  every block boundary, which grows with what a block's graph takes: about 15 us for each of
+  its inputs, its parameters and buffers and its forward's arguments (torch 2.13, CPU: 13-19 us
+  across tiny blocks, MLP blocks, the 32-block bench's and Llama's decoder layers;
+  ``bench/block_boundary.py``, ``bench/compile_time.py``).
   So RF007 is chosen where the Profile timed the model's steady-state call and the boundaries
   add at most 10% to it; RF004 where they add more (small blocks: the region keeps the model
   one graph) or no steady-state call was timed (the model ran once, was compiled by
@@ -28,36 +29,36 @@ from collections.abc import Iterable
 from recompile_fix.findings.finding import Finding, Safety
 
 __all__ = [
-    "DEFAULT_TENSORS",
+    "DEFAULT_GRAPH_INPUTS",
     "INFERENCE_BUDGET",
-    "SECONDS_PER_TENSOR",
+    "SECONDS_PER_INPUT",
+    "boundary_inputs",
     "boundary_share",
-    "boundary_tensors",
     "choose_block_compile",
 ]
 
 # Steady-state time a block boundary costs once the blocks are compiled one by one, for each
-# tensor the block's graph takes (its parameters and buffers, and its input): torch 2.13, CPU,
-# `python bench/block_boundary.py`.
-SECONDS_PER_TENSOR = 15e-6
-# A block whose tensors were not recorded (an older Profile): a transformer block's dozen.
-DEFAULT_TENSORS = 12
+# input of the block's graph (its parameters and buffers, and its forward's arguments): the guards
+# on it and the compiled code's per-input work. torch 2.13, CPU, `python bench/block_boundary.py`.
+SECONDS_PER_INPUT = 15e-6
+# A block whose graph inputs were not recorded (an older Profile): a transformer block's.
+DEFAULT_GRAPH_INPUTS = 13
 # The most the boundaries may add to the profiled steady-state call for RF007 to be chosen.
 INFERENCE_BUDGET = 0.10
 
 
-def boundary_tensors(stacks: Iterable[tuple[int, int | None]]) -> int:
-    """The tensors all block boundaries of one call pass: per stack, (blocks, tensors of one
-    block or None), each block's input counted too."""
-    return sum(count * ((DEFAULT_TENSORS if tensors is None else tensors) + 1) for count, tensors in stacks)
+def boundary_inputs(stacks: Iterable[tuple[int, int | None]]) -> int:
+    """The graph inputs all block boundaries of one call pass: per stack, (blocks, graph inputs
+    of one block or None)."""
+    return sum(count * (DEFAULT_GRAPH_INPUTS if inputs is None else inputs) for count, inputs in stacks)
 
 
-def boundary_share(tensors: int, steady_seconds: float | None) -> float | None:
+def boundary_share(inputs: int, steady_seconds: float | None) -> float | None:
     """What compiling the blocks one by one adds to a steady-state call of ``steady_seconds``,
-    its boundaries passing ``tensors`` tensors (0.05: 5%); None when no call was timed."""
+    its boundaries passing ``inputs`` graph inputs (0.05: 5%); None when no call was timed."""
     if not steady_seconds or steady_seconds <= 0:
         return None
-    return tensors * SECONDS_PER_TENSOR / steady_seconds
+    return inputs * SECONDS_PER_INPUT / steady_seconds
 
 
 def _same_stack(rf004: Finding, rf007: Finding) -> dict[str, str] | None:
@@ -95,15 +96,15 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                 )
                 break
             blocks = int(rf007.evidence.get("blocks") or 0)
-            tensors = int(rf007.evidence.get("boundary_tensors") or 0)
+            inputs = int(rf007.evidence.get("boundary_inputs") or 0)
             steady_ms = rf007.evidence.get("steady_ms")
-            share = boundary_share(tensors, steady_ms / 1000 if isinstance(steady_ms, (int, float)) else None)
+            share = boundary_share(inputs, steady_ms / 1000 if isinstance(steady_ms, (int, float)) else None)
             if share is not None and share <= INFERENCE_BUDGET:
                 _no_edit(
                     rf004,
                     f"RF007 compiles these blocks one by one instead ({where}): inference, and the profiled "
                     f"steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries add about "
-                    f"{_percent(share)} (15 us for each of the {tensors} tensors they pass): within "
+                    f"{_percent(share)} (15 us for each of the {inputs} graph inputs they pass): within "
                     f"{_percent(INFERENCE_BUDGET)} of the whole-model compile, and the blocks compile in about one "
                     "block's time, below the region's (1.2x to 1.4x); `bench/compile_time.py` measures both",
                 )
@@ -112,7 +113,7 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                     rf007,
                     f"RF004 marks {region} instead ({rf004.file}:{rf004.location.line}): inference, and the "
                     f"profiled steady-state call took {steady_ms:.1f} ms, to which {blocks} block boundaries "
-                    f"would add about {_percent(share)} (15 us for each of the {tensors} tensors they pass; more than "
+                    f"would add about {_percent(share)} (15 us for each of the {inputs} graph inputs they pass; more than "
                     f"{_percent(INFERENCE_BUDGET)}): small blocks, where the region keeps the model one graph at a "
                     "cold compile a little above one block's",
                 )
@@ -123,14 +124,14 @@ def choose_block_compile(findings: Iterable[Finding]) -> list[Finding]:
                     "steady-state call of the compiled model was timed (it ran once, or was not compiled by "
                     "`torch.compile(model)`), so the choice keeps the steady state of the whole-model compile; "
                     "profile a run of several steps to weigh the blocks compiled one by one (RF007), which "
-                    "compile faster and add about 15 us per block boundary for each tensor a block takes",
+                    "compile faster and add about 15 us per block boundary for each input of a block's graph",
                 )
             break
     return findings
 
 
 def _percent(share: float) -> str:
-    return f"{100 * share:.1f}%" if share < 0.1 else f"{100 * share:.0f}%"
+    return f"{100 * share:.1f}%"
 
 
 def _no_edit(finding: Finding, why: str) -> None:

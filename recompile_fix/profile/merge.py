@@ -196,14 +196,16 @@ def _add_steady(frames: dict[tuple, Frame], raw: dict, root: str) -> None:
     timed it (ranks), the one with the most calls speaks for it."""
     try:
         key = (relative_to_root(raw["file"], root), int(raw["line"]), raw["name"])
-        calls, seconds = int(raw["calls"]), raw["seconds"]
+        calls, seconds, cpu = int(raw["calls"]), raw["seconds"], raw.get("cpu_seconds")
     except (KeyError, TypeError, ValueError):
         return
     frame = frames.get(key)
     if frame is None or calls < 1 or not isinstance(seconds, (int, float)) or seconds < 0:
         return
+    if not isinstance(cpu, (int, float)) or cpu < 0:
+        cpu = None
     if frame.steady is None or calls > frame.steady.calls:
-        frame.steady = SteadyCalls(calls=calls, seconds=float(seconds))
+        frame.steady = SteadyCalls(calls=calls, seconds=float(seconds), cpu_seconds=cpu)
 
 
 def _add_seconds(compile_: Compile, seconds: dict) -> None:

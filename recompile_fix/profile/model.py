@@ -125,7 +125,9 @@ class BlockStack:
     container: str = "ModuleList"  # ModuleList / Sequential
     argument: str = "self"  # the compiled frame's argument that holds the module
     owner: str = ""  # that module's class (``__qualname__``)
-    tensors: int | None = None  # parameters and buffers of one block (None: an older Profile)
+    # What one block's graph takes at each call: its parameters and buffers, and its forward's
+    # arguments (None: an older Profile).
+    graph_inputs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,14 @@ class SteadyCalls:
 
     calls: int
     seconds: float
+    # The calling thread's CPU seconds of the fastest call (None: an older Profile): what the
+    # choice reads, as machine load inflates it less than the wall time (a machine so busy that
+    # the intra-op threads spin inflates both: profile on a quiet one).
+    cpu_seconds: float | None = None
+
+    @property
+    def step_seconds(self) -> float:
+        return self.seconds if self.cpu_seconds is None else self.cpu_seconds
 
 
 @dataclass
@@ -477,7 +487,13 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
         compiles=compiles,
         graph_breaks=breaks,
         signature=dict(signature) if isinstance(signature, dict) else None,
-        steady=SteadyCalls(calls=int(steady["calls"]), seconds=float(steady["seconds"])) if steady else None,
+        steady=SteadyCalls(
+            calls=int(steady["calls"]),
+            seconds=float(steady["seconds"]),
+            cpu_seconds=None if steady.get("cpu_seconds") is None else float(steady["cpu_seconds"]),
+        )
+        if steady
+        else None,
     )
 
 

@@ -340,6 +340,22 @@ def _read_compiled_frame_inputs() -> dict:
 _MAX_STACKS = 16
 
 
+def _forward_arguments(kind: type) -> int:
+    """The arguments of a block class's ``forward`` past ``self`` (``*args`` / ``**kwargs`` one
+    each), through decorators that keep ``__wrapped__`` (transformers' ``deprecate_kwarg``)."""
+    import inspect
+
+    try:
+        forward = inspect.unwrap(kind.forward)
+    except (AttributeError, ValueError):  # no forward, or a cycle of __wrapped__
+        return 1
+    code = getattr(forward, "__code__", None)
+    if code is None:
+        return 1
+    varargs = bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    return max(code.co_argcount + code.co_kwonlyargcount - 1, 0) + varargs
+
+
 def _compiled_frame_blocks() -> list[dict]:
     """Stacks of identical blocks in the module whose code is being compiled: the frame's first
     argument (``self`` of a forward) when it is an ``nn.Module``. Every ModuleList / Sequential in
@@ -396,9 +412,11 @@ def _compiled_frame_blocks() -> list[dict]:
                 "container": "Sequential" if isinstance(module, torch.nn.Sequential) else "ModuleList",
                 "argument": argument,
                 "owner": type(root).__qualname__,
-                # Parameters and buffers of one block: what a block compiled on its own takes and
-                # checks at every call (RF004 / RF007's choice weighs it).
-                "tensors": sum(1 for _ in children[0].parameters()) + sum(1 for _ in children[0].buffers()),
+                # What one block compiled on its own takes and checks at every call (RF004 /
+                # RF007's choice weighs it): its parameters and buffers, and its forward's arguments.
+                "graph_inputs": sum(1 for _ in children[0].parameters())
+                + sum(1 for _ in children[0].buffers())
+                + _forward_arguments(kind),
             }
         )
         if len(stacks) >= _MAX_STACKS:
@@ -740,19 +758,28 @@ class _Recorder:
         os.replace(tmp, path)
         self.part.remove()  # the complete record replaces what was written as we went
 
-    def note_steady_call(self, key: tuple[str, int, str], seconds: float) -> None:
-        entry = self.steady.setdefault(key, [0, []])
+    def note_steady_call(self, key: tuple[str, int, str], seconds: float, cpu_seconds: float) -> None:
+        entry = self.steady.setdefault(key, [0, [], []])
         entry[0] += 1
         if len(entry[1]) < _MAX_STEADY_SAMPLES:
             entry[1].append(seconds)
+            entry[2].append(cpu_seconds)
 
     def steady_calls(self) -> list[dict]:
-        """Per compiled module's forward: calls that compiled nothing, and their median seconds."""
+        """Per compiled module's forward: calls that compiled nothing, the median wall seconds of
+        one, and the calling thread's CPU seconds of the fastest (load only ever adds to it)."""
         out = []
-        for (file, line, name), (calls, samples) in self.steady.items():
-            ordered = sorted(samples)
-            median = ordered[len(ordered) // 2] if ordered else None
-            out.append({"file": file, "line": line, "name": name, "calls": calls, "seconds": median})
+        for (file, line, name), (calls, walls, cpus) in self.steady.items():
+            out.append(
+                {
+                    "file": file,
+                    "line": line,
+                    "name": name,
+                    "calls": calls,
+                    "seconds": _median(walls),
+                    "cpu_seconds": min(cpus) if cpus else None,
+                }
+            )
         return out
 
     def after_fork_in_child(self) -> None:
@@ -1062,9 +1089,16 @@ def _note_backward(torch, recorder: _Recorder) -> None:
     autograd.grad = wrap(autograd.grad)
 
 
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
 def _time_compiled_modules(recorder: _Recorder) -> None:
     """Time each call of a ``torch.compile(module)`` wrapper (``OptimizedModule.__call__``) and keep
-    those during which nothing compiled: the program's steady-state step through that module.
+    those during which nothing compiled: the program's steady-state step through that module, in
+    wall seconds and in the calling thread's CPU seconds (which a busy machine inflates far less:
+    3.0 -> 4.0 ms where the wall time went to 8.0, two other processes on two cores).
     Dynamo never runs this wrapper itself (tracing a caller, it unwraps ``_orig_mod``), so a
     compiled caller sees the module as before; the cost is two clock reads a call."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
@@ -1075,7 +1109,8 @@ def _time_compiled_modules(recorder: _Recorder) -> None:
 
     def timed_call(self, *args, **kwargs):
         # Either moves when something compiles (the start callback can be cleared by the program).
-        starts, began = (recorder.compile_starts, len(recorder.compiles)), time.perf_counter()
+        starts = (recorder.compile_starts, len(recorder.compiles))
+        began, began_cpu = time.perf_counter(), time.thread_time()
         result = original(self, *args, **kwargs)
         if (recorder.compile_starts, len(recorder.compiles)) == starts:
             try:
@@ -1083,7 +1118,7 @@ def _time_compiled_modules(recorder: _Recorder) -> None:
                 key = (os.path.abspath(code.co_filename), code.co_firstlineno, code.co_name)
             except AttributeError:  # a wrapped forward without its code: not timed
                 return result
-            recorder.note_steady_call(key, time.perf_counter() - began)
+            recorder.note_steady_call(key, time.perf_counter() - began, time.thread_time() - began_cpu)
         return result
 
     timed_call._recompile_fix = True  # type: ignore[attr-defined]

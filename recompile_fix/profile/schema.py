@@ -148,11 +148,14 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
     if frame.get("steady") is not None:
         steady = _obj(frame["steady"], f"{where}.steady")
         _int(steady.get("calls"), f"{where}.steady.calls", 1)
-        seconds = steady.get("seconds")
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
-            _fail(f"{where}.steady.seconds", f"is {seconds!r}, not a number of seconds")
-        elif seconds < 0:
-            _fail(f"{where}.steady.seconds", f"is {seconds}, below zero")
+        for key in ("seconds", "cpu_seconds"):
+            seconds = steady.get(key)
+            if seconds is None and key == "cpu_seconds":
+                continue
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+                _fail(f"{where}.steady.{key}", f"is {seconds!r}, not a number of seconds")
+            elif seconds < 0:
+                _fail(f"{where}.steady.{key}", f"is {seconds}, below zero")
     compiles = [
         _obj(c, f"{where}.compiles[{i}]") for i, c in enumerate(_list(frame.get("compiles", []), f"{where}.compiles"))
     ]
@@ -189,7 +192,7 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         _int(data.get("count", 1), f"{where}.graph_breaks[{i}].count", 1)
 
 
-_BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner", "tensors"}
+_BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner", "graph_inputs"}
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # torch's dtype names as the recorder writes them (``str(dtype)`` without ``torch.``).
 _DTYPE = re.compile(
@@ -210,7 +213,7 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
             _fail(f"{where}.{key}", f"is {stack[key]!r}, not an attribute path")
     _int(stack.get("count"), f"{where}.count", 2, 2**20)
     _int(stack.get("line"), f"{where}.line", 1, _MAX_LINE)
-    _int(stack.get("tensors"), f"{where}.tensors", 0, 2**20, optional=True)
+    _int(stack.get("graph_inputs"), f"{where}.graph_inputs", 0, 2**20, optional=True)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:
