@@ -436,7 +436,8 @@ def test_copy_tree(tmp_path):
 
 def test_a_new_frame_that_compiles_once_is_not_worse_when_the_totals_drop():
     # Failure 6: a tensor lr removes Adam.step's recompile and adds Optimizer._to_scalar, which
-    # compiles once. Judged on the totals: fewer recompiles, no more compiles, no more seconds.
+    # compiles once. Judged on the totals (fewer recompiles, no more compiles) and on the new
+    # frame's seconds against those of the compiles removed.
     before = _run([_frame("step", 214, 2, file="adam.py")])
     after = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
     v = compare_runs(before, after, command=["x"], fixes=[], tolerance=Tolerance())
@@ -455,6 +456,12 @@ def test_a_new_frame_that_compiles_once_is_not_worse_when_the_totals_drop():
     slower = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
     slower.profile.frames[1].compiles[0].seconds["dynamo"] = 5.0
     assert not compare_runs(before, slower, command=["x"], fixes=[], tolerance=Tolerance()).verified
+    # A busy machine stretches every compile of the run after the fix (found in CI: 1.67 -> 2.21 s
+    # in all): the new frame's 0.01 s is still below the removed recompile's 0.1 s.
+    busy = _run([_frame("step", 214, 1, file="adam.py"), _frame("_to_scalar", 228, 1, file="optimizer.py")])
+    busy.profile.frames[0].compiles[0].seconds["dynamo"] = 0.3
+    busy.profile.frames[1].compiles[0].seconds["dynamo"] = 0.01
+    assert compare_runs(before, busy, command=["x"], fixes=[], tolerance=Tolerance()).verified
 
 
 def test_a_frame_at_the_recompile_limit_shows_torchs_compile_count():
