@@ -67,6 +67,15 @@ def _str(value: Any, where: str, optional: bool = False, empty: bool = True) -> 
         _fail(where, f"is {value!r}, not a{'' if empty else ' non-empty'} string")
 
 
+def _seconds(value: Any, where: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        _fail(where, f"is {value!r}, not a number of seconds")
+    if value < 0:
+        _fail(where, f"is {value}, below zero")
+
+
 def _obj(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         _fail(where, f"is {type(value).__name__}, not an object")
@@ -148,14 +157,8 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
     if frame.get("steady") is not None:
         steady = _obj(frame["steady"], f"{where}.steady")
         _int(steady.get("calls"), f"{where}.steady.calls", 1)
-        for key in ("seconds", "cpu_seconds"):
-            seconds = steady.get(key)
-            if seconds is None and key == "cpu_seconds":
-                continue
-            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
-                _fail(f"{where}.steady.{key}", f"is {seconds!r}, not a number of seconds")
-            elif seconds < 0:
-                _fail(f"{where}.steady.{key}", f"is {seconds}, below zero")
+        _seconds(steady.get("seconds"), f"{where}.steady.seconds")
+        _seconds(steady.get("cpu_seconds"), f"{where}.steady.cpu_seconds", optional=True)
     compiles = [
         _obj(c, f"{where}.compiles[{i}]") for i, c in enumerate(_list(frame.get("compiles", []), f"{where}.compiles"))
     ]
@@ -167,12 +170,7 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         for j, location in enumerate(_list(compile_.get("stack", []), f"{here}.stack")):
             _location(location, f"{here}.stack[{j}]")
         for key, seconds in _obj(compile_.get("seconds", {}), f"{here}.seconds").items():
-            if seconds is not None and (
-                not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
-            ):
-                _fail(f"{here}.seconds.{key}", f"is {seconds!r}, not a number of seconds")
-            if isinstance(seconds, (int, float)) and seconds < 0:
-                _fail(f"{here}.seconds.{key}", f"is {seconds}, below zero")
+            _seconds(seconds, f"{here}.seconds.{key}", optional=True)
         for name, entry in _obj(compile_.get("inputs", {}), f"{here}.inputs").items():
             _check_input(_obj(entry, f"{here}.inputs[{name!r}]"), f"{here}.inputs[{name!r}]")
         _str(compile_.get("fail_type"), f"{here}.fail_type", optional=True)
