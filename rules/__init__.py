@@ -11,10 +11,11 @@ from recompile_fix.rules.rf007_regional_compile import RULE as RF007
 from recompile_fix.rules.rf008_scheduled_dropout import RULE as RF008
 from recompile_fix.rules.rf009_schedule_tensor import RULE as RF009
 from recompile_fix.rules.rf010_lazy_default import RULE as RF010
+from recompile_fix.rules.rf011_guard_dropping import RULE as RF011
 
 __all__ = ["ALL_RULES", "rule_by_id"]
 
-ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006, RF007, RF008, RF009, RF010)
+ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006, RF007, RF008, RF009, RF010, RF011)
 
 
 def rule_by_id(rule_id: str) -> Rule | None:

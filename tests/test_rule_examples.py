@@ -21,7 +21,13 @@ def _id(item) -> str:
 
 
 def test_every_rule_has_an_example_with_a_fix():
-    assert {rule.id for rule, example in EXAMPLES if example.after is not None} == {r.id for r in ALL_RULES}
+    fixing = {r.id for r in ALL_RULES if not r.finding_only}
+    assert {rule.id for rule, example in EXAMPLES if example.after is not None} == fixing
+
+
+def test_a_finding_only_rule_shows_what_it_reports_and_never_fixes():
+    for rule in (r for r in ALL_RULES if r.finding_only):
+        assert rule.examples and all(example.after is None for example in rule.examples), rule.id
 
 
 @pytest.mark.parametrize("item", EXAMPLES, ids=_id)

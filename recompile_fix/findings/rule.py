@@ -61,6 +61,9 @@ class Rule:
     # it: the rule's own version gates read these, `rewrite` refuses an edit naming one the
     # Finding's release lacks, and docs/torch-releases.md is rendered from them.
     emits: tuple[TorchApi, ...] = ()
+    # A rule that only reports (its Findings are all Safety.NONE and it has no fix): its examples
+    # are code it leaves alone (tests/test_rule_examples.py).
+    finding_only: bool = False
 
     def may_fire(self, data: bytes) -> bool:
         """Whether a file with these bytes can hold the rule's pattern at all."""
