@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import re
 
@@ -145,6 +146,7 @@ class NestedCompileRegion(Rule):
                 key = (frame.file, site.target_key)
                 if key in findings:
                     continue
+                site = _recorded_count(site, frame)
                 finding = self._finding(analysis, site, frame.file, version_problem, facts, frame, profile)
                 if finding is not None and _compiled_on_its_own(profile, frame.file, analysis, site):
                     # Not inlined: a graph break in it (said above, when the Profile saw it), or
@@ -294,7 +296,7 @@ class NestedCompileRegion(Rule):
                 "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
                 "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
             )
-            eager = facts.eager_backend(analysis)
+            eager = facts.eager_backend(analysis, frame)
             release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
             if eager and release is not None and release < EAGER_BACKWARD_TORCH:
                 blockers.append(
@@ -411,6 +413,11 @@ class _ProgramFacts:
             if source is not None:
                 self.sources.append((path, source))
         self.profile_backend = profile.backend if profile is not None else None
+        # The backends the run's compiles recorded (torch's own objects, at compile time): what the
+        # program compiled with, however it chose it (``backend=args.backend``, a variable).
+        self.recorded_backends: dict[str, list[str]] = (
+            {f.label: f.backends for f in profile.frames if f.backends} if profile is not None else {}
+        )
         self.training = self._training()
 
     @classmethod
@@ -430,10 +437,18 @@ class _ProgramFacts:
                 return found
         return None
 
-    def eager_backend(self, analysis: Analysis) -> str | None:
-        """Where the program compiles with backend="eager" (the Profile's forced backend too)."""
+    def eager_backend(self, analysis: Analysis, frame: Frame | None = None) -> str | None:
+        """Where the program compiles with backend="eager" (the Profile's forced backend too): the
+        backend the run recorded first (the frame's own, else any frame's), the source text only
+        where the run recorded none."""
         if self.profile_backend == "eager":
             return "the Profile was recorded with `--backend eager`"
+        if self.recorded_backends:
+            labels = [frame.label] if frame is not None and frame.label in self.recorded_backends else []
+            for label in labels or list(self.recorded_backends):
+                if "eager" in self.recorded_backends[label]:
+                    return f"the run compiled `{label}` with it"
+            return None
         if analysis.eager_backend_line:
             return f"{analysis.source.path}:{analysis.eager_backend_line}"
         for path, source in self.sources:
@@ -456,6 +471,21 @@ class _ProgramFacts:
                 if expr.split(".", 1)[-1] == attr or expr.endswith("." + attr):
                     return f"`for ... in {expr}: ....compile()` at {path}:{line}"
         return None
+
+
+def _recorded_count(site: Site, frame: Frame) -> Site:
+    """The site with the number of blocks the run recorded in the compiled module (its block stack
+    of the same class at the same attribute), where the source does not say it
+    (``nn.ModuleList(Block() for _ in range(config.n_layer))``)."""
+    if site.count is not None:
+        return site
+    counts = {
+        stack.count
+        for stack in frame.block_stacks
+        if stack.block.rsplit(".", 1)[-1] == site.block
+        and (stack.path == site.attr or stack.path.endswith("." + site.attr))
+    }
+    return dataclasses.replace(site, count=counts.pop()) if len(counts) == 1 else site
 
 
 def _frame_class(analyses: dict[str, Analysis | None], project: Project, frame: Frame) -> str | None:

@@ -23,6 +23,8 @@ def _stage(case: Path, tmp: Path) -> Path:
     for extra in case.glob("*.py"):
         if extra.name not in ("program.in.py", "program.out.py"):
             shutil.copy(extra, work / extra.name)
+    for package in case.glob("*/__init__.py"):  # a package of the program's (imported, not rewritten)
+        shutil.copytree(package.parent, work / package.parent.name, ignore=shutil.ignore_patterns("__pycache__"))
     return work
 
 

@@ -1,6 +1,7 @@
 """Classes across the project's files: a name used in one file resolved to the class it names
 (defined there, or imported from another file of the project: ``from models.base import Base``,
-``from .base import Base``, ``import models.base as mb`` ... ``mb.Base``), its bases followed the
+``from .base import Base``, ``import models.base as mb`` ... ``mb.Base``, ``from .base import *``
+as its ``__all__`` allows), its bases followed the
 same way, and methods looked up along them. So a verdict such as "is not an nn.Module" is given
 only when it is true: a base that cannot be read makes the answer "cannot tell", never "no".
 
@@ -112,6 +113,18 @@ class ClassIndex:
             submodule = self.module_file(file, f"{module}.{imported}" if module else imported, level)
             if submodule is not None and rest and "." not in rest:  # `from pkg import mod`: mod.Base
                 return self.resolve(submodule, rest, depth + 1)
+        # `from .base import *`: the name is whatever the last star import that exports it binds
+        # (a later one rebinds an earlier one's), as Python runs them.
+        for module, level in reversed(list(_star_imports(source))):
+            target = self.module_file(file, module, level)
+            if target is None or target == file:
+                continue
+            exported = self.read(target)
+            if exported is None or not _exports(exported, head):
+                continue
+            found = self.resolve(target, dotted, depth + 1)
+            if found is not None:
+                return found
         return None
 
     def qualified(self, file: str, expr: cst.BaseExpression) -> str:
@@ -203,6 +216,60 @@ def _imports(source: SourceFile) -> Iterator[tuple[str, str, int, str | None]]:
                 else name
             )
             yield local, module, len(node.relative), name
+
+
+def _star_imports(source: SourceFile) -> Iterator[tuple[str, int]]:
+    """(module, relative level) of each top-level ``from module import *``, in file order."""
+    for statement in source.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for node in statement.body:
+            if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                yield (dotted_name(node.module) if node.module is not None else ""), len(node.relative)
+
+
+def _exports(source: SourceFile, name: str) -> bool:
+    """Does ``from <this file> import *`` bind ``name``? Its literal ``__all__`` says (assigned,
+    or extended with ``+=``); without one, every name not starting with an underscore. An
+    ``__all__`` that is not a literal list or tuple of strings cannot be read: any public name."""
+    listed: set[str] = set()
+    found = False
+    for statement in source.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for node in statement.body:
+            if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == "__all__" for t in node.targets
+            ):
+                names = _literal_names(node.value)
+                if names is None:
+                    return not name.startswith("_")
+                found, listed = True, set(names)
+            elif (
+                isinstance(node, cst.AugAssign)
+                and isinstance(node.target, cst.Name)
+                and node.target.value == "__all__"
+                and isinstance(node.operator, cst.AddAssign)
+            ):
+                names = _literal_names(node.value)
+                if names is None:
+                    return not name.startswith("_")
+                listed |= set(names)
+    return name in listed if found else not name.startswith("_")
+
+
+def _literal_names(value: cst.BaseExpression) -> list[str] | None:
+    if not isinstance(value, (cst.List, cst.Tuple)):
+        return None
+    names = []
+    for element in value.elements:
+        if not isinstance(element.value, cst.SimpleString):
+            return None
+        text = element.value.evaluated_value
+        if not isinstance(text, str):
+            return None
+        names.append(text)
+    return names
 
 
 def _bases(ref: ClassRef) -> str:

@@ -101,6 +101,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 seconds=dict(raw.get("seconds", {})),
                 inputs=inputs,
                 fail_type=raw.get("fail_type"),
+                backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
             )
             texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
             for text in texts:

@@ -165,6 +165,10 @@ class Compile:
     rank: int | None = None
     # Stacks of identical blocks in the module being compiled (None: not recorded, or none).
     blocks: list[BlockStack] | None = None
+    # The backend torch compiled this with, read from torch's own objects at compile time
+    # ("eager", "inductor", a callable backend's name): however the program chose it. None: an
+    # older Profile, a trace.
+    backend: str | None = None
 
     @property
     def call_site(self) -> Location | None:
@@ -243,6 +247,12 @@ class Frame:
         recorded any)."""
         return next((c.blocks for c in self.compiles if c.blocks), [])
 
+    @property
+    def backends(self) -> list[str]:
+        """The backends the frame was compiled with, as recorded, in order first seen (empty: not
+        recorded)."""
+        return list(dict.fromkeys(c.backend for c in self.compiles if c.backend))
+
     def reasons(self) -> list[Reason]:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]
@@ -311,6 +321,12 @@ class Profile:
             if f.name == name:
                 return f
         return None
+
+    def backends_used(self) -> list[str]:
+        """Every backend the run's compiles recorded (``Compile.backend``), in order first seen;
+        ``backend`` (the one ``--backend`` forced) where no compile recorded one."""
+        found = list(dict.fromkeys(b for f in self.frames for b in f.backends))
+        return found or ([self.backend] if self.backend else [])
 
     @property
     def total_compiles(self) -> int:
@@ -471,6 +487,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
             limit_hit=bool(c.get("limit_hit", False)),
             rank=c.get("rank"),
             blocks=[BlockStack(**b) for b in c["blocks"]] if c.get("blocks") else None,
+            backend=c.get("backend"),
         )
         for c in data.get("compiles", [])
     ]

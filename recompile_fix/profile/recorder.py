@@ -424,6 +424,31 @@ def _compiled_frame_blocks() -> list[dict]:
     return stacks
 
 
+def _compiled_frame_backend() -> str | None:
+    """The backend torch compiles the frame with, from the ``compiler_fn`` of torch's ``_compile``
+    (convert_frame.py) unwrapped to the innermost backend (``_torchdynamo_orig_backend``): the one
+    actually used, however the program chose it (``backend=args.backend``, a variable, a config).
+    Its ``compiler_name`` (``"eager"``, ``"inductor"``, a callable's ``__name__``), else the
+    callable's own name. None where torch's frame does not hold it."""
+    frame = sys._getframe(2)
+    while frame is not None and not (frame.f_code.co_name == "_compile" and "compiler_fn" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    backend = frame.f_locals["compiler_fn"]
+    for _ in range(16):  # the wrapper chain torch's innermost_backend() walks, bounded
+        inner = getattr(backend, "_torchdynamo_orig_backend", None)
+        if inner is None or not callable(inner):
+            break
+        backend = inner
+    for name in (getattr(backend, "compiler_name", None), getattr(backend, "__name__", None)):
+        if isinstance(name, str) and name:
+            return name[:200]
+    func = getattr(backend, "func", None)  # a functools.partial around a backend
+    name = getattr(func, "__name__", None)
+    return name[:200] if isinstance(name, str) and name else type(backend).__name__[:200]
+
+
 class _Recorder:
     def __init__(self) -> None:
         self.compiles: list[dict] = []
@@ -432,6 +457,7 @@ class _Recorder:
         self.start_stacks: dict[tuple, list[dict]] = {}
         self.start_inputs: dict[tuple, dict] = {}
         self.start_blocks: dict[tuple, list[dict]] = {}
+        self.start_backends: dict[tuple, str | None] = {}
         self.seen_failures: dict[object, int] = {}
         self.started = time.time()
         self.torch_version = None
@@ -469,6 +495,10 @@ class _Recorder:
             self.start_blocks[key] = _compiled_frame_blocks()
         except Exception:  # never break the user's program over bookkeeping
             self.start_blocks[key] = []
+        try:
+            self.start_backends[key] = _compiled_frame_backend()
+        except Exception:  # never break the user's program over bookkeeping
+            self.start_backends[key] = None
 
     def on_context_exit(self, start_time_ns, metrics, exc_type, exc_value) -> None:
         """The record torch builds (``CompilationMetrics.create``), from the arguments torch's
@@ -539,6 +569,12 @@ class _Recorder:
         # _compile frame is still on the stack here and holds the arguments.
         inputs = self.start_inputs.pop(start_key, None) or (_compiled_frame_inputs() if live else {})
         blocks = self.start_blocks.pop(start_key, None) or []
+        backend = self.start_backends.pop(start_key, None)
+        if backend is None and live:
+            try:
+                backend = _compiled_frame_backend()
+            except Exception:  # never break the user's program over bookkeeping
+                backend = None
 
         def seconds(us_field: str, s_field: str):
             us = getattr(metrics, us_field, None)
@@ -560,6 +596,7 @@ class _Recorder:
             "stack": stack,
             "inputs": inputs,
             "blocks": blocks,
+            "backend": backend,
             "seconds": {
                 "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
                 "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),
@@ -787,6 +824,7 @@ class _Recorder:
         self.compiles, self.graph_breaks = [], []
         self.steady = {}
         self.start_stacks, self.start_inputs = {}, {}
+        self.start_backends = {}
         self.seen_failures, self.seen, self.recorded_ids = {}, set(), set()
         self.sources = collections.Counter()
         self.part = _PartFile(self)

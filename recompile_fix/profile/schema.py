@@ -178,6 +178,7 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         if not isinstance(compile_.get("limit_hit", False), bool):
             _fail(f"{here}.limit_hit", f"is {compile_.get('limit_hit')!r}, not true or false")
         _int(compile_.get("rank"), f"{here}.rank", 0, 2**20, optional=True)
+        _str(compile_.get("backend"), f"{here}.backend", optional=True, empty=False)
         if compile_.get("blocks") is not None:
             for j, stack in enumerate(_list(compile_["blocks"], f"{here}.blocks")):
                 _check_block_stack(_obj(stack, f"{here}.blocks[{j}]"), f"{here}.blocks[{j}]")

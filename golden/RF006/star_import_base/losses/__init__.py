@@ -1,0 +1,3 @@
+"""The project's losses package: its names come from its modules by star import."""
+
+from .base import *  # noqa: F403

@@ -1,0 +1,187 @@
+"""Facts the run records instead of the rules guessing them from source text (issue 30, cause 6):
+the backend torch compiled each frame with, however the program chose it (``backend=args.backend``,
+a variable, a callable), and the number of blocks of a recorded stack. RF004 reads both: with the
+eager backend on torch before 2.14 a training program gets no region at all (backward through it
+fails), and a stack built from a config gets its recorded count."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from recompile_fix.analysis.project import Project
+from recompile_fix.errors import UserError
+from recompile_fix.findings.finding import Safety
+from recompile_fix.profile.model import BlockStack, Compile, Frame, Profile, sha256_bytes
+from recompile_fix.rules import rule_by_id
+
+RF004 = rule_by_id("RF004")
+
+TRAINING = """
+import argparse
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.lin(x)
+
+
+class Model(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(8) for _ in range(depth))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--backend", default="eager")
+parser.add_argument("--depth", type=int, default=6)
+args = parser.parse_args()
+model = torch.compile(Model(args.depth), backend=args.backend)
+model(torch.randn(2, 8)).sum().backward()
+"""
+
+
+def _forward_line(text: str) -> int:
+    lines = text.splitlines()
+    return len(lines) - lines[::-1].index("    def forward(self, x):")
+
+
+def _profile(tmp_path: Path, backends: list[str | None], *, stacks=None, forced: str | None = None) -> Profile:
+    (tmp_path / "model.py").write_text(TRAINING)
+    compiles = [
+        Compile(id=f"0/{i}", seconds={"dynamo": 1.0}, backend=backend, blocks=stacks if i == 0 else None)
+        for i, backend in enumerate(backends)
+    ]
+    return Profile(
+        command=["python", "model.py"],
+        torch_version="2.13.0+cpu",
+        python_version="3.11",
+        frames=[Frame("model.py", _forward_line(TRAINING), "forward", compiles=compiles)],
+        sources={"model.py": sha256_bytes(TRAINING.encode())},
+        backend=forced,
+        trains=True,
+    )
+
+
+def _rf004(tmp_path: Path, profile: Profile):
+    findings = RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert len(findings) == 1, [f.describe() for f in findings]
+    return findings[0]
+
+
+def test_the_recorded_eager_backend_blocks_a_region_the_source_cannot_name(tmp_path):
+    """`backend=args.backend`: the source names no backend; the run recorded "eager", with which
+    backward through the region fails on torch 2.13 (no fix at all, not even unsafe)."""
+    finding = _rf004(tmp_path, _profile(tmp_path, ["eager"]))
+    assert finding.safety is Safety.NONE
+    notes = " ".join(finding.notes)
+    assert "the run compiled `forward (model.py:" in notes and "fake_mode should be enabled for HOPs" in notes
+
+
+def test_without_the_recorded_backend_the_source_text_decides(tmp_path):
+    # An older Profile (no backend recorded): the text has no backend="eager", so the region is
+    # only unsafe (what the crash in backward came from).
+    finding = _rf004(tmp_path, _profile(tmp_path, [None]))
+    assert finding.safety is Safety.UNSAFE and "fake_mode" not in " ".join(finding.notes)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_recorded_backend_that_runs_backward_is_no_blocker(tmp_path, backend):
+    finding = _rf004(tmp_path, _profile(tmp_path, [backend]))
+    assert finding.safety is Safety.UNSAFE and "fake_mode" not in " ".join(finding.notes)
+
+
+def test_the_number_of_blocks_comes_from_the_run_when_the_source_does_not_say(tmp_path):
+    stack = BlockStack(path="blocks", count=6, block="Block", file="model.py", line=8, owner="Model")
+    finding = _rf004(tmp_path, _profile(tmp_path, ["aot_eager"], stacks=[stack]))
+    assert finding.evidence["blocks"] == 6 and "runs 6 `Block` blocks" in finding.message
+    assert "not a constant in the source" not in " ".join(finding.notes)
+    # Without the recorded stack the count is unknown, and the finding says so.
+    unknown = _rf004(tmp_path, _profile(tmp_path, ["aot_eager"]))
+    assert unknown.evidence["blocks"] is None and "not a constant in the source" in " ".join(unknown.notes)
+
+
+def test_a_recorded_stack_below_the_minimum_gets_no_finding(tmp_path):
+    stack = BlockStack(path="blocks", count=2, block="Block", file="model.py", line=8, owner="Model")
+    profile = _profile(tmp_path, ["inductor"], stacks=[stack])
+    assert RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)) == []
+
+
+def test_the_backend_round_trips_and_a_damaged_one_is_refused(tmp_path):
+    profile = _profile(tmp_path, ["eager", "eager"])
+    again = Profile.from_json(json.loads(json.dumps(profile.to_json())))
+    assert again.frames[0].backends == ["eager"] and again.backends_used() == ["eager"]
+    data = profile.to_json()
+    data["frames"][0]["compiles"][0]["backend"] = 3
+    with pytest.raises(UserError, match=r"compiles\[0\]\.backend"):
+        Profile.from_json(data)
+    older = profile.to_json()
+    for compile_ in older["frames"][0]["compiles"]:
+        del compile_["backend"]
+    assert Profile.from_json(older).backends_used() == []  # an older Profile still loads
+
+
+def _profile_run(tmp_path: Path, program: str, *args: str) -> Profile:
+    (tmp_path / "program.py").write_text(textwrap.dedent(program))
+    run_cli("profile", "--", "python", "program.py", *args, cwd=tmp_path, check=0)
+    return Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+
+
+@pytest.mark.slow
+def test_the_run_records_the_backend_however_the_program_chose_it(tmp_path):
+    program = """
+        import sys
+        import torch
+
+        def my_backend(gm, example_inputs):
+            return gm.forward
+
+        BACKENDS = {"eager": "eager", "aot": "aot_eager", "mine": my_backend}
+
+        def double(x):
+            return x * 2
+
+        def triple(x):
+            return x * 3
+
+        def quadruple(x):
+            return x * 4
+
+        chosen = sys.argv[1]
+        torch.compile(double, backend=BACKENDS[chosen])(torch.ones(2))
+        torch.compile(triple, backend=BACKENDS["aot"])(torch.ones(2))
+        torch.compile(quadruple, backend=BACKENDS["mine"])(torch.ones(2))
+    """
+    profile = _profile_run(tmp_path, program, "eager")
+    recorded = {f.name: f.backends for f in profile.frames}
+    assert recorded == {"double": ["eager"], "triple": ["aot_eager"], "quadruple": ["my_backend"]}
+    assert profile.backend is None  # nothing forced: these are the program's own choices
+
+
+@pytest.mark.slow
+def test_a_training_script_with_backend_from_its_arguments_gets_no_crashing_region(tmp_path):
+    """The crash issue 30 measured: `--backend eager` passed to the script (not to `profile`),
+    RF004 offered as an unsafe fix, and backward through the region failed. Now the run records
+    the backend and the six blocks; `apply --unsafe-fixes` writes no region."""
+    (tmp_path / "model.py").write_text(TRAINING)
+    run_cli("profile", "--", "python", "model.py", "--backend", "eager", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = [f for f in profile.frames if f.name == "forward"]
+    assert frame.backends == ["eager"] and [s.count for s in frame.block_stacks] == [6]
+    result = run_cli("apply", ".", "--unsafe-fixes", "--select", "RF004", cwd=tmp_path, check=0)
+    assert (tmp_path / "model.py").read_text() == TRAINING
+    assert "RF004 [no fix]" in result.stdout and "backward through the region fails" in result.stdout
