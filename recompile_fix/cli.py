@@ -197,7 +197,7 @@ def report(profile_file, as_json, html_file) -> None:
 
     loaded = Profile.load(profile_file or load_config().profile)
     check_against_sources(loaded, _read_or_none)
-    project = Project(".", expected_hashes=loaded.sources)
+    project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
     planned = plan(loaded, project, ALL_RULES)
     # Fixes already in the code (an earlier round's, or written by hand) are not offered again;
     # the accounting is of the Profile's recompiles, so it counts them as fixes.
@@ -406,7 +406,7 @@ def _accounting_line(loaded: Profile, result, unsafe_fixes: bool) -> str:
             f"Recompiles: the Profile predates the fixes in {len(result.already_applied)} file(s); "
             "profile again to see what remains."
         )
-    project = Project(".", expected_hashes=loaded.sources)
+    project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
     accounting = account(
         loaded,
         result.findings + result.outside,
