@@ -179,6 +179,8 @@ def stage(case: Path, work: Path) -> Path:
     for extra in case.glob("*.py"):
         if extra.name not in ("program.in.py", "program.out.py"):
             shutil.copy(extra, work / extra.name)
+    for package in case.glob("*/__init__.py"):  # a package of the program's (imported, not rewritten)
+        shutil.copytree(package.parent, work / package.parent.name, ignore=shutil.ignore_patterns("__pycache__"))
     (work / ".recompile-fix").mkdir(exist_ok=True)
     shutil.copy(case / "profile.json", work / ".recompile-fix" / "profile.json")
     return work / "program.py"
