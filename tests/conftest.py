@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from recompile_fix.profile.warm import OFF_ENV, WARM_DIR_ENV, stop_servers
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 # The recompilation guide's examples (../shared/seeds) as scripts: tests/programs/seeds/, but for
@@ -122,6 +124,11 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and "RECOMPILE_FIX_TEST_RUNS" not in os.environ:
         config.recorded_runs_dir = tempfile.mkdtemp(prefix="recompile-fix-test-runs-")
         os.environ["RECOMPILE_FIX_TEST_RUNS"] = config.recorded_runs_dir
+    # One warm runner for the session (recompile_fix/profile/warm.py): a program run pays for the
+    # program, not for `import torch` (about 5 s of CPU each). RECOMPILE_FIX_WARM=0 runs cold.
+    if not hasattr(config, "workerinput") and WARM_DIR_ENV not in os.environ and os.environ.get(OFF_ENV) != "0":
+        config.warm_dir = tempfile.mkdtemp(prefix="rfw-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        os.environ[WARM_DIR_ENV] = config.warm_dir
 
 
 def pytest_unconfigure(config):
@@ -129,6 +136,11 @@ def pytest_unconfigure(config):
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         os.environ.pop("RECOMPILE_FIX_TEST_RUNS", None)
+    warm_dir = getattr(config, "warm_dir", None)
+    if warm_dir is not None:
+        stop_servers(Path(warm_dir))
+        shutil.rmtree(warm_dir, ignore_errors=True)
+        os.environ.pop(WARM_DIR_ENV, None)
 
 
 def pytest_addoption(parser):

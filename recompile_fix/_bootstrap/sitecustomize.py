@@ -23,9 +23,11 @@ def _chain_to_shadowed_sitecustomize() -> None:
 
 
 try:
-    from recompile_fix.profile.recorder import install_when_torch_imported
+    # A warm runner's server (profile/warm.py) installs the recorder in each run it forks, not in itself.
+    if not os.environ.get("RECOMPILE_FIX_ZYGOTE"):
+        from recompile_fix.profile.recorder import install_when_torch_imported
 
-    install_when_torch_imported()
+        install_when_torch_imported()
 except Exception as exc:  # the user's program must run even if the recorder cannot
     print(f"recompile-fix: recorder not started: {exc!r}", file=sys.stderr)
 

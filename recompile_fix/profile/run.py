@@ -25,6 +25,7 @@ from pathlib import Path
 
 import recompile_fix
 from recompile_fix.errors import Interrupted, UserError
+from recompile_fix.profile import warm
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
@@ -134,7 +135,7 @@ def run_profiled(
             env[BACKEND_ENV] = backend
         else:
             env.pop(BACKEND_ENV, None)
-        code, stopped_by = _run_child(argv, env=env, cwd=cwd, output=output)
+        code, stopped_by = _run_child(argv, env=env, cwd=cwd, output=output, boot=str(boot))
         exit_code = code if code >= 0 else 128 - code
         records = _read_parts(parts)
     for line in recorder_warnings(records):
@@ -222,10 +223,13 @@ def recording_summary(profile: Profile) -> str:
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _run_child(argv: list[str], *, env: dict[str, str], cwd: str | None, output) -> tuple[int, int | None]:
-    """Run the program until it exits; (its return code, the signal that stopped it or None)."""
+def _run_child(
+    argv: list[str], *, env: dict[str, str], cwd: str | None, output, boot: str | None = None
+) -> tuple[int, int | None]:
+    """Run the program until it exits; (its return code, the signal that stopped it or None).
+    A warm runner's server runs it when one can (``warm.start``), else a process of its own."""
     received: list[int] = []
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | warm.WarmProcess | None = None
 
     def forward(signum, _frame) -> None:
         received.append(signum)
@@ -240,10 +244,12 @@ def _run_child(argv: list[str], *, env: dict[str, str], cwd: str | None, output)
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED} if handling else {}
     terminal = _foreground_terminal() if handling else None
     try:
-        try:
-            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=output, stderr=output, process_group=0)
-        except OSError as exc:
-            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+        proc = warm.start(argv, env=env, cwd=cwd, output=output, boot=boot)
+        if proc is None:
+            try:
+                proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=output, stderr=output, process_group=0)
+            except OSError as exc:
+                raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
         if terminal is not None:
             _hand_terminal(terminal, proc.pid)
         for signum in list(received):  # arrived while it was starting
@@ -265,7 +271,7 @@ def _run_child(argv: list[str], *, env: dict[str, str], cwd: str | None, output)
     return code, stopped_by
 
 
-def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+def _signal_group(proc: subprocess.Popen | warm.WarmProcess, signum: int) -> None:
     try:
         os.killpg(proc.pid, signum)
     except (ProcessLookupError, PermissionError):

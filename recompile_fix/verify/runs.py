@@ -19,6 +19,7 @@ from typing import Any
 
 import recompile_fix
 from recompile_fix.errors import UserError
+from recompile_fix.profile import warm
 from recompile_fix.profile.compiled_outputs import (
     CALLS_ENV,
     DEFAULT_CALLS,
@@ -171,6 +172,7 @@ def run_command(
     spells every path as the user's tree does. The program's stdout and stderr go to ``log``;
     ``progress`` shows the run as ``label``."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    warm.enable()  # verify and fix run the program again and again: each later run skips `import torch`
     progress = progress or Progress(enabled=False)
     kept = None
     with tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-") as out:

@@ -1,0 +1,239 @@
+"""The warm runner's server: one process of the user's interpreter that has imported torch, and
+forks a child for each program run (``recompile_fix.profile.warm`` is the client).
+
+It runs inside the user's interpreter, so it imports only the standard library (and torch). A
+run that asks for it gets a child that looks like ``python script.py ARGS`` started afresh: its
+own process group, the caller's stdin/stdout/stderr (passed over the socket), the caller's
+environment, working directory, argv and ``sys.path[0]``, fresh stdio objects, fresh random
+seeds, default signal handlers, and the recorder installed as ``sitecustomize`` would install it
+(torch is imported already: ``install_when_torch_imported`` installs at once). What it saves is
+what every run would pay before the program's first line: ``import torch`` and
+``torch._dynamo`` (about 5 s of CPU on a 2-core machine).
+
+The child is forked only from a process with one Python thread (forking one with more can leave
+a lock held in the child); a server that finds more refuses to start, and the client runs the
+program the ordinary way. The server exits when its socket file is removed, or after
+``--idle`` seconds without a request.
+
+Protocol (one connection per run): the client sends one JSON line ``{"argv": [...], "env":
+{...}, "cwd": ...}`` with three file descriptors (SCM_RIGHTS); the server answers ``{"pid": N}``
+once forked and ``{"exit": CODE}`` when the child ends (CODE as ``subprocess`` gives it: negative
+for a signal).
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+_READY = "ready"
+_KEPT: list = []
+
+
+def _threads() -> int:
+    """Python threads besides this one. Native pools (numpy's OpenBLAS starts one at import) are
+    not counted: they shut down and restart around a fork (pthread_atfork), as for the forked
+    workers of torch's DataLoader."""
+    import threading
+
+    return threading.active_count()
+
+
+def _preload() -> None:
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    data, fds = b"", []
+    while not data.endswith(b"\n"):
+        chunk, new_fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 8)
+        fds.extend(new_fds)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data.decode("utf-8")), fds
+
+
+def _send(conn: socket.socket, message: dict) -> None:
+    try:
+        conn.sendall((json.dumps(message) + "\n").encode("utf-8"))
+    except OSError:
+        pass  # the client is gone: the child runs on, as a program whose shell closed would
+
+
+def serve(path: str, idle: float) -> tuple[dict, list[int]] | None:
+    """Accept runs until idle. Returns only in a forked child: its request and descriptors."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+    identity = os.stat(path).st_ino
+    print(_READY, flush=True)
+    waiting: dict[int, socket.socket] = {}  # child pid -> its client's connection
+    last = time.monotonic()
+    while True:
+        readable, _, _ = select.select([server], [], [], 0.05)
+        while waiting:  # children that ended
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = waiting.pop(pid, None)
+            if conn is not None:
+                _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                conn.close()
+            last = time.monotonic()
+        if readable:
+            conn, _ = server.accept()
+            try:
+                request, fds = _receive(conn)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                conn.close()
+                for other in waiting.values():
+                    other.close()
+                return request, fds
+            for fd in fds:
+                os.close(fd)
+            try:
+                os.setpgid(pid, pid)  # also done in the child: whichever runs first
+            except OSError:
+                pass
+            waiting[pid] = conn
+            _send(conn, {"pid": pid})
+            last = time.monotonic()
+        elif not waiting:
+            try:
+                gone = os.stat(path).st_ino != identity
+            except OSError:
+                gone = True
+            if gone or time.monotonic() - last > idle:
+                server.close()
+                return None
+
+
+def _stdio(fd: int, mode: str, like):
+    """A text stream on ``fd`` made as the interpreter makes sys.stdin/stdout/stderr at startup."""
+    import io
+
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    raw = io.FileIO(fd, mode, closefd=False)
+    interactive = raw.isatty()
+    buffer: io.RawIOBase | io.BufferedIOBase
+    if mode == "rb":
+        buffer = io.BufferedReader(raw)
+    elif unbuffered:
+        buffer = raw
+    else:
+        buffer = io.BufferedWriter(raw)
+    return io.TextIOWrapper(
+        buffer,  # a raw FileIO when unbuffered, as the interpreter makes it
+        encoding=like.encoding,
+        errors=like.errors,
+        newline="\n",
+        line_buffering=not unbuffered and mode != "rb" and (interactive or fd == 2),
+        write_through=unbuffered,
+    )
+
+
+def _become(request: dict, fds: list[int]) -> list[str]:
+    """Turn this forked child into the process ``python ARGV`` would have started."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGTTOU, signal.SIGTTIN):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in zip((0, 1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    # The interpreter's own stdio objects own fds 0-2: kept alive, so that collecting them never
+    # closes the program's descriptors (at exit, the new ones are flushed first).
+    _KEPT.extend((sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__))
+    for name, fd, mode in (("stdin", 0, "rb"), ("stdout", 1, "wb"), ("stderr", 2, "wb")):
+        stream = _stdio(fd, mode, getattr(sys, name))
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    import random
+
+    random.seed()  # a fresh process draws a fresh seed
+    argv = list(request["argv"])
+    sys.orig_argv = [sys.executable, *argv]
+    sys.argv = argv[1:] if argv[0] == "-m" else argv
+    return argv
+
+
+def _run(argv: list[str], recorder: bool) -> None:
+    import runpy
+
+    if recorder:
+        try:
+            from recompile_fix.profile.recorder import install_when_torch_imported
+
+            install_when_torch_imported()
+        except Exception as exc:  # the program must run even if the recorder cannot
+            print(f"recompile-fix: recorder not started: {exc!r}", file=sys.stderr)
+    if argv[0] == "-m":
+        sys.path[0] = os.getcwd()
+        runpy._run_module_as_main(argv[1])  # type: ignore[attr-defined]  # what `python -m` calls
+    else:
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+def _report(exc: BaseException) -> None:
+    """Print an uncaught exception as the interpreter would: without this file's and runpy's frames."""
+    runpy = sys.modules["runpy"]
+    ours = {os.path.abspath(__file__), os.path.abspath(runpy.__file__ or ""), "<frozen runpy>"}
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename in ours or tb.tb_frame.f_code.co_filename == __file__):
+        tb = tb.tb_next
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+
+
+def main() -> None:
+    path, idle = sys.argv[1], float(sys.argv[2])
+    _preload()
+    if _threads() > 1:
+        print(f"refused: {_threads()} threads after importing torch", flush=True)
+        return
+    child = serve(path, idle)
+    if child is None:
+        return
+    recorder = bool(child[0].get("recorder", True))
+    argv = _become(*child)
+    del child
+    try:
+        _run(argv, recorder)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt as exc:
+        _report(exc)
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)  # as the interpreter ends on an uncaught Ctrl-C
+    except BaseException as exc:
+        _report(exc)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The warm runner (recompile_fix/profile/warm.py, _bootstrap/zygote.py): a run it gives is the
+run a fresh interpreter gives (the same Profile, output, exit code, argv, paths, tracebacks),
+and it is the server's child, not a process of its own."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from recompile_fix.profile import warm
+
+PROGRAM = """\
+import os, sys
+import torch
+
+def f(x):
+    return x * 2 + 1
+
+g = torch.compile(f, backend="eager")
+for n in (3, 4, 5):
+    g(torch.ones(n))
+print("ppid", os.getppid(), "argv", sys.argv, "name", __name__, "path0", sys.path[0], "cwd", os.getcwd())
+print("stdin", sys.stdin.readline().strip() if not sys.stdin.isatty() else "")
+print("err line", file=sys.stderr)
+if "--fail" in sys.argv:
+    raise ValueError("as asked")
+sys.exit(int(sys.argv[-1][len("--exit="):]) if sys.argv[-1].startswith("--exit=") else 0)
+"""
+
+_TIMINGS = {"pid", "seconds", "cpu_seconds", "wall_seconds", "started", "steady"}
+
+
+def _stable(value):
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in _TIMINGS}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _server_pids(directory: Path) -> set[int]:
+    return {int(p.read_text()) for p in directory.glob("*.pid")}
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    (tmp_path / "sub").mkdir()
+    return tmp_path
+
+
+def _profile(project: Path, warm_dir: str | None, *args: str, env: dict | None = None):
+    env = {**(env or {}), **({warm.WARM_DIR_ENV: warm_dir} if warm_dir else {warm.OFF_ENV: "0"})}
+    done = run_cli("profile", "--backend", "eager", "--", "python", "prog.py", *args, cwd=project, env=env)
+    profile = json.loads((project / ".recompile-fix" / "profile.json").read_text())
+    return done, profile
+
+
+@pytest.mark.slow
+def test_a_warm_run_is_the_cold_run(project, tmp_path_factory):
+    warm_dir = str(tmp_path_factory.mktemp("warm"))
+    cold, cold_profile = _profile(project, None, "a", "b")
+    first, _ = _profile(project, warm_dir, "a", "b")  # starts the server
+    again, warm_profile = _profile(project, warm_dir, "a", "b")
+    servers = _server_pids(Path(warm_dir))
+    try:
+        assert len(servers) == 1
+        assert _stable(warm_profile) == _stable(cold_profile)
+        assert warm_profile["frames"] and cold_profile["frames"]
+        for done in (first, again):
+            assert done.returncode == cold.returncode == 0, done.stderr
+            line = next(x for x in done.stdout.splitlines() if x.startswith("ppid"))
+            assert int(line.split()[1]) in servers  # the server's child, not a process of our own
+            cold_line = next(x for x in cold.stdout.splitlines() if x.startswith("ppid"))
+            assert line.split()[2:] == cold_line.split()[2:]  # argv, __name__, sys.path[0], cwd
+            assert "err line" in done.stderr
+    finally:
+        warm.stop_servers(Path(warm_dir))
+
+
+@pytest.mark.slow
+def test_exit_codes_tracebacks_and_other_variables(project, tmp_path_factory):
+    warm_dir = str(tmp_path_factory.mktemp("warm"))
+    try:
+        failed, _ = _profile(project, warm_dir, "--fail")
+        assert failed.returncode == 1
+        traceback = failed.stderr[failed.stderr.index("Traceback") :]
+        assert "ValueError: as asked" in traceback
+        assert "zygote" not in traceback and "runpy" not in traceback  # as `python prog.py` prints it
+        exited, _ = _profile(project, warm_dir, "--exit=3")
+        assert exited.returncode == 3
+        assert len(_server_pids(Path(warm_dir))) == 1
+        # A variable torch may read at import: another server, never the first one's import.
+        _profile(project, warm_dir, env={"TORCH_LOGS": "-all"})
+        assert len(_server_pids(Path(warm_dir))) == 2
+    finally:
+        warm.stop_servers(Path(warm_dir))
+
+
+def test_only_plain_script_and_module_runs_are_warm():
+    python = sys.executable
+    assert warm.program_of([python, __file__, "x"]) == [__file__, "x"]
+    assert warm.program_of([python, "-m", "pkg.mod", "x"]) == ["-m", "pkg.mod", "x"]
+    assert warm.program_of([python, "-O", __file__]) is None  # interpreter options: cold
+    assert warm.program_of([python, "-c", "pass"]) is None
+    assert warm.program_of(["torchrun", "--nproc-per-node=2", __file__]) is None
+    assert warm.program_of([python, "missing.py"]) is None
+
+
+def test_per_run_variables_do_not_pick_another_server():
+    base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": "/boot:/user"}
+    one = warm._server_env({**base, "RECOMPILE_FIX_PARTS_DIR": "/a", "PYTEST_CURRENT_TEST": "t1"}, "/boot")
+    two = warm._server_env({**base, "RECOMPILE_FIX_PARTS_DIR": "/b", "PYTEST_CURRENT_TEST": "t2"}, "/boot")
+    assert one == two == {"PATH": base["PATH"], "PYTHONPATH": "/user"}
+    assert warm._server_env({**base, "TORCH_LOGS": "+dynamo"}, "/boot") != one
