@@ -5,6 +5,7 @@ and it is the server's child, not a process of its own."""
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,14 @@ def _stable(value):
     if isinstance(value, list):
         return [_stable(v) for v in value]
     return value
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
 
 
 def _server_pids(directory: Path) -> set[int]:
@@ -92,10 +101,18 @@ def test_exit_codes_tracebacks_and_other_variables(project, tmp_path_factory):
         assert "zygote" not in traceback and "runpy" not in traceback  # as `python prog.py` prints it
         exited, _ = _profile(project, warm_dir, "--exit=3")
         assert exited.returncode == 3
-        assert len(_server_pids(Path(warm_dir))) == 1
+        (first,) = _server_pids(Path(warm_dir))
         # A variable torch may read at import: another server, never the first one's import.
         _profile(project, warm_dir, env={"TORCH_LOGS": "-all"})
-        assert len(_server_pids(Path(warm_dir))) == 2
+        assert len(_server_pids(Path(warm_dir)) - {first}) == 1
+        # More servers than RECOMPILE_FIX_WARM_MAX: the least used one ends.
+        _profile(project, warm_dir, env={"TORCH_LOGS": "-dynamo", warm.MAX_ENV: "1"})
+        assert first not in _server_pids(Path(warm_dir)) and len(_server_pids(Path(warm_dir))) == 1
+        for _ in range(100):
+            if not _alive(first):
+                break
+            time.sleep(0.1)
+        assert not _alive(first)
     finally:
         warm.stop_servers(Path(warm_dir))
 

@@ -12,7 +12,8 @@ Where the servers live:
 
 * ``RECOMPILE_FIX_WARM_DIR=DIR``: in DIR, shared by every recompile-fix process that names it
   (the test suite sets it for a session; a user can for a loop of commands). A server exits
-  when DIR's socket file for it is removed, or after ``RECOMPILE_FIX_WARM_IDLE`` seconds
+  when DIR's socket file for it is removed (the least used of more than
+  ``RECOMPILE_FIX_WARM_MAX``, default 4, is), or after ``RECOMPILE_FIX_WARM_IDLE`` seconds
   (default 600) without a run.
 * otherwise, for a command that runs the program more than once (``verify``, ``fix``,
   ``apply --verify`` call ``enable``): in a private directory, ended when the command ends.
@@ -41,6 +42,7 @@ import recompile_fix
 
 __all__ = [
     "IDLE_ENV",
+    "MAX_ENV",
     "OFF_ENV",
     "WARM_DIR_ENV",
     "ZYGOTE_ENV",
@@ -54,6 +56,7 @@ __all__ = [
 
 WARM_DIR_ENV = "RECOMPILE_FIX_WARM_DIR"
 IDLE_ENV = "RECOMPILE_FIX_WARM_IDLE"
+MAX_ENV = "RECOMPILE_FIX_WARM_MAX"
 OFF_ENV = "RECOMPILE_FIX_WARM"
 ZYGOTE_ENV = "RECOMPILE_FIX_ZYGOTE"  # set in the server only: its sitecustomize starts no recorder
 
@@ -196,6 +199,7 @@ def start(
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = _connect(sock_path)
         if conn is None:
+            _retire_least_used(directory)
             if not _start_server(argv[0], server_env, directory, key):
                 return None
             conn = _connect(sock_path)
@@ -219,10 +223,23 @@ def start(
     finally:
         if stdin != 0:
             os.close(stdin)
+    with contextlib.suppress(OSError):
+        os.utime(directory / f"{key}.pid")  # used now: the last to be retired
     first, _, rest = reply.partition(b"\n")
     process = WarmProcess(conn, int(json.loads(first)["pid"]))
     process._buffer = rest
     return process
+
+
+def _retire_least_used(directory: Path) -> None:
+    """Keep at most ``RECOMPILE_FIX_WARM_MAX`` servers (default 4; each holds an imported torch,
+    about 0.5 GB): the one used longest ago loses its socket, and so ends once its runs end."""
+    limit = int(os.environ.get(MAX_ENV, "4") or 4)
+    servers = sorted(directory.glob("*.pid"), key=lambda p: p.stat().st_mtime)
+    for pid_file in servers[: max(0, len(servers) - limit + 1)]:
+        for path in (pid_file.with_suffix(".sock"), pid_file):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def _is_open(fd: int) -> bool:
