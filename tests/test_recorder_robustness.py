@@ -20,6 +20,14 @@ from recompile_fix.profile.model import Profile
 ROBUST = PROGRAMS / "robust"
 pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # each test profiles a torch program
 
+
+@pytest.fixture(autouse=True)
+def _cold(monkeypatch):
+    """A single `profile` runs its program in a process of its own (no warm runner): that is the
+    path tested here; tests/test_warm.py checks that a warm run is the same run."""
+    monkeypatch.setenv("RECOMPILE_FIX_WARM", "0")
+
+
 # program -> (what the recorder must say it repaired, or None; how the process ended)
 PROGRAMS_AND_NOTES = {
     # The seven-line program of issue 18: set_compilation_metrics_limit swaps torch's deque.

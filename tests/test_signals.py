@@ -22,6 +22,14 @@ from conftest import PROGRAMS, ROOT
 
 pytestmark = pytest.mark.slow  # every test here runs a torch program
 
+
+@pytest.fixture(autouse=True)
+def _cold(monkeypatch):
+    """A single `profile` runs its program in a process of its own (no warm runner): that is the
+    path tested here; tests/test_warm.py checks that a warm run is the same run."""
+    monkeypatch.setenv("RECOMPILE_FIX_WARM", "0")
+
+
 SLEEPER = PROGRAMS / "signals" / "sleeper.py"
 
 
