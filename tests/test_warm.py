@@ -23,7 +23,7 @@ def f(x):
 g = torch.compile(f, backend="eager")
 for n in (3, 4, 5):
     g(torch.ones(n))
-print("ppid", os.getppid(), "argv", sys.argv, "name", __name__, "path0", sys.path[0], "cwd", os.getcwd())
+print("ppid", os.getppid(), "argv", sys.argv, "name", __name__, "path0", sys.path[0], "cwd", os.getcwd(), "file", __file__, f.__code__.co_filename)
 print("stdin", sys.stdin.readline().strip() if not sys.stdin.isatty() else "")
 print("err line", file=sys.stderr)
 if "--fail" in sys.argv:

@@ -192,8 +192,29 @@ def _run(argv: list[str], recorder: bool) -> None:
         sys.path[0] = os.getcwd()
         runpy._run_module_as_main(argv[1])  # type: ignore[attr-defined]  # what `python -m` calls
     else:
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-        runpy.run_path(argv[0], run_name="__main__")
+        _run_script(argv[0])
+
+
+def _run_script(path: str) -> None:
+    """What ``python path`` does: a fresh ``__main__`` (``runpy.run_path`` would set sys.argv[0]
+    to the absolute path, which the interpreter leaves as given), code compiled under the
+    absolute path (as ``__file__``)."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    script = os.path.abspath(path)
+    sys.path[0] = os.path.dirname(script)
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
+    main.__spec__ = None
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main
+    with open(script, "rb") as fh:
+        source = fh.read()
+    exec(compile(source, script, "exec"), main.__dict__)
 
 
 def _report(exc: BaseException) -> None:
