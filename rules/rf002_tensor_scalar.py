@@ -10,6 +10,12 @@ import libcst as cst
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_arguments import (
+    ScalarArgument,
+    changed_scalars,
+    parameter_function,
+    parameter_inputs,
+)
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
@@ -118,33 +124,26 @@ class TensorScalar(Rule):
         for frame in profile.frames:
             # A library's frame too (a diffusers forward compiled directly): the edit goes at the
             # user's call (call_sites keeps only lines in the project), never into the library.
-            guarded: dict[str, set[str]] = {}
-            for reason in frame.reasons():
-                # A plain argument; attribute chains (`G['m'].n`) are module state (RF006).
-                if (
-                    reason.kind == "scalar_value"
-                    and reason.source
-                    and reason.source.isidentifier()
-                    and reason.value_type in ("float", "int")
-                ):
-                    guarded.setdefault(reason.source, set()).add(reason.value_type)
-            for param in guarded:
-                findings.extend(self._plan_parameter(frame, param, project))
+            # Every number that changed between its compiles, not only the one a guard names
+            # (torch names the first failing guard), and `kwargs['k']` / `args[i]` items of a
+            # decorator's wrapper, traced to the wrapped function's parameter.
+            for argument in changed_scalars(frame):
+                findings.extend(self._plan_parameter(frame, argument, project))
         return findings
 
-    def _plan_parameter(self, frame: Frame, param: str, project: Project) -> list[Finding]:
-        values = _values(frame, param)
-        kind = "float" if any(isinstance(v, float) for v in values) else "int"
+    def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
+        values = argument.values
+        kind = argument.kind
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
-        evidence = frame_evidence(
-            frame, [r for r in frame.reasons() if r.source == param and r.kind in self.consumes], values=values[:10]
-        )
+        reasons = [r for r in frame.reasons() if r.source == argument.source and r.kind in self.consumes]
+        evidence = frame_evidence(frame, reasons or _hidden_evidence(frame), values=values[:10])
         function_name = function_of(frame.name)
+        param = argument.name or argument.source
         message = self.message.format(
             param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
         )
 
-        covers = [cover(frame, [param], self.consumes)]
+        covers = [cover(frame, [argument.source], self.consumes)]
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
             no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
@@ -163,13 +162,39 @@ class TensorScalar(Rule):
         if not sites:
             return []
         source = project.source(frame.file)
-        func = compiled_function(source, frame, function_name) if source else None
-        if func is None:
+        compiled_def = compiled_function(source, frame, function_name) if source else None
+        if compiled_def is None or source is None:
             return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
+        func = parameter_function(source, frame, compiled_def, argument)
+        if func is None:
+            return [
+                finding(
+                    sites[0],
+                    Safety.NONE,
+                    [
+                        f"`{argument.source}` reaches `{function_name}` through its *args/**kwargs, and no guard's "
+                        "first use shows which function takes it"
+                    ],
+                )
+            ]
+        param = argument.name or argument.source
+        message = self.message.format(  # `args[2]` is now the parameter it binds
+            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
+        )
         position = Parameter.of(source, func, param)
         if position is None:
-            return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{function_name}`"])]
-        tensors = _tensor_inputs(frame)
+            return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{func.name.value}`"])]
+        if argument.keyword:
+            position = Parameter(param, None)  # the wrapper got it in **kwargs: the call names it
+        hidden = (
+            []
+            if argument.named
+            else [
+                f"no guard names `{param}`: torch reports the first failing guard, and `{param}` changed in the "
+                f"same compiles ({shown}), so it is guarded on its value too"
+            ]
+        )
+        tensors = _tensor_inputs(frame, func, argument)
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
         blocking = distinct(u for u in uses if u.verdict == BLOCKS)
@@ -179,15 +204,15 @@ class TensorScalar(Rule):
         if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
             return [
                 finding(
-                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{function_name}`; no edit"]
+                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{func.name.value}`; no edit"]
                 )
             ]
         dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
         if dtype is _NO_DTYPE:
             return [finding(sites[0], Safety.NONE, [why])]
         safety = Safety.SAFE if exact else Safety.UNSAFE
-        notes = [why] + _masked_changes(frame, param)
-        optional = bool(analysis.none_tests) or _seen_as_none(frame, param)
+        notes = hidden + [why] + _masked_changes(frame, argument.source)
+        optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
         if optional:
             notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
         for use in distinct(u for u in uses if u.verdict == UNKNOWN):
@@ -282,21 +307,24 @@ class TensorScalar(Rule):
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
 
 
-def _values(frame: Frame, param: str) -> list:
-    values = []
+def _hidden_evidence(frame: Frame) -> list:
+    """For a number no guard names: the value guards of the compiles it changed in."""
+    return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
+
+
+def _tensor_inputs(
+    frame: Frame, func: cst.FunctionDef | None = None, argument: ScalarArgument | None = None
+) -> dict[str, dict]:
+    """The frame's tensor arguments that are plain names; for a number that reached a wrapper's
+    *args/**kwargs, the wrapped function's parameters they bind (`args[1]` -> `x`)."""
+    if func is None or argument is None or (not argument.keyword and argument.index is None):
+        return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
+    tensors: dict[str, dict] = {}
     for compile_ in frame.compiles:
-        entry = compile_.inputs.get(param, {})
-        if entry.get("type") in ("float", "int") and entry.get("value") not in values:
-            values.append(entry["value"])
-    for reason in frame.reasons():
-        if reason.source == param and reason.value is not None and reason.value not in values:
-            values.append(reason.value)
-    return values
-
-
-def _tensor_inputs(frame: Frame) -> dict[str, dict]:
-    """The frame's tensor arguments that are plain names (not `args[0]` of a wrapper)."""
-    return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
+        for name, entry in parameter_inputs(frame, func, argument, compile_).items():
+            if entry.get("type") == "Tensor":
+                tensors.setdefault(name, entry)
+    return tensors
 
 
 def _masked_changes(frame: Frame, param: str) -> list[str]:

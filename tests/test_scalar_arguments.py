@@ -1,0 +1,76 @@
+"""recompile_fix.analysis.scalar_arguments: every Python number a compiled frame was specialised on,
+from the run (issue 30, cause 4): the ones torch's guards do not name (it names the first failing
+guard), and `kwargs['k']` items of a decorator's wrapper traced to the wrapped function."""
+
+import copy
+import shutil
+from pathlib import Path
+
+from golden_cases import GOLDEN
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_arguments import changed_scalars
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
+
+
+def _case(name: str, tmp_path: Path) -> tuple[Profile, Project]:
+    case = GOLDEN / "RF002" / name
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    profile = Profile.load(case / "profile.json")
+    return profile, Project(tmp_path, expected_hashes=profile.sources)
+
+
+def test_a_scalar_no_guard_names_is_found_from_the_recorded_values(tmp_path):
+    profile, _ = _case("two_annealed_scalars", tmp_path)
+    (frame,) = profile.frames
+    (named,) = {r.source for r in frame.reasons()}  # torch named one of the two
+    hidden = ({"tau", "beta"} - {named}).pop()
+    found = {a.source: a for a in changed_scalars(frame)}
+    assert set(found) == {"beta", "tau"}
+    assert found[named].named and not found[hidden].named
+    assert found["tau"].values == [2.0, 1.75, 1.5, 1.25] and found["tau"].kind == "float"
+
+
+def test_rf002_wraps_both_annealed_scalars(tmp_path):
+    profile, project = _case("two_annealed_scalars", tmp_path)
+    findings = {f.params["param"]: f for f in RF002.plan(profile, project) if f.params}
+    assert set(findings) == {"tau", "beta"}
+    (named,) = {r.source for r in profile.frames[0].reasons()}
+    hidden = ({"tau", "beta"} - {named}).pop()
+    assert any(f"no guard names `{hidden}`" in n for n in findings[hidden].notes)
+    assert findings["tau"].params["dtype"] == "float64"  # it meets only the float32 logits
+
+
+def test_a_value_that_changed_only_with_a_shape_recompile_is_not_claimed(tmp_path):
+    profile, _ = _case("two_annealed_scalars", tmp_path)
+    (frame,) = profile.frames
+    frame = copy.deepcopy(frame)
+    for compile_ in frame.compiles:  # the recompiles were for a size change, not a value guard
+        for reason in compile_.reasons:
+            reason.kind, reason.source = "size_mismatch", "logits"
+    assert changed_scalars(frame) == []
+
+
+def test_a_kwargs_item_of_a_decorated_forward_is_the_wrapped_parameter(tmp_path):
+    profile, project = _case("kwargs_decorated_forward", tmp_path)
+    (frame,) = profile.frames
+    assert frame.name == "wrapper" and frame.signature["varkw"] == "kwargs"
+    (argument,) = changed_scalars(frame)
+    assert (argument.source, argument.name, argument.keyword) == (
+        "kwargs['num_items_in_batch']",
+        "num_items_in_batch",
+        True,
+    )
+    (finding,) = RF002.plan(profile, project)
+    assert finding.safety.value == "safe", finding.notes
+    assert finding.params["param"] == "num_items_in_batch"
+    start, end = finding.params["arg"]
+    assert (tmp_path / "program.py").read_text()[start:end] == "num_items_in_batch"
+
+
+def test_a_kwargs_item_whose_function_no_guard_shows_gets_no_edit(tmp_path):
+    profile, project = _case("kwargs_decorated_forward", tmp_path)
+    for reason in profile.frames[0].reasons():
+        reason.first_use = None  # an older Profile, or torch gave no user line
+    (finding,) = RF002.plan(profile, project)
+    assert finding.safety.value == "none" and "first use" in finding.notes[0]
