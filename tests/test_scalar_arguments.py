@@ -74,3 +74,36 @@ def test_a_kwargs_item_whose_function_no_guard_shows_gets_no_edit(tmp_path):
         reason.first_use = None  # an older Profile, or torch gave no user line
     (finding,) = RF002.plan(profile, project)
     assert finding.safety.value == "none" and "first use" in finding.notes[0]
+
+
+def test_the_recorder_keeps_a_module_s_own_buffers_and_parameters():
+    """issue 30, cause 6: `self.gain` (a registered buffer) with its dtype, rank and device."""
+    from recompile_fix.profile.module_tensors import MAX_HELD, held_tensors
+
+    class Fake:
+        def __init__(self, buffers, parameters):
+            self._buffers, self._parameters = buffers, parameters
+
+    def describe(value):
+        return {"type": "Tensor", "shape": list(value), "dtype": "float32", "device": "cpu"}
+
+    module = Fake({"gain": (8,), "unset": None}, {"weight": (8, 8)})
+    assert held_tensors(module, "self", describe) == {
+        "self.gain": {"type": "Tensor", "shape": [8], "dtype": "float32", "device": "cpu", "held": "buffer"},
+        "self.weight": {"type": "Tensor", "shape": [8, 8], "dtype": "float32", "device": "cpu", "held": "parameter"},
+    }
+    many = Fake({f"b{i}": (1,) for i in range(MAX_HELD + 5)}, {})
+    assert len(held_tensors(many, "self", describe)) == MAX_HELD
+
+
+def test_rf009_reads_the_recorded_buffer_and_is_safe_where_it_was_unsafe(tmp_path):
+    from recompile_fix.rules.rf009_schedule_tensor import RULE as RF009
+
+    case = GOLDEN / "RF009" / "schedule_meets_buffer"
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    profile = Profile.load(case / "profile.json")
+    project = Project(tmp_path, expected_hashes=profile.sources)
+    assert {f.safety.value for f in RF009.plan(profile, project)} == {"safe"}
+    for compile_ in profile.frames[0].compiles:  # an older Profile: no buffers recorded
+        compile_.inputs.pop("self.gain")
+    assert "unsafe" in {f.safety.value for f in RF009.plan(profile, project)}
