@@ -197,6 +197,13 @@ class TensorScalar(Rule):
         tensors = _tensor_inputs(frame, func, argument)
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
+        if not _serves(uses):
+            # Refused: would it serve if the fields of a module's output (`unet(x, t).sample`)
+            # held tensors? The source does not say: then the fix is one a run must prove.
+            guessing = ScalarUses(read=project.source, classes=ClassIndex(project), output_fields=True)
+            guessed = guessing.of_parameter(source, frame.file, func, param, set(tensors))
+            if _serves(guessed) and guessing.fields_taken:
+                analysis, uses = guessing, guessed
         blocking = distinct(u for u in uses if u.verdict == BLOCKS)
         if blocking:
             notes = [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
@@ -215,6 +222,18 @@ class TensorScalar(Rule):
         optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
         if optional:
             notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
+        if analysis.fields_taken:
+            safety = Safety.UNSAFE
+            fields = ", ".join(f"`{f}`" for f in dict.fromkeys(analysis.fields_taken))
+            notes.append(
+                f"{fields} taken for a tensor (a field of a module's output; the source does not say what it "
+                "holds): a run of the program shows whether the 0-d tensor serves"
+            )
+        for where in dict.fromkeys(analysis.device_moves):
+            notes.append(
+                f"`{param}` is tested for a tensor at {where} only to move a tensor to a device: a 0-d tensor "
+                "takes that branch and then computes what the number did"
+            )
         for use in distinct(u for u in uses if u.verdict == UNKNOWN):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
@@ -305,6 +324,12 @@ class TensorScalar(Rule):
         if not makes_tensor(optional.group(1) if optional else text):
             return None
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
+
+
+def _serves(uses: list[Use]) -> bool:
+    """Would a 0-d tensor serve at these uses: none blocks, and one at least is tensor arithmetic
+    (or passed where the source cannot be read)?"""
+    return not any(u.verdict == BLOCKS for u in uses) and any(u.verdict in (TENSOR, UNKNOWN) for u in uses)
 
 
 def _hidden_evidence(frame: Frame) -> list:
