@@ -442,7 +442,10 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
 
 
 def _seen_as_none(frame: Frame, param: str) -> bool:
-    """Did a guard on ``param`` fail because it was (or was not) None?"""
+    """Did the run pass None for ``param`` at a compile, or a guard on it fail because it was (or
+    was not) None?"""
+    if any(c.inputs.get(param, {}).get("type") == "None" for c in frame.compiles):
+        return True
     return any(
         r.source == param and ("None" in r.text.split("\n", 1)[0]) and r.kind in ("id_mismatch", "type_mismatch")
         for r in frame.reasons()

@@ -4,8 +4,12 @@ guard), and `kwargs['k']` items of a decorator's wrapper traced to the wrapped f
 
 import copy
 import shutil
+import textwrap
 from pathlib import Path
 
+import pytest
+
+from conftest import run_cli
 from golden_cases import GOLDEN
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_arguments import changed_scalars
@@ -107,3 +111,47 @@ def test_rf009_reads_the_recorded_buffer_and_is_safe_where_it_was_unsafe(tmp_pat
     for compile_ in profile.frames[0].compiles:  # an older Profile: no buffers recorded
         compile_.inputs.pop("self.gain")
     assert "unsafe" in {f.safety.value for f in RF009.plan(profile, project)}
+
+
+@pytest.mark.slow
+def test_the_run_records_none_devices_and_a_module_s_buffers(tmp_path):
+    """The types the rules read from the run (issue 30, causes 5 and 6): an argument passed as
+    None, every tensor's device, and the buffers and parameters the compiled module holds."""
+    (tmp_path / "program.py").write_text(
+        textwrap.dedent("""
+            import torch
+            from torch import nn
+
+
+            class Scaled(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(3, 3)
+                    self.register_buffer("gain", torch.ones(3, dtype=torch.float64))
+
+                def forward(self, x, c, bias=None):
+                    y = self.proj(x) * c
+                    return y if bias is None else y + bias
+
+
+            compiled = torch.compile(Scaled(), dynamic=False)
+            x = torch.randn(2, 3)
+            for i in range(2):
+                compiled(x, 0.5 + i, None if i else torch.zeros(3))
+        """)
+    )
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    first, second = frame.compiles[0].inputs, frame.compiles[1].inputs
+    assert first["bias"]["type"] == "Tensor" and second["bias"] == {"type": "None"}
+    assert first["x"]["device"] == "cpu"
+    assert first["self.gain"] == {
+        "type": "Tensor",
+        "shape": [3],
+        "stride": [1],
+        "dtype": "float64",
+        "device": "cpu",
+        "held": "buffer",
+    }
+    assert "self.proj" not in first  # a submodule's own tensors are not the compiled module's

@@ -192,6 +192,8 @@ class _InputWalk:
                 self.entries[source] = {"type": "str", "value": value}
                 self.strings += 1
             return
+        if value is None and depth <= 1:
+            self.entries[source] = {"type": "None"}  # an optional argument's None: a type the rules read
         if depth >= _MAX_DEPTH or value is None:
             return
         if isinstance(value, dict):
