@@ -128,7 +128,11 @@ class TensorScalar(Rule):
             # (torch names the first failing guard), and `kwargs['k']` / `args[i]` items of a
             # decorator's wrapper, traced to the wrapped function's parameter.
             for argument in changed_scalars(frame):
-                findings.extend(self._plan_parameter(frame, argument, project))
+                planned = self._plan_parameter(frame, argument, project)
+                # A number no guard names that gets no edit may not be guarded at all (torch
+                # guards no argument the graph does not read): no finding claims it recompiles.
+                if argument.named or any(f.safety is not Safety.NONE for f in planned):
+                    findings.extend(planned)
         return findings
 
     def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:

@@ -13,7 +13,7 @@ from conftest import run_cli
 from golden_cases import GOLDEN
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_arguments import changed_scalars
-from recompile_fix.profile.model import Profile
+from recompile_fix.profile.model import Location, Profile
 from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
 
 
@@ -155,3 +155,28 @@ def test_the_run_records_none_devices_and_a_module_s_buffers(tmp_path):
         "held": "buffer",
     }
     assert "self.proj" not in first  # a submodule's own tensors are not the compiled module's
+
+
+def test_a_changed_number_no_guard_names_and_no_edit_serves_gets_no_finding(tmp_path):
+    """`step` changes with the guarded `c` but reaches no tensor: torch may not guard it at all."""
+    program = (
+        "import torch\n\n\n@torch.compile(dynamic=False)\ndef fn(x, c, step):\n"
+        "    print(step)\n    return x * c\n\n\nfor i in range(3):\n    fn(torch.ones(3), 0.5 + i, i)\n"
+    )
+    (tmp_path / "program.py").write_text(program)
+    from recompile_fix.profile.model import Compile, Frame, Reason
+
+    def compile_(n: int) -> Compile:
+        reasons = (
+            [] if n == 0 else [Reason("scalar_value", "c == 0.5", entry=f"0/{n - 1}", source="c", value_type="float")]
+        )
+        inputs = {"x": {"type": "Tensor", "shape": [3], "dtype": "float32"}}
+        inputs |= {"c": {"type": "float", "value": 0.5 + n}, "step": {"type": "int", "value": n}}
+        stack = [Location("program.py", 11, 11, 4, 34, "<module>")]
+        return Compile(id=f"0/{n}", reasons=reasons, inputs=inputs, stack=stack)
+
+    frame = Frame("program.py", 4, "fn", compiles=[compile_(n) for n in range(3)])
+    assert {a.source for a in changed_scalars(frame)} == {"c", "step"}
+    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    found = RF002.plan(profile, Project(tmp_path))
+    assert [f.params.get("param") for f in found] == ["c"], [(f.message, f.notes) for f in found]
