@@ -75,10 +75,19 @@ class TensorScalar(Rule):
     when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
     bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
 
+    A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
+    decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
+    a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
+    unsafe, for `fix` to prove by running it.
+
     ## Profile evidence
     `c == 0.5   # return x + c  # program.py:6 in fn` (a value guard on an argument of the
     compiled frame; `L['c']` on older torch), plus the argument's recorded values and the dtypes
-    and shapes of the frame's tensor arguments.
+    and shapes of the frame's tensor arguments. Every int or float argument whose recorded value
+    changed in a recompile is planned too, not only the one the guard names (torch names the
+    first failing guard: of two annealed scalars, one). A decorator's `wrapper(*args, **kwargs)`
+    spells it `kwargs['num_items_in_batch']`: the parameter of the wrapped function where the
+    guard is first used, passed by keyword at the user's call.
     """
 
     id = "RF002"
