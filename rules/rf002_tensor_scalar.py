@@ -13,6 +13,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_arguments import (
     ScalarArgument,
     changed_scalars,
+    forwards,
     parameter_function,
     parameter_inputs,
 )
@@ -185,8 +186,9 @@ class TensorScalar(Rule):
                     sites[0],
                     Safety.NONE,
                     [
-                        f"`{argument.source}` reaches `{function_name}` through its *args/**kwargs, and no guard's "
-                        "first use shows which function takes it"
+                        f"`{argument.source}` reaches `{function_name}` through its *args/**kwargs, and neither "
+                        "shows whose parameter it is (a wrapper that passes them on as it got them, and a guard's "
+                        "first use in the function it calls)"
                     ],
                 )
             ]
@@ -207,7 +209,8 @@ class TensorScalar(Rule):
                 f"same compiles ({shown}), so it is guarded on its value too"
             ]
         )
-        tensors = _tensor_inputs(frame, func, argument)
+        varargs = (frame.signature or {}).get("varargs") or "args"
+        tensors = _tensor_inputs(frame, func, argument, forwards(compiled_def, varargs))
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
         if not _serves(uses):
@@ -351,7 +354,10 @@ def _hidden_evidence(frame: Frame) -> list:
 
 
 def _tensor_inputs(
-    frame: Frame, func: cst.FunctionDef | None = None, argument: ScalarArgument | None = None
+    frame: Frame,
+    func: cst.FunctionDef | None = None,
+    argument: ScalarArgument | None = None,
+    forwards_args: bool = True,
 ) -> dict[str, dict]:
     """The frame's tensor arguments that are plain names; for a number that reached a wrapper's
     *args/**kwargs, the wrapped function's parameters they bind (`args[1]` -> `x`)."""
@@ -359,7 +365,7 @@ def _tensor_inputs(
         return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
     tensors: dict[str, dict] = {}
     for compile_ in frame.compiles:
-        for name, entry in parameter_inputs(frame, func, argument, compile_).items():
+        for name, entry in parameter_inputs(frame, func, argument, compile_, forwards_args).items():
             if entry.get("type") == "Tensor":
                 tensors.setdefault(name, entry)
     return tensors

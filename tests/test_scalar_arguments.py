@@ -180,3 +180,13 @@ def test_a_changed_number_no_guard_names_and_no_edit_serves_gets_no_finding(tmp_
     profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
     found = RF002.plan(profile, Project(tmp_path))
     assert [f.params.get("param") for f in found] == ["c"], [(f.message, f.notes) for f in found]
+
+
+def test_a_wrapper_that_does_not_pass_kwargs_on_as_it_got_them_gets_no_edit(tmp_path):
+    profile, _ = _case("kwargs_decorated_forward", tmp_path)
+    program = tmp_path / "program.py"
+    text = program.read_text()
+    assert "return fn(*args, **kwargs)" in text
+    program.write_text(text.replace("return fn(*args, **kwargs)", "return fn(*args, **dict(kwargs, flag=1))"))
+    (finding,) = RF002.plan(profile, Project(tmp_path))
+    assert finding.safety.value == "none" and "first use" in finding.notes[0]

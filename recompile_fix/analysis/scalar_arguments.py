@@ -23,7 +23,7 @@ import libcst as cst
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Compile, Frame, Location
 
-__all__ = ["ScalarArgument", "changed_scalars", "parameter_function", "parameter_inputs"]
+__all__ = ["ScalarArgument", "changed_scalars", "forwards", "parameter_function", "parameter_inputs"]
 
 _ITEM = re.compile(r"^(?P<holder>[A-Za-z_]\w*)\[(?P<key>'[A-Za-z_]\w*'|\"[A-Za-z_]\w*\"|\d+)\]$")
 _NUMBERS = ("float", "int")
@@ -125,6 +125,8 @@ def parameter_function(
     wrapped function). Sets ``argument.name`` for an ``args[i]`` item. None when not found."""
     if not argument.keyword and argument.index is None:
         return compiled
+    if compiled is None or not _forwards(compiled, argument.source.split("[", 1)[0]):
+        return None  # the wrapper does not pass them on as it got them: which parameter is unknown
     for location in _first_uses(frame, argument.source):
         if location.file != frame.file:
             continue
@@ -143,23 +145,44 @@ def parameter_function(
     return None
 
 
-def parameter_inputs(frame: Frame, func: cst.FunctionDef, argument: ScalarArgument, compile_: Compile) -> dict:
+def parameter_inputs(
+    frame: Frame, func: cst.FunctionDef, argument: ScalarArgument, compile_: Compile, forwards_args: bool = True
+) -> dict:
     """``compile_``'s recorded inputs under the names of ``func``'s parameters: the inputs
-    themselves for a plain argument; ``args[i]`` and ``kwargs['k']`` mapped to the parameters
-    the wrapped function binds them to."""
+    themselves for a plain argument; ``kwargs['k']`` (and ``args[i]``, where the wrapper passes
+    ``*args`` on as it got them: ``forwards_args``) mapped to the parameters the wrapped function
+    binds them to."""
     if not argument.keyword and argument.index is None:
         return compile_.inputs
     signature = frame.signature or {}
     varargs, varkw = signature.get("varargs") or "args", signature.get("varkw") or "kwargs"
     positional, keyword_only = _parameters(func)
     mapped: dict = {}
-    for index, name in enumerate(positional):
+    for index, name in enumerate(positional if forwards_args else ()):
         if f"{varargs}[{index}]" in compile_.inputs:
             mapped[name] = compile_.inputs[f"{varargs}[{index}]"]
     for name in positional + keyword_only:
         if f"{varkw}[{name!r}]" in compile_.inputs:
             mapped[name] = compile_.inputs[f"{varkw}[{name!r}]"]
     return mapped
+
+
+def forwards(compiled: cst.FunctionDef, holder: str) -> bool:
+    """Does ``compiled`` pass its ``*holder`` / ``**holder`` on unchanged (``fn(*args, **kwargs)``)?"""
+    return _forwards(compiled, holder)
+
+
+def _forwards(compiled: cst.FunctionDef, holder: str) -> bool:
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Arg(self, node: cst.Arg) -> None:
+            nonlocal found
+            if node.star in ("*", "**") and isinstance(node.value, cst.Name) and node.value.value == holder:
+                found = True
+
+    compiled.visit(Find())
+    return found
 
 
 def _first_uses(frame: Frame, source: str) -> list[Location]:
