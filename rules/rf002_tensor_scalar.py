@@ -10,6 +10,13 @@ import libcst as cst
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_arguments import (
+    ScalarArgument,
+    changed_scalars,
+    forwards,
+    parameter_function,
+    parameter_inputs,
+)
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
@@ -69,10 +76,19 @@ class TensorScalar(Rule):
     when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
     bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
 
+    A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
+    decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
+    a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
+    unsafe, for `fix` to prove by running it.
+
     ## Profile evidence
     `c == 0.5   # return x + c  # program.py:6 in fn` (a value guard on an argument of the
     compiled frame; `L['c']` on older torch), plus the argument's recorded values and the dtypes
-    and shapes of the frame's tensor arguments.
+    and shapes of the frame's tensor arguments. Every int or float argument whose recorded value
+    changed in a recompile is planned too, not only the one the guard names (torch names the
+    first failing guard: of two annealed scalars, one). A decorator's `wrapper(*args, **kwargs)`
+    spells it `kwargs['num_items_in_batch']`: the parameter of the wrapped function where the
+    guard is first used, passed by keyword at the user's call.
     """
 
     id = "RF002"
@@ -118,33 +134,30 @@ class TensorScalar(Rule):
         for frame in profile.frames:
             # A library's frame too (a diffusers forward compiled directly): the edit goes at the
             # user's call (call_sites keeps only lines in the project), never into the library.
-            guarded: dict[str, set[str]] = {}
-            for reason in frame.reasons():
-                # A plain argument; attribute chains (`G['m'].n`) are module state (RF006).
-                if (
-                    reason.kind == "scalar_value"
-                    and reason.source
-                    and reason.source.isidentifier()
-                    and reason.value_type in ("float", "int")
-                ):
-                    guarded.setdefault(reason.source, set()).add(reason.value_type)
-            for param in guarded:
-                findings.extend(self._plan_parameter(frame, param, project))
+            # Every number that changed between its compiles, not only the one a guard names
+            # (torch names the first failing guard), and `kwargs['k']` / `args[i]` items of a
+            # decorator's wrapper, traced to the wrapped function's parameter.
+            for argument in changed_scalars(frame):
+                planned = self._plan_parameter(frame, argument, project)
+                # A number no guard names that gets no edit may not be guarded at all (torch
+                # guards no argument the graph does not read): no finding claims it recompiles.
+                if argument.named or any(f.safety is not Safety.NONE for f in planned):
+                    findings.extend(planned)
         return findings
 
-    def _plan_parameter(self, frame: Frame, param: str, project: Project) -> list[Finding]:
-        values = _values(frame, param)
-        kind = "float" if any(isinstance(v, float) for v in values) else "int"
+    def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
+        values = argument.values
+        kind = argument.kind
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
-        evidence = frame_evidence(
-            frame, [r for r in frame.reasons() if r.source == param and r.kind in self.consumes], values=values[:10]
-        )
+        reasons = [r for r in frame.reasons() if r.source == argument.source and r.kind in self.consumes]
+        evidence = frame_evidence(frame, reasons or _hidden_evidence(frame), values=values[:10])
         function_name = function_of(frame.name)
+        param = argument.name or argument.source
         message = self.message.format(
             param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
         )
 
-        covers = [cover(frame, [param], self.consumes)]
+        covers = [cover(frame, [argument.source], self.consumes)]
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
             no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
@@ -163,15 +176,50 @@ class TensorScalar(Rule):
         if not sites:
             return []
         source = project.source(frame.file)
-        func = compiled_function(source, frame, function_name) if source else None
-        if func is None:
+        compiled_def = compiled_function(source, frame, function_name) if source else None
+        if compiled_def is None or source is None:
             return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
+        func = parameter_function(source, frame, compiled_def, argument)
+        if func is None:
+            return [
+                finding(
+                    sites[0],
+                    Safety.NONE,
+                    [
+                        f"`{argument.source}` reaches `{function_name}` through its *args/**kwargs, and neither "
+                        "shows whose parameter it is (a wrapper that passes them on as it got them, and a guard's "
+                        "first use in the function it calls)"
+                    ],
+                )
+            ]
+        param = argument.name or argument.source
+        message = self.message.format(  # `args[2]` is now the parameter it binds
+            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
+        )
         position = Parameter.of(source, func, param)
         if position is None:
-            return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{function_name}`"])]
-        tensors = _tensor_inputs(frame)
+            return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{func.name.value}`"])]
+        if argument.keyword:
+            position = Parameter(param, None)  # the wrapper got it in **kwargs: the call names it
+        hidden = (
+            []
+            if argument.named
+            else [
+                f"no guard names `{param}`: torch reports the first failing guard, and `{param}` changed in the "
+                f"same compiles ({shown}), so it is guarded on its value too"
+            ]
+        )
+        varargs = (frame.signature or {}).get("varargs") or "args"
+        tensors = _tensor_inputs(frame, func, argument, forwards(compiled_def, varargs))
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
+        if not _serves(uses):
+            # Refused: would it serve if the fields of a module's output (`unet(x, t).sample`)
+            # held tensors? The source does not say: then the fix is one a run must prove.
+            guessing = ScalarUses(read=project.source, classes=ClassIndex(project), output_fields=True)
+            guessed = guessing.of_parameter(source, frame.file, func, param, set(tensors))
+            if _serves(guessed) and guessing.fields_taken:
+                analysis, uses = guessing, guessed
         blocking = distinct(u for u in uses if u.verdict == BLOCKS)
         if blocking:
             notes = [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
@@ -179,17 +227,29 @@ class TensorScalar(Rule):
         if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
             return [
                 finding(
-                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{function_name}`; no edit"]
+                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{func.name.value}`; no edit"]
                 )
             ]
         dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
         if dtype is _NO_DTYPE:
             return [finding(sites[0], Safety.NONE, [why])]
         safety = Safety.SAFE if exact else Safety.UNSAFE
-        notes = [why] + _masked_changes(frame, param)
-        optional = bool(analysis.none_tests) or _seen_as_none(frame, param)
+        notes = hidden + [why] + _masked_changes(frame, argument.source)
+        optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
         if optional:
             notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
+        if analysis.fields_taken:
+            safety = Safety.UNSAFE
+            fields = ", ".join(f"`{f}`" for f in dict.fromkeys(analysis.fields_taken))
+            notes.append(
+                f"{fields} taken for a tensor (a field of a module's output; the source does not say what it "
+                "holds): a run of the program shows whether the 0-d tensor serves"
+            )
+        for where in dict.fromkeys(analysis.device_moves):
+            notes.append(
+                f"`{param}` is tested for a tensor at {where} only to move a tensor to a device: a 0-d tensor "
+                "takes that branch and then computes what the number did"
+            )
         for use in distinct(u for u in uses if u.verdict == UNKNOWN):
             safety = Safety.UNSAFE
             notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
@@ -282,21 +342,33 @@ class TensorScalar(Rule):
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
 
 
-def _values(frame: Frame, param: str) -> list:
-    values = []
+def _serves(uses: list[Use]) -> bool:
+    """Would a 0-d tensor serve at these uses: none blocks, and one at least is tensor arithmetic
+    (or passed where the source cannot be read)?"""
+    return not any(u.verdict == BLOCKS for u in uses) and any(u.verdict in (TENSOR, UNKNOWN) for u in uses)
+
+
+def _hidden_evidence(frame: Frame) -> list:
+    """For a number no guard names: the value guards of the compiles it changed in."""
+    return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
+
+
+def _tensor_inputs(
+    frame: Frame,
+    func: cst.FunctionDef | None = None,
+    argument: ScalarArgument | None = None,
+    forwards_args: bool = True,
+) -> dict[str, dict]:
+    """The frame's tensor arguments that are plain names; for a number that reached a wrapper's
+    *args/**kwargs, the wrapped function's parameters they bind (`args[1]` -> `x`)."""
+    if func is None or argument is None or (not argument.keyword and argument.index is None):
+        return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
+    tensors: dict[str, dict] = {}
     for compile_ in frame.compiles:
-        entry = compile_.inputs.get(param, {})
-        if entry.get("type") in ("float", "int") and entry.get("value") not in values:
-            values.append(entry["value"])
-    for reason in frame.reasons():
-        if reason.source == param and reason.value is not None and reason.value not in values:
-            values.append(reason.value)
-    return values
-
-
-def _tensor_inputs(frame: Frame) -> dict[str, dict]:
-    """The frame's tensor arguments that are plain names (not `args[0]` of a wrapper)."""
-    return {name: entry for name, entry in frame.tensor_inputs().items() if name.isidentifier()}
+        for name, entry in parameter_inputs(frame, func, argument, compile_, forwards_args).items():
+            if entry.get("type") == "Tensor":
+                tensors.setdefault(name, entry)
+    return tensors
 
 
 def _masked_changes(frame: Frame, param: str) -> list[str]:
@@ -389,7 +461,10 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
 
 
 def _seen_as_none(frame: Frame, param: str) -> bool:
-    """Did a guard on ``param`` fail because it was (or was not) None?"""
+    """Did the run pass None for ``param`` at a compile, or a guard on it fail because it was (or
+    was not) None?"""
+    if any(c.inputs.get(param, {}).get("type") == "None" for c in frame.compiles):
+        return True
     return any(
         r.source == param and ("None" in r.text.split("\n", 1)[0]) and r.kind in ("id_mismatch", "type_mismatch")
         for r in frame.reasons()

@@ -220,7 +220,7 @@ class ScheduleTensor(Rule):
         if others:
             return [finding(no_fix, Safety.NONE, [f"`self.{attr}` is also used as a {what}: {others}"])]
         analysis = ScalarUses(read=project.source, classes=classes)
-        tensors = {n: e for n, e in frame.tensor_inputs().items() if n.isidentifier()}
+        tensors = _recorded_tensors(frame)
         index_uses = [
             u
             for u in analysis.of_parameter(source, frame.file, func, param, set(tensors))
@@ -353,6 +353,17 @@ def _exactness(uses: list[Use], tensors: dict, func: cst.FunctionDef, scope: Sco
     return Safety.SAFE, [
         "a float64 0-d tensor meeting floating tensors of rank >= 1 computes what the number did, bit for bit"
     ]
+
+
+def _recorded_tensors(frame: Frame) -> dict[str, dict]:
+    """The frame's tensor arguments (plain names) and the tensors its module holds itself
+    (``self.scale``: a buffer or parameter, whose dtype and rank the recorder keeps), by the
+    names the compiled code reads them with."""
+    return {
+        n: e
+        for n, e in frame.tensor_inputs().items()
+        if n.isidentifier() or (n.startswith("self.") and n[5:].isidentifier())
+    }
 
 
 def _computed_from(code: str, known: set[str]) -> bool:

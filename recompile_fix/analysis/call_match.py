@@ -112,6 +112,8 @@ class _Signature:
             kind = entry.get("type")
             if kind == "Tensor":
                 continue  # a literal is never a tensor
+            if kind == "None" and literal is None:
+                return True
             if kind in ("int", "float", "bool") and isinstance(literal, (int, float)) and not isinstance(literal, str):
                 if literal == entry.get("value"):
                     return True

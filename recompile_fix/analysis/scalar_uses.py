@@ -49,6 +49,7 @@ from recompile_fix.analysis.cst_names import (
     submodule_constructor,
     target_names,
 )
+from recompile_fix.analysis.output_fields import is_output_field
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.analysis.torch_vocabulary import (
     ARITH_FUNCTIONS,
@@ -69,6 +70,7 @@ from recompile_fix.analysis.torch_vocabulary import (
     TENSOR_ATTRIBUTES,
     WRONG_UNDER_INDUCTOR,
 )
+from recompile_fix.analysis.type_tests import loads_past_device_moves
 
 __all__ = ["BLOCKS", "TENSOR", "UNKNOWN", "consequence", "distinct", "ScalarUses", "Scope", "Use"]
 
@@ -150,13 +152,26 @@ class ScalarUses:
         read: Callable[[str], SourceFile | None] | None = None,
         max_depth: int = 3,
         classes: ClassIndex | None = None,
+        output_fields: bool = False,
     ):
         self.read = read or (lambda file: None)
+        # Take the fields of a module's output for tensors (``unet(x, t).sample``), and list
+        # those taken: a guess from the text (output_fields.py).
+        self.output_fields = output_fields
+        self.fields_taken: list[str] = []
         self.max_depth = max_depth
         # Methods and submodules of classes whose bases or classes live in other project files.
         self.classes = classes
         # Where a followed value was tested against None (``if c is not None:``): an optional.
         self.none_tests: list[str] = []
+        # Where a tensor would only be moved to a device (``if torch.is_tensor(c): c = c.to(...)``).
+        self.device_moves: list[str] = []
+
+    def _loads(self, source: SourceFile, file: str, scope: cst.CSTNode, name: str) -> list[cst.Name]:
+        """The reads of ``name`` that decide something: not those of a device move (type_tests)."""
+        loads, moves = loads_past_device_moves(source, scope, name)
+        self.device_moves.extend(f"{file}:{line}" for line in moves)
+        return loads
 
     # -- entry points --------------------------------------------------------------------------
     def of_parameter(
@@ -166,7 +181,7 @@ class ScalarUses:
         to be tensors, e.g. from the Profile's recorded inputs)."""
         scope = self.scope(source, file, func, tensors)
         uses: list[Use] = []
-        for name in name_loads(source, func, param):
+        for name in self._loads(source, file, func, param):
             uses.extend(self.classify(name, scope, _Path(visited=frozenset({(file, id(func), param)}))))
         return uses
 
@@ -187,7 +202,12 @@ class ScalarUses:
         if isinstance(expr, cst.Attribute):
             if is_name(expr.value, "self") and expr.attr.value in self._tensor_attributes(scope):
                 return True
-            return expr.attr.value in TENSOR_ATTRIBUTES and self.tensorish(expr.value, scope)
+            if expr.attr.value in TENSOR_ATTRIBUTES:
+                return self.tensorish(expr.value, scope)
+            if self.output_fields and is_output_field(expr) and self.tensorish(expr.value, scope):
+                self.fields_taken.append(source.code(expr))  # a guess: the rule says so (output_fields)
+                return True
+            return False
         if isinstance(expr, cst.Subscript):
             return self.tensorish(expr.value, scope)
         if isinstance(expr, cst.BinaryOperation):
@@ -413,7 +433,7 @@ class ScalarUses:
             return []
         path = replace(path, visited=path.visited | {key})
         uses = []
-        for load in name_loads(scope.source, scope.node, name):
+        for load in self._loads(scope.source, scope.file, scope.node, name):
             uses.extend(self.classify(load, scope, path))
         return uses
 
@@ -536,7 +556,7 @@ class ScalarUses:
             return []
         inner_path = replace(path, depth=path.depth + 1, visited=path.visited | {key})
         uses = []
-        for load in name_loads(callee_source, callee, param):
+        for load in self._loads(callee_source, callee_file, callee, param):
             uses.extend(self.classify(load, inner, inner_path))
         return uses
 

@@ -49,6 +49,7 @@ import time
 import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
+from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 
 __all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
 
@@ -116,6 +117,7 @@ def _describe_value(value) -> dict | None:
             "shape": list(value.shape),
             "stride": list(value.stride()),
             "dtype": str(value.dtype).replace("torch.", ""),
+            "device": str(value.device),
         }
     if isinstance(value, (bool, int, float)) and not isinstance(value, type):
         return {"type": type(value).__name__, "value": value}
@@ -190,6 +192,8 @@ class _InputWalk:
                 self.entries[source] = {"type": "str", "value": value}
                 self.strings += 1
             return
+        if value is None and depth <= 1:
+            self.entries[source] = {"type": "None"}  # an optional argument's None: a type the rules read
         if depth >= _MAX_DEPTH or value is None:
             return
         if isinstance(value, dict):
@@ -208,8 +212,13 @@ class _InputWalk:
                 if isinstance(defined_in, str):
                     entry["file"] = defined_in
                 self.entries[source] = entry
-            # Plain attributes only (a cache held as self.cache): parameters, buffers and
-            # submodules keep their shapes, and a model has thousands.
+            # Its own buffers and parameters (dtype, rank, device: what a rule's tensor meets),
+            # then plain attributes only (a cache held as self.cache): submodules' parameters
+            # and buffers keep their shapes, and a model has thousands.
+            if depth <= 1:
+                for key, entry in held_tensors(value, source, _describe_value).items():
+                    if len(self.entries) < _MAX_ENTRIES:
+                        self.entries.setdefault(key, entry)
             for name, item in list(vars(value).items())[:_MAX_ITEMS]:
                 if name not in _MODULE_INTERNALS and not name.startswith("__") and not callable(item):
                     self.visit(f"{source}.{name}", item, depth + 1)

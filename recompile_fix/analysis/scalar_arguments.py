@@ -1,0 +1,213 @@
+"""The Python numbers a compiled frame was specialised on, from the run: every scalar argument
+that changed between two compiles of the frame, not only the one a guard names, and where each
+one is a parameter of the user's code.
+
+Torch names only the first failing guard of each cache entry: when two annealed scalars change
+together (a temperature and a KL weight), the Profile's reasons name one, and the other's values
+are in the recorded inputs only. And a guard's source is spelled as the compiled frame holds the
+value: a plain name (``c``) for a compiled function, ``kwargs['num_items_in_batch']`` or
+``args[2]`` where the compiled frame is a decorator's ``wrapper(*args, **kwargs)`` (a
+transformers forward behind ``functools.wraps``). There the parameter is the wrapped function's;
+the guard's first use (the user line torch names) is inside it, and the user's call passes it by
+keyword (or by position past the module, for ``args[i]``).
+
+For RF002, which wraps such numbers in 0-d tensors at the call."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.profile.model import Compile, Frame, Location
+
+__all__ = ["ScalarArgument", "changed_scalars", "forwards", "parameter_function", "parameter_inputs"]
+
+_ITEM = re.compile(r"^(?P<holder>[A-Za-z_]\w*)\[(?P<key>'[A-Za-z_]\w*'|\"[A-Za-z_]\w*\"|\d+)\]$")
+_NUMBERS = ("float", "int")
+
+
+@dataclass
+class ScalarArgument:
+    """One Python number argument of a compiled frame whose value changed between compiles."""
+
+    source: str  # as the Profile spells it: ``c``, ``kwargs['num_items_in_batch']``, ``args[2]``
+    name: str | None  # the parameter it binds in the user's function (None: not known yet)
+    keyword: bool = False  # reached the frame through ``**kwargs``: the call passes it by keyword
+    index: int | None = None  # reached it through ``*args``: its position there (self included)
+    named: bool = True  # a guard named it (False: it changed with a guard that named another)
+    values: list = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)  # float / int
+
+    @property
+    def kind(self) -> str:
+        return "float" if "float" in self.kinds or any(isinstance(v, float) for v in self.values) else "int"
+
+
+def changed_scalars(frame: Frame) -> list[ScalarArgument]:
+    """Every int or float argument of ``frame`` a guard named, then every one whose recorded value
+    differs between a recompile and the cache entry its guard failed on (or the compile before
+    it), in the order first seen. Attribute chains (``self.n``, ``G['m'].n``) are module state
+    (RF006), not arguments."""
+    found: dict[str, ScalarArgument] = {}
+    for reason in frame.reasons():
+        if reason.kind == "scalar_value" and reason.source and reason.value_type in _NUMBERS:
+            argument = _argument(frame, reason.source, named=True)
+            if argument is not None:
+                found.setdefault(reason.source, argument).kinds.add(reason.value_type)
+    named_other = {r.source for r in frame.reasons() if r.source and r.kind != "scalar_value"}
+    by_id = {c.id: c for c in frame.compiles}
+    for position, compile_ in enumerate(frame.compiles):
+        if not compile_.is_recompile or compile_.limit_hit or not compile_.reasons:
+            continue
+        if not any(r.kind == "scalar_value" for r in compile_.reasons):
+            continue  # a shape or type change: whether a number is also guarded is not shown
+        entries = [by_id[r.entry] for r in compile_.reasons if r.entry in by_id]
+        before = entries or ([frame.compiles[position - 1]] if position else [])
+        for source, entry in compile_.inputs.items():
+            if source in found or source in named_other or entry.get("type") not in _NUMBERS:
+                continue
+            if any(_differs(entry, other.inputs.get(source)) for other in before):
+                argument = _argument(frame, source, named=False)
+                if argument is not None:
+                    found[source] = argument
+                    argument.kinds.add(entry["type"])
+    for argument in found.values():
+        argument.values = _values(frame, argument.source)
+    return list(found.values())
+
+
+def _differs(entry: dict, other: dict | None) -> bool:
+    return (
+        isinstance(other, dict)
+        and other.get("type") in _NUMBERS
+        and entry.get("value") is not None
+        and other.get("value") is not None
+        and entry["value"] != other["value"]
+    )
+
+
+def _argument(frame: Frame, source: str, named: bool) -> ScalarArgument | None:
+    if source.isidentifier():
+        return ScalarArgument(source=source, name=source, named=named)
+    match = _ITEM.match(source)
+    if match is None:
+        return None
+    signature = frame.signature or {}
+    holder, key = match.group("holder"), match.group("key")
+    if key[0] in "'\"" and holder == signature.get("varkw", "kwargs"):
+        return ScalarArgument(source=source, name=key[1:-1], keyword=True, named=named)
+    if key.isdigit() and holder == signature.get("varargs", "args"):
+        return ScalarArgument(source=source, name=None, index=int(key), named=named)
+    return None
+
+
+def _values(frame: Frame, source: str) -> list:
+    values: list = []
+    for compile_ in frame.compiles:
+        entry = compile_.inputs.get(source, {})
+        if entry.get("type") in _NUMBERS and entry.get("value") not in values:
+            values.append(entry["value"])
+    for reason in frame.reasons():
+        if reason.source == source and reason.value is not None and reason.value not in values:
+            values.append(reason.value)
+    return values
+
+
+def parameter_function(
+    source: SourceFile, frame: Frame, compiled: cst.FunctionDef | None, argument: ScalarArgument
+) -> cst.FunctionDef | None:
+    """The function whose parameter ``argument`` is: the compiled function itself for a plain
+    name; for a ``*args``/``**kwargs`` item, the function the wrapper passes them to, found
+    where a guard of the frame was first used (torch names that user line: it is inside the
+    wrapped function). Sets ``argument.name`` for an ``args[i]`` item. None when not found."""
+    if not argument.keyword and argument.index is None:
+        return compiled
+    if compiled is None or not _forwards(compiled, argument.source.split("[", 1)[0]):
+        return None  # the wrapper does not pass them on as it got them: which parameter is unknown
+    for location in _first_uses(frame, argument.source):
+        if location.file != frame.file:
+            continue
+        func = _enclosing_function(source, location)
+        if func is None or func is compiled:
+            continue
+        if argument.keyword:
+            if argument.name in _parameters(func)[0] + _parameters(func)[1]:
+                return func
+        else:
+            positional = _parameters(func)[0]
+            assert argument.index is not None
+            if argument.index < len(positional):
+                argument.name = positional[argument.index]
+                return func
+    return None
+
+
+def parameter_inputs(
+    frame: Frame, func: cst.FunctionDef, argument: ScalarArgument, compile_: Compile, forwards_args: bool = True
+) -> dict:
+    """``compile_``'s recorded inputs under the names of ``func``'s parameters: the inputs
+    themselves for a plain argument; ``kwargs['k']`` (and ``args[i]``, where the wrapper passes
+    ``*args`` on as it got them: ``forwards_args``) mapped to the parameters the wrapped function
+    binds them to."""
+    if not argument.keyword and argument.index is None:
+        return compile_.inputs
+    signature = frame.signature or {}
+    varargs, varkw = signature.get("varargs") or "args", signature.get("varkw") or "kwargs"
+    positional, keyword_only = _parameters(func)
+    mapped: dict = {}
+    for index, name in enumerate(positional if forwards_args else ()):
+        if f"{varargs}[{index}]" in compile_.inputs:
+            mapped[name] = compile_.inputs[f"{varargs}[{index}]"]
+    for name in positional + keyword_only:
+        if f"{varkw}[{name!r}]" in compile_.inputs:
+            mapped[name] = compile_.inputs[f"{varkw}[{name!r}]"]
+    return mapped
+
+
+def forwards(compiled: cst.FunctionDef, holder: str) -> bool:
+    """Does ``compiled`` pass its ``*holder`` / ``**holder`` on unchanged (``fn(*args, **kwargs)``)?"""
+    return _forwards(compiled, holder)
+
+
+def _forwards(compiled: cst.FunctionDef, holder: str) -> bool:
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Arg(self, node: cst.Arg) -> None:
+            nonlocal found
+            if node.star in ("*", "**") and isinstance(node.value, cst.Name) and node.value.value == holder:
+                found = True
+
+    compiled.visit(Find())
+    return found
+
+
+def _first_uses(frame: Frame, source: str) -> list[Location]:
+    """Where the frame's guards were first used: this source's first, then any other's (a hidden
+    scalar has no guard of its own; the wrapped function is the same)."""
+    own = [r.first_use for r in frame.reasons() if r.source == source and r.first_use is not None]
+    others = [r.first_use for r in frame.reasons() if r.source != source and r.first_use is not None]
+    return own + others
+
+
+def _enclosing_function(source: SourceFile, location: Location) -> cst.FunctionDef | None:
+    best = None
+    for node in source.nodes(cst.FunctionDef):
+        pos = source.positions[node]
+        if pos.start.line <= location.line <= pos.end.line and (
+            location.function is None or node.name.value == location.function
+        ):
+            if best is None or source.positions[best].start.line < pos.start.line:
+                best = node
+    return best
+
+
+def _parameters(func: cst.FunctionDef) -> tuple[list[str], list[str]]:
+    params = func.params
+    return (
+        [p.name.value for p in (*params.posonly_params, *params.params)],
+        [p.name.value for p in params.kwonly_params],
+    )

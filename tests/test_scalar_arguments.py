@@ -1,0 +1,192 @@
+"""recompile_fix.analysis.scalar_arguments: every Python number a compiled frame was specialised on,
+from the run (issue 30, cause 4): the ones torch's guards do not name (it names the first failing
+guard), and `kwargs['k']` items of a decorator's wrapper traced to the wrapped function."""
+
+import copy
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from golden_cases import GOLDEN
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_arguments import changed_scalars
+from recompile_fix.profile.model import Location, Profile
+from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
+
+
+def _case(name: str, tmp_path: Path) -> tuple[Profile, Project]:
+    case = GOLDEN / "RF002" / name
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    profile = Profile.load(case / "profile.json")
+    return profile, Project(tmp_path, expected_hashes=profile.sources)
+
+
+def test_a_scalar_no_guard_names_is_found_from_the_recorded_values(tmp_path):
+    profile, _ = _case("two_annealed_scalars", tmp_path)
+    (frame,) = profile.frames
+    (named,) = {r.source for r in frame.reasons()}  # torch named one of the two
+    hidden = ({"tau", "beta"} - {named}).pop()
+    found = {a.source: a for a in changed_scalars(frame)}
+    assert set(found) == {"beta", "tau"}
+    assert found[named].named and not found[hidden].named
+    assert found["tau"].values == [2.0, 1.75, 1.5, 1.25] and found["tau"].kind == "float"
+
+
+def test_rf002_wraps_both_annealed_scalars(tmp_path):
+    profile, project = _case("two_annealed_scalars", tmp_path)
+    findings = {f.params["param"]: f for f in RF002.plan(profile, project) if f.params}
+    assert set(findings) == {"tau", "beta"}
+    (named,) = {r.source for r in profile.frames[0].reasons()}
+    hidden = ({"tau", "beta"} - {named}).pop()
+    assert any(f"no guard names `{hidden}`" in n for n in findings[hidden].notes)
+    assert findings["tau"].params["dtype"] == "float64"  # it meets only the float32 logits
+
+
+def test_a_value_that_changed_only_with_a_shape_recompile_is_not_claimed(tmp_path):
+    profile, _ = _case("two_annealed_scalars", tmp_path)
+    (frame,) = profile.frames
+    frame = copy.deepcopy(frame)
+    for compile_ in frame.compiles:  # the recompiles were for a size change, not a value guard
+        for reason in compile_.reasons:
+            reason.kind, reason.source = "size_mismatch", "logits"
+    assert changed_scalars(frame) == []
+
+
+def test_a_kwargs_item_of_a_decorated_forward_is_the_wrapped_parameter(tmp_path):
+    profile, project = _case("kwargs_decorated_forward", tmp_path)
+    (frame,) = profile.frames
+    assert frame.name == "wrapper" and frame.signature["varkw"] == "kwargs"
+    (argument,) = changed_scalars(frame)
+    assert (argument.source, argument.name, argument.keyword) == (
+        "kwargs['num_items_in_batch']",
+        "num_items_in_batch",
+        True,
+    )
+    (finding,) = RF002.plan(profile, project)
+    assert finding.safety.value == "safe", finding.notes
+    assert finding.params["param"] == "num_items_in_batch"
+    start, end = finding.params["arg"]
+    assert (tmp_path / "program.py").read_text()[start:end] == "num_items_in_batch"
+
+
+def test_a_kwargs_item_whose_function_no_guard_shows_gets_no_edit(tmp_path):
+    profile, project = _case("kwargs_decorated_forward", tmp_path)
+    for reason in profile.frames[0].reasons():
+        reason.first_use = None  # an older Profile, or torch gave no user line
+    (finding,) = RF002.plan(profile, project)
+    assert finding.safety.value == "none" and "first use" in finding.notes[0]
+
+
+def test_the_recorder_keeps_a_module_s_own_buffers_and_parameters():
+    """issue 30, cause 6: `self.gain` (a registered buffer) with its dtype, rank and device."""
+    from recompile_fix.profile.module_tensors import MAX_HELD, held_tensors
+
+    class Fake:
+        def __init__(self, buffers, parameters):
+            self._buffers, self._parameters = buffers, parameters
+
+    def describe(value):
+        return {"type": "Tensor", "shape": list(value), "dtype": "float32", "device": "cpu"}
+
+    module = Fake({"gain": (8,), "unset": None}, {"weight": (8, 8)})
+    assert held_tensors(module, "self", describe) == {
+        "self.gain": {"type": "Tensor", "shape": [8], "dtype": "float32", "device": "cpu", "held": "buffer"},
+        "self.weight": {"type": "Tensor", "shape": [8, 8], "dtype": "float32", "device": "cpu", "held": "parameter"},
+    }
+    many = Fake({f"b{i}": (1,) for i in range(MAX_HELD + 5)}, {})
+    assert len(held_tensors(many, "self", describe)) == MAX_HELD
+
+
+def test_rf009_reads_the_recorded_buffer_and_is_safe_where_it_was_unsafe(tmp_path):
+    from recompile_fix.rules.rf009_schedule_tensor import RULE as RF009
+
+    case = GOLDEN / "RF009" / "schedule_meets_buffer"
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    profile = Profile.load(case / "profile.json")
+    project = Project(tmp_path, expected_hashes=profile.sources)
+    assert {f.safety.value for f in RF009.plan(profile, project)} == {"safe"}
+    for compile_ in profile.frames[0].compiles:  # an older Profile: no buffers recorded
+        compile_.inputs.pop("self.gain")
+    assert "unsafe" in {f.safety.value for f in RF009.plan(profile, project)}
+
+
+@pytest.mark.slow
+def test_the_run_records_none_devices_and_a_module_s_buffers(tmp_path):
+    """The types the rules read from the run (issue 30, causes 5 and 6): an argument passed as
+    None, every tensor's device, and the buffers and parameters the compiled module holds."""
+    (tmp_path / "program.py").write_text(
+        textwrap.dedent("""
+            import torch
+            from torch import nn
+
+
+            class Scaled(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = nn.Linear(3, 3)
+                    self.register_buffer("gain", torch.ones(3, dtype=torch.float64))
+
+                def forward(self, x, c, bias=None):
+                    y = self.proj(x) * c
+                    return y if bias is None else y + bias
+
+
+            compiled = torch.compile(Scaled(), dynamic=False)
+            x = torch.randn(2, 3)
+            for i in range(2):
+                compiled(x, 0.5 + i, None if i else torch.zeros(3))
+        """)
+    )
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    first, second = frame.compiles[0].inputs, frame.compiles[1].inputs
+    assert first["bias"]["type"] == "Tensor" and second["bias"] == {"type": "None"}
+    assert first["x"]["device"] == "cpu"
+    assert first["self.gain"] == {
+        "type": "Tensor",
+        "shape": [3],
+        "stride": [1],
+        "dtype": "float64",
+        "device": "cpu",
+        "held": "buffer",
+    }
+    assert "self.proj" not in first  # a submodule's own tensors are not the compiled module's
+
+
+def test_a_changed_number_no_guard_names_and_no_edit_serves_gets_no_finding(tmp_path):
+    """`step` changes with the guarded `c` but reaches no tensor: torch may not guard it at all."""
+    program = (
+        "import torch\n\n\n@torch.compile(dynamic=False)\ndef fn(x, c, step):\n"
+        "    print(step)\n    return x * c\n\n\nfor i in range(3):\n    fn(torch.ones(3), 0.5 + i, i)\n"
+    )
+    (tmp_path / "program.py").write_text(program)
+    from recompile_fix.profile.model import Compile, Frame, Reason
+
+    def compile_(n: int) -> Compile:
+        reasons = (
+            [] if n == 0 else [Reason("scalar_value", "c == 0.5", entry=f"0/{n - 1}", source="c", value_type="float")]
+        )
+        inputs = {"x": {"type": "Tensor", "shape": [3], "dtype": "float32"}}
+        inputs |= {"c": {"type": "float", "value": 0.5 + n}, "step": {"type": "int", "value": n}}
+        stack = [Location("program.py", 11, 11, 4, 34, "<module>")]
+        return Compile(id=f"0/{n}", reasons=reasons, inputs=inputs, stack=stack)
+
+    frame = Frame("program.py", 4, "fn", compiles=[compile_(n) for n in range(3)])
+    assert {a.source for a in changed_scalars(frame)} == {"c", "step"}
+    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    found = RF002.plan(profile, Project(tmp_path))
+    assert [f.params.get("param") for f in found] == ["c"], [(f.message, f.notes) for f in found]
+
+
+def test_a_wrapper_that_does_not_pass_kwargs_on_as_it_got_them_gets_no_edit(tmp_path):
+    profile, _ = _case("kwargs_decorated_forward", tmp_path)
+    program = tmp_path / "program.py"
+    text = program.read_text()
+    assert "return fn(*args, **kwargs)" in text
+    program.write_text(text.replace("return fn(*args, **kwargs)", "return fn(*args, **dict(kwargs, flag=1))"))
+    (finding,) = RF002.plan(profile, Project(tmp_path))
+    assert finding.safety.value == "none" and "first use" in finding.notes[0]
