@@ -25,6 +25,7 @@ from recompile_fix.analysis.call_site_code import (
     root_name,
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
+from recompile_fix.analysis.graph_dims import refused_by_run
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
 from recompile_fix.analysis.size_uses import SizeUses, unseen_call
@@ -403,6 +404,10 @@ class _SitePlan:
         partial: list[str] = []
         lost: list[str] = []
         for group in self.ev.groups:
+            refused = refused_by_run(group, self.ev.compiles + self.ev.linked)
+            if refused:
+                notes.append(refused)
+                continue
             looped = self._looped(group, located, func, func_source)
             if looped:
                 notes.append(looped)
