@@ -38,6 +38,7 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, is_library_path
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import Step
+from recompile_fix.rules.rf001_isolate import ISOLATE_RECOMPILES, isolate_finding, per_wrapper_sizes
 
 __all__ = ["RULE", "MarkDynamic"]
 
@@ -124,7 +125,14 @@ class MarkDynamic(Rule):
     message = "{what} passed to compiled `{frame}` change size ({compiles}): mark them dynamic before the call"
     consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
     triggers = ("compile",)
-    emits = (MARK_DYNAMIC, MAYBE_MARK_DYNAMIC, MARK_UNBACKED, CONTIGUOUS_COPY, BACKED_SIZE_OBLIVIOUS)
+    emits = (
+        MARK_DYNAMIC,
+        MAYBE_MARK_DYNAMIC,
+        MARK_UNBACKED,
+        CONTIGUOUS_COPY,
+        BACKED_SIZE_OBLIVIOUS,
+        ISOLATE_RECOMPILES,
+    )
     examples = (
         Example(
             before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
@@ -427,6 +435,10 @@ class _SitePlan:
         if not kept:
             if self.library and lost:
                 return self._library_call(source, call, lost)
+            if any(per_wrapper_sizes(group, self.ev.compiles) for group in self.ev.groups):
+                isolated = isolate_finding(self, source, call, notes + lost)
+                if isolated is not None:
+                    return isolated
             return self.none(notes + lost)
 
         entries, loops, names = self._layout(source, call, kept, located)
@@ -927,21 +939,23 @@ def _merge_same_call(findings: list[Finding]) -> list[Finding]:
 
 
 def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
+    """``dynamic=True`` (or ``isolate_recompiles=True``: ``params["keyword"]``) at the compile call."""
+    keyword = finding.params.get("keyword", "dynamic")
     if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
         node = node_at_span(source, cst.BaseExpression, finding.params["compile_call"])
         end = source.span(node)[1]
-        return [Edit(finding.file, end, end, "(dynamic=True)", "RF001")]
+        return [Edit(finding.file, end, end, f"({keyword}=True)", "RF001")]
     node = node_at_span(source, cst.Call, finding.params["compile_call"])
-    dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
-    if dynamic is not None:
-        start, end = source.span(dynamic.value)
+    given = next((a for a in node.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if given is not None:
+        start, end = source.span(given.value)
         return [Edit(finding.file, start, end, "True", "RF001")]
     last = node.args[-1] if node.args else None
     if last is None:
         at = source.span(node)[1] - 1  # before the closing parenthesis
-        return [Edit(finding.file, at, at, "dynamic=True", "RF001")]
+        return [Edit(finding.file, at, at, f"{keyword}=True", "RF001")]
     end = source.span(last.value)[1]
-    return [Edit(finding.file, end, end, ", dynamic=True", "RF001")]
+    return [Edit(finding.file, end, end, f", {keyword}=True", "RF001")]
 
 
 def _steps_json(steps: tuple[Step, ...]) -> list[list[Any]]:
