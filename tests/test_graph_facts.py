@@ -94,6 +94,10 @@ def test_a_swapped_parameter_or_a_specialised_size_is_refused_with_the_reason():
     assert "specialised it" in refused_by_run([("x", 0)], [compile_])
     assert refused_by_run([("x", 1)], [compile_]) is None  # another dim: nothing recorded against it
     assert refused_by_run([("y", 0)], [Compile(id="0/1", dims={"y": [{"dim": 0, "state": "dynamic"}]})]) is None
+    # Specialised at one compile (a prefill, before the cache filled), dynamic at another: the
+    # graph serves it dynamic, so the mark stays (golden RF001/cache_object, recorded again).
+    dynamic = Compile(id="0/2", dims={"x": [{"dim": 0, "state": "dynamic"}]})
+    assert refused_by_run([("x", 0)], [compile_], [compile_, dynamic]) is None
     swapped = refused_by_run([("self._parameters['lora_a']", 0)], [Compile(id="0/1")])
     assert "parameter `self._parameters['lora_a']`" in swapped
 

@@ -18,9 +18,15 @@ from recompile_fix.profile.sources import parse_source
 __all__ = ["refused_by_run"]
 
 
-def refused_by_run(group: list[tuple[str, int]], compiles: list[Compile]) -> str | None:
+def refused_by_run(
+    group: list[tuple[str, int]], compiles: list[Compile], frame_compiles: list[Compile] | None = None
+) -> str | None:
     """Why no dimension of ``group`` (tied dims, marked together or not at all) may be marked,
-    from the run's record; None when the run shows nothing against it."""
+    from the run's record of ``compiles`` (this call's); None when the run shows nothing
+    against it. A dimension some compile of the frame (``frame_compiles``) kept dynamic is not
+    refused: the graph served it dynamic there (a prefill's mask specialised before the cache
+    filled, dynamic once decoding)."""
+    served = [c for c in (frame_compiles or []) + compiles if c.dims]
     for src, dim in group:
         parameter = _parameter(src)
         if parameter is not None:
@@ -30,6 +36,8 @@ def refused_by_run(group: list[tuple[str, int]], compiles: list[Compile]) -> str
                 "shapes static, and the object the call holds may have no such parameter to mark (a "
                 "compiled wrapper holds none): each shape compiles once, whatever the call marks"
             )
+    if any(_dynamic(c, src, dim) for src, dim in group for c in served):
+        return None
     for src, dim in group:
         for compile_ in compiles:
             record = compile_.specialized(src, dim)
@@ -53,6 +61,10 @@ def refused_by_run(group: list[tuple[str, int]], compiles: list[Compile]) -> str
                 "`maybe_mark_dynamic` would change nothing"
             )
     return None
+
+
+def _dynamic(compile_: Compile, src: str, dim: int) -> bool:
+    return any(d.get("dim") == dim and d.get("state") == "dynamic" for d in (compile_.dims or {}).get(src, []))
 
 
 def _parameter(src: str) -> str | None:
