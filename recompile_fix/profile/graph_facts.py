@@ -44,26 +44,29 @@ def spellable_module_path(root, path: str, torch) -> bool:
     return True
 
 
-def compiled_graph_dims(start_depth: int = 2) -> dict[str, list[dict]]:
+def compiled_graph_dims(start_depth: int = 2) -> dict[str, list[dict]] | None:
     """{torch's source of a tensor (``L['x']``): [{"dim", "state": "dynamic" | "specialized",
     "size" (specialised: the value), "tied" (a parameter's source)}]} for the compile torch is
-    finishing; {} where its ``_compile`` frame or graph is not reachable. Never raises."""
+    finishing ({}: no size traced as a symbol); None where its ``_compile`` frame or graph is not
+    reachable. Never raises."""
     try:
         return _read(start_depth + 1)
     except Exception:  # never break the user's program over bookkeeping
-        return {}
+        return None
 
 
-def _read(depth: int) -> dict[str, list[dict]]:
+def _read(depth: int) -> dict[str, list[dict]] | None:
     frame: types.FrameType | None = sys._getframe(depth)
     while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
         frame = frame.f_back
     if frame is None:
-        return {}
+        return None
     output = frame.f_locals.get("output")
     shape_env = getattr(output, "shape_env", None)
     var_to_sources = getattr(shape_env, "var_to_sources", None)
-    if not isinstance(var_to_sources, dict) or not var_to_sources:
+    if not isinstance(var_to_sources, dict):
+        return None  # a failed compile (no graph), or a release that keeps it elsewhere
+    if not var_to_sources:
         return {}
     replacements = getattr(shape_env, "replacements", None) or {}
     parameters = _parameter_sizes(output)

@@ -574,7 +574,7 @@ class _Recorder:
         blocks = self.start_blocks.pop(start_key, None) or []
         backend = self.start_backends.pop(start_key, None)
         # The graph's own word on the sizes it took (dynamic, or specialised and why).
-        dims = compiled_graph_dims() if live and forward else {}
+        dims = compiled_graph_dims() if live and forward else None
         if backend is None and live:
             try:
                 backend = _compiled_frame_backend()
