@@ -15,16 +15,15 @@ from recompile_fix.analysis.call_site_code import (
     binding_right_before,
     call_runs_before_argument,
     calls_nothing,
-    find_compile_call,
     fresh_name,
     is_atomic_expression,
     is_plain_dotted,
     marks_before,
     name_used_elsewhere,
     node_at_span,
-    root_name,
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
+from recompile_fix.analysis.graph_dims import refused_by_run
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
 from recompile_fix.analysis.size_uses import SizeUses, unseen_call
@@ -37,6 +36,13 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, is_library_path
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import Step
+from recompile_fix.rules.rf001_compile_call import (
+    ISOLATE_RECOMPILES,
+    fix_compile_call,
+    isolate_finding,
+    library_call_finding,
+    per_wrapper_sizes,
+)
 
 __all__ = ["RULE", "MarkDynamic"]
 
@@ -110,7 +116,15 @@ class MarkDynamic(Rule):
     used again after the call. Where library code makes the compiled call (`model.generate()`)
     with tensors it makes itself, no mark in the user's code reaches them: the fix (unsafe) is
     `dynamic=True` at the user's `torch.compile` call, or, where there is none to edit, no fix
-    and what to do instead.
+    and what to do instead. What the run recorded comes before what the text suggests: a
+    dimension the compile's graph specialised (traced as a symbol once it changed, then fixed to
+    one value: tied to a parameter's static size, a head's `in_features`, or formatted into a
+    string) gets no mark (`mark_dynamic` would raise ConstraintViolationError,
+    `maybe_mark_dynamic` would change nothing), nor does a parameter replaced by one of another
+    shape (a LoRA rank swap: the object the call holds may have no such parameter). Where such
+    a size is tied to the weights of several compiled wrappers that share one frame and hit the
+    recompile limit, the fix (unsafe: a trade-off, one compile per wrapper) is
+    `torch.compile(..., isolate_recompiles=True)` at the compile call (torch >= 2.13).
 
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
@@ -123,7 +137,14 @@ class MarkDynamic(Rule):
     message = "{what} passed to compiled `{frame}` change size ({compiles}): mark them dynamic before the call"
     consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
     triggers = ("compile",)
-    emits = (MARK_DYNAMIC, MAYBE_MARK_DYNAMIC, MARK_UNBACKED, CONTIGUOUS_COPY, BACKED_SIZE_OBLIVIOUS)
+    emits = (
+        MARK_DYNAMIC,
+        MAYBE_MARK_DYNAMIC,
+        MARK_UNBACKED,
+        CONTIGUOUS_COPY,
+        BACKED_SIZE_OBLIVIOUS,
+        ISOLATE_RECOMPILES,
+    )
     examples = (
         Example(
             before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
@@ -215,7 +236,7 @@ class MarkDynamic(Rule):
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
         if "compile_call" in p:
-            return _fix_compile_call(finding, source)
+            return fix_compile_call(finding, source)
         call = node_at_span(source, cst.Call, p["call"])
         statement, _ = source.statement_of(call)
         indent = source.statement_indent(statement)
@@ -403,6 +424,10 @@ class _SitePlan:
         partial: list[str] = []
         lost: list[str] = []
         for group in self.ev.groups:
+            refused = refused_by_run(group, self.ev.compiles + self.ev.linked, self.frame.compiles)
+            if refused:
+                notes.append(refused)
+                continue
             looped = self._looped(group, located, func, func_source)
             if looped:
                 notes.append(looped)
@@ -421,7 +446,11 @@ class _SitePlan:
                 )
         if not kept:
             if self.library and lost:
-                return self._library_call(source, call, lost)
+                return library_call_finding(self, source, call, lost)
+            if any(per_wrapper_sizes(group, self.ev.compiles) for group in self.ev.groups):
+                isolated = isolate_finding(self, source, call, notes + lost)
+                if isolated is not None:
+                    return isolated
             return self.none(notes + lost)
 
         entries, loops, names = self._layout(source, call, kept, located)
@@ -746,59 +775,6 @@ class _SitePlan:
                 )
                 break
 
-    # -- library code made the call ----------------------------------------------------------
-    def _library_call(self, source: SourceFile, call: cst.Call, lost: list[str]) -> list[Finding]:
-        """Library code (``model.generate()``) calls the compiled code with tensors the user's
-        code never holds: the user's ``torch.compile`` call can make them dynamic instead."""
-        where = library_frame(self.library[-1])
-        # What the call hands the library: the object it calls a method of (`model.generate`), or
-        # a compiled function passed as an argument (`run(step, x)`).
-        names = {root_name(call.func)} | {root_name(a.value) for a in call.args}
-        compile_call = find_compile_call(self.project, self.site.file, {n for n in names if n})
-        head = (
-            f"library code ({where}) calls compiled `{self.frame.name}` with tensors whose size "
-            f"changes ({self.here} compiles at this call); the program cannot mark them"
-        )
-        if compile_call is None:
-            return self.none(
-                [
-                    head,
-                    *lost[:3],
-                    "what to do: pass `dynamic=True` where the model is compiled (`torch.compile(model.forward, "
-                    "dynamic=True)`; on transformers' generate() that gives 2 compiles instead of 4, the "
-                    "prefill/decode floor), or the library's own option to compile with dynamic shapes "
-                    "where it has one; the compile call was not found in "
-                    f"{self.site.file}",
-                ]
-            )
-        compile_source, node, existing = compile_call
-        pos = compile_source.positions[node]
-        location = Location(
-            file=self.site.file,
-            line=pos.start.line,
-            end_line=pos.end.line,
-            col=pos.start.column,
-            end_col=pos.end.column,
-        )
-        finding = self.finding(
-            f"compiled `{self.frame.name}` recompiles for sizes library code ({where}) picks "
-            f"({self.here} compiles at {self.site.file}:{self.site.line}): compile it with `dynamic=True`",
-            Safety.UNSAFE,
-            [
-                head,
-                *lost[:3],
-                "`dynamic=True` makes every dimension of every input dynamic from the first call: "
-                "fewer compiles, but kernels that cannot specialise on sizes (check speed and "
-                "outputs with `recompile-fix verify`)",
-            ],
-            location,
-        )
-        finding.params = {
-            "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
-            "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
-        }
-        return [finding]
-
 
 # -- helpers: planning -----------------------------------------------------------------------
 
@@ -919,24 +895,6 @@ def _merge_same_call(findings: list[Finding]) -> list[Finding]:
 
 
 # -- helpers: rewriting ----------------------------------------------------------------------
-
-
-def _fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
-    if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
-        node = node_at_span(source, cst.BaseExpression, finding.params["compile_call"])
-        end = source.span(node)[1]
-        return [Edit(finding.file, end, end, "(dynamic=True)", "RF001")]
-    node = node_at_span(source, cst.Call, finding.params["compile_call"])
-    dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
-    if dynamic is not None:
-        start, end = source.span(dynamic.value)
-        return [Edit(finding.file, start, end, "True", "RF001")]
-    last = node.args[-1] if node.args else None
-    if last is None:
-        at = source.span(node)[1] - 1  # before the closing parenthesis
-        return [Edit(finding.file, at, at, "dynamic=True", "RF001")]
-    end = source.span(last.value)[1]
-    return [Edit(finding.file, end, end, ", dynamic=True", "RF001")]
 
 
 def _steps_json(steps: tuple[Step, ...]) -> list[list[Any]]:

@@ -19,6 +19,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, resolve
 from recompile_fix.profile.resume import is_resume
+from recompile_fix.profile.sources import module_path_code
 
 __all__ = ["RULE", "NestedCompileRegion"]
 
@@ -234,7 +235,7 @@ class NestedCompileRegion(Rule):
             else "one after another"
         )
         evidence = {
-            "container": f"{site.owner}.{site.attr}",
+            "container": f"{site.owner}{module_path_code(site.attr)}",
             "blocks": site.count,
             "block": site.block,
             "loop_line": site.line,
@@ -256,7 +257,11 @@ class NestedCompileRegion(Rule):
             location=location,
             safety=Safety.SAFE,
             message=self.message.format(
-                container=f"{site.owner}.{site.attr}", count=count, block=site.block, where=where, target=target_name
+                container=f"{site.owner}{module_path_code(site.attr)}",
+                count=count,
+                block=site.block,
+                where=where,
+                target=target_name,
             ),
             params={
                 "class": site.block if site.function is None else None,
@@ -467,8 +472,9 @@ class _ProgramFacts:
                 loops = regional_loops(source)
             except SourceError:
                 continue
+            code = module_path_code(attr).lstrip(".")  # `stages[0]` for the recorded `stages.0`
             for line, expr in loops:
-                if expr.split(".", 1)[-1] == attr or expr.endswith("." + attr):
+                if expr.split(".", 1)[-1] == code or expr.endswith("." + code):
                     return f"`for ... in {expr}: ....compile()` at {path}:{line}"
         return None
 

@@ -28,6 +28,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
 from recompile_fix.profile.resume import is_resume
+from recompile_fix.profile.sources import module_path_code
 
 __all__ = ["RULE", "RegionalCompile"]
 
@@ -275,7 +276,7 @@ class RegionalCompile(Rule):
             if problem:
                 blockers.append(problem)
         existing = {expr for _, expr in regional_loops(source)}
-        refs_to_compile = [r for r in refs if f"{site.module}.{r.path}" not in existing]
+        refs_to_compile = [r for r in refs if f"{site.module}{module_path_code(r.path)}" not in existing]
         if not refs_to_compile:
             notes.append("the blocks are already compiled one by one here: only the whole-model compile goes")
         stacks_text = " and ".join(
@@ -390,7 +391,7 @@ class RegionalCompile(Rule):
         var = _loop_variable(source, statement)
         lines = []
         for path in p["paths"]:
-            lines.append(f"{indent}for {var} in {site.module}.{path}:")
+            lines.append(f"{indent}for {var} in {site.module}{module_path_code(path)}:")
             lines.append(f"{indent}    {var}.compile({keywords})")
         if site.target is not None and site.target != site.module:
             lines.append(f"{indent}{site.target} = {site.module}")
@@ -444,7 +445,7 @@ def _decorator_target_problem(source: SourceFile, site: CompileSite, refs: list[
         if cls_ is None:
             return (
                 f"`{ref.block}` is not a class of this file: the decorator cannot move onto its forward here; "
-                f"compile the blocks where the model is built (`for block in model.{ref.path}: block.compile()`)"
+                f"compile the blocks where the model is built (`for block in model{module_path_code(ref.path)}: block.compile()`)"
             )
         forward = next((n for n in cls_.body if isinstance(n, DEFS) and n.name == "forward"), None)
         if forward is None:

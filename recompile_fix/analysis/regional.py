@@ -336,7 +336,7 @@ def regional_loops(source: SourceFile) -> list[tuple[int, str]]:
     (line, the iterated expression as written)."""
     found = []
     for node in ast.walk(source.syntax):
-        if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name) and dotted(node.iter)):
+        if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _module_expr(node.iter)):
             continue
         for statement in node.body:
             call = statement.value if isinstance(statement, ast.Expr) else None
@@ -347,8 +347,27 @@ def regional_loops(source: SourceFile) -> list[tuple[int, str]]:
                 and isinstance(call.func.value, ast.Name)
                 and call.func.value.id == node.target.id
             ):
-                found.append((node.lineno, dotted(node.iter)))
+                found.append((node.lineno, _module_expr(node.iter)))
     return found
+
+
+def _module_expr(node: ast.expr) -> str:
+    """``model.blocks``, ``model.stages[0].blocks`` (a chain of names, attributes and int
+    indexes, as RF007 writes a block stack's path); "" for other expressions."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _module_expr(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and type(node.slice.value) is int
+        and node.slice.value >= 0
+    ):
+        inner = _module_expr(node.value)
+        return f"{inner}[{node.slice.value}]" if inner else ""
+    return ""
 
 
 _USE_CACHE_OFF = re.compile(r"use_cache\s*=\s*False")

@@ -25,6 +25,7 @@ from recompile_fix.profile.reasons import (
     limit_hit_reason,
     parse_reason,
     parse_reasons,
+    strip_local_scope,
 )
 
 __all__ = ["build_profile"]
@@ -102,6 +103,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 inputs=inputs,
                 fail_type=raw.get("fail_type"),
                 backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
+                dims=_dims(raw.get("dims")),
             )
             texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
             for text in texts:
@@ -213,3 +215,19 @@ def _add_seconds(compile_: Compile, seconds: dict) -> None:
     for key, value in seconds.items():
         if value is not None:
             compile_.seconds[key] = (compile_.seconds.get(key) or 0.0) + value
+
+
+def _dims(raw: object) -> dict[str, list[dict]] | None:
+    """The graph's dims as the recorder read them, keyed as ``inputs`` are (``x``, not ``L['x']``)."""
+    if not isinstance(raw, dict):
+        return None
+    found: dict[str, list[dict]] = {}
+    for source, entries in raw.items():
+        if isinstance(source, str) and isinstance(entries, list):
+            kept = [
+                {**e, **({"tied": strip_local_scope(e["tied"])} if isinstance(e.get("tied"), str) else {})}
+                for e in entries
+                if isinstance(e, dict)
+            ]
+            found.setdefault(strip_local_scope(source), []).extend(kept)
+    return found

@@ -169,6 +169,18 @@ class Compile:
     # ("eager", "inductor", a callable backend's name): however the program chose it. None: an
     # older Profile, a trace.
     backend: str | None = None
+    # What the compile's graph did with the sizes torch traced as symbols, by tensor (spelled as
+    # ``inputs`` are): [{"dim", "state": "dynamic" | "specialized", "size", "tied"}], where
+    # ``tied`` names a parameter whose static size the specialised one equals. None: not
+    # recorded (an older Profile, a trace); {} none traced as a symbol.
+    dims: dict[str, list[dict[str, Any]]] | None = None
+
+    def specialized(self, source: str, dim: int) -> dict[str, Any] | None:
+        """The record of ``source``'s dimension ``dim`` where this compile's graph specialised it."""
+        return next(
+            (d for d in (self.dims or {}).get(source, []) if d.get("dim") == dim and d.get("state") == "specialized"),
+            None,
+        )
 
     @property
     def call_site(self) -> Location | None:
@@ -488,6 +500,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
             rank=c.get("rank"),
             blocks=[BlockStack(**b) for b in c["blocks"]] if c.get("blocks") else None,
             backend=c.get("backend"),
+            dims={k: [dict(d) for d in v] for k, v in c["dims"].items()} if c.get("dims") is not None else None,
         )
         for c in data.get("compiles", [])
     ]

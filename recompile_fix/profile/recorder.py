@@ -50,6 +50,7 @@ import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
+from recompile_fix.profile.graph_facts import compiled_graph_dims, spellable_module_path
 
 __all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
 
@@ -399,6 +400,8 @@ def _compiled_frame_blocks() -> list[dict]:
     for path, module in root.named_modules():
         if not path or not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             continue
+        if not spellable_module_path(root, path, torch):
+            continue  # under a ModuleDict's key no rule could write (``"layer-1"``, ``"0"``)
         children = list(module.children())
         kinds = {type(child) for child in children}
         if len(children) < 2 or len(kinds) != 1:
@@ -579,6 +582,8 @@ class _Recorder:
         inputs = self.start_inputs.pop(start_key, None) or (_compiled_frame_inputs() if live else {})
         blocks = self.start_blocks.pop(start_key, None) or []
         backend = self.start_backends.pop(start_key, None)
+        # The graph's own word on the sizes it took (dynamic, or specialised and why).
+        dims = compiled_graph_dims() if live and forward else None
         if backend is None and live:
             try:
                 backend = _compiled_frame_backend()
@@ -606,6 +611,7 @@ class _Recorder:
             "inputs": inputs,
             "blocks": blocks,
             "backend": backend,
+            "dims": dims,
             "seconds": {
                 "dynamo": seconds("dynamo_cumulative_compile_time_us", "entire_frame_compile_time_s"),
                 "backend": seconds("aot_autograd_cumulative_compile_time_us", "backend_compile_time_s"),

@@ -179,6 +179,10 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
             _fail(f"{here}.limit_hit", f"is {compile_.get('limit_hit')!r}, not true or false")
         _int(compile_.get("rank"), f"{here}.rank", 0, 2**20, optional=True)
         _str(compile_.get("backend"), f"{here}.backend", optional=True, empty=False)
+        if compile_.get("dims") is not None:
+            for name, entries in _obj(compile_["dims"], f"{here}.dims").items():
+                for j, entry in enumerate(_list(entries, f"{here}.dims[{name!r}]")):
+                    _check_dim(_obj(entry, f"{here}.dims[{name!r}][{j}]"), f"{here}.dims[{name!r}][{j}]")
         if compile_.get("blocks") is not None:
             for j, stack in enumerate(_list(compile_["blocks"], f"{here}.blocks")):
                 _check_block_stack(_obj(stack, f"{here}.blocks[{j}]"), f"{here}.blocks[{j}]")
@@ -193,6 +197,9 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
 
 _BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner", "graph_inputs"}
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# A submodule path as named_modules() spells it: a ModuleList's children by index
+# (``up_blocks.0.resnets``, a diffusers UNet's ModuleList of ModuleLists).
+_MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.([A-Za-z_]\w*|\d+))*")
 # torch's dtype names as the recorder writes them (``str(dtype)`` without ``torch.``).
 _DTYPE = re.compile(
     r"(u?int(8|16|32|64)|float(16|32|64)|bfloat16|bool|complex(32|64|128)|float8_\w+|q(u?int8|int32|uint4x2))"
@@ -207,12 +214,28 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
         _str(stack.get(key), f"{where}.{key}", empty=False)
     for key in ("container", "argument", "owner"):
         _str(stack.get(key), f"{where}.{key}", optional=True)
-    for key in ("path", "argument"):
-        if isinstance(stack.get(key), str) and not _DOTTED.fullmatch(stack[key]):
+    for key, pattern in (("path", _MODULE_PATH), ("argument", _DOTTED)):
+        if isinstance(stack.get(key), str) and not pattern.fullmatch(stack[key]):
             _fail(f"{where}.{key}", f"is {stack[key]!r}, not an attribute path")
     _int(stack.get("count"), f"{where}.count", 2, 2**20)
     _int(stack.get("line"), f"{where}.line", 1, _MAX_LINE)
     _int(stack.get("graph_inputs"), f"{where}.graph_inputs", 0, 2**20, optional=True)
+
+
+_DIM_FIELDS = {"dim", "state", "size", "tied"}
+
+
+def _check_dim(entry: dict[str, Any], where: str) -> None:
+    """A size the compile's graph traced as a symbol: kept dynamic, or specialised to ``size``
+    (tied to the parameter ``tied``, where one had that size)."""
+    unknown = set(entry) - _DIM_FIELDS
+    if unknown:
+        _fail(where, f"has unknown fields {sorted(unknown)}")
+    _int(entry.get("dim"), f"{where}.dim", 0, MAX_DIM - 1)
+    if entry.get("state") not in ("dynamic", "specialized"):
+        _fail(f"{where}.state", f"is {entry.get('state')!r}, not dynamic or specialized")
+    _int(entry.get("size"), f"{where}.size", 0, optional=entry["state"] == "dynamic")
+    _str(entry.get("tied"), f"{where}.tied", optional=True, empty=False)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:

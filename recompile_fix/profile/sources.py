@@ -9,7 +9,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-__all__ = ["Step", "SourcePath", "parse_source"]
+__all__ = ["Step", "SourcePath", "module_path_code", "parse_source"]
 
 _ROOT = re.compile(r"[A-Za-z_]\w*")
 _ATTR = re.compile(r"\.([A-Za-z_]\w*)")
@@ -69,3 +69,10 @@ def parse_source(text: str) -> SourcePath | None:
             continue
         return None
     return SourcePath(match.group(0), tuple(steps))
+
+
+def module_path_code(path: str) -> str:
+    """A submodule's path as ``named_modules()`` spells it, as Python reaches it from its owner:
+    ``up_blocks.0.resnets`` -> ``.up_blocks[0].resnets`` (a ModuleList's or Sequential's child
+    by index: the recorder keeps a digit step only there)."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))

@@ -1,0 +1,12 @@
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+widths = [8 + 4 * i for i in range(10)]
+heads = [nn.Linear(w, 3) for w in widths]
+compiled = [torch.compile(head, backend="eager") for head in heads]
+outputs = []
+for step in range(2):
+    for width, head in zip(widths, compiled):
+        x = torch.randn(5, width)
+        outputs.append(head(x))

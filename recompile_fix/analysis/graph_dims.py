@@ -1,0 +1,79 @@
+"""What the run showed about a changing size, before RF001 marks it: facts the compile recorded,
+not guesses from the source text.
+
+* The compile's graph specialised the dimension (``Compile.dims``: torch traced it as a symbol
+  once it changed, then a guard fixed it to one value): tied to a parameter's static size (a
+  head's ``in_features``), formatted into a string, compared. ``mark_dynamic`` on it raises
+  ConstraintViolationError at the first call, ``maybe_mark_dynamic`` changes nothing.
+* The tensor is a module's parameter (``self._parameters['lora_a']``), replaced by one of
+  another shape (a LoRA rank swap): torch keeps parameters' shapes static, and the object the
+  call holds (a compiled wrapper) may have no such parameter to mark.
+"""
+
+from __future__ import annotations
+
+from recompile_fix.profile.model import Compile
+from recompile_fix.profile.sources import parse_source
+
+__all__ = ["refused_by_run"]
+
+
+def refused_by_run(
+    group: list[tuple[str, int]], compiles: list[Compile], frame_compiles: list[Compile] | None = None
+) -> str | None:
+    """Why no dimension of ``group`` (tied dims, marked together or not at all) may be marked,
+    from the run's record of ``compiles`` (this call's); None when the run shows nothing
+    against it. A dimension some compile of the frame (``frame_compiles``) kept dynamic is not
+    refused: the graph served it dynamic there (a prefill's mask specialised before the cache
+    filled, dynamic once decoding)."""
+    served = [c for c in (frame_compiles or []) + compiles if c.dims]
+    for src, dim in group:
+        parameter = _parameter(src)
+        if parameter is not None:
+            return (
+                f"`{src}` dim {dim} gets no mark: it is the module's parameter `{parameter}`, replaced by "
+                "one of another shape between calls (a rank or width swap); torch keeps parameters' "
+                "shapes static, and the object the call holds may have no such parameter to mark (a "
+                "compiled wrapper holds none): each shape compiles once, whatever the call marks"
+            )
+    if any(_dynamic(c, src, dim) for src, dim in group for c in served):
+        return None
+    for src, dim in group:
+        for compile_ in compiles:
+            record = compile_.specialized(src, dim)
+            if record is None:
+                continue
+            tied = [f"`{s}` dim {d}" for s, d in group if (s, d) != (src, dim)]
+            also = f" (nor {', '.join(tied)}, tied to it)" if tied else ""
+            if record.get("tied"):
+                why = (
+                    f"it equals `{record['tied']}`'s size ({record['size']}), a parameter's, which torch "
+                    "keeps static: each module's own weight fixes it"
+                )
+            else:
+                why = (
+                    f"the compiled code needs its value (a guard fixed it to {record['size']}: it is "
+                    "formatted into a string, compared, or fed to an op that needs a concrete size)"
+                )
+            return (
+                f"`{src}` dim {dim} gets no mark{also}: compile {compile_.id} traced it as dynamic and "
+                f"specialised it, as {why}; `mark_dynamic` would raise ConstraintViolationError and "
+                "`maybe_mark_dynamic` would change nothing"
+            )
+    return None
+
+
+def _dynamic(compile_: Compile, src: str, dim: int) -> bool:
+    return any(d.get("dim") == dim and d.get("state") == "dynamic" for d in (compile_.dims or {}).get(src, []))
+
+
+def _parameter(src: str) -> str | None:
+    """``self._parameters['lora_a']`` -> that spelling; None for a tensor that is no parameter."""
+    path = parse_source(src)
+    if path is None:
+        return None
+    steps = path.steps
+    for i, step in enumerate(steps[:-1]):
+        if step.kind == "attr" and step.key == "_parameters" and steps[i + 1].kind == "item":
+            return path.code(steps=steps[: i + 2])
+    return None

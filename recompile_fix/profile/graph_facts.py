@@ -1,0 +1,136 @@
+"""What a compile's own graph says about the sizes it took, read inside the user's process when
+torch finishes the compile (its ``_compile`` frame still holds the ``OutputGraph``). Standard
+library and torch's objects only, every one looked up with ``getattr``: a release without them
+costs the record, never the user's compile.
+
+* For each size torch traced as a symbol (automatic dynamic after a size changed, or a mark):
+  the tensor and dimension it stands for (``shape_env.var_to_sources``), and whether the graph
+  kept it dynamic or specialised it to one value (``shape_env.replacements``: a guard such as
+  ``Eq(s0, 12)`` from a matmul with a weight, ``f"{x.shape[0]}"``, a comparison). A mark on a
+  specialised dimension raises (``mark_dynamic``: ConstraintViolationError) or changes nothing
+  (``maybe_mark_dynamic``).
+* A specialised size equal to a dimension of a parameter the graph took (parameters' shapes are
+  static): the parameter it is tied to (``fn._parameters['weight']`` of each head).
+
+Also: whether a block stack's recorded path is one Python can spell from its owner
+(``up_blocks.0.resnets`` -> ``up_blocks[0].resnets``, a ModuleList's children by index).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+__all__ = ["compiled_graph_dims", "spellable_module_path"]
+
+_MAX_DIMS = 256  # dims recorded per compile
+_PARAMETER = "._parameters["
+
+
+def spellable_module_path(root, path: str, torch) -> bool:
+    """Is ``path`` (as ``named_modules()`` spells it) reachable from ``root`` by attributes and
+    the int indexes of ModuleLists and Sequentials? A ModuleDict's key "0" or "layer-1" is not
+    (a rule writing ``root.path[0]`` would raise)."""
+    module = root
+    for part in path.split("."):
+        if part.isdigit():
+            if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+                return False
+        elif not part.isidentifier():
+            return False
+        module = getattr(module, "_modules", {}).get(part)
+        if module is None:
+            return False
+    return True
+
+
+def compiled_graph_dims(start_depth: int = 2) -> dict[str, list[dict]] | None:
+    """{torch's source of a tensor (``L['x']``): [{"dim", "state": "dynamic" | "specialized",
+    "size" (specialised: the value), "tied" (a parameter's source)}]} for the compile torch is
+    finishing ({}: no size traced as a symbol); None where its ``_compile`` frame or graph is not
+    reachable. Never raises."""
+    try:
+        return _read(start_depth + 1)
+    except Exception:  # never break the user's program over bookkeeping
+        return None
+
+
+def _read(depth: int) -> dict[str, list[dict]] | None:
+    frame: types.FrameType | None = sys._getframe(depth)
+    while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    output = frame.f_locals.get("output")
+    shape_env = getattr(output, "shape_env", None)
+    var_to_sources = getattr(shape_env, "var_to_sources", None)
+    if not isinstance(var_to_sources, dict):
+        return None  # a failed compile (no graph), or a release that keeps it elsewhere
+    if not var_to_sources:
+        return {}
+    replacements = getattr(shape_env, "replacements", None) or {}
+    parameters = _parameter_sizes(output)
+    found: dict[str, list[dict]] = {}
+    count = 0
+    for symbol, sources in list(var_to_sources.items()):
+        for source in list(sources or [])[:8]:
+            tensor, dim = _size_source(source)
+            if tensor is None or count >= _MAX_DIMS:
+                continue
+            entry: dict = {"dim": dim, "state": "dynamic"}
+            value = _constant(replacements.get(symbol))
+            if value is not None:
+                entry = {"dim": dim, "state": "specialized", "size": value}
+                tied = next((p for p, sizes in parameters if value in sizes and p != tensor), None)
+                if tied is not None:
+                    entry["tied"] = tied
+            found.setdefault(tensor, []).append(entry)
+            count += 1
+    return found
+
+
+def _size_source(source) -> tuple[str | None, int]:
+    """``L['x'].size()[1]`` -> ("L['x']", 1); (None, 0) for any other source (a stride, an
+    offset, an int argument)."""
+    base = getattr(source, "base", None)
+    index = getattr(source, "idx", None)
+    name = _name(source)
+    if base is None or type(index) is not int or not name.endswith(f".size()[{index}]"):
+        return None, 0
+    tensor = _name(base)
+    if not tensor or name != f"{tensor}.size()[{index}]":
+        return None, 0
+    return tensor, index
+
+
+def _name(source) -> str:
+    name = getattr(source, "name", None)
+    if callable(name):  # a method in older releases, a property in newer ones
+        name = name()
+    return name if isinstance(name, str) else ""
+
+
+def _constant(value) -> int | None:
+    """A replacement that is a plain integer (sympy's Integer), else None."""
+    if value is None or not getattr(value, "is_Integer", False):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _parameter_sizes(output) -> list[tuple[str, set[int]]]:
+    """The parameters the graph took, with their (static) sizes, from the tracked fakes."""
+    found = []
+    for tracked in list(getattr(output, "tracked_fakes", None) or [])[:4096]:
+        name = _name(getattr(tracked, "source", None))
+        if _PARAMETER not in name:
+            continue
+        shape = getattr(getattr(tracked, "fake", None), "shape", None)
+        if shape is None:
+            continue
+        sizes = {s for s in shape if type(s) is int}
+        if sizes:
+            found.append((name, sizes))
+    return found

@@ -1,0 +1,197 @@
+"""RF001's fixes at the program's ``torch.compile`` call, where no mark before the call can help.
+
+* ``dynamic=True``, where library code (``model.generate()``) makes the compiled call with
+  tensors the program never holds.
+* ``isolate_recompiles=True`` (torch >= 2.13), where several compiled wrappers share one code
+  frame (ten heads of different widths, each ``torch.compile``d on its own, all run
+  ``nn.Linear.forward``), each fixing the changing size to its own weight's, so the frame
+  recompiles once per wrapper and the recompile limit leaves the rest running eagerly: each
+  wrapper gets a cache of its own, one compile each, no limit hit. Read from the run, not the
+  text: the graph specialised the size to a parameter's (``Compile.dims``, ``tied``), to a
+  different value at different compiles (different parameters: different modules, as one
+  module's weight keeps its shape), and the frame hit the recompile limit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from recompile_fix.analysis.call_site_code import find_compile_call, node_at_span, root_name
+from recompile_fix.analysis.call_targets import library_frame
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.releases import TorchApi
+from recompile_fix.profile.model import Compile, Location
+
+if TYPE_CHECKING:
+    from recompile_fix.analysis.source import SourceFile
+
+__all__ = ["ISOLATE_RECOMPILES", "fix_compile_call", "isolate_finding", "library_call_finding", "per_wrapper_sizes"]
+
+# A keyword of torch.compile, not a name in the text: the rule gates it by release itself.
+ISOLATE_RECOMPILES = TorchApi(
+    "torch.compile(isolate_recompiles=True)",
+    (2, 13),
+    "measured: present 2.13.0, 2.14.1 (torch.compile's signature)",
+    in_text=False,
+)
+
+
+def per_wrapper_sizes(group: list[tuple[str, int]], compiles: list[Compile]) -> dict[str, set[int]]:
+    """{parameter: sizes} where the run specialised a dim of ``group`` to a parameter's size, at
+    two or more different sizes (so: different parameters behind one frame)."""
+    sizes: dict[str, set[int]] = {}
+    for src, dim in group:
+        for compile_ in compiles:
+            record = compile_.specialized(src, dim)
+            if record is not None and record.get("tied") and isinstance(record.get("size"), int):
+                sizes.setdefault(record["tied"], set()).add(record["size"])
+    return {p: s for p, s in sizes.items() if len(s) >= 2}
+
+
+def isolate_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
+    """The unsafe fix ``isolate_recompiles=True`` at the program's one ``torch.compile`` call for
+    what ``call`` calls; None where the frame did not hit the limit, the torch that ran has no
+    such option, or the compile call is not found (``plan``: RF001's ``_SitePlan``)."""
+    frame = plan.frame
+    if not frame.limit_hits or not ISOLATE_RECOMPILES.runs_on(plan.release):
+        return None
+    names = {root_name(call.func)} | _iterables_of(source, root_name(call.func))
+    found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
+    if found is None:
+        return None
+    compile_source, node, _ = found
+    if isinstance(node, cst.Call) and any(
+        a.keyword is not None and a.keyword.value == "isolate_recompiles" for a in node.args
+    ):
+        return None  # already chosen there, one way or the other: the user's call
+    pos = compile_source.positions[node]
+    location = Location(
+        file=plan.site.file,
+        line=pos.start.line,
+        end_line=pos.end.line,
+        col=pos.start.column,
+        end_col=pos.end.column,
+    )
+    compiled = frame.compile_count
+    finding = plan.finding(
+        f"compiled `{frame.name}` serves several compiled wrappers, each fixing the size to its own "
+        f"weight ({compiled} compiles, then {frame.limit_hits} recompile-limit hit): compile each "
+        "with `isolate_recompiles=True`",
+        Safety.UNSAFE,
+        [
+            *notes,
+            "`isolate_recompiles=True` gives each `torch.compile` wrapper its own cache of compiled "
+            "code: each compiles once for itself and none runs eagerly at the recompile limit "
+            "(measured, ten heads of different widths: 8 compiles and a limit hit -> 10 compiles, no "
+            "limit hit, the same outputs); a trade-off, not fewer compiles: one per wrapper",
+        ],
+        location,
+    )
+    finding.params = {
+        "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
+        "keyword": "isolate_recompiles",
+        "dynamic": "decorate" if not isinstance(node, cst.Call) else "add",
+    }
+    return [finding]
+
+
+def _iterables_of(source: SourceFile, name: str | None) -> set[str]:
+    """The roots of what a ``for`` binding ``name`` iterates over (``for w, head in zip(widths,
+    compiled)``: ``compiled``, ``widths``): a list of compiled wrappers called one by one."""
+    found: set[str] = set()
+    if not name:
+        return found
+    for loop in source.nodes(cst.For):
+        targets = {n.value for n in _names(loop.target)}
+        if name not in targets:
+            continue
+        iterable = loop.iter
+        items = [a.value for a in iterable.args] if isinstance(iterable, cst.Call) else [iterable]
+        found |= {r for r in (root_name(i) for i in items) if r}
+    return found
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in _names(e.value)]
+    return []
+
+
+# -- library code made the call: `dynamic=True` at the user's compile call -----------------------
+def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: list[str]) -> list[Finding]:
+    """Library code (``model.generate()``) calls the compiled code with tensors the user's
+    code never holds: the user's ``torch.compile`` call can make them dynamic instead."""
+    where = library_frame(plan.library[-1])
+    # What the call hands the library: the object it calls a method of (`model.generate`), or
+    # a compiled function passed as an argument (`run(step, x)`).
+    names = {root_name(call.func)} | {root_name(a.value) for a in call.args}
+    compile_call = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
+    head = (
+        f"library code ({where}) calls compiled `{plan.frame.name}` with tensors whose size "
+        f"changes ({plan.here} compiles at this call); the program cannot mark them"
+    )
+    if compile_call is None:
+        return plan.none(
+            [
+                head,
+                *lost[:3],
+                "what to do: pass `dynamic=True` where the model is compiled (`torch.compile(model.forward, "
+                "dynamic=True)`; on transformers' generate() that gives 2 compiles instead of 4, the "
+                "prefill/decode floor), or the library's own option to compile with dynamic shapes "
+                "where it has one; the compile call was not found in "
+                f"{plan.site.file}",
+            ]
+        )
+    compile_source, node, existing = compile_call
+    pos = compile_source.positions[node]
+    location = Location(
+        file=plan.site.file,
+        line=pos.start.line,
+        end_line=pos.end.line,
+        col=pos.start.column,
+        end_col=pos.end.column,
+    )
+    finding = plan.finding(
+        f"compiled `{plan.frame.name}` recompiles for sizes library code ({where}) picks "
+        f"({plan.here} compiles at {plan.site.file}:{plan.site.line}): compile it with `dynamic=True`",
+        Safety.UNSAFE,
+        [
+            head,
+            *lost[:3],
+            "`dynamic=True` makes every dimension of every input dynamic from the first call: "
+            "fewer compiles, but kernels that cannot specialise on sizes (check speed and "
+            "outputs with `recompile-fix verify`)",
+        ],
+        location,
+    )
+    finding.params = {
+        "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
+        "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
+    }
+    return [finding]
+
+
+# -- the edit at the compile call --------------------------------------------------------------------
+def fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
+    """``dynamic=True`` (or ``isolate_recompiles=True``: ``params["keyword"]``) at the compile call."""
+    keyword = finding.params.get("keyword", "dynamic")
+    if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
+        node = node_at_span(source, cst.BaseExpression, finding.params["compile_call"])
+        end = source.span(node)[1]
+        return [Edit(finding.file, end, end, f"({keyword}=True)", "RF001")]
+    node = node_at_span(source, cst.Call, finding.params["compile_call"])
+    given = next((a for a in node.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if given is not None:
+        start, end = source.span(given.value)
+        return [Edit(finding.file, start, end, "True", "RF001")]
+    last = node.args[-1] if node.args else None
+    if last is None:
+        at = source.span(node)[1] - 1  # before the closing parenthesis
+        return [Edit(finding.file, at, at, f"{keyword}=True", "RF001")]
+    end = source.span(last.value)[1]
+    return [Edit(finding.file, end, end, f", {keyword}=True", "RF001")]

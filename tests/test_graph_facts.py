@@ -1,0 +1,171 @@
+"""Facts the run records about sizes, and what the rules do with them (issue 30 causes 1 and 2):
+block stacks under a ModuleList of ModuleLists (``up_blocks.0.resnets``) load and are written as
+Python reaches them; a size the compile's graph specialised (tied to each head's weight, formatted
+into a string) or a swapped parameter gets no mark; several compiled wrappers sharing one frame get
+``isolate_recompiles=True`` (unsafe, torch >= 2.13)."""
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, run_cli
+from equivalence import assert_same_outputs, run_recorded, total_compiles
+from golden_cases import GOLDEN
+from recompile_fix.analysis.graph_dims import refused_by_run
+from recompile_fix.analysis.regional import regional_loops
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.errors import UserError
+from recompile_fix.profile.model import Compile, Profile
+from recompile_fix.profile.sources import module_path_code
+
+HERE = PROGRAMS / "shapes"
+
+
+def _profile_json(case: str) -> dict:
+    return json.loads((GOLDEN / "RF001" / case / "profile.json").read_text())
+
+
+def _stage(case: str, tmp_path, data: dict | None = None):
+    work = tmp_path / case
+    work.mkdir()
+    shutil.copy(GOLDEN / "RF001" / case / "program.in.py", work / "program.py")
+    (work / "profile.json").write_text(json.dumps(data or _profile_json(case)))
+    return work
+
+
+# -- cause 1: block-stack paths through a ModuleList of ModuleLists --------------------------------
+def test_block_stack_paths_with_indexes_load():
+    data = _profile_json("nested_stages")
+    paths = {b["path"] for c in data["frames"][0]["compiles"] for b in c.get("blocks", [])}
+    assert paths == {"stages.0", "stages.1"}  # as named_modules() spells them
+    Profile.from_json(data)  # was: "damaged Profile: ... 'stages.0', not an attribute path"
+
+
+@pytest.mark.parametrize("path", ["stages.layer-1", "stages..0", "0.stages", "stages.0x"])
+def test_block_stack_paths_that_are_no_module_path_are_damaged(path):
+    data = _profile_json("nested_stages")
+    data["frames"][0]["compiles"][0]["blocks"][0]["path"] = path
+    with pytest.raises(UserError, match="not an attribute path"):
+        Profile.from_json(data)
+
+
+def test_module_path_code_indexes_lists():
+    assert module_path_code("up_blocks.0.resnets") == ".up_blocks[0].resnets"
+    assert module_path_code("transformer.h") == ".transformer.h"
+
+
+def test_a_loop_over_an_indexed_stack_is_seen_as_compiling_it():
+    source = SourceFile.parse(
+        Path("program.py"),
+        "for block in model.stages[0]:\n    block.compile()\nfor b in model.other.blocks:\n    b.compile()\n",
+    )
+    assert [expr for _, expr in regional_loops(source)] == ["model.stages[0]", "model.other.blocks"]
+
+
+# -- the graph's dims in the Profile -----------------------------------------------------------------
+def test_recorded_dims_say_which_size_the_graph_specialised_and_why():
+    data = _profile_json("tied_heads")
+    compiles = data["frames"][0]["compiles"]
+    assert compiles[0]["dims"] == {}  # the first compile traced every size as a constant
+    tied = [c["dims"]["args[0]"][0] for c in compiles[1:] if c.get("dims")]
+    assert {d["state"] for d in tied} == {"specialized"} and {d["dim"] for d in tied} == {1}
+    assert {d["tied"] for d in tied} == {"fn._parameters['weight']"}
+    assert sorted(d["size"] for d in tied) == [12, 16, 20, 24, 28, 32, 36]  # each head's in_features
+    message = _profile_json("size_in_message")["frames"][0]["compiles"][1]["dims"]
+    assert message == {"x": [{"dim": 0, "state": "specialized", "size": 5}]}  # no parameter to blame
+
+
+def test_profiles_without_dims_still_load_and_damaged_dims_do_not():
+    data = _profile_json("tied_heads")
+    for compile_ in data["frames"][0]["compiles"]:
+        compile_.pop("dims", None)
+    assert all(c.dims is None for c in Profile.from_json(data).frames[0].compiles)
+    data = _profile_json("tied_heads")
+    data["frames"][0]["compiles"][1]["dims"]["args[0]"][0]["state"] = "static"
+    with pytest.raises(UserError, match="not dynamic or specialized"):
+        Profile.from_json(data)
+
+
+def test_a_swapped_parameter_or_a_specialised_size_is_refused_with_the_reason():
+    compile_ = Compile(id="0/1", dims={"x": [{"dim": 0, "state": "specialized", "size": 5}]})
+    assert "specialised it" in refused_by_run([("x", 0)], [compile_])
+    assert refused_by_run([("x", 1)], [compile_]) is None  # another dim: nothing recorded against it
+    assert refused_by_run([("y", 0)], [Compile(id="0/1", dims={"y": [{"dim": 0, "state": "dynamic"}]})]) is None
+    # Specialised at one compile (a prefill, before the cache filled), dynamic at another: the
+    # graph serves it dynamic, so the mark stays (golden RF001/cache_object, recorded again).
+    dynamic = Compile(id="0/2", dims={"x": [{"dim": 0, "state": "dynamic"}]})
+    assert refused_by_run([("x", 0)], [compile_], [compile_, dynamic]) is None
+    swapped = refused_by_run([("self._parameters['lora_a']", 0)], [Compile(id="0/1")])
+    assert "parameter `self._parameters['lora_a']`" in swapped
+
+
+# -- cause 2: no safe fix for sizes tied to each wrapper's weight -------------------------------------
+def test_tied_heads_get_no_safe_fix_and_isolate_recompiles_as_unsafe(tmp_path):
+    work = _stage("tied_heads", tmp_path)
+    report = run_cli("report", "profile.json", cwd=work, check=0)
+    assert "[*]" not in report.stdout and "mark_dynamic(" not in report.stdout
+    assert "isolate_recompiles=True" in report.stdout and "fn._parameters['weight']" in report.stdout
+    run_cli("apply", ".", "--profile", "profile.json", cwd=work, check=0)
+    assert (work / "program.py").read_text() == (GOLDEN / "RF001/tied_heads/program.in.py").read_text()
+    run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
+    text = (work / "program.py").read_text()
+    assert 'torch.compile(head, backend="eager", isolate_recompiles=True)' in text
+    assert "mark_dynamic" not in text
+
+
+def test_isolate_recompiles_is_never_written_for_a_torch_without_it(tmp_path):
+    data = _profile_json("tied_heads")
+    data["torch_version"] = "2.12.0"
+    work = _stage("tied_heads", tmp_path, data)
+    run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
+    assert "isolate_recompiles" not in (work / "program.py").read_text()
+
+
+@pytest.mark.slow
+def test_isolated_heads_compile_once_each_with_the_same_outputs(tmp_path):
+    work = _stage("tied_heads", tmp_path)
+    run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
+    shutil.copy(GOLDEN / "RF001/tied_heads/program.in.py", tmp_path / "before.py")
+    before = run_recorded(tmp_path / "before.py", tmp_path)
+    after = run_recorded(work / "program.py", tmp_path)
+    assert_same_outputs(before, after, exact=True)
+    # torch's own count: 8 compiles and a refused attempt at the limit (heads 9 and 10 ran
+    # eagerly), then one compile per head.
+    assert total_compiles(before) == 9 and total_compiles(after) == 10, (before["compiles"], after["compiles"])
+
+
+# -- pip model code: diffusers UNet2D, and RF007 on a ModuleList of ModuleLists ---------------------
+@pytest.mark.slow
+def test_unet2d_profile_loads_and_its_ragged_batch_is_fixed(tmp_path):
+    shutil.copy(HERE / "unet2d_ragged.py", tmp_path / "program.py")
+    run_cli("profile", "-o", "profile.json", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    loaded = Profile.load(tmp_path / "profile.json")
+    paths = {s.path for f in loaded.frames for s in f.block_stacks}
+    assert "up_blocks.0.resnets" in paths  # a ModuleList of ModuleLists
+    report = run_cli("report", "profile.json", cwd=tmp_path, check=0)
+    assert report.returncode == 0, report.stderr
+    run_cli("apply", ".", "--profile", "profile.json", cwd=tmp_path, check=0)
+    after_text = (tmp_path / "program.py").read_text()
+    assert "mark_dynamic(batch, 0)" in after_text, after_text
+    shutil.copy(HERE / "unet2d_ragged.py", tmp_path / "before.py")
+    before = run_recorded(tmp_path / "before.py", tmp_path)
+    after = run_recorded(tmp_path / "program.py", tmp_path)
+    assert_same_outputs(before, after)
+    assert total_compiles(before) == 2 and total_compiles(after) == 1, (before["compiles"], after["compiles"])
+
+
+@pytest.mark.slow
+def test_rf007_writes_indexed_stacks_as_python(tmp_path):
+    shutil.copy(HERE / "deep_stages.py", tmp_path / "program.py")
+    run_cli("profile", "-o", "profile.json", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", "--select", "RF007", cwd=tmp_path, check=0)
+    text = (tmp_path / "program.py").read_text()
+    ast.parse(text)  # was: `for block in model.stages.0:`, a syntax error
+    assert "for block in model.stages[0]:\n    block.compile(" in text and "model.stages[1]" in text
+    shutil.copy(HERE / "deep_stages.py", tmp_path / "before.py")
+    before = run_recorded(tmp_path / "before.py", tmp_path)
+    after = run_recorded(tmp_path / "program.py", tmp_path)
+    assert_same_outputs(before, after, of="globals")
