@@ -49,8 +49,8 @@ import time
 import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
-from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 from recompile_fix.profile.graph_facts import compiled_graph_dims, spellable_module_path
+from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 
 __all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
 
