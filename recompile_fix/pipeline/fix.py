@@ -246,13 +246,13 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
-    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir)))
-    project = Project(root_dir, expected_hashes=profile.sources)
+    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir, profile.interpreter)))
+    project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
     def file_status(path: str) -> str:
         if path not in status:
-            file = resolve(path, root_dir)
+            file = resolve(path, root_dir, profile.interpreter)
             if not _inside(file, roots) or (
                 config is not None and config.excluded(os.path.relpath(file.resolve(), root_dir))
             ):
