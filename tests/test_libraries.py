@@ -122,3 +122,33 @@ def test_a_damaged_interpreter_is_a_damaged_profile(tmp_path):
 def test_this_interpreter():
     here = current_interpreter()
     assert os.path.isabs(here.prefix) and here.site and here.stdlib
+
+
+@pytest.mark.parametrize(
+    ("path", "spelled"),
+    [
+        ("/root/.pyenv/versions/3.11.7/lib/python3.11/contextlib.py", "/stdlib/contextlib.py"),
+        ("/usr/lib/python3.12/json/decoder.py", "/stdlib/json/decoder.py"),
+        ("/opt/conda/lib/python3.11/site-packages/torch/optim/adam.py", "/site-packages/torch/optim/adam.py"),
+        ("/home/u/lib/python3.11/mymodule.py", None),  # not a standard library module's name
+        ("/home/u/proj/train.py", None),
+    ],
+)
+def test_a_trace_names_no_interpreter_the_layout_decides(path, spelled):
+    """A TORCH_TRACE names no interpreter: its records spell a library file by the layout alone,
+    the same spelling the recorder's Profile gives it (one function for both)."""
+    assert spell_library_file(path) == spelled
+    recorded = spell_library_file(path, _venv("/home/u/proj/.venv"))
+    assert recorded == spelled or (recorded is None and spelled is None)
+
+
+def test_the_trace_reader_and_the_recorder_read_one_profile():
+    stdlib = "/root/.pyenv/versions/3.11.7/lib/python3.11"
+    frame = {"file": f"{stdlib}/contextlib.py", "line": 299, "name": "helper"}
+    compile_ = {"compile_id": "0/0", "frame": frame, "guard_failures": [], "stack": [], "seconds": {}}
+    record = {"pid": 1, "rank": None, "compiles": [compile_], "graph_breaks": [], "exit": {}}
+    recorded = {**record, "interpreter": {"prefix": "/p/.venv", "site": [], "stdlib": [stdlib]}}
+    traced = build_profile([record], command=["--from-trace", "t"], root="/p")
+    profiled = build_profile([recorded], command=["python", "t.py"], root="/p")
+    assert [f.key for f in traced.frames] == [f.key for f in profiled.frames]
+    assert traced.frames[0].file == "/stdlib/contextlib.py"

@@ -36,6 +36,11 @@ STDLIB_ROOT = "/stdlib"  # the standard library's: /stdlib/json/decoder.py
 PREFIX_ROOT = "/python-prefix"  # anything else under the interpreter's prefix (a conda env's)
 _ROOTS = (SITE_ROOT, STDLIB_ROOT, PREFIX_ROOT)
 _LIBRARY_PARTS = ("site-packages", "dist-packages")
+# A standard library's layout where no interpreter says (a TORCH_TRACE, an older Profile):
+# ``<prefix>/lib/python3.11/<module>`` (POSIX) or ``<prefix>/Lib/<module>`` (Windows), where
+# <module> is one of the standard library's own top-level names.
+_STDLIB_LAYOUT = re.compile(r"(?:^|[\\/])(?:lib[\\/]python3\.\d+t?|Lib)[\\/](?P<rest>[^\\/]+(?:[\\/].*)?)$")
+_STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 
 @dataclass
@@ -114,8 +119,10 @@ def _under(path: str, directory: str) -> str | None:
 def spell_library_file(path: str, interpreter: Interpreter | None = None) -> str | None:
     """How a Profile spells ``path`` when it is a library file (its import path under
     ``/site-packages`` or ``/stdlib``), else None. The interpreter's own directories decide;
-    a path with a ``site-packages`` or ``dist-packages`` part (a trace from another machine, a
-    run recorded before the interpreter was) is one too."""
+    a path with a ``site-packages`` or ``dist-packages`` part, or a standard library module
+    under ``lib/python3.X`` (a TORCH_TRACE, which names no interpreter; a trace from another
+    machine; a run recorded before the interpreter was) is one too. The recorder's Profile and
+    the trace reader's spell every file through this one function."""
     absolute = os.path.abspath(path)
     # Longest directory first: a venv's site-packages lies under its stdlib and its prefix.
     for directory in sorted(interpreter.site if interpreter else [], key=len, reverse=True):
@@ -134,7 +141,21 @@ def spell_library_file(path: str, interpreter: Interpreter | None = None) -> str
         rest = _under(absolute, interpreter.prefix)
         if rest is not None:
             return f"{PREFIX_ROOT}/{Path(rest).as_posix()}"
-    return None
+    return _stdlib_by_layout(path)
+
+
+def _stdlib_by_layout(path: str) -> str | None:
+    """``/stdlib/<rest>`` for a file that lies where a standard library does
+    (``.../lib/python3.11/contextlib.py``), by the layout alone."""
+    match = _STDLIB_LAYOUT.search(path)
+    if match is None:
+        return None
+    rest = match.group("rest").replace("\\", "/")
+    top = rest.split("/", 1)[0]
+    name = top[: -len(".py")] if top.endswith(".py") else top
+    if name not in _STDLIB_NAMES or ("/" not in rest and not top.endswith(".py")):
+        return None
+    return f"{STDLIB_ROOT}/{rest}"
 
 
 _ENV_FILE = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[\\/][^\s\"'<>|]*?[\\/](?:site|dist)-packages[\\/]")
