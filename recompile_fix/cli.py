@@ -656,13 +656,13 @@ def _verify(
 ) -> int:
     """`recompile-fix verify`; returns the exit code (0 verified, 1 worse, 2 error)."""
     from recompile_fix.progress import Progress
-    from recompile_fix.verify.prove import verify
+    from recompile_fix.verify.recorded import verify_or_recorded
     from recompile_fix.verify.render import render_text
 
     command = list(command) or list(profile.command)
     if not command:
         raise UserError("no command to run: use `recompile-fix verify -- python train.py ...`")
-    v = verify(
+    v = verify_or_recorded(
         command,
         profile,
         rules,
