@@ -418,7 +418,7 @@ class Engine:
         if cached is None:
             by_rule = {r.id: _OnceFix(r, base) for r in self.rules}
             findings = [base.findings[i] for i in sorted(indices)]
-            cached = rewrite(base.path, base.source, findings, by_rule)
+            cached = rewrite(base.path, base.source, findings, by_rule, root=self.root)
             base.rewrites[indices] = cached
             done = {id(f) for f in cached.applied}
             fixed = frozenset(i for i in indices if id(base.findings[i]) in done)

@@ -424,7 +424,7 @@ def rewrite_files(
                 # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
                 source = SourceFile.read(Path(path), data, parse=False)
             source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
-            rewrites.append(rewrite(path, source, file_fixes, by_rule))
+            rewrites.append(rewrite(path, source, file_fixes, by_rule, root=root))
         except SourceError as exc:
             failed.append((path, str(exc)))
         except OSError as exc:
@@ -461,7 +461,7 @@ def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) 
                 sources[finding.file] = None
         source = sources[finding.file]
         try:
-            made = rewrite(finding.file, source, [finding], by_rule) if source is not None else None
+            made = rewrite(finding.file, source, [finding], by_rule, root=root) if source is not None else None
         except SourceError:
             made = None
         fixes.append(FindingFix(made.before, made.edits) if made is not None and made.applied else None)

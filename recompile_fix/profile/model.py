@@ -542,7 +542,7 @@ def same_as_profiled(data: bytes, expected: str | None) -> bool:
         return False
     if sha256_bytes(data) == expected:
         return True
-    if b"recompile-fix" not in data:
+    if b"recompile-fix" not in data and b"noqa" not in data.lower():
         return False
     try:
         text = data.decode("utf-8")
