@@ -48,10 +48,11 @@ def _format(statement: str, indent_width: int, line_length: int) -> str:
 
 
 @contextlib.contextmanager
-def line_length_of(path: str | os.PathLike[str]) -> Iterator[int | None]:
+def line_length_of(path: str | os.PathLike[str] | None) -> Iterator[int | None]:
     """While inside: ``format_statement`` formats to the line length of ``path``'s project.
-    Yields the length its formatter is set to, None where no formatter is configured."""
-    configured = configured_line_length(path)
+    Yields the length its formatter is set to, None where no formatter is configured (or
+    ``path`` is None: a file whose place is not known)."""
+    configured = configured_line_length(path) if path is not None else None
     token = _LINE_LENGTH.set(configured or DEFAULT_LINE_LENGTH)
     try:
         yield configured

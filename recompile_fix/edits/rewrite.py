@@ -42,7 +42,10 @@ def rewrite(
     result = FileRewrite(path=path, before=source.text, after=source.text)
     planned: list[tuple[Finding, FixEdits]] = []
     taken: list[Edit] = []
-    with line_length_of(Path(root or "", source.path)) as line_length:  # inserted statements: the project's length
+    located = Path(root, source.path) if root is not None else source.path  # relative, no root: unknown
+    with line_length_of(
+        located if located.is_absolute() or root is not None else None
+    ) as line_length:  # inserted statements: the project's length
         fixes = [(finding, _fix(rules[finding.rule], finding, source, torch_name)) for finding in findings]
     for finding, edits_or_error in fixes:
         if isinstance(edits_or_error, str):
