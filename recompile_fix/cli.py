@@ -393,7 +393,7 @@ def _apply(
                 f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True
             )
         if loaded is not None:
-            click.echo(_accounting_line(loaded, result, config.unsafe_fixes), err=True)
+            click.echo(_accounting_line(result.profile or loaded, result, config.unsafe_fixes), err=True)
     if result.errors:
         sys.exit(2)
     if (check or show_diff) and fixed and not exit_zero:

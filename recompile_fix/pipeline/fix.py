@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.relocate import relocate
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, unified_diff
@@ -77,6 +78,9 @@ class ApplyResult:
     planned_from: dict[str, str] = field(default_factory=dict)
     # path -> the file as planning parsed it: rewriting the same bytes reuses its trees.
     parsed: dict[str, SourceFile] = field(default_factory=dict)
+    # The Profile the Findings came from: its evidence in files edited since profiling mapped
+    # onto them as they are now (analysis.relocate).
+    profile: Profile | None = None
 
     @property
     def pending(self) -> list[Finding]:
@@ -150,7 +154,10 @@ def find(
         roots.append(resolved)
     result = ApplyResult()
     profiled: list[Finding] = []
-    if profile is not None:
+    if profile is not None:  # evidence in files edited since profiling, where its code is now
+        profile, stale_frames = relocate(profile, root, Path(root, config.profile).parent)
+        result.errors.extend(stale_frames)
+        result.profile = profile
         profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))

@@ -441,6 +441,9 @@ def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
             what = "failed" if profile.exit_code else "empty"
             path = path.with_name(f"{path.stem}.{what}{path.suffix}")
     profile.dump(path)
+    from recompile_fix.profile.kept_sources import keep_profiled_sources
+
+    keep_profiled_sources(profile, path, Path.cwd())  # its paths are relative to where it was recorded
     return path
 
 
