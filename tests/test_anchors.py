@@ -15,6 +15,16 @@ from recompile_fix.profile.model import Profile
 
 
 @pytest.fixture
+def nested(project):
+    """The two-file project with its helper in ``pkg/`` (as test_project_layout lays it out)."""
+    (project / "pkg").mkdir()
+    shutil.move(project / "helpers.py", project / "pkg" / "helpers.py")
+    path = project / ".recompile-fix" / "profile.json"
+    path.write_text(path.read_text().replace('"helpers.py"', '"pkg/helpers.py"'))
+    return project
+
+
+@pytest.fixture
 def kept(project):
     path = project / ".recompile-fix" / "profile.json"
     keep_profiled_sources(Profile.load(path), path, project)
@@ -75,3 +85,19 @@ def test_without_the_profiled_text_an_edited_file_is_stale_as_before(kept):
     (kept / "main.py").write_text("# a comment\n" + MAIN)
     checked = run_cli("apply", ".", "--check", cwd=kept, check=2)
     assert "main.py: changed since it was profiled" in checked.stderr
+
+
+def test_edited_and_reformatted_from_the_root_and_from_the_subfolder(nested):
+    path = nested / ".recompile-fix" / "profile.json"
+    keep_profiled_sources(Profile.load(path), path, nested)
+    helpers = nested / "pkg" / "helpers.py"
+    helpers.write_text('"""Helpers."""\n\n\ndef unused():\n    return 0\n' + HELPERS.replace("(n, 2)", "(n,2)"))
+    (nested / "main.py").write_text("# a comment\n" + MAIN)
+    _black(helpers, nested / "main.py")
+    root = run_cli("apply", ".", "--check", cwd=nested, check=1)
+    assert root.stdout.count("RF001") == 2 and "stale" not in root.stderr, root.stderr
+    sub = run_cli("apply", ".", "--check", cwd=nested / "pkg", check=1)
+    line = helpers.read_text().splitlines().index("        gn(y)") + 1
+    assert f"pkg/helpers.py:{line}:9: RF001" in sub.stdout and "Would fix 1 finding(s)" in sub.stderr
+    run_cli("apply", ".", cwd=nested / "pkg", check=0)
+    assert helpers.read_text().splitlines()[line - 1] == "        torch._dynamo.mark_dynamic(y, 0)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,3 +99,20 @@ def test_verify_apply_verify_and_fix_with_the_venv_inside_the_project(venv_insid
     assert "mark_dynamic(x, 0)" in (venv_inside / "main.py").read_text()
     assert "mark_dynamic(y, 0)" in (venv_inside / "helpers.py").read_text()
     assert HELPERS != (venv_inside / "helpers.py").read_text()
+
+
+@pytest.mark.slow
+def test_a_profiled_project_with_its_venv_inside_survives_edits_and_black(venv_inside):
+    """Profiled once with .venv/bin/python, then a docstring, a comment, a new function and
+    black over both files: both findings still apply, each at its new place."""
+    assert len(list((venv_inside / ".recompile-fix" / "sources").iterdir())) == 2
+    main, helpers = venv_inside / "main.py", venv_inside / "helpers.py"
+    main.write_text('"""The script."""\n# a comment\n' + MAIN.replace("run()\n", "run()\n\n\ndef later():\n  pass\n"))
+    helpers.write_text('"""Helpers."""\n' + HELPERS.replace("(n, 2)", "(n,2)"))
+    done = subprocess.run([sys.executable, "-m", "black", "-q", str(main), str(helpers)])
+    assert done.returncode == 0
+    checked = run_cli("apply", ".", "--check", cwd=venv_inside, check=1)
+    assert checked.stdout.count("RF001") == 2 and "stale" not in checked.stderr, checked.stderr
+    run_cli("apply", ".", cwd=venv_inside, check=0)
+    assert "torch._dynamo.mark_dynamic(x, 0)\n    fn(x)" in main.read_text()
+    assert "torch._dynamo.mark_dynamic(y, 0)\n        gn(y)" in helpers.read_text()
