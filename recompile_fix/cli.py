@@ -185,7 +185,7 @@ def report(profile_file, as_json, html_file) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
     from recompile_fix.analysis.compile_calls import static_compile_site
     from recompile_fix.analysis.project import Project
-    from recompile_fix.config import load_config
+    from recompile_fix.config import enter_project, load_config
     from recompile_fix.findings.accounting import account
     from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
@@ -195,9 +195,11 @@ def report(profile_file, as_json, html_file) -> None:
     from recompile_fix.report import render_json, render_text
     from recompile_fix.rules import ALL_RULES
 
+    if profile_file is None:  # the Profile's project, found upward from here
+        enter_project()
     loaded = Profile.load(profile_file or load_config().profile)
     check_against_sources(loaded, _read_or_none)
-    project = Project(".", expected_hashes=loaded.sources)
+    project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
     planned = plan(loaded, project, ALL_RULES)
     # Fixes already in the code (an earlier round's, or written by hand) are not offered again;
     # the accounting is of the Profile's recompiles, so it counts them as fixes.
@@ -266,8 +268,11 @@ def apply(**options) -> None:
     import contextlib
     import os
 
+    from recompile_fix.config import enter_project
     from recompile_fix.pipeline.lock import project_lock
 
+    if options["profile_file"] is None:  # the Profile's project, found upward from here
+        options["paths"] = enter_project(options["paths"])
     write = not (options["show_diff"] or options["check"])
     # One writing run at a time: from reading the Profile to recording what was written in it.
     with project_lock(os.getcwd()) if write else contextlib.nullcontext():
@@ -388,7 +393,7 @@ def _apply(
                 f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True
             )
         if loaded is not None:
-            click.echo(_accounting_line(loaded, result, config.unsafe_fixes), err=True)
+            click.echo(_accounting_line(result.profile or loaded, result, config.unsafe_fixes), err=True)
     if result.errors:
         sys.exit(2)
     if (check or show_diff) and fixed and not exit_zero:
@@ -406,7 +411,7 @@ def _accounting_line(loaded: Profile, result, unsafe_fixes: bool) -> str:
             f"Recompiles: the Profile predates the fixes in {len(result.already_applied)} file(s); "
             "profile again to see what remains."
         )
-    project = Project(".", expected_hashes=loaded.sources)
+    project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
     accounting = account(
         loaded,
         result.findings + result.outside,
@@ -486,13 +491,15 @@ def verify(
     recompile-fix verify --html verify.html --exact -- python train.py
     Exit code: 0 verified, 1 a fix makes things worse, 2 error.
     """
-    from recompile_fix.config import load_config
+    from recompile_fix.config import enter_project, load_config
     from recompile_fix.profile.model import Profile
     from recompile_fix.rules import ALL_RULES
     from recompile_fix.verify.compare import Tolerance
 
     if exact and (rtol is not None or atol is not None):
         raise UserError("--exact and --rtol/--atol exclude each other")
+    if profile_file is None and not command:  # the Profile's command runs where it was profiled
+        enter_project()
     config = load_config()
     config.check_selectors([rule.id for rule in ALL_RULES])
     loaded = Profile.load(profile_file or config.profile)
@@ -649,13 +656,13 @@ def _verify(
 ) -> int:
     """`recompile-fix verify`; returns the exit code (0 verified, 1 worse, 2 error)."""
     from recompile_fix.progress import Progress
-    from recompile_fix.verify.prove import verify
+    from recompile_fix.verify.recorded import verify_or_recorded
     from recompile_fix.verify.render import render_text
 
     command = list(command) or list(profile.command)
     if not command:
         raise UserError("no command to run: use `recompile-fix verify -- python train.py ...`")
-    v = verify(
+    v = verify_or_recorded(
         command,
         profile,
         rules,

@@ -31,6 +31,8 @@ __all__ = [
     "DEFAULT_PROFILE",
     "Config",
     "check_selectors",
+    "enter_project",
+    "find_project_root",
     "find_pyproject",
     "load_config",
     "split_ids",
@@ -113,6 +115,41 @@ def find_pyproject(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def find_project_root(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The project a command run from ``start`` (default: the current directory) works on, as
+    ruff finds its configuration: the nearest directory at or above it that holds the Profile
+    (``.recompile-fix/profile.json``, or the ``profile`` its pyproject.toml's
+    [tool.recompile-fix] names). A Profile's paths are relative to the directory profiled
+    from, which is where its ``.recompile-fix/`` is. None when there is none."""
+    here = Path(start or os.getcwd()).resolve()
+    for directory in (here, *here.parents):
+        candidates = [directory / DEFAULT_PROFILE]
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("recompile-fix", {})
+            except (OSError, tomllib.TOMLDecodeError, AttributeError):
+                table = {}  # load_config reports a broken file when it reads it
+            if isinstance(table, dict) and isinstance(table.get("profile"), str):
+                candidates.insert(0, directory / table["profile"])
+        if any(c.is_file() for c in candidates):
+            return directory
+    return None
+
+
+def enter_project(paths: Iterable[str] = ()) -> list[str]:
+    """Work from the project's root (``find_project_root``), as a command run there would:
+    change to it and return ``paths`` spelled from there (``apply .`` in a subfolder applies
+    the findings under that subfolder). Where no Profile is found, nothing changes."""
+    here = Path.cwd().resolve()
+    root = find_project_root(here)
+    if root is None or root == here:
+        return list(paths)
+    spelled = [os.path.relpath(os.path.abspath(p), root) for p in paths]
+    os.chdir(root)
+    return spelled
 
 
 def _ids(value: object, key: str, where: Path) -> list[str]:

@@ -21,7 +21,7 @@ from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, resolve
 from recompile_fix.profile.recorder import MAX_STRINGS
 
 __all__ = ["RULE", "LazyDefault"]
@@ -184,7 +184,7 @@ class LazyDefault(Rule):
         for attr in candidates:
             if (frame.key, attr) in seen or not all(c.inputs.get(attr, {}).get("type") == "str" for c in later):
                 continue
-            line = _none_test_line(defined_in, attr)
+            line = _none_test_line(defined_in, attr, project)
             if line is None:
                 continue
             seen.add((frame.key, attr))
@@ -363,10 +363,10 @@ class LazyDefault(Rule):
         return [Edit(finding.file, p["at"], p["at"], text, self.id)]
 
 
-def _none_test_line(path: str, attr: str) -> int | None:
+def _none_test_line(path: str, attr: str, project: Project) -> int | None:
     """The line of ``if <attr> is None:`` in a library file (read, never edited), or None."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(resolve(path, project.root, project.interpreter), encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return None

@@ -79,6 +79,11 @@ def test_unknown_config_key_is_an_error(project):
         ("  # recompile-fix: ignore[RF001]", True),
         ("  # recompile-fix: ignore", True),
         ("  # recompile-fix: ignore[RF002]", False),
+        ("  # noqa: RF001", True),  # ruff's and flake8's spelling
+        ("  # noqa", True),
+        ("  # noqa: E501, RF001", True),
+        ("  # noqa:E501 RF001", True),
+        ("  # noqa: E501", False),  # another tool's code only
     ],
 )
 def test_suppression_comment(project, comment, suppressed):

@@ -135,6 +135,9 @@ def test_stale_line_agrees_with_the_diff_above_it(tmp_path):
     (tmp_path / "program.py").write_text(STACK_AND_RAGGED)
     run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
     assert "mark_dynamic(batch, 0)" in run_cli("apply", ".", "--diff", cwd=tmp_path, check=1).stdout
+    # Without the profiled text kept beside the Profile (an older Profile), an edit anywhere makes
+    # the file stale (with it, the findings follow the code: test_anchors.py).
+    shutil.rmtree(tmp_path / ".recompile-fix" / "sources")
     (tmp_path / "program.py").write_text(STACK_AND_RAGGED + "# edited\n")
     result = run_cli("apply", ".", "--diff", cwd=tmp_path, check=2)
     assert "+    @torch.compiler.nested_compile_region" in result.stdout and "mark_dynamic" not in result.stdout

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from recompile_fix.progress import PROGRESS_ENV, Progress, last_output_line
 
 
@@ -85,3 +87,18 @@ def test_on_a_terminal_by_itself():
     assert b"run 1/1: x: 0 s" in out and b"enabled" in out
     piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert piped.stdout.strip() == "quiet" and piped.stderr == ""
+
+
+@pytest.mark.slow
+def test_the_programs_output_reaches_the_log_as_printed(tmp_path):
+    """A piped child's stdout is block-buffered: without PYTHONUNBUFFERED the progress line shows
+    torch's warnings, not the program's prints. A user's own setting is kept."""
+    from recompile_fix.profile.run import run_profiled
+
+    program = tmp_path / "p.py"
+    program.write_text("import os, sys\nprint('unbuffered', os.environ.get('PYTHONUNBUFFERED'))\n")
+    log = tmp_path / "run.log"
+    for env, expected in (({}, "unbuffered 1"), ({"PYTHONUNBUFFERED": ""}, "unbuffered \n")):
+        with open(log, "w") as out:
+            run_profiled([sys.executable, str(program)], cwd=str(tmp_path), env=env, output=out)
+        assert expected in log.read_text()

@@ -39,7 +39,7 @@ def frame_key(frame) -> str:
     """``examples/x.py:12:add_one``; torch's and the standard library's files as ``<site-packages>/
     torch/...`` and ``<stdlib>/typing.py``, as the fixtures' truth names them."""
     file = re.sub(r"^.*/site-packages/", "<site-packages>/", frame.file)
-    file = re.sub(r"^/recorded/python/lib/python3\.\d+/", "<stdlib>/", file)
+    file = re.sub(r"^(?:/recorded/python/lib/python3\.\d+|/stdlib)/", "<stdlib>/", file)
     return f"{file}:{frame.first_line}:{frame.name}"
 
 

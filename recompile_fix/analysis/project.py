@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceFile
+from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import resolve, same_as_profiled
 
 __all__ = ["Project"]
@@ -15,8 +16,14 @@ __all__ = ["Project"]
 class Project:
     """The sources a rule may read, parsed once each. Resolves Profile paths against a root."""
 
-    def __init__(self, root: str | os.PathLike[str], expected_hashes: dict[str, str] | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        expected_hashes: dict[str, str] | None = None,
+        interpreter: Interpreter | None = None,
+    ):
         self.root = Path(root)
+        self.interpreter = interpreter  # where the Profile's library files (/site-packages/...) are
         self.expected_hashes = expected_hashes
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
         self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
@@ -31,7 +38,7 @@ class Project:
                 if self.expected_hashes is not None and path not in self.expected_hashes:
                     # Never hashed: it cannot be the file the Profile saw (nor is it an error).
                     raise LookupError(f"{path} was not seen by the Profile")
-                file = resolve(path, self.root)
+                file = resolve(path, self.root, self.interpreter)
                 data = file.read_bytes()
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)

@@ -6,9 +6,11 @@ outside its edits, keeps the file's line endings): a fix that fails it is left o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit, apply_edits
+from recompile_fix.edits.format import line_length_of, reflow_edits
 from recompile_fix.edits.proof import FixEdits, prove, with_line_endings
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import check_edits, installed_torch_version
@@ -31,19 +33,25 @@ class FileRewrite:
         return self.before != self.after
 
 
-def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[str, Rule]) -> FileRewrite:
+def rewrite(
+    path: str, source: SourceFile, findings: list[Finding], rules: dict[str, Rule], *, root: str | Path | None = None
+) -> FileRewrite:
+    """``findings``' fixes of one file. ``root``: what a relative ``source.path`` is relative to
+    (the project's formatter settings are read from where the file lies)."""
     torch_name = source.torch_alias or "torch"
     result = FileRewrite(path=path, before=source.text, after=source.text)
     planned: list[tuple[Finding, FixEdits]] = []
     taken: list[Edit] = []
-    for finding in findings:
-        try:
-            edits = rules[finding.rule].fix(finding, source, torch_name)
-        except SourceError:
-            raise  # the file does not parse (for the tree this fix reads): the whole file is skipped
-        except Exception as exc:  # one broken fix must not lose the file's other fixes
-            result.skipped.append((finding, f"internal error in {finding.rule}: {exc!r}"))
+    located = Path(root, source.path) if root is not None else source.path  # relative, no root: unknown
+    with line_length_of(
+        located if located.is_absolute() or root is not None else None
+    ) as line_length:  # inserted statements: the project's length
+        fixes = [(finding, _fix(rules[finding.rule], finding, source, torch_name)) for finding in findings]
+    for finding, edits_or_error in fixes:
+        if isinstance(edits_or_error, str):
+            result.skipped.append((finding, edits_or_error))
             continue
+        edits = edits_or_error
         # Only what the Finding's torch runs (the Profile's; static mode: the installed one).
         wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version())
         if wrong_release is not None:
@@ -52,6 +60,11 @@ def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[
         if any(new.overlaps(old) for new in edits for old in taken):
             result.skipped.append((finding, "overlaps another fix in this file"))
             continue
+        reflowed = edits
+        if line_length is not None:  # the project's formatter is configured: follow it
+            reflowed = reflow_edits(source.text, source.syntax, edits, line_length, source.byte_offset)
+        if not any(new.overlaps(old) for new in reflowed for old in taken):
+            edits = reflowed  # a statement the fix made too long, as the project's formatter writes it
         edits = with_line_endings(source.text, edits)
         taken.extend(edits)
         planned.append((finding, FixEdits(tuple(edits), _anchor(source, finding, edits))))
@@ -62,6 +75,16 @@ def rewrite(path: str, source: SourceFile, findings: list[Finding], rules: dict[
     result.edits[:0] = _import_edits(path, source, result.edits)
     result.after = apply_edits(source.text, result.edits)
     return result
+
+
+def _fix(rule: Rule, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit] | str:
+    """The rule's edits for ``finding``, or why it has none (an internal error)."""
+    try:
+        return rule.fix(finding, source, torch_name)
+    except SourceError:
+        raise  # the file does not parse (for the tree this fix reads): the whole file is skipped
+    except Exception as exc:  # one broken fix must not lose the file's other fixes
+        return f"internal error in {finding.rule}: {exc!r}"
 
 
 def _import_edits(path: str, source: SourceFile, edits: list[Edit]) -> list[Edit]:

@@ -51,8 +51,8 @@ class _BufferProject(Project):
     """A Project that reads the profiled text of an open file from the editor's buffer (which
     may be unsaved), and every other file from disk (hash-checked as usual)."""
 
-    def __init__(self, root, expected_hashes):
-        super().__init__(root, expected_hashes=expected_hashes)
+    def __init__(self, root, expected_hashes, interpreter=None):
+        super().__init__(root, expected_hashes=expected_hashes, interpreter=interpreter)
         self.overlay: dict[str, str] = {}
 
     def add(self, path: str, text: str) -> bool:
@@ -169,14 +169,18 @@ class Engine:
             if stamp[1] is not None:
                 try:
                     self.profile = Profile.load(path)
-                    check_against_sources(self.profile, lambda p: _read_or_none(resolve(p, self.root)))
+                    check_against_sources(
+                        self.profile, lambda p: _read_or_none(resolve(p, self.root, self.profile.interpreter))
+                    )
                 except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, one line
                     self.profile = None  # never keep fixes from a Profile that no longer reads
                     why = str(exc) if isinstance(exc, UserError) else f"{path}: cannot read the Profile: {exc!r}"
                     self._log(f"recompile-fix: {why}; showing only the rules that need no Profile")
             changed = True
         if changed:
-            self._project = _BufferProject(self.root, self.profile.sources) if self.profile else None
+            self._project = (
+                _BufferProject(self.root, self.profile.sources, self.profile.interpreter) if self.profile else None
+            )
             self._planned = None
             self._bases.clear()
             self._static_bases.clear()
@@ -414,7 +418,7 @@ class Engine:
         if cached is None:
             by_rule = {r.id: _OnceFix(r, base) for r in self.rules}
             findings = [base.findings[i] for i in sorted(indices)]
-            cached = rewrite(base.path, base.source, findings, by_rule)
+            cached = rewrite(base.path, base.source, findings, by_rule, root=self.root)
             base.rewrites[indices] = cached
             done = {id(f) for f in cached.applied}
             fixed = frozenset(i for i in indices if id(base.findings[i]) in done)

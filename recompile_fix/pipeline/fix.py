@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.relocate import relocate
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, unified_diff
@@ -77,6 +78,9 @@ class ApplyResult:
     planned_from: dict[str, str] = field(default_factory=dict)
     # path -> the file as planning parsed it: rewriting the same bytes reuses its trees.
     parsed: dict[str, SourceFile] = field(default_factory=dict)
+    # The Profile the Findings came from: its evidence in files edited since profiling mapped
+    # onto them as they are now (analysis.relocate).
+    profile: Profile | None = None
 
     @property
     def pending(self) -> list[Finding]:
@@ -150,7 +154,10 @@ def find(
         roots.append(resolved)
     result = ApplyResult()
     profiled: list[Finding] = []
-    if profile is not None:
+    if profile is not None:  # evidence in files edited since profiling, where its code is now
+        profile, stale_frames = relocate(profile, root, Path(root, config.profile).parent)
+        result.errors.extend(stale_frames)
+        result.profile = profile
         profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)
     scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
     static = scan.run(discover(paths, root, config.excluded))
@@ -246,13 +253,13 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
-    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir)))
-    project = Project(root_dir, expected_hashes=profile.sources)
+    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir, profile.interpreter)))
+    project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
     def file_status(path: str) -> str:
         if path not in status:
-            file = resolve(path, root_dir)
+            file = resolve(path, root_dir, profile.interpreter)
             if not _inside(file, roots) or (
                 config is not None and config.excluded(os.path.relpath(file.resolve(), root_dir))
             ):
@@ -424,7 +431,7 @@ def rewrite_files(
                 # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
                 source = SourceFile.read(Path(path), data, parse=False)
             source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
-            rewrites.append(rewrite(path, source, file_fixes, by_rule))
+            rewrites.append(rewrite(path, source, file_fixes, by_rule, root=root))
         except SourceError as exc:
             failed.append((path, str(exc)))
         except OSError as exc:
@@ -461,7 +468,7 @@ def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) 
                 sources[finding.file] = None
         source = sources[finding.file]
         try:
-            made = rewrite(finding.file, source, [finding], by_rule) if source is not None else None
+            made = rewrite(finding.file, source, [finding], by_rule, root=root) if source is not None else None
         except SourceError:
             made = None
         fixes.append(FindingFix(made.before, made.edits) if made is not None and made.applied else None)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import platform
 from collections import Counter
+from collections.abc import Callable
 
 import recompile_fix
+from recompile_fix.profile.libraries import Interpreter, spell_library_file, spell_library_paths_in
 from recompile_fix.profile.model import (
     BlockStack,
     Compile,
@@ -31,9 +33,9 @@ from recompile_fix.profile.reasons import (
 __all__ = ["build_profile"]
 
 
-def _location(raw: dict, root: str) -> Location:
+def _location(raw: dict, spell: Callable[[str], str]) -> Location:
     return Location(
-        file=relative_to_root(raw["file"], root),
+        file=spell(raw["file"]),
         line=raw["line"],
         end_line=raw.get("end_line"),
         col=raw.get("col"),
@@ -51,6 +53,14 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
         python_version=platform.python_version(),
         tool_version=recompile_fix.__version__,
     )
+    # Library files by import path, decided by the directories of the interpreter that ran.
+    interpreter = next((i for i in map(Interpreter.from_record, (r.get("interpreter") for r in records)) if i), None)
+    if interpreter is not None:
+        profile.interpreter = interpreter.relative_to(root)
+
+    def spell(path: str) -> str:
+        return relative_to_root(path, root, interpreter)
+
     frames: dict[tuple, Frame] = {}
     named: set[str] = set()
     ranked = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, r.get("pid", 0)))
@@ -79,7 +89,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             frame = None
             if raw.get("frame"):
                 f = raw["frame"]
-                key = (relative_to_root(f["file"], root), f["line"], f["name"])
+                key = (spell(f["file"]), f["line"], f["name"])
                 frame = frames.get(key)
                 if frame is None:
                     frame = frames[key] = Frame(file=key[0], first_line=key[1], name=key[2])
@@ -92,7 +102,12 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if existing is not None:  # a later record of the same compile (e.g. lazy backward)
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
-            inputs = dict(raw.get("inputs", {}))
+            inputs = {  # a module's class file: a library's by import path, the program's as recorded
+                name: {**entry, "file": spell_library_file(entry["file"], interpreter) or entry["file"]}
+                if isinstance(entry, dict) and isinstance(entry.get("file"), str)
+                else entry
+                for name, entry in raw.get("inputs", {}).items()
+            }
             signature = inputs.pop("__signature__", None)
             if frame.signature is None and isinstance(signature, dict):
                 frame.signature = signature
@@ -112,26 +127,23 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 compile_.reasons.append(parse_reason(raw["recompile_reason"]))
             fail_reason = raw.get("fail_reason")
             if fail_reason:
-                compile_.fail_reason = fail_reason.split("\n", 1)[0]
+                compile_.fail_reason = spell_library_paths_in(fail_reason.split("\n", 1)[0], interpreter)
             if is_limit_hit(fail_reason):
                 compile_.limit_hit = True
                 compile_.reasons.insert(0, limit_hit_reason(fail_reason))
-            compile_.stack = [_location(s, root) for s in raw.get("stack", [])]
+            compile_.stack = [_location(s, spell) for s in raw.get("stack", [])]
             if raw.get("blocks"):
-                compile_.blocks = [
-                    BlockStack(**{**b, "file": relative_to_root(b["file"], root)}) for b in raw["blocks"]
-                ]
+                compile_.blocks = [BlockStack(**{**b, "file": spell(b["file"])}) for b in raw["blocks"]]
                 named.update(b["file"] for b in raw["blocks"])
             named.update(s["file"] for s in raw.get("stack", []))
             places = [f["file"] for f in [raw.get("frame") or {}] if f] + [s["file"] for s in raw.get("stack", [])]
             for reason in compile_.reasons:
+                reason.text = spell_library_paths_in(reason.text, interpreter)
                 if reason.first_use is not None and first_use_is_tail(reason.first_use):
                     reason.first_use = _resolve_tail(reason.first_use, places + sorted(named))
                 if reason.first_use is not None:
                     named.add(reason.first_use.file)
-                    reason.first_use = Location(
-                        **{**reason.first_use.__dict__, "file": relative_to_root(reason.first_use.file, root)}
-                    )
+                    reason.first_use = Location(**{**reason.first_use.__dict__, "file": spell(reason.first_use.file)})
             frame.compiles.append(compile_)
             compile_of_id[compile_id] = compile_
         breaks: dict[tuple, tuple[Frame, Counter]] = {}
@@ -140,7 +152,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if frame is None:
                 continue
             named.add(raw["file"])
-            key = (relative_to_root(raw["file"], root), raw["line"], raw.get("reason", ""))
+            key = (spell(raw["file"]), raw["line"], spell_library_paths_in(raw.get("reason", ""), interpreter))
             breaks.setdefault(frame.key, (frame, Counter()))[1][key] += 1
         for frame, counts in breaks.values():
             for (file, line, reason), count in counts.items():
@@ -159,19 +171,19 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                         GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
                     )
         for raw in record.get("steady", []):
-            _add_steady(frames, raw, root)
+            _add_steady(frames, raw, spell)
     if any("backward_ran" in r for r in records):  # a trace does not say
         profile.trains = any(r.get("backward_ran") for r in records)
     for record in ranked:
         for entry in record.get("import_paths", []):
-            spelled = relative_to_root(entry, root)
+            spelled = spell(entry)
             if spelled not in profile.import_paths:
                 profile.import_paths.append(spelled)
     profile.frames = sorted(frames.values(), key=lambda f: (f.file, f.first_line, f.name))
     for path in sorted(named):
         digest = sha256_file(path)
         if digest is not None:
-            profile.sources[relative_to_root(path, root)] = digest
+            profile.sources[spell(path)] = digest
     return profile
 
 
@@ -194,11 +206,11 @@ def _generation_id(raw: dict) -> str:
     return f"g{generation}:{compile_id}" if generation else compile_id
 
 
-def _add_steady(frames: dict[tuple, Frame], raw: dict, root: str) -> None:
+def _add_steady(frames: dict[tuple, Frame], raw: dict, spell: Callable[[str], str]) -> None:
     """A compiled module's steady-state calls, on the frame of its forward. Where several processes
     timed it (ranks), the one with the most calls speaks for it."""
     try:
-        key = (relative_to_root(raw["file"], root), int(raw["line"]), raw["name"])
+        key = (spell(raw["file"]), int(raw["line"]), raw["name"])
         calls, seconds, cpu = int(raw["calls"]), raw["seconds"], raw.get("cpu_seconds")
     except (KeyError, TypeError, ValueError):
         return

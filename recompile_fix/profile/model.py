@@ -21,6 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from recompile_fix.errors import UserError
+from recompile_fix.profile.libraries import (
+    Interpreter,
+    is_library_spelling,
+    locate_library_file,
+    spell_library_file,
+)
 from recompile_fix.profile.schema import validate_profile_json
 from recompile_fix.suppression import strip_suppressions
 
@@ -319,6 +325,9 @@ class Profile:
     # The program's own import paths (sys.path less installed code), spelled as paths are: a copy
     # of the project that `verify` and `fix` run in must hold them.
     import_paths: list[str] = field(default_factory=list)
+    # Where the interpreter that ran keeps its libraries (None: an older Profile, a trace): its
+    # files are spelled by import path (``/site-packages/torch/optim/adam.py``) and found again here.
+    interpreter: Interpreter | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
 
@@ -401,6 +410,7 @@ class Profile:
                 backend=data.get("backend"),
                 trains=data.get("trains"),
                 import_paths=list(data.get("import_paths", [])),
+                interpreter=Interpreter.from_record(data.get("interpreter")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"malformed Profile: {exc!r}") from None
@@ -443,6 +453,9 @@ def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
             what = "failed" if profile.exit_code else "empty"
             path = path.with_name(f"{path.stem}.{what}{path.suffix}")
     profile.dump(path)
+    from recompile_fix.profile.kept_sources import keep_profiled_sources
+
+    keep_profiled_sources(profile, path, Path.cwd())  # its paths are relative to where it was recorded
     return path
 
 
@@ -452,7 +465,7 @@ _LIBRARY_PARTS = ("site-packages", "dist-packages")
 def is_library_path(path: str) -> bool:
     """Is this an installed package's file (transformers, diffusers, ...), not the user's own?
     Such code is read, never edited: a fix goes where the user's code calls into it."""
-    return any(part in _LIBRARY_PARTS for part in re.split(r"[\\/]", path))
+    return is_library_spelling(path) or any(part in _LIBRARY_PARTS for part in re.split(r"[\\/]", path))
 
 
 def torch_release(version: str | None) -> tuple[int, int] | None:
@@ -545,7 +558,7 @@ def same_as_profiled(data: bytes, expected: str | None) -> bool:
         return False
     if sha256_bytes(data) == expected:
         return True
-    if b"recompile-fix" not in data:
+    if b"recompile-fix" not in data and b"noqa" not in data.lower():
         return False
     try:
         text = data.decode("utf-8")
@@ -554,8 +567,13 @@ def same_as_profiled(data: bytes, expected: str | None) -> bool:
     return sha256_bytes(strip_suppressions(text).encode("utf-8")) == expected
 
 
-def relative_to_root(path: str, root: str) -> str:
-    """How a Profile spells ``path``: relative to ``root`` when it lies under it."""
+def relative_to_root(path: str, root: str, interpreter: Interpreter | None = None) -> str:
+    """How a Profile spells ``path``: a library file by its import path (``/site-packages/...``,
+    wherever the interpreter's directories lie: inside the project too), else relative to
+    ``root`` when it lies under it, else absolute."""
+    library = spell_library_file(path, interpreter)
+    if library is not None:
+        return library
     absolute = os.path.abspath(path)
     root = os.path.abspath(root)
     if absolute == root or absolute.startswith(root + os.sep):
@@ -563,6 +581,10 @@ def relative_to_root(path: str, root: str) -> str:
     return absolute
 
 
-def resolve(path: str, root: str | os.PathLike[str]) -> Path:
-    """The file a Profile path names, for a project rooted at ``root``."""
+def resolve(path: str, root: str | os.PathLike[str], interpreter: Interpreter | None = None) -> Path:
+    """The file a Profile path names, for a project rooted at ``root`` (a library file: where
+    ``interpreter``, else this interpreter, keeps it)."""
+    library = locate_library_file(path, interpreter, root)
+    if library is not None:
+        return library
     return Path(path) if os.path.isabs(path) else Path(root, path)

@@ -50,6 +50,7 @@ import types
 
 from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only, as all of this file
 from recompile_fix.profile.graph_facts import compiled_graph_dims, spellable_module_path
+from recompile_fix.profile.libraries import interpreter_record  # standard library only
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 
 __all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
@@ -785,6 +786,8 @@ class _Recorder:
             "argv": list(sys.argv),
             "torch_version": self.torch_version,
             "python_version": sys.version.split()[0],
+            # Where this interpreter keeps its libraries: their files are spelled by import path.
+            "interpreter": interpreter_record(),
         }
 
     def write(self, exit_info: dict) -> None:

@@ -131,6 +131,10 @@ def run_profiled(
         env = {**os.environ, **(env or {})}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(boot), env.get("PYTHONPATH", "")] if p)
         env[PARTS_DIR_ENV] = str(parts)
+        if output is not None:
+            # Piped, a child's stdout is block-buffered: the progress line would show torch's
+            # warnings (stderr) instead of the program's prints. The user's own setting wins.
+            env.setdefault("PYTHONUNBUFFERED", "1")
         if backend:
             env[BACKEND_ENV] = backend
         else:

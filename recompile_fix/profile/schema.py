@@ -139,6 +139,8 @@ def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
                 _fail(f"{key}[{path!r}]", f"is {digest!r}, not a sha256 digest")
     for i, process in enumerate(_list(top.get("processes", []), "processes")):
         _obj(process, f"processes[{i}]")
+    if top.get("interpreter") is not None:
+        _check_interpreter(_obj(top["interpreter"], "interpreter"))
     sources = top.get("sources", {})
     for f, frame in enumerate(_list(top.get("frames"), "frames")):
         _check_frame(_obj(frame, f"frames[{f}]"), f"frames[{f}]", reason_kinds)
@@ -146,6 +148,14 @@ def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
         for path in named:
             if path not in sources:
                 _fail(f"frames[{f}]", f"names the file {path!r}, of which it records no hash")
+
+
+def _check_interpreter(interpreter: dict[str, Any]) -> None:
+    """Where the interpreter that ran keeps its libraries (optional): a prefix and path lists."""
+    _str(interpreter.get("prefix"), "interpreter.prefix", empty=False)
+    for key in ("site", "stdlib"):
+        for i, path in enumerate(_list(interpreter.get(key, []), f"interpreter.{key}")):
+            _str(path, f"interpreter.{key}[{i}]", empty=False)
 
 
 def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:

@@ -27,7 +27,10 @@ interned per file: ``{"str": [path, idx]}`` records, then ``"filename": idx``. W
 Every other event kind, and any line that is not a record, is skipped. Source hashes are taken
 from the files on disk when the trace is read: read it against the checkout that produced it.
 Paths of a run on another machine are matched to this checkout by their longest suffix that
-exists under the current directory. Standard library only.
+exists under the current directory. A library file (``.../site-packages/torch/optim/adam.py``,
+``.../lib/python3.11/contextlib.py``) is spelled as the recorder's Profile spells it
+(``/site-packages/torch/optim/adam.py``, ``/stdlib/contextlib.py``: ``libraries.spell_library_file``,
+called by ``merge.build_profile`` for both), so the two read the same Profile. Standard library only.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from pathlib import Path
 
 from recompile_fix.errors import UserError
 from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder's reading too
+from recompile_fix.profile.libraries import STDLIB_ROOT, spell_library_file
 from recompile_fix.profile.resume import PREFIX as RESUME_PREFIX
 from recompile_fix.profile.resume import function_of, is_resume, parse_resume, resumed_function
 from recompile_fix.profile.sources import parse_source
@@ -270,8 +274,9 @@ class _Process:
             return True
         if re.search(r"[/\\]recompile_fix[/\\]", file):
             return True
-        # The standard library's wrappers (contextlib, functools, runpy): never a call site.
-        return bool(re.search(r"[/\\]lib[/\\]python3\.\d+[/\\]", file)) and "-packages" not in file
+        # The standard library's wrappers (contextlib, functools, runpy): never a call site. The
+        # Profile's own spelling decides, as it does for the records this reader writes.
+        return (spell_library_file(file) or "").startswith(STDLIB_ROOT + "/")
 
     def _call_stack(self, cid: str, frame: dict, torch_dir: str | None) -> list[dict]:
         """The user frames (outermost first) when ``cid`` started compiling; the last one is

@@ -206,6 +206,7 @@ class Verification:
     fail_on_recompile: bool = False
     calls: int = DEFAULT_CALLS
     ran: bool = True
+    against_recorded: bool = False  # before is the run the Profile recorded (`verify` after `apply`)
 
     @property
     def verified(self) -> bool:
@@ -231,6 +232,7 @@ class Verification:
             "verified": self.verified,
             "outputs_compared": self.outputs_compared,
             "ran": self.ran,
+            "against_recorded": self.against_recorded,
             "fixes": [f.to_json() for f in self.fixes],
             "frames": [{**asdict(r), "label": r.label} for r in self.frames],
             "outputs": [asdict(o) for o in self.outputs],

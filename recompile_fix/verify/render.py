@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recompile_fix.verify.compare import Verification
+from recompile_fix.verify.recorded import recorded_header, recorded_verdict
 
 if TYPE_CHECKING:
     from recompile_fix.verify.fixpoint import FixPoint
@@ -61,13 +62,16 @@ def frame_table(v: Verification) -> list[str]:
 def render_text(v: Verification) -> str:
     if not v.ran:
         return "Nothing to verify: no fixes are pending.\n"
-    files = len({f.file for f in v.fixes})
-    lines = [
-        f"Ran `{' '.join(v.command)}` on your tree and on a copy with {len(v.fixes)} fix(es) in {files} file(s):",
-        "",
-    ]
-    lines.extend(f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in v.fixes)
-    lines.append("")
+    if v.against_recorded:
+        lines = recorded_header(v)
+    else:
+        files = len({f.file for f in v.fixes})
+        lines = [
+            f"Ran `{' '.join(v.command)}` on your tree and on a copy with {len(v.fixes)} fix(es) in {files} file(s):",
+            "",
+        ]
+        lines.extend(f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in v.fixes)
+        lines.append("")
     if crashed(v):
         lines.append(
             f"The run with the fixes CRASHED (exit code {v.after_exit}): the numbers after the fixes are "
@@ -76,7 +80,8 @@ def render_text(v: Verification) -> str:
         lines.append("")
     lines.extend(frame_table(v))
     lines.append("")
-    lines.append(f"Outputs of compiled callables (first {v.calls} calls each, compared {v.tolerance.describe()}):")
+    if not v.against_recorded:
+        lines.append(f"Outputs of compiled callables (first {v.calls} calls each, compared {v.tolerance.describe()}):")
     for o in v.outputs:
         calls = _arrow(o.calls_before, o.calls_after)
         diff = f", max abs diff {o.max_abs_diff:.3g}" if o.max_abs_diff is not None else ""
@@ -86,12 +91,14 @@ def render_text(v: Verification) -> str:
         status = "same  " if o.same else "only  " if one_sided else "DIFFER"
         detail = f": {o.detail}" if o.detail else ""
         lines.append(f"  {status} {o.label}: calls {calls}, {o.compared} tensors{diff}{detail}")
-    if not v.outputs:
+    if not v.outputs and not v.against_recorded:
         lines.append("  (no compiled callable was recorded)")
     for note in v.notes:
         lines.append(f"note: {note}")
     lines.append("")
-    if v.verified:
+    if v.verified and v.against_recorded:
+        lines.append(recorded_verdict(v))
+    elif v.verified:
         stance = " and nothing compiled after warm-up (fail_on_recompile)" if v.fail_on_recompile else ""
         lines.append(
             f"Verified: compiles {v.total('compiles', 'before')} -> {v.total('compiles', 'after')}, "
@@ -99,7 +106,7 @@ def render_text(v: Verification) -> str:
             f"{outputs_verdict(v)}{stance}."
         )
     else:
-        lines.append("Worse after the fixes:")
+        lines.append("Worse than the recorded run:" if v.against_recorded else "Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)
     return "\n".join(lines) + "\n"
 
