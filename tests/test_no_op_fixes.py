@@ -1,0 +1,109 @@
+"""A fix that changes nothing is never kept (issue 30, cause 3), measured on programs:
+
+* a size formatted into a message (tests/programs/honest/size_in_message.py): automatic dynamic
+  fails to generalise it (8 compiles); a `maybe_mark_dynamic` before the call (a test-only rule
+  plants it, as RF001 once did) changes nothing: `fix` drops it ("changes nothing on this
+  program") and writes nothing; with the real rules, `fix` writes no edit or one that removes
+  compiles, and its outputs stay equal;
+* a program already at its minimum (at_minimum.py): a planted fix changes nothing and is dropped;
+  the real rules find nothing to do and `fix` says so.
+"""
+
+import shutil
+
+import pytest
+
+from conftest import PROGRAMS
+from equivalence import run_recorded, total_compiles
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Location
+from recompile_fix.rules import ALL_RULES
+from recompile_fix.verify.fixpoint import fix_to_fixed_point
+from recompile_fix.verify.judge import NO_OP
+from recompile_fix.verify.render import render_fix
+
+pytestmark = pytest.mark.slow
+
+HONEST = PROGRAMS / "honest"
+
+
+class Plant(Rule):
+    """Test only: insert ``statement`` before the line holding ``needle``, as a safe fix."""
+
+    id = "RF997"
+    name = "plant"
+
+    def __init__(self, file: str, needle: str, statement: str):
+        self.file, self.needle, self.statement = file, needle, statement
+
+    def plan(self, profile, project):
+        source = project.source(self.file)
+        if source is None or self.statement in source.text:
+            return []
+        start = source.text.index(self.needle)
+        line_start = source.text.rfind("\n", 0, start) + 1
+        line = source.text[:start].count("\n") + 1
+        return [
+            Finding(
+                rule=self.id,
+                file=self.file,
+                location=Location(self.file, line, col=start - line_start),
+                message="plant",
+                safety=Safety.SAFE,
+                params={"at": line_start, "indent": " " * (start - line_start)},
+            )
+        ]
+
+    def fix(self, finding, source, torch_name):
+        at, indent = finding.params["at"], finding.params["indent"]
+        return [Edit(finding.file, at, at, f"{indent}{self.statement}\n", self.id)]
+
+
+def _stage(name: str, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(HONEST / name, work / name)
+    return work
+
+
+def test_a_maybe_mark_dynamic_on_a_size_formatted_into_a_message_is_dropped(tmp_path):
+    work = _stage("size_in_message.py", tmp_path)
+    text = (work / "size_in_message.py").read_text()
+    plant = Plant("size_in_message.py", "outputs.append(norm(x))", "torch._dynamo.maybe_mark_dynamic(x, 0)")
+    result = fix_to_fixed_point(["python", "size_in_message.py"], (plant,), root=work, backend="eager")
+    assert result.kept == [] and result.rewrites == []
+    ((dropped, why),) = result.dropped
+    assert dropped.rule == "RF997" and why == [f"{NO_OP}: compiles 8 -> 8, the same recompile reasons"]
+    assert (work / "size_in_message.py").read_text() == text
+    assert result.runs == 2  # the program as it is, and the one trial: nothing more
+    out = render_fix(result)
+    assert f"  dropped  size_in_message.py:20:9: RF997 [*] plant\n           - {NO_OP}: compiles 8 -> 8" in out
+
+
+def test_the_real_rules_on_a_size_formatted_into_a_message_write_no_useless_edit(tmp_path):
+    work = _stage("size_in_message.py", tmp_path)
+    result = fix_to_fixed_point(["python", "size_in_message.py"], ALL_RULES, root=work, backend="eager")
+    before = total_compiles(run_recorded(HONEST / "size_in_message.py", tmp_path))  # torch's own count
+    assert before == sum(f.compile_count for f in result.first.profile.frames) == 8
+    assert not any(why and why[0].startswith(NO_OP) and f.safety is not Safety.SAFE for f, why in result.dropped)
+    if result.rewrites:  # an edit is kept only when it removes compiles, outputs equal
+        after = total_compiles(run_recorded(work / "size_in_message.py", tmp_path))
+        assert after < before
+        assert result.verification is not None and result.verification.verified
+    else:
+        assert sum(f.compile_count for f in result.last.profile.frames) == before
+
+
+def test_a_program_at_its_minimum_keeps_no_fix(tmp_path):
+    work = _stage("at_minimum.py", tmp_path)
+    text = (work / "at_minimum.py").read_text()
+    plant = Plant("at_minimum.py", "loss = step(x, w).sum()", "torch._dynamo.mark_dynamic(x, 0)")
+    result = fix_to_fixed_point(["python", "at_minimum.py"], (plant,), root=work, backend="eager")
+    assert result.kept == [] and (work / "at_minimum.py").read_text() == text
+    ((_, why),) = result.dropped
+    assert why[0].startswith(NO_OP), why
+    real = fix_to_fixed_point(["python", "at_minimum.py"], ALL_RULES, root=work, backend="eager", write=False)
+    assert real.rounds == [] and real.runs == 1 and real.not_tried == []
+    assert "Nothing to fix." in render_fix(real)
