@@ -142,7 +142,7 @@ def render_fix(result: FixPoint) -> str:
         lines.append("Not tried: trade-off fixes (they change how the program runs by design; `--unsafe-fixes`):")
         for finding, about in result.not_tried:
             gives = f"about {about} recompile(s) of the last run" if about else "no recompile of the last run"
-            lines.append(f"  {finding.describe(unsafe_fixes=True).split(chr(10), 1)[0]}")
+            lines.append(f"  {finding.describe().split(chr(10), 1)[0]}")
             lines.append(f"      would address: {gives}" + (f"; {finding.notes[-1]}" if finding.notes else ""))
     lines.append("")
     if result.verification is not None:

@@ -1,4 +1,7 @@
-"""A fix that changes nothing is never kept (issue 30, cause 3), measured on programs:
+"""`fix` keeps only what a run proves, and ends honestly (issue 30, causes 3 and 9), measured
+on programs.
+
+A fix that changes nothing is never kept:
 
 * a size formatted into a message (tests/programs/honest/size_in_message.py): automatic dynamic
   fails to generalise it (8 compiles); a `maybe_mark_dynamic` before the call (a test-only rule
@@ -7,13 +10,23 @@
   compiles, and its outputs stay equal;
 * a program already at its minimum (at_minimum.py): a planted fix changes nothing and is dropped;
   the real rules find nothing to do and `fix` says so.
+
+Unproven fixes are proven by running, trade-offs named:
+
+* RF008/early_dropout's ScheduledDropout (unproven: bit-identical only on some backends) is
+  tried by safe `fix`, kept as verified on this program, and reaches what `apply
+  --unsafe-fixes` reaches (8 -> 1 compiles, outputs equal): bench/fix_sweep.py's measure, on a
+  sample of its sweep;
+* trade_off.py: RF005's graph-break shield is a trade-off: safe `fix` does not try it, and
+  instead of "Nothing to fix" names it with the recompiles it is about.
 """
 
+import importlib.util
 import shutil
 
 import pytest
 
-from conftest import PROGRAMS
+from conftest import PROGRAMS, ROOT
 from equivalence import run_recorded, total_compiles
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
@@ -107,3 +120,33 @@ def test_a_program_at_its_minimum_keeps_no_fix(tmp_path):
     real = fix_to_fixed_point(["python", "at_minimum.py"], ALL_RULES, root=work, backend="eager", write=False)
     assert real.rounds == [] and real.runs == 1 and real.not_tried == []
     assert "Nothing to fix." in render_fix(real)
+
+
+def _sweep():
+    spec = importlib.util.spec_from_file_location("fix_sweep", ROOT / "bench" / "fix_sweep.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_safe_fix_proves_an_unproven_fix_and_reaches_the_unsafe_count(tmp_path):
+    sweep = _sweep()
+    row = sweep.measure(ROOT / "golden" / "RF008" / "early_dropout", tmp_path)
+    assert row.ok, row.failures
+    assert (row.before, row.fix_after, row.unsafe_after, row.unsafe_outputs) == (8, 1, 1, "equal")
+    assert row.kept == [] and [p.split("@")[0] for p in row.proven] == ["RF008"]
+    assert "RF008/early_dropout" in sweep.table([row]) and "1 unproven fixes verified" in sweep.table([row])
+
+
+def test_safe_fix_names_the_trade_off_it_did_not_try(tmp_path):
+    work = _stage("trade_off.py", tmp_path)
+    result = fix_to_fixed_point(["python", "trade_off.py"], ALL_RULES, root=work, backend="eager", write=False)
+    assert result.rounds == [] and result.runs == 1
+    ((trade, about),) = result.not_tried
+    assert (trade.rule, about, trade.unproven) == ("RF005", 3, False)
+    out = render_fix(result)
+    assert "Nothing to fix." not in out and "No safe fix to try." in out
+    assert "Not tried: trade-off fixes" in out and "RF005 [unsafe fix] `fn` recompiles for each value of `c`" in out
+    assert "would address: about 3 recompile(s) of the last run; trade-off: " in out
+    assert out.count("stays: a trade-off fix (RF005, with --unsafe-fixes)") == 3
