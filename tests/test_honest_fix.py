@@ -23,6 +23,7 @@ Unproven fixes are proven by running, trade-offs named:
 
 import importlib.util
 import shutil
+import sys
 
 import pytest
 
@@ -126,6 +127,7 @@ def _sweep():
     spec = importlib.util.spec_from_file_location("fix_sweep", ROOT / "bench" / "fix_sweep.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
