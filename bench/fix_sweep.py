@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from recompile_fix.errors import UserError  # noqa: E402
+from recompile_fix.errors import Interrupted, UserError  # noqa: E402
 from recompile_fix.findings.finding import Safety  # noqa: E402
 from recompile_fix.rules import ALL_RULES  # noqa: E402
 from recompile_fix.verify.compare import Tolerance, allowances, compare_runs  # noqa: E402
@@ -186,8 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fix-sweep-") as tmp:
         scratch = Path(args.keep) if args.keep else Path(tmp)
         for program in programs(args.only):
-            row = measure(program, scratch)
+            try:
+                row = measure(program, scratch)
+            except Interrupted:
+                raise  # stopped (Ctrl-C, SIGTERM): the rows so far are in --json
+            except Exception as exc:  # noqa: BLE001 - one program's crash is its row, not the sweep's end
+                row = Row(str(program.relative_to(ROOT)), failures=[f"sweep error: {exc!r}"])
             rows.append(row)
+            if args.json:  # as it goes: a sweep stopped half way keeps its rows
+                Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=1), encoding="utf-8")
             print(f"{row.program}: {row.before} -> fix {row.fix_after}, unsafe {row.unsafe_after} "
                   f"({row.unsafe_outputs}) {'ok' if row.ok else 'FAIL'} [{row.seconds}s]", flush=True)  # fmt: skip
     print(table(rows))
