@@ -588,7 +588,7 @@ def fix(unsafe_fixes, rounds, show_diff, backend, profile_file, command) -> None
     verb = "Would fix" if show_diff else "Fixed"
     summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
     if result.dropped:
-        summary += f"; dropped {len(result.dropped)} that made things worse"
+        summary += f"; dropped {len(result.dropped)} that made things worse or changed nothing"
     summary += f" ({result.runs} runs of `{' '.join(command)}`)"
     if result.verification is not None:
         v = result.verification
@@ -717,6 +717,7 @@ def _apply_verified(
     was dropped or, with --check, verified fixes are pending, 2 error)."""
     from recompile_fix.pipeline.fix import diff_text
     from recompile_fix.progress import Progress
+    from recompile_fix.verify.judge import NO_OP
     from recompile_fix.verify.prove import apply_verified
     from recompile_fix.verify.render import frame_table
 
@@ -742,6 +743,9 @@ def _apply_verified(
             click.echo(finding.describe(unsafe_fixes=True) + "\n    verified: makes nothing worse, outputs equal")
         for finding, why in result.dropped:
             click.echo(finding.describe(unsafe_fixes=True))
+            if why and why[0].startswith(NO_OP):
+                click.echo(f"    dropped: it {why[0]}")
+                continue
             click.echo("    dropped: verification shows it makes things worse:")
             click.echo("\n".join(f"      - {w}" for w in why))
         if result.verification is not None:
@@ -753,7 +757,7 @@ def _apply_verified(
     verb = "Fixed" if write else "Would fix"
     summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
     if result.dropped:
-        summary += f"; dropped {len(result.dropped)} that made things worse"
+        summary += f"; dropped {len(result.dropped)} that made things worse or changed nothing"
     summary += f" ({result.runs} runs of `{' '.join(profile.command)}`)." if result.runs else "."
     click.echo(summary, err=True)
     if write and result.rewrites:

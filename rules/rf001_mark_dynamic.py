@@ -30,7 +30,7 @@ from recompile_fix.analysis.size_uses import SizeUses, unseen_call
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
-from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, is_library_path
@@ -756,7 +756,7 @@ class _SitePlan:
             arg = argument_for_base(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
             value = arg.value if arg is not None else None
             if entry["contiguous"] and isinstance(value, cst.Name) and name_used_elsewhere(source, call, value.value):
-                finding.safety = Safety.UNSAFE
+                finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
                 finding.notes.append(
                     f"the fix passes a contiguous copy of `{value.value}`, which the code uses "
                     "again: an in-place write to it after the call would no longer reach the tensor "
@@ -769,7 +769,7 @@ class _SitePlan:
                 and not is_plain_dotted(arg.value)
                 and call_runs_before_argument(source, statement, call, arg)
             ):
-                finding.safety = Safety.UNSAFE
+                finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
                 finding.notes.append(
                     "binding the argument to a name moves its evaluation before other calls in the statement"
                 )
@@ -888,6 +888,13 @@ def _merge_same_call(findings: list[Finding]) -> list[Finding]:
         elif "decorators.mark_unbacked" in (p["mark"], q["mark"]):
             q["mark"] = "decorators.mark_unbacked"
         if finding.safety is Safety.UNSAFE:
+            # Merged: unproven only while every unsafe part is (a trade-off stays one).
+            first.unsafe_because = (
+                UNPROVEN
+                if finding.unsafe_because == UNPROVEN
+                and (first.safety is Safety.SAFE or first.unsafe_because == UNPROVEN)
+                else TRADE_OFF
+            )
             first.safety = Safety.UNSAFE
         first.evidence.setdefault("also_frames", []).append(finding.evidence.get("frame"))
         first.notes.extend(n for n in finding.notes if n not in first.notes)

@@ -21,7 +21,7 @@ from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUs
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
@@ -315,6 +315,10 @@ class TensorScalar(Rule):
                     evidence=evidence,
                     notes=site_notes,
                     covers=covers,
+                    # Each unsafe reason here (rounding, a use the analysis cannot type, a call
+                    # the run did not show) is one a run of the program settles.
+                    unsafe_because=UNPROVEN,
+                    tolerance=None if exact else {"why": "a 0-d tensor rounds where the number did not"},
                 )
             )
         return findings

@@ -12,7 +12,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
@@ -290,6 +290,9 @@ class TensorHyperparameters(Rule):
             notes=notes,
             params=built.params(),
             message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix),
+            # capturable steps run or raise on this program's devices: a run settles it.
+            unsafe_because=UNPROVEN,
+            tolerance=None if built.cls in ("Adam", "AdamW") else {"why": "the update may round differently"},
         )
 
     # -- rewriting ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Scope, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
@@ -253,6 +253,8 @@ class ScheduleTensor(Rule):
         fix = f"hold it in a tensor and pass `{param}` as a 0-d tensor"
         findings = [finding(fix, safety, notes, params)]
         findings.extend(self._call_sites(frame, function_name, func, param, source, project, finding, fix, safety))
+        for made in findings:  # dtypes and ranks the run did not show: a run of the program settles them
+            made.unsafe_because = UNPROVEN
         return findings
 
     def _call_sites(self, frame, function_name, func, param, source, project, finding, fix, safety) -> list[Finding]:

@@ -19,7 +19,7 @@ from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, resolve
 from recompile_fix.profile.recorder import MAX_STRINGS
@@ -336,7 +336,9 @@ class LazyDefault(Rule):
                 f"the default is computed ({computed}): the program could change what it reads between "
                 "construction and the first call"
             )
-            return finding(f"set it in `{cls.name.value}.__init__`", Safety.UNSAFE, notes, params)
+            made = finding(f"set it in `{cls.name.value}.__init__`", Safety.UNSAFE, notes, params)
+            made.unsafe_because = UNPROVEN  # whether the program changes what it reads: a run shows it
+            return made
         return finding(f"set it in `{cls.name.value}.__init__`", Safety.SAFE, notes, params)
 
     def _finding(

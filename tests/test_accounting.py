@@ -50,7 +50,7 @@ def test_grad_mode_train_eval_and_inference_mode_are_expected():
     assert [o.category for o in result.outcomes] == [EXPECTED] * 3
     assert "grad mode" in result.outcomes[0].why and "train/eval" in result.outcomes[1].why
     assert "inference_mode" in result.outcomes[2].why
-    assert result.summary() == "3 recompiles: 0 with a fix, 0 with no fix (why given), 3 expected"
+    assert result.summary() == "3 recompiles: 0 with a proposed fix, 0 with no fix (why given), 3 expected"
 
 
 def test_counts_add_up_and_limit_hits_are_not_recompiles():

@@ -52,7 +52,7 @@ def test_report_accounts_for_every_recompile_of_the_examples(fixed_examples):
     text = run_cli("report", str(profile), cwd=ROOT, check=0).stdout
     data = json.loads(run_cli("report", str(profile), "--json", cwd=ROOT, check=0).stdout)
     counted = re.search(
-        r"Every recompile accounted for: (\d+) recompiles: (\d+) with a fix, (\d+) with no fix \(why given\), "
+        r"Every recompile accounted for: (\d+) recompiles: (\d+) with a proposed fix, (\d+) with no fix \(why given\), "
         r"(\d+) expected",
         text,
     )

@@ -1,6 +1,6 @@
 """`fix`'s closing table on hand-made runs: why each remaining recompile stays."""
 
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Compile, Location, Reason
 from recompile_fix.verify.fixpoint import why_it_stays
 
@@ -61,9 +61,14 @@ def test_the_fix_that_would_have_removed_it():
     # A dropped fix of another value does not explain this one.
     other = [(_finding("targets", Safety.SAFE, guards=["tensor 'targets' size mismatch"]), ["crashed"])]
     assert why_it_stays(_recompile(size), FRAME, [], other, False) == "no rule for this reason (size_mismatch)"
-    unsafe = [_finding("x", Safety.UNSAFE, notes=["binding the argument moves its evaluation"])]
+    unsafe = [_finding("x", Safety.UNSAFE, notes=["`dynamic=True` makes every dimension dynamic"])]
     assert why_it_stays(_recompile(size), FRAME, unsafe, [], False) == (
-        "an unsafe fix (RF001, with --unsafe-fixes): binding the argument moves its evaluation"
+        "a trade-off fix (RF001, with --unsafe-fixes): `dynamic=True` makes every dimension dynamic"
+    )
+    # An unproven fix stays only where `fix` never tried it (--rounds ran out): it is tried in safe mode.
+    unsafe[0].unsafe_because = UNPROVEN
+    assert why_it_stays(_recompile(size), FRAME, unsafe, [], False) == (
+        "an unproven fix (RF001) that was not tried: `dynamic=True` makes every dimension dynamic"
     )
     none = [_finding("x", Safety.NONE, notes=["the call is inside a lambda or comprehension"])]
     assert why_it_stays(_recompile(size), FRAME, none, [], False) == (

@@ -1,6 +1,8 @@
 """Every recompile in a Profile, accounted for: each ends in exactly one of
 
-* **fix**: a Finding with a fix covers it (safe, or unsafe with `--unsafe-fixes`);
+* **fix**: a Finding with a fix covers it (safe, or unsafe with `--unsafe-fixes`): a *proposed*
+  fix, as the summary says: only a run shows what a fix removes (`fix` and `verify` measure it,
+  and say what remains and why);
 * **no fix**: a Finding covers it but makes no edit, and says why; or no rule has a fix for its
   reason (the reason is named);
 * **expected**: it is a recompile that should stay: a switch of grad mode (train ->
@@ -63,10 +65,10 @@ class Accounting:
         return sum(1 for o in self.outcomes if o.category == category)
 
     def summary(self) -> str:
-        """``19 recompiles: 10 with a fix, 8 with no fix (why given), 1 expected``."""
+        """``19 recompiles: 10 with a proposed fix, 8 with no fix (why given), 1 expected``."""
         noun = "recompile" if self.total == 1 else "recompiles"
         return (
-            f"{self.total} {noun}: {self.count(FIX)} with a fix, {self.count(NO_FIX)} with no fix (why given), "
+            f"{self.total} {noun}: {self.count(FIX)} with a proposed fix, {self.count(NO_FIX)} with no fix (why given), "
             f"{self.count(EXPECTED)} expected"
         )
 

@@ -11,13 +11,22 @@ from typing import Any
 
 from recompile_fix.profile.model import Frame, Location, Reason
 
-__all__ = ["Finding", "cover", "frame_evidence", "Safety"]
+__all__ = ["PROVEN", "TRADE_OFF", "UNPROVEN", "Finding", "cover", "frame_evidence", "Safety"]
 
 
 class Safety(str, Enum):
     SAFE = "safe"  # applied by `apply`, offered in fix-all
     UNSAFE = "unsafe"  # applied only with --unsafe-fixes; may change behaviour or speed
     NONE = "none"  # no edit: the finding explains why (a negative case)
+
+
+# Why an unsafe fix is unsafe (``Finding.unsafe_because``):
+UNPROVEN = "unproven"  # the rule could not prove it from the source and the Profile: a run can
+#   (`fix` tries it on a copy and keeps it only when it removes compiles, keeps the outputs and
+#   adds no graph break or frame: "verified on this program")
+TRADE_OFF = "trade-off"  # it changes performance characteristics by design (a graph break, regional
+#   compile, `dynamic=True`): the user's call, made with --unsafe-fixes
+PROVEN = "verified on this program"  # the note `fix` adds to an unproven fix its run proved
 
 
 @dataclass
@@ -36,6 +45,18 @@ class Finding:
     covers: list[dict[str, Any]] = field(default_factory=list)
     # The torch the fix is for: the Profile's (set by plan); None in static mode (the installed one).
     torch_version: str | None = None
+    # An unsafe fix's kind (UNPROVEN or TRADE_OFF); a rule that does not say files a trade-off,
+    # which `fix` never tries without --unsafe-fixes.
+    unsafe_because: str = TRADE_OFF
+    # How close the outputs of an unproven fix must stay, as the rule declares and names it (e.g.
+    # {"why": "float32 rounding of the scalar", "rtol": 1.3e-6, "atol": 1e-5}; no numbers: torch's
+    # assert_close defaults); None: exactly.
+    tolerance: dict[str, Any] | None = None
+
+    @property
+    def unproven(self) -> bool:
+        """An unsafe fix a run can prove (`fix` tries it in safe mode)."""
+        return self.safety is Safety.UNSAFE and self.unsafe_because == UNPROVEN
 
     @property
     def fixable(self) -> bool:
@@ -60,6 +81,8 @@ class Finding:
             confidence=data.get("confidence", "profile"),
             covers=list(data.get("covers", [])),
             torch_version=data.get("torch_version"),
+            unsafe_because=data.get("unsafe_because", TRADE_OFF),
+            tolerance=data.get("tolerance"),
         )
 
     def describe(self, *, unsafe_fixes: bool = False) -> str:

@@ -55,7 +55,9 @@ class Rule:
     examples: tuple[Example, ...] = ()
     # What `verify` must not count against this rule's fix because the fix does it on purpose:
     # "graph_breaks" (more graph breaks) and/or "resume_frames" (new torch_dynamo_resume_in_*
-    # frames compiling). E.g. a fix that inserts torch._dynamo.graph_break().
+    # frames compiling). E.g. a fix that inserts torch._dynamo.graph_break(). "same_compiles": the
+    # fix keeps the compiles and makes each cheaper (a run that compiles as before is not a fix
+    # that "changes nothing").
     verify_allows: tuple[str, ...] = ()
     # Every torch API the fixes write (or the notes suggest), with the first release that has
     # it: the rule's own version gates read these, `rewrite` refuses an edit naming one the

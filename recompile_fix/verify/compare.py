@@ -10,6 +10,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS, compare
 from recompile_fix.profile.model import Frame, Profile
 from recompile_fix.profile.resume import is_resume, without_line
+from recompile_fix.verify.judge import NO_OP, Tolerance, changes_nothing, proof_tolerance, unproven_in
 from recompile_fix.verify.runs import CallableOutputs, Run, judge_pairs
 
 __all__ = [
@@ -24,23 +25,6 @@ __all__ = [
     "compare_tensors",
     "match_frames",
 ]
-
-
-@dataclass
-class Tolerance:
-    """How close recorded tensors must be: torch.testing.assert_close's defaults (per dtype),
-    given ``rtol``/``atol`` (the other one defaults to 0), or bit for bit."""
-
-    exact: bool = False
-    rtol: float | None = None
-    atol: float | None = None
-
-    def describe(self) -> str:
-        if self.exact:
-            return "exactly"
-        if self.rtol is None and self.atol is None:
-            return "with torch.testing.assert_close's default tolerances"
-        return f"with rtol={self.rtol or 0:g}, atol={self.atol or 0:g}"
 
 
 def compare_tensors(before, after, tolerance: Tolerance) -> tuple[bool, float | None, str]:
@@ -207,6 +191,9 @@ class Verification:
     calls: int = DEFAULT_CALLS
     ran: bool = True
     against_recorded: bool = False  # before is the run the Profile recorded (`verify` after `apply`)
+    # The run compiled exactly as the one before it (judge.changes_nothing): the fixes change
+    # nothing on this program, and are not kept (a regression line says so).
+    no_op: bool = False
 
     @property
     def verified(self) -> bool:
@@ -247,17 +234,19 @@ class Verification:
             "tolerance": {**asdict(self.tolerance), "describe": self.tolerance.describe()},
             "fail_on_recompile": self.fail_on_recompile,
             "calls_recorded": self.calls,
+            "no_op": self.no_op,
         }
 
 
-def _new_frames(v: Verification, rows: list[FrameRow]) -> list[str]:
+def _new_frames(v: Verification, rows: list[FrameRow], *, strict: bool = False) -> list[str]:
     """What is worse about frames compiled only after the fix. A new frame that compiles once
     (no recompile, limit hit or graph break) is the price of a fix that removes more than it
     adds: fewer recompiles in all, no more compiles, and the new frames' compile seconds no more
     than the compiles the fix removed took (a tensor lr adds ``Optimizer._to_scalar``, 0.01 s,
     and removes a recompile of ``Adam.step``, about 0.7 s): said in a note. Any other new frame
     is worse. The seconds are weighed frame by frame, not as totals: a busy machine stretches
-    every compile of a run alike (1.67 -> 2.21 s in all for that fix, under a parallel test run)."""
+    every compile of a run alike (1.67 -> 2.21 s in all for that fix, under a parallel test run).
+    ``strict`` (an unproven fix is among the fixes): every new frame is worse."""
     worse = []
     totals = {s: (v.total(s, "before"), v.total(s, "after")) for s in ("compiles", "recompiles", "compile_seconds")}
     (c_before, c_after), (r_before, r_after), (s_before, s_after) = totals.values()
@@ -268,7 +257,7 @@ def _new_frames(v: Verification, rows: list[FrameRow]) -> list[str]:
         once = after.get("compiles") == 1 and not any(
             after.get(k) for k in ("recompiles", "limit_hits", "graph_breaks")
         )
-        if once and pays_off:
+        if once and pays_off and not strict:
             v.notes.append(
                 f"new compiled frame {row.label} compiles once; in all, compiles {c_before} -> {c_after}, "
                 f"recompiles {r_before} -> {r_after}, compile seconds {s_before:.2f} -> {s_after:.2f}"
@@ -307,7 +296,12 @@ def compare_runs(
     allows: set[str] = frozenset(),
 ) -> Verification:
     """``allows``: "graph_breaks", "resume_frames" and/or "regional" (RF007: the whole model's
-    frame and callable give way to its blocks'), not counted against the fixes."""
+    frame and callable give way to its blocks'), not counted against the fixes; "same_compiles"
+    (RF004: each compile gets cheaper, none goes away): a run that compiles as before is not
+    "changes nothing". An unproven fix among ``fixes`` must prove itself (``judge``): fewer
+    compiles, outputs compared and equal within its own tolerance, no new frame."""
+    unproven = unproven_in(fixes)
+    tolerance, strict_why = proof_tolerance(fixes, tolerance)
     v = Verification(
         command=list(command),
         fixes=list(fixes),
@@ -315,6 +309,8 @@ def compare_runs(
         before_exit=before.exit_code,
         after_exit=after.exit_code,
     )
+    if strict_why is not None:
+        v.notes.append(f"outputs compared {tolerance.describe()}, as {strict_why}")
     if after.exit_code != before.exit_code:
         what = f" ({after.exception})" if after.exception else ""
         v.regressions.append(
@@ -348,7 +344,7 @@ def compare_runs(
         v.regressions.append(
             f"more recompile-limit hits: {v.total('limit_hits', 'before')} -> {v.total('limit_hits', 'after')}"
         )
-    v.regressions.extend(_new_frames(v, new_frames))
+    v.regressions.extend(_new_frames(v, new_frames, strict=bool(unproven)))
     compiled = {**after.outputs, **before.outputs}
     for row in v.frames:
         # The outputs of the callables compiled as this frame (a function, or a module's forward).
@@ -368,4 +364,25 @@ def compare_runs(
         v.notes.append("some outputs were not kept (over 256 MiB in one process): fewer calls compared")
     if not any(o.compared for o in v.outputs):
         v.notes.append("no compiled callable returned a tensor: outputs were not compared")
+    if not v.regressions and fixes and after.exit_code == before.exit_code:
+        _judge_effect(v, before, after, unproven, allows)
     return v
+
+
+def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Finding], allows: set[str]) -> None:
+    """Nothing got worse: did the fixes do anything? The same compiles and recompile reasons is
+    a fix that changes nothing; an unproven fix must also remove compiles and show equal outputs."""
+    c_before, c_after = v.total("compiles", "before"), v.total("compiles", "after")
+    if "same_compiles" not in allows and changes_nothing(before.profile, after.profile):
+        v.no_op = True
+        v.regressions.append(f"{NO_OP}: compiles {c_before} -> {c_after}, the same recompile reasons")
+        return
+    if not unproven:
+        return
+    named = ", ".join(f"{f.rule} at {f.file}:{f.location.line}" for f in unproven[:3])
+    if c_after >= c_before:
+        v.regressions.append(f"an unproven fix must remove compiles ({named}): compiles {c_before} -> {c_after}")
+    if not v.outputs_compared:
+        v.regressions.append(
+            f"an unproven fix needs outputs to compare ({named}): no compiled callable returned a tensor"
+        )

@@ -26,11 +26,12 @@ from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.fix import select_fixes, write_rewrites
+from recompile_fix.pipeline.fix import is_selected, select_fixes, write_rewrites
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason, resolve, sha256_bytes
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs, match_frames
+from recompile_fix.verify.judge import covered
 from recompile_fix.verify.prove import Trials, apply_fixes, plan_result, select_verified
 from recompile_fix.verify.runs import Run, check_before
 from recompile_fix.verify.tree import Checkout
@@ -85,6 +86,9 @@ class FixPoint:
     remaining: list[Remaining] = field(default_factory=list)
     profile: Profile | None = None  # the last run's, as the user's fixed tree has it
     pending: list[Finding] = field(default_factory=list)  # fixes selected but never tried (rounds ran out)
+    # Trade-off fixes safe mode does not try (a graph break, regional compile...), each with the
+    # recompiles of the last run it is about: what it would give, for --unsafe-fixes.
+    not_tried: list[tuple[Finding, int]] = field(default_factory=list)
 
     @property
     def kept(self) -> list[Finding]:
@@ -133,9 +137,7 @@ def fix_to_fixed_point(
         for number in range(1, rounds + 1):
             plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
             result.errors.extend(e for e in plan.errors if e not in result.errors)
-            candidates = [
-                f for f in select_fixes(plan.findings, unsafe_fixes=unsafe_fixes) if _key(f, work) not in tried
-            ]
+            candidates = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
             if not candidates:
                 result.converged = True
                 break
@@ -156,7 +158,7 @@ def fix_to_fixed_point(
             plan = None
         if plan is None:  # the last round kept fixes: is anything new left to try?
             plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
-            left = [f for f in select_fixes(plan.findings, unsafe_fixes=unsafe_fixes) if _key(f, work) not in tried]
+            left = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
             result.converged, result.pending = not left, left
         result.last, result.runs = state, trials.runs
         if state is not first:
@@ -168,6 +170,8 @@ def fix_to_fixed_point(
         result.sites = _site_rows(first, state, user, work)
         result.remaining = _remaining(state, work, plan.findings, result, unsafe_fixes)
         result.profile = _fixed_profile(state, plan.findings, result, unsafe_fixes)
+        if not unsafe_fixes:
+            result.not_tried = _trade_offs(state.profile, plan.findings)
         if write and result.rewrites:
             moved = [
                 r.path
@@ -178,6 +182,23 @@ def fix_to_fixed_point(
                 raise UserError(f"{moved[0]}: changed while the fixes were being verified; not changed")
             write_rewrites(user.cwd, result.rewrites)
     return result
+
+
+def _candidates(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
+    """The fixes a round tries: those `apply` would make, and in safe mode also the unproven
+    ones (the rule could not tell statically; the run tells, ``judge``)."""
+    return [f for f in findings if is_selected(f, unsafe_fixes=unsafe_fixes) or f.unproven]
+
+
+def _trade_offs(profile: Profile, findings: list[Finding]) -> list[tuple[Finding, int]]:
+    """The trade-off fixes safe mode leaves untried, each with how many recompiles of
+    ``profile`` it is about (0: none of its recompiles is left, not worth naming)."""
+    out = []
+    for finding in findings:
+        if finding.safety is not Safety.UNSAFE or finding.unproven:
+            continue
+        out.append((finding, sum(covered(profile, finding).values())))
+    return out
 
 
 def _key(finding: Finding, tree: Checkout) -> tuple:
@@ -339,7 +360,9 @@ def why_it_stays(
     finding = next((f for f in findings if _explains(f, frame, reason)), None)
     if finding is not None and finding.safety is Safety.UNSAFE and not unsafe_fixes:
         note = f": {_short(finding.notes[0])}" if finding.notes else ""
-        return f"an unsafe fix ({finding.rule}, with --unsafe-fixes){note}"
+        if finding.unproven:
+            return f"an unproven fix ({finding.rule}) that was not tried{note}"
+        return f"a trade-off fix ({finding.rule}, with --unsafe-fixes){note}"
     if finding is not None and finding.safety is Safety.NONE:
         return (
             f"no fix ({finding.rule}): {_short(finding.notes[0]) if finding.notes else 'the rule makes no edit here'}"

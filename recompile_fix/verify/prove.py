@@ -20,6 +20,7 @@ from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import Profile, resolve, sha256_bytes
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs
+from recompile_fix.verify.judge import NO_OP, changes_nothing, suspects
 from recompile_fix.verify.runs import Run, check_before, check_copy_used, run_command
 from recompile_fix.verify.tree import Checkout
 
@@ -200,49 +201,99 @@ def select_verified(
     tolerance: Tolerance,
     expect: Callable[[int], None] | None = None,
 ) -> Selection:
-    """Keep the fixes that make nothing worse than ``before``: all together when that verifies
-    (one trial), else one at a time (a trial each), each compared with the last accepted run, so
-    the kept set is exactly what the last accepted run ran. ``trial(fixes, what)`` runs the
-    program with exactly those fixes; ``expect(n)`` hears of n more trials to come."""
-    result = Selection()
-    first = trial(fixes, _describe(fixes))
-    together = compare_runs(
-        before, first, command=command, fixes=fixes, tolerance=tolerance, allows=allowances(fixes, rules)
-    )
-    if together.verified:
-        result.kept, result.verification, result.last = list(fixes), together, first
-        return result
-    if len(fixes) == 1:
-        result.dropped.append((fixes[0], together.regressions))
-        return result
-    if expect is not None:
-        expect(len(fixes))
-    reference = before
-    for fix in fixes:
-        run = trial(result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
-        check = compare_runs(
-            reference,
-            run,
-            command=command,
-            fixes=[fix],
-            tolerance=tolerance,
-            allows=allowances(result.kept + [fix], rules),
-        )
-        if check.verified:
-            result.kept.append(fix)
-            reference = result.last = run
+    """Keep the fixes that make nothing worse than ``before`` and change something: all
+    together when that verifies (one trial), else one at a time (a trial each), each compared
+    with the last accepted run, so the kept set is exactly what the last accepted run ran.
+    Where the set mixes fixes the rules proved with unproven ones (``Finding.unproven``), the
+    proven ones are tried together first, then each unproven one on top. A fix in a set that
+    verified whose own recompiles all stay (``judge.suspects``) is tried out: one more run
+    without it, and it goes when that run compiles alike (it changes nothing on this program).
+    ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
+    more trials to come."""
+    picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
+    if fixes and not picker.together(fixes) and len(fixes) > 1:
+        proven = [f for f in fixes if not f.unproven]
+        unproven = [f for f in fixes if f.unproven]
+        if proven and unproven:
+            if len(proven) == 1 or not picker.together(proven):
+                picker.one_by_one(proven)
+            picker.one_by_one(unproven)
         else:
-            result.dropped.append((fix, check.regressions))
-    if result.last is not None:
-        result.verification = compare_runs(
-            before,
-            result.last,
-            command=command,
-            fixes=result.kept,
-            tolerance=tolerance,
-            allows=allowances(result.kept, rules),
-        )
+            picker.one_by_one(fixes)
+    result = picker.result
+    if result.last is not None and result.verification is None:
+        result.verification = picker.compare(before, result.last, result.kept)
     return result
+
+
+class _Picker:
+    """``select_verified``'s state: the fixes kept so far and the run that ran exactly them."""
+
+    def __init__(self, before: Run, trial, rules, *, command, tolerance, expect):
+        self.before, self.trial, self.rules = before, trial, rules
+        self.command, self.tolerance, self.expect = command, tolerance, expect
+        self.result = Selection()
+        self.reference = before  # the run of the fixes kept so far
+
+    def compare(self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None):
+        allowed = allowances((kept if kept is not None else []) + fixes, self.rules)
+        return compare_runs(reference, run, command=self.command, fixes=fixes, tolerance=self.tolerance, allows=allowed)
+
+    def _keep(self, fixes: list[Finding], run: Run) -> None:
+        self.result.kept.extend(fixes)
+        self.reference = self.result.last = run
+
+    def together(self, fixes: list[Finding]) -> bool:
+        """Try ``fixes`` on top of those kept, in one run; keep them when they verify (those that
+        turn out to change nothing aside). False, and nothing kept, when they do not."""
+        kept = list(self.result.kept)
+        what = _describe(fixes) if not kept else f"+ {len(fixes)} fixes"
+        run = self.trial(kept + fixes, what)
+        check = self.compare(self.reference, run, fixes, kept)
+        if not check.verified:
+            if len(fixes) == 1:
+                self.result.dropped.append((fixes[0], check.regressions))
+            return False
+        doubt = suspects(self.reference.profile, run.profile, fixes, _same_compiles(self.rules))
+        rest = [f for f in fixes if all(f is not d for d in doubt)]
+        if doubt and rest:
+            if self.expect is not None:
+                self.expect(1)
+            named = ", ".join(f"{f.rule} at {f.file}:{f.location.line}" for f in doubt[:2])
+            without = self.trial(kept + rest, f"without {named} (their recompiles stay)")
+            if (
+                changes_nothing(run.profile, without.profile)
+                and self.compare(self.reference, without, rest, kept).verified
+            ):
+                self._keep(rest, without)
+                self.result.dropped.extend(
+                    (f, [f"{NO_OP}: the recompiles it is about stay, and the run without it compiles alike"])
+                    for f in doubt
+                )
+                if not kept:
+                    self.result.verification = self.compare(self.before, without, rest)
+                return True
+        self._keep(fixes, run)
+        if not kept:
+            self.result.verification = check
+        return True
+
+    def one_by_one(self, fixes: list[Finding]) -> None:
+        if self.expect is not None:
+            self.expect(len(fixes))
+        for fix in fixes:
+            run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
+            check = self.compare(self.reference, run, [fix], self.result.kept)
+            if check.verified:
+                self._keep([fix], run)
+            else:
+                self.result.dropped.append((fix, check.regressions))
+        self.result.verification = None  # before against the kept set: made at the end
+
+
+def _same_compiles(rules: tuple[Rule, ...]) -> set[str]:
+    """The rules whose fixes keep the compiles on purpose (each gets cheaper: RF004)."""
+    return {rule.id for rule in rules if "same_compiles" in rule.verify_allows}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from recompile_fix.findings.finding import PROVEN
 from recompile_fix.verify.compare import Verification
 from recompile_fix.verify.recorded import recorded_header, recorded_verdict
 
@@ -105,6 +106,8 @@ def render_text(v: Verification) -> str:
             f"recompiles {v.total('recompiles', 'before')} -> {v.total('recompiles', 'after')}, "
             f"{outputs_verdict(v)}{stance}."
         )
+    elif v.no_op:
+        lines.append(f"Not kept: the fixes {v.regressions[-1]}.")
     else:
         lines.append("Worse than the recorded run:" if v.against_recorded else "Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)
@@ -125,18 +128,29 @@ def render_fix(result: FixPoint) -> str:
     lines = []
     for r in result.rounds:
         lines.append(f"Round {r.number}: tried {len(r.tried)} fix(es), kept {len(r.kept)}, dropped {len(r.dropped)}")
-        lines.extend("  kept     " + f.describe(unsafe_fixes=True).split("\n", 1)[0] for f in r.kept)
+        for f in r.kept:
+            proven = f"  ({PROVEN}: the rule could not tell statically)" if f.unproven else ""
+            lines.append("  kept     " + f.describe(unsafe_fixes=True).split("\n", 1)[0] + proven)
         for finding, why in r.dropped:
             lines.append("  dropped  " + finding.describe(unsafe_fixes=True).split("\n", 1)[0])
             lines.extend(f"           - {w}" for w in why[:3])
     if result.converged:
         done = len(result.rounds)
-        lines.append(f"Converged after {done} round(s): nothing new to try." if done else "Nothing to fix.")
+        if done:
+            lines.append(f"Converged after {done} round(s): nothing new to try.")
+        else:
+            lines.append("No safe fix to try." if result.not_tried else "Nothing to fix.")
     else:
         lines.append(
             f"Stopped after {len(result.rounds)} round(s) (--rounds) with {len(result.pending)} fix(es) "
             "still to try: run `recompile-fix fix` again."
         )
+    if result.not_tried:
+        lines.append("Not tried: trade-off fixes (they change how the program runs by design; `--unsafe-fixes`):")
+        for finding, about in result.not_tried:
+            gives = f"about {about} recompile(s) of the last run" if about else "no recompile of the last run"
+            lines.append(f"  {finding.describe().split(chr(10), 1)[0]}")
+            lines.append(f"      would address: {gives}" + (f"; {finding.notes[-1]}" if finding.notes else ""))
     lines.append("")
     if result.verification is not None:
         lines.extend(frame_table(result.verification))

@@ -1,0 +1,154 @@
+"""`fix` keeps only what a run proves, and ends honestly (issue 30, causes 3 and 9), measured
+on programs.
+
+A fix that changes nothing is never kept:
+
+* a size formatted into a message (tests/programs/honest/size_in_message.py): automatic dynamic
+  fails to generalise it (8 compiles); a `maybe_mark_dynamic` before the call (a test-only rule
+  plants it, as RF001 once did) changes nothing: `fix` drops it ("changes nothing on this
+  program") and writes nothing; with the real rules, `fix` writes no edit or one that removes
+  compiles, and its outputs stay equal;
+* a program already at its minimum (at_minimum.py): a planted fix changes nothing and is dropped;
+  the real rules find nothing to do and `fix` says so.
+
+Unproven fixes are proven by running, trade-offs named:
+
+* RF008/early_dropout's ScheduledDropout (unproven: bit-identical only on some backends) is
+  tried by safe `fix`, kept as verified on this program, and reaches what `apply
+  --unsafe-fixes` reaches (8 -> 1 compiles, outputs equal): bench/fix_sweep.py's measure, on a
+  sample of its sweep;
+* trade_off.py: RF005's graph-break shield is a trade-off: safe `fix` does not try it, and
+  instead of "Nothing to fix" names it with the recompiles it is about.
+"""
+
+import importlib.util
+import shutil
+import sys
+
+import pytest
+
+from conftest import PROGRAMS, ROOT
+from equivalence import run_recorded, total_compiles
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Location
+from recompile_fix.rules import ALL_RULES
+from recompile_fix.verify.fixpoint import fix_to_fixed_point
+from recompile_fix.verify.judge import NO_OP
+from recompile_fix.verify.render import render_fix
+
+pytestmark = pytest.mark.slow
+
+HONEST = PROGRAMS / "honest"
+
+
+class Plant(Rule):
+    """Test only: insert ``statement`` before the line holding ``needle``, as a safe fix."""
+
+    id = "RF997"
+    name = "plant"
+
+    def __init__(self, file: str, needle: str, statement: str):
+        self.file, self.needle, self.statement = file, needle, statement
+
+    def plan(self, profile, project):
+        source = project.source(self.file)
+        if source is None or self.statement in source.text:
+            return []
+        start = source.text.index(self.needle)
+        line_start = source.text.rfind("\n", 0, start) + 1
+        line = source.text[:start].count("\n") + 1
+        return [
+            Finding(
+                rule=self.id,
+                file=self.file,
+                location=Location(self.file, line, col=start - line_start),
+                message="plant",
+                safety=Safety.SAFE,
+                params={"at": line_start, "indent": " " * (start - line_start)},
+            )
+        ]
+
+    def fix(self, finding, source, torch_name):
+        at, indent = finding.params["at"], finding.params["indent"]
+        return [Edit(finding.file, at, at, f"{indent}{self.statement}\n", self.id)]
+
+
+def _stage(name: str, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(HONEST / name, work / name)
+    return work
+
+
+def test_a_maybe_mark_dynamic_on_a_size_formatted_into_a_message_is_dropped(tmp_path):
+    work = _stage("size_in_message.py", tmp_path)
+    text = (work / "size_in_message.py").read_text()
+    plant = Plant("size_in_message.py", "outputs.append(norm(x))", "torch._dynamo.maybe_mark_dynamic(x, 0)")
+    result = fix_to_fixed_point(["python", "size_in_message.py"], (plant,), root=work, backend="eager")
+    assert result.kept == [] and result.rewrites == []
+    ((dropped, why),) = result.dropped
+    assert dropped.rule == "RF997" and why == [f"{NO_OP}: compiles 8 -> 8, the same recompile reasons"]
+    assert (work / "size_in_message.py").read_text() == text
+    assert result.runs == 2  # the program as it is, and the one trial: nothing more
+    out = render_fix(result)
+    assert f"  dropped  size_in_message.py:20:9: RF997 [*] plant\n           - {NO_OP}: compiles 8 -> 8" in out
+
+
+def test_the_real_rules_on_a_size_formatted_into_a_message_write_no_useless_edit(tmp_path):
+    work = _stage("size_in_message.py", tmp_path)
+    result = fix_to_fixed_point(["python", "size_in_message.py"], ALL_RULES, root=work, backend="eager")
+    before = total_compiles(run_recorded(HONEST / "size_in_message.py", tmp_path))  # torch's own count
+    assert before == sum(f.compile_count for f in result.first.profile.frames) == 8
+    assert not any(why and why[0].startswith(NO_OP) and f.safety is not Safety.SAFE for f, why in result.dropped)
+    if result.rewrites:  # an edit is kept only when it removes compiles, outputs equal
+        after = total_compiles(run_recorded(work / "size_in_message.py", tmp_path))
+        assert after < before
+        assert result.verification is not None and result.verification.verified
+    else:
+        assert sum(f.compile_count for f in result.last.profile.frames) == before
+
+
+def test_a_program_at_its_minimum_keeps_no_fix(tmp_path):
+    work = _stage("at_minimum.py", tmp_path)
+    text = (work / "at_minimum.py").read_text()
+    plant = Plant("at_minimum.py", "loss = step(x, w).sum()", "torch._dynamo.mark_dynamic(x, 0)")
+    result = fix_to_fixed_point(["python", "at_minimum.py"], (plant,), root=work, backend="eager")
+    assert result.kept == [] and (work / "at_minimum.py").read_text() == text
+    ((_, why),) = result.dropped
+    assert why[0].startswith(NO_OP), why
+    real = fix_to_fixed_point(["python", "at_minimum.py"], ALL_RULES, root=work, backend="eager", write=False)
+    assert real.rounds == [] and real.runs == 1 and real.not_tried == []
+    assert "Nothing to fix." in render_fix(real)
+
+
+def _sweep():
+    spec = importlib.util.spec_from_file_location("fix_sweep", ROOT / "bench" / "fix_sweep.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_safe_fix_proves_an_unproven_fix_and_reaches_the_unsafe_count(tmp_path):
+    sweep = _sweep()
+    row = sweep.measure(ROOT / "golden" / "RF008" / "early_dropout", tmp_path)
+    assert row.ok, row.failures
+    assert (row.before, row.fix_after, row.unsafe_after, row.unsafe_outputs) == (8, 1, 1, "equal")
+    assert row.kept == [] and [p.split("@")[0] for p in row.proven] == ["RF008"]
+    assert "RF008/early_dropout" in sweep.table([row]) and "1 unproven fixes verified" in sweep.table([row])
+
+
+def test_safe_fix_names_the_trade_off_it_did_not_try(tmp_path):
+    work = _stage("trade_off.py", tmp_path)
+    result = fix_to_fixed_point(["python", "trade_off.py"], ALL_RULES, root=work, backend="eager", write=False)
+    assert result.rounds == [] and result.runs == 1
+    ((trade, about),) = result.not_tried
+    assert (trade.rule, about, trade.unproven) == ("RF005", 3, False)
+    out = render_fix(result)
+    assert "Nothing to fix." not in out and "No safe fix to try." in out
+    assert "Not tried: trade-off fixes" in out and "RF005 [unsafe fix] `fn` recompiles for each value of `c`" in out
+    assert "would address: about 3 recompile(s) of the last run; trade-off: " in out
+    assert out.count("stays: a trade-off fix (RF005, with --unsafe-fixes)") == 3

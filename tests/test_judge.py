@@ -1,0 +1,188 @@
+"""What a run must show before a fix is kept (recompile_fix/verify/judge.py, issue 30 causes 3
+and 9), on hand-made runs: no fake fix, no program run.
+
+* a fix whose run compiles as before (same compiles, same recompile reasons) changes nothing on
+  this program: `verify` does not verify it, `select_verified` never keeps it; a rule that keeps
+  the compiles on purpose (RF004) is not judged so;
+* an unproven fix (the rule could not tell statically) must remove compiles, show outputs equal
+  exactly (or within the tolerance its rule declares and names) and add no frame;
+* in a set that verified together, a fix whose own recompiles all stay is tried out with one
+  more run, and dropped when that run compiles alike; the proven fixes go together before the
+  unproven ones are tried one by one;
+* `fix`'s safe mode tries unproven fixes, never trade-offs, and names the trade-offs it left.
+"""
+
+from pathlib import Path
+
+import torch
+
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety
+from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason
+from recompile_fix.verify.compare import Tolerance, compare_runs
+from recompile_fix.verify.fixpoint import _candidates, _trade_offs
+from recompile_fix.verify.judge import NO_OP, changes_nothing, proof_tolerance, suspects
+from recompile_fix.verify.prove import select_verified
+from recompile_fix.verify.render import render_text
+from recompile_fix.verify.runs import CallableOutputs, Run
+
+
+def _frame(name, line, sizes, *, source="x", file="prog.py"):
+    """A frame compiled once per size in ``sizes``: each recompile for ``source``'s dim 0."""
+    compiles = []
+    for i, _size in enumerate(sizes):
+        reasons = (
+            []
+            if i == 0
+            else [Reason(kind="size_mismatch", text=f"tensor '{source}' size mismatch", source=source, dim=0)]
+        )
+        compiles.append(Compile(id=f"{line}/{i}", reasons=reasons, seconds={"dynamo": 0.1}))
+    return Frame(file=file, first_line=line, name=name, compiles=compiles)
+
+
+def _run(frames, outputs=None, exit_code=0):
+    profile = Profile(command=["python", "prog.py"], torch_version=None, python_version="3", frames=frames)
+    outs = {
+        key: CallableOutputs(
+            key=key,
+            kind="function",
+            qualname=key,
+            name=key,
+            file="prog.py",
+            line=1,
+            calls=len(tensors),
+            outputs=[[t] for t in tensors],
+        )
+        for key, tensors in (outputs or {}).items()
+    }
+    return Run(profile=profile, exit_code=exit_code, outputs=outs, root=Path("."), log=Path("x.log"))
+
+
+def _fix(rule="RF001", line=20, frame="fn (prog.py:10)", source="x", safety=Safety.SAFE, **more):
+    return Finding(
+        rule=rule,
+        file="prog.py",
+        location=Location("prog.py", line),
+        message=f"mark `{source}`",
+        safety=safety,
+        covers=[{"frame": frame, "sources": [source]}],
+        **more,
+    )
+
+
+ONES = {"fn": [torch.ones(2)]}
+
+
+def test_a_run_that_compiles_as_before_changes_nothing():
+    before = _run([_frame("fn", 10, range(8))], ONES)
+    same = _run([_frame("fn", 11, range(8))], ONES)  # an inserted line moved the frame: still the same
+    v = compare_runs(before, same, command=["x"], fixes=[_fix()], tolerance=Tolerance())
+    assert not v.verified and v.no_op
+    assert v.regressions == [f"{NO_OP}: compiles 8 -> 8, the same recompile reasons"]
+    assert (
+        render_text(v).rstrip().endswith(f"Not kept: the fixes {NO_OP}: compiles 8 -> 8, the same recompile reasons.")
+    )
+    # Fewer compiles, or the same count for another reason (the next round's to fix): a change.
+    fewer = _run([_frame("fn", 10, range(1))], ONES)
+    assert compare_runs(before, fewer, command=["x"], fixes=[_fix()], tolerance=Tolerance()).verified
+    moved = _run([_frame("fn", 10, range(8), source="y")], ONES)
+    assert not changes_nothing(before.profile, moved.profile)
+    # RF004 keeps the compiles on purpose (each is cheaper): not "changes nothing".
+    region = _fix(rule="RF004")
+    v = compare_runs(before, same, command=["x"], fixes=[region], tolerance=Tolerance(), allows={"same_compiles"})
+    assert v.verified and not v.no_op
+
+
+def test_an_unproven_fix_must_remove_compiles_keep_outputs_exactly_and_add_no_frame():
+    unproven = _fix(safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    before = _run([_frame("fn", 10, range(3))], ONES)
+    # Outputs within assert_close's defaults but not bit for bit: the rule declared no tolerance.
+    close = _run([_frame("fn", 10, range(1))], {"fn": [torch.ones(2) + 1e-7]})
+    v = compare_runs(before, close, command=["x"], fixes=[unproven], tolerance=Tolerance())
+    assert not v.verified and v.tolerance.exact
+    assert any(r.startswith("outputs differ: fn") for r in v.regressions)
+    assert "outputs compared exactly, as RF001's unproven fix at prog.py:20: its rule declares no tolerance" in v.notes
+    # The rule declares and names a tolerance: held to it.
+    rounding = _fix(safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance={"why": "float32 rounding"})
+    v = compare_runs(before, close, command=["x"], fixes=[rounding], tolerance=Tolerance())
+    assert v.verified, v.regressions
+    assert proof_tolerance([rounding], Tolerance(exact=True))[0].exact  # never looser than the user asked
+    # The same compiles with other reasons (not a no-op): an unproven fix must still remove some.
+    other = _run([_frame("fn", 10, range(3), source="y")], ONES)
+    v = compare_runs(before, other, command=["x"], fixes=[unproven], tolerance=Tolerance())
+    assert v.regressions == ["an unproven fix must remove compiles (RF001 at prog.py:20): compiles 3 -> 3"]
+    # No tensor to compare: nothing proves the outputs.
+    v = compare_runs(_run([_frame("fn", 10, range(3))]), _run([_frame("fn", 10, range(1))]), command=["x"],
+                     fixes=[unproven], tolerance=Tolerance())  # fmt: skip
+    assert any("needs outputs to compare" in r for r in v.regressions)
+    # A new frame that compiles once passes for a proven fix that removes more, never for an unproven one.
+    split = _run([_frame("fn", 10, range(1)), _frame("helper", 30, range(1))], ONES)
+    assert compare_runs(before, split, command=["x"], fixes=[_fix()], tolerance=Tolerance()).verified
+    v = compare_runs(before, split, command=["x"], fixes=[unproven], tolerance=Tolerance())
+    assert v.regressions == ["new compiled frame: helper (prog.py:30): 1 compiles"]
+
+
+def test_suspects_are_the_fixes_whose_recompiles_all_stay():
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")])
+    after = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(3), source="y")])
+    good, idle = _fix(), _fix(line=50, frame="gn (prog.py:40)", source="y")
+    assert suspects(before.profile, after.profile, [good, idle], set()) == [idle]
+    assert suspects(before.profile, after.profile, [good, idle], {"RF001"}) == []
+    static = _fix(line=60)
+    static.covers = []  # names no recompile: a suspect only when the set removed nothing
+    assert suspects(before.profile, after.profile, [static], set()) == []
+    assert suspects(before.profile, before.profile, [static], set()) == [static]
+
+
+class _Trials:
+    """A fake ``trial``: the run each set of fixes gives, from a table keyed by the rules' lines."""
+
+    def __init__(self, runs):
+        self.runs, self.asked = runs, []
+
+    def __call__(self, fixes, what):
+        key = tuple(sorted(f.location.line for f in fixes))
+        self.asked.append(key)
+        return self.runs[key]
+
+
+def test_select_verified_drops_a_fix_that_changes_nothing_with_one_more_run():
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")], ONES)
+    fixed = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(3), source="y")], ONES)
+    good, idle = _fix(), _fix(line=50, frame="gn (prog.py:40)", source="y")
+    trials = _Trials({(20, 50): fixed, (20,): fixed})
+    picked = select_verified(before, [good, idle], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [good] and picked.last is fixed
+    assert [(f.location.line, why[0].split(":")[0]) for f, why in picked.dropped] == [(50, NO_OP)]
+    assert trials.asked == [(20, 50), (20,)]
+    assert picked.verification is not None and picked.verification.verified
+
+
+def test_select_verified_tries_the_proven_fixes_together_then_each_unproven_one():
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")], ONES)
+    crashed = _run([], exit_code=1)
+    fixed = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(3), source="y")], ONES)
+    a, b = _fix(line=20), _fix(line=21)
+    wrong = _fix(line=50, frame="gn (prog.py:40)", source="y", safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    trials = _Trials({(20, 21, 50): crashed, (20, 21): fixed})
+    picked = select_verified(before, [a, b, wrong], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [a, b] and [f for f, _ in picked.dropped] == [wrong]
+    assert trials.asked == [(20, 21, 50), (20, 21), (20, 21, 50)]
+
+
+class _Regional(Rule):
+    id = "RF007"
+
+
+def test_safe_fix_tries_unproven_fixes_and_names_the_trade_offs_it_leaves():
+    safe = _fix(line=20)
+    unproven = _fix(line=21, safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    trade = _fix(rule="RF007", line=22, safety=Safety.UNSAFE)
+    assert trade.unsafe_because == TRADE_OFF  # what a rule that does not say files
+    none = _fix(line=23, safety=Safety.NONE)
+    assert _candidates([safe, unproven, trade, none], unsafe_fixes=False) == [safe, unproven]
+    assert _candidates([safe, unproven, trade, none], unsafe_fixes=True) == [safe, unproven, trade]
+    profile = _run([_frame("fn", 10, range(4))]).profile
+    assert _trade_offs(profile, [safe, unproven, trade, none]) == [(trade, 3)]
+    round_trip = Finding.from_json(unproven.to_json())
+    assert round_trip.unproven and round_trip.tolerance is None
