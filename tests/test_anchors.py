@@ -3,6 +3,7 @@ Profile (tests/programs/two_files), its profiled texts kept beside it as `profil
 then the files edited. Edits elsewhere keep every finding, at the right place; an edit to the
 very statement a fix anchors to makes that finding alone stale, in one line."""
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 from conftest import HELPERS, MAIN, run_cli
-from recompile_fix.profile.kept_sources import keep_profiled_sources
+from recompile_fix.profile.kept_sources import keep_profiled_sources, kept_source
 from recompile_fix.profile.model import Profile
 
 
@@ -101,3 +102,17 @@ def test_edited_and_reformatted_from_the_root_and_from_the_subfolder(nested):
     assert f"pkg/helpers.py:{line}:9: RF001" in sub.stdout and "Would fix 1 finding(s)" in sub.stderr
     run_cli("apply", ".", cwd=nested / "pkg", check=0)
     assert helpers.read_text().splitlines()[line - 1] == "        torch._dynamo.mark_dynamic(y, 0)"
+
+
+def test_kept_texts_are_never_python_files_of_the_project(tmp_path):
+    """`profile -o run.json` keeps the profiled texts beside it, hidden and not as `.py`: `apply .`
+    and the user's tools never take them for the project's code."""
+    (tmp_path / "train.py").write_text("x = 1\n")
+    digest = hashlib.sha256(b"x = 1\n").hexdigest()
+    profile = Profile.__new__(Profile)
+    profile.sources = {"train.py": digest}
+    for where in (tmp_path / "run.json", tmp_path / ".recompile-fix" / "profile.json"):
+        keep_profiled_sources(profile, where, tmp_path)
+        assert kept_source(where, digest).read_text() == "x = 1\n"
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == ["train.py"]
+    assert kept_source(tmp_path / "run.json", digest).parent.name == ".run.sources"

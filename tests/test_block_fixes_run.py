@@ -52,6 +52,7 @@ EDITED = {
     "tests/programs/sibling/other/model.py",  # static mode on the file alone: RF004 regions its blocks
     "tests/programs/trains_elsewhere/model.py",  # idem (the training is in train.py, not run here)
     "tests/programs/hand_fixes/stochastic_depth_tensor.py",
+    "tests/programs/shapes/deep_stages.py",  # a ModuleList of ModuleLists: RF007 writes model.stages[0]
 }
 
 

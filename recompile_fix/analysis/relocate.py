@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from recompile_fix.profile.kept_sources import SOURCES_DIR
+from recompile_fix.profile.kept_sources import kept_source
 from recompile_fix.profile.model import Profile
 
 __all__ = ["relocate"]
@@ -133,7 +133,7 @@ class _Mapper:
         return None
 
 
-def relocate(profile: Profile, root: Path, profile_dir: Path) -> tuple[Profile, list[str]]:
+def relocate(profile: Profile, root: Path, profile_path: Path) -> tuple[Profile, list[str]]:
     """A copy of ``profile`` whose evidence in edited files names the code where it is now
     (module docstring), and one line for each frame left out as stale."""
     moved: dict[str, tuple[_Mapper, str]] = {}
@@ -147,7 +147,7 @@ def relocate(profile: Profile, root: Path, profile_dir: Path) -> tuple[Profile, 
         now = hashlib.sha256(raw).hexdigest()
         if now == digest or profile.applied.get(path) == now:
             continue
-        kept = profile_dir / SOURCES_DIR / f"{digest}.py"
+        kept = kept_source(profile_path, digest)
         try:
             moved[path] = (_Mapper(kept.read_text(encoding="utf-8"), raw.decode("utf-8")), now)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):

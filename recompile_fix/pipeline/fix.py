@@ -155,7 +155,7 @@ def find(
     result = ApplyResult()
     profiled: list[Finding] = []
     if profile is not None:  # evidence in files edited since profiling, where its code is now
-        profile, stale_frames = relocate(profile, root, Path(root, config.profile).parent)
+        profile, stale_frames = relocate(profile, root, Path(root, config.profile))
         result.errors.extend(stale_frames)
         result.profile = profile
         profiled = _plan_from_profile(profile, rules, root, roots, paths, result, config)

@@ -1,6 +1,8 @@
 """The profiled text of the program's own files, kept beside the Profile by hash
-(``.recompile-fix/sources/<sha256>.py``), so that an edit made after profiling can be mapped
-(``analysis.relocate``)."""
+(``.recompile-fix/sources/<sha256>.txt``), so that an edit made after profiling can be mapped
+(``analysis.relocate``). Never as ``.py`` and never in a visible folder of the project: a
+Profile written elsewhere (``profile -o run.json``) keeps them in ``.run.sources/`` beside it,
+so that neither `apply .` nor the user's tools take the copies for the project's code."""
 
 from __future__ import annotations
 
@@ -11,14 +13,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from recompile_fix.profile.model import Profile
 
-__all__ = ["SOURCES_DIR", "keep_profiled_sources"]
+__all__ = ["SOURCES_DIR", "keep_profiled_sources", "kept_source", "kept_sources_dir"]
 
-SOURCES_DIR = "sources"  # under the Profile's folder
+SOURCES_DIR = "sources"  # under .recompile-fix/, where the Profile lives by default
+
+
+def kept_sources_dir(profile_path: Path) -> Path:
+    if profile_path.parent.name == ".recompile-fix":
+        return profile_path.parent / SOURCES_DIR
+    return profile_path.parent / f".{profile_path.stem}.{SOURCES_DIR}"
+
+
+def kept_source(profile_path: Path, digest: str) -> Path:
+    return kept_sources_dir(profile_path) / f"{digest}.txt"
 
 
 def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> None:
     """Keep the text of each program file the Profile hashed, by its hash, beside the Profile."""
-    folder = profile_path.parent / SOURCES_DIR
+    folder = kept_sources_dir(profile_path)
     for path, digest in profile.sources.items():
         if path.startswith("/") or Path(path).is_absolute():
             continue
@@ -28,7 +40,7 @@ def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> N
             continue
         if hashlib.sha256(data).hexdigest() != digest:
             continue
-        target = folder / f"{digest}.py"
+        target = kept_source(profile_path, digest)
         if not target.exists():
             folder.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
