@@ -80,6 +80,15 @@ class Interpreter:
         return [self.prefix]
 
 
+_PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?(\.exe)?")
+
+
+def is_python(program: str) -> bool:
+    """Whether ``program`` (a path or a name on PATH) is a Python interpreter by its name:
+    ``python``, ``python3``, ``python3.11``, ``python.exe``."""
+    return _PYTHON_NAME.fullmatch(os.path.basename(program)) is not None
+
+
 def current_interpreter() -> Interpreter:
     """This interpreter's directories (the recorder records the program's the same way)."""
     return Interpreter.from_record(interpreter_record()) or Interpreter(prefix=sys.prefix)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 import recompile_fix
 from recompile_fix.errors import Interrupted, UserError
 from recompile_fix.profile import warm
+from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
@@ -35,7 +35,6 @@ __all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_com
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 
 
-_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?")
 # Exit code of the probe below when the interpreter has no torch to import.
 _NO_TORCH = 3
 
@@ -59,9 +58,9 @@ def resolve_command(command: list[str]) -> list[str]:
     if found is None:
         # A launcher installed beside our interpreter (torchrun in an unactivated venv).
         beside = os.path.join(os.path.dirname(sys.executable), program)
-        if not _PYTHON.fullmatch(program) and os.path.isfile(beside) and os.access(beside, os.X_OK):
+        if not is_python(program) and os.path.isfile(beside) and os.access(beside, os.X_OK):
             return [beside, *command[1:]]
-        if _PYTHON.fullmatch(program):
+        if is_python(program):
             raise UserError(
                 f"command not found: {program} (no `{program}` on PATH): activate the virtualenv your "
                 f"program runs in, or name its interpreter: recompile-fix profile -- .venv/bin/python train.py"
@@ -83,7 +82,7 @@ def check_torch(argv: list[str], env: dict[str, str] | None = None) -> None:
     program's ModuleNotFoundError. Launchers (torchrun) are not probed: their interpreter is
     their own and has torch by construction."""
     interpreter = argv[0]
-    if not _PYTHON.fullmatch(os.path.basename(interpreter)):
+    if not is_python(interpreter):
         return
     probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else %d)" % _NO_TORCH
     try:

@@ -30,7 +30,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -39,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 import recompile_fix
+from recompile_fix.profile.libraries import is_python
 
 __all__ = [
     "IDLE_ENV",
@@ -61,7 +61,6 @@ OFF_ENV = "RECOMPILE_FIX_WARM"
 ZYGOTE_ENV = "RECOMPILE_FIX_ZYGOTE"  # set in the server only: its sitecustomize starts no recorder
 
 _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
-_PYTHON = re.compile(r"python(3(\.\d+)?)?(\.exe)?")
 _SOCKET_PATH_MAX = 100  # AF_UNIX paths are at most 107 bytes on Linux
 
 # Variables that differ run by run and that nothing reads before the program starts (the child
@@ -105,7 +104,7 @@ def _directory() -> Path | None:
 def program_of(argv: list[str]) -> list[str] | None:
     """``[script, *args]`` or ``["-m", module, *args]`` when ``argv`` is an interpreter running a
     script or a module with no interpreter options; None for anything else."""
-    if len(argv) < 2 or not _PYTHON.fullmatch(os.path.basename(argv[0])):
+    if len(argv) < 2 or not is_python(argv[0]):
         return None
     if argv[1] == "-m" and len(argv) > 2 and not argv[2].startswith("-"):
         return argv[1:]

@@ -7,7 +7,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from recompile_fix.profile.compiled_outputs import (
     load_refs,
 )
 from recompile_fix.profile.compiled_outputs import load as load_outputs
+from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.model import Location, Profile, relative_to_root
 from recompile_fix.profile.run import resolve_command, run_profiled
 from recompile_fix.progress import Progress
@@ -211,7 +211,7 @@ _HAS_TORCH = importlib.util.find_spec("torch") is not None
 def _interpreter_of(command: list[str]) -> str:
     """The interpreter that ran the command (the first python on PATH for a launcher)."""
     argv = resolve_command(command)
-    if re.fullmatch(r"python(3(\.\d+)?)?(\.exe)?", os.path.basename(argv[0])):
+    if is_python(argv[0]):
         return argv[0]
     return shutil.which("python") or shutil.which("python3") or sys.executable
 
