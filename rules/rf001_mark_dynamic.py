@@ -18,9 +18,11 @@ from recompile_fix.analysis.call_site_code import (
     fresh_name,
     is_atomic_expression,
     is_plain_dotted,
+    loop_marks_before,
     marks_before,
     name_used_elsewhere,
     node_at_span,
+    squeezed_code,
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.graph_dims import refused_by_run
@@ -320,9 +322,11 @@ class MarkDynamic(Rule):
         ``mark_unbacked``, ours or hand-written, any spelling of the dims), between the statement
         that binds it and the call, and the contiguous copy where one is needed. Marks of some of
         the tensors or dims narrow the finding to the rest. Loops over a list's items and the
-        compile-call fix: the rule's own edits made again (the default)."""
+        compile-call fix: the rule's own edits made again (the default). A loop over a list's
+        items (``for layer in cache.layers:``, any name for the item) that marks each leaf's dims
+        holds that loop's marks."""
         p = finding.params
-        if "compile_call" in p or p.get("loops") or not p.get("marks"):
+        if "compile_call" in p or not (p.get("marks") or p.get("loops")):
             return super().already_present(finding, source)
         try:
             call = node_at_span(source, cst.Call, p["call"])
@@ -332,7 +336,19 @@ class MarkDynamic(Rule):
         if statement is None:
             return None
         remaining, lines, named = [], set(), []
-        for entry in p["marks"]:
+        remaining_loops = []
+        for loop in p.get("loops", []):
+            container = _marked_expression(source, call, {"base": loop["base"], "steps": loop["container"]})
+            leaves, line = loop_marks_before(source, statement, container) if container else ({}, None)
+            if line is None or any(
+                not set(leaf["dims"]) <= leaves.get(squeezed_code(_steps_code(leaf["steps"])), set())
+                for leaf in loop["leaves"]
+            ):
+                remaining_loops.append(loop)
+                continue
+            lines.add(line)
+            named.append(f"each of `{container}`")
+        for entry in p.get("marks", []):
             expr = _marked_expression(source, call, entry)
             if expr is None:
                 remaining.append(entry)  # the fix binds it to a new name: nothing of it is there yet
@@ -347,10 +363,11 @@ class MarkDynamic(Rule):
                 continue
             lines |= {marked[d] for d in entry["dims"]} | ({copied} if entry.get("contiguous") and copied else set())
             named.append(f"`{expr}` in dim {_dim_text(entry['dims'])}")
-        if remaining:
+        if remaining or remaining_loops:
             own = super().already_present(finding, source)  # the fix made again, as it writes it
             if own is None:
                 p["marks"] = remaining
+                p["loops"] = remaining_loops
             return own
         return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
 

@@ -117,6 +117,51 @@ def test_rf001_marks_that_do_not_hold_at_the_call_do_not_count():
     assert entry["dims"] == [1] and entry["contiguous"]
 
 
+DECODE = """import torch
+
+
+def decode(model, cache, next_id):
+    for layer in cache.layers:
+        torch._dynamo.maybe_mark_dynamic(layer.keys, 2)
+        torch._dynamo.maybe_mark_dynamic(layer.values, 2)
+    logits = model(next_id, cache)
+    return logits
+"""
+
+
+def _loop_finding(text: str, dims: list[int]) -> Finding:
+    source = _source(text)
+    call = _call(source, "model(next_id, cache)")
+    leaves = [{"steps": [["attr", "keys"]], "dims": dims}, {"steps": [["attr", "values"]], "dims": dims}]
+    return Finding(
+        rule="RF001",
+        file="program.py",
+        location=Location("program.py", call[0], call[2], call[1], call[3]),
+        message="mark them",
+        safety=Safety.SAFE,
+        params={
+            "call": call,
+            "mark": "maybe_mark_dynamic",
+            "marks": [],
+            "loops": [{"base": {"index": 1}, "label": "cache", "container": [["attr", "layers"]], "leaves": leaves}],
+        },
+    )
+
+
+def test_rf001_recognises_its_loop_over_a_list_with_any_item_name():
+    # The fix names the item afresh when `layer` is taken (`layer_1`): a loop already there,
+    # whatever its variable, holds the marks; made again, it would mark every item twice.
+    for text in (DECODE, DECODE.replace("for layer", "for entry").replace("(layer.", "(entry.")):
+        where = RULES["RF001"].already_present(_loop_finding(text, [2]), _source(text))
+        assert where == "line 5: already marked dynamic: each of `cache.layers`", where
+    # A loop that marks another dim, or another list, does not hold them.
+    finding = _loop_finding(DECODE, [1])
+    assert RULES["RF001"].already_present(finding, _source(DECODE)) is None
+    assert finding.params["loops"]
+    other = DECODE.replace("in cache.layers", "in cache.other")
+    assert RULES["RF001"].already_present(_loop_finding(other, [2]), _source(other)) is None
+
+
 def _span(text: str, code: str) -> list[int]:
     start = text.index(code)
     return [start, start + len(code)]

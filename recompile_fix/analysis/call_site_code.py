@@ -29,6 +29,7 @@ __all__ = [
     "is_contiguous_copy",
     "is_plain_dotted",
     "marked_dims",
+    "loop_marks_before",
     "marks_before",
     "name_used_elsewhere",
     "node_at_span",
@@ -203,6 +204,8 @@ def marks_before(source: SourceFile, statement, expr: str) -> tuple[dict[int, in
                 for small in getattr(inner, "body", ()):
                     scan(small, source.positions[inner].start.line)
             continue
+        if _is_mark_loop(earlier):
+            continue  # binds only its own variable: marks above it still hold
         if not isinstance(earlier, cst.SimpleStatementLine):
             break  # a compound statement may bind the name: marks above it are not known to hold
         for small in reversed(earlier.body):
@@ -213,6 +216,70 @@ def marks_before(source: SourceFile, statement, expr: str) -> tuple[dict[int, in
                 return marked, None
             scan(small, line)
     return marked, None
+
+
+def loop_marks_before(source: SourceFile, statement, container: str) -> tuple[dict[str, set[int]], int | None]:
+    """The marks a ``for item in <container>:`` loop right before ``statement`` (in the statements
+    between it and the one that binds the container's root name) puts on each item: the item's
+    steps as code (``.keys``, ``[0]``; "" for the item itself) -> its marked dims, and the loop's
+    line. The loop's variable may have any name (the fix picks a fresh one). Nothing found:
+    ({}, None)."""
+    block = source.parents.get(statement)
+    body = list(getattr(block, "body", ()))
+    index = next((i for i, s in enumerate(body) if s is statement), 0)
+    root = re.match(r"[A-Za-z_][A-Za-z_0-9]*", container)
+    name = root.group(0) if root else container
+    wanted = squeezed_code(container)
+    for earlier in reversed(body[:index]):
+        if _is_mark_loop(earlier) and squeezed_code(source.code(earlier.iter)) == wanted:
+            var = earlier.target.value
+            leaves: dict[str, set[int]] = {}
+            for inner in _loop_calls(earlier):
+                first = squeezed_code(source.code(inner.args[0].value)) if inner.args else ""
+                steps = first[len(var) :] if re.match(rf"{re.escape(var)}(?![A-Za-z_0-9])", first) else None
+                if steps is None:
+                    continue
+                dims = marked_dims(source, inner, first)
+                if dims:
+                    leaves.setdefault(steps, set()).update(dims)
+            return leaves, source.positions[earlier].start.line
+        if isinstance(earlier, cst.If) and earlier.orelse is None and holds_only_calls(earlier.body):
+            continue
+        if _is_mark_loop(earlier):
+            continue
+        if not isinstance(earlier, cst.SimpleStatementLine):
+            break
+        if any(
+            (isinstance(small, cst.Assign) and any(is_name(t.target, name) for t in small.targets))
+            or (isinstance(small, (cst.AugAssign, cst.AnnAssign)) and is_name(small.target, name))
+            for small in earlier.body
+        ):
+            break
+    return {}, None
+
+
+def _is_mark_loop(statement: Any) -> bool:
+    """``for item in <expr>:`` holding only calls (or ``if`` tests holding only calls): the loops
+    RF001 writes over a list's items, which bind nothing but their variable."""
+    if not (isinstance(statement, cst.For) and statement.orelse is None and isinstance(statement.target, cst.Name)):
+        return False
+    body = statement.body
+    if not isinstance(body, cst.IndentedBlock):
+        return False
+    return all(
+        holds_only_calls(cst.IndentedBlock(body=[s]))
+        or (isinstance(s, cst.If) and s.orelse is None and holds_only_calls(s.body))
+        for s in body.body
+    )
+
+
+def _loop_calls(loop: cst.For) -> list[cst.Call]:
+    calls = []
+    for s in loop.body.body:
+        lines = s.body.body if isinstance(s, cst.If) else [s]
+        for line in lines:
+            calls.extend(small.value for small in getattr(line, "body", ()) if isinstance(small, cst.Expr))
+    return [c for c in calls if isinstance(c, cst.Call)]
 
 
 def holds_only_calls(block: cst.BaseSuite) -> bool:
