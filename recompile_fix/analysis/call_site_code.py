@@ -274,7 +274,7 @@ def _is_mark_loop(statement: Any) -> bool:
 
 
 def _loop_calls(loop: cst.For) -> list[cst.Call]:
-    calls = []
+    calls: list[cst.BaseExpression] = []
     for s in loop.body.body:
         lines = s.body.body if isinstance(s, cst.If) else [s]
         for line in lines:
