@@ -354,8 +354,15 @@ def _apply(
         shown = diff_text(result.rewrites)
     else:
         shown = render(
-            result.findings, output_format, unsafe_fixes=config.unsafe_fixes, rules=ALL_RULES, width=terminal_width()
+            result.findings,
+            output_format,
+            unsafe_fixes=config.unsafe_fixes,
+            rules=ALL_RULES,
+            width=terminal_width(),
+            memo=result.memo,
         )
+    if result.memo is not None:
+        result.memo.save()
     if write:
         unwritten = write_rewrites(Path.cwd().resolve(), result.rewrites, loaded)
         result.errors.extend(why for _, why in unwritten)  # one line each; the others are written

@@ -74,15 +74,17 @@ def render(
     rules: tuple[Any, ...] = (),
     root: str | os.PathLike[str] | None = None,
     width: int | None = None,
+    memo: Any = None,
 ) -> str:
     """``findings`` in ``fmt``; ``root``: the directory their paths are relative to (for
-    character columns and each fix's edits; default: here); ``width``: wrap text to it."""
+    character columns and each fix's edits; default: here); ``width``: wrap text to it;
+    ``memo``: the run's DerivedCache (pipeline.memo), which knows each fix's edits from before."""
     if fmt == "text":
         return "".join(wrap(f.describe(unsafe_fixes=unsafe_fixes), width) + "\n" for f in findings)
     texts = _Texts(Path(root or os.getcwd()))
     if fmt == "github":
         return "".join(_github(f, texts) + "\n" for f in findings)
-    fixes = finding_fixes(Path(root or os.getcwd()), findings, tuple(rules))
+    fixes = finding_fixes(Path(root or os.getcwd()), findings, tuple(rules), memo=memo)
     names = {rule.id: rule.name for rule in rules}
     if fmt == "json":
         return json.dumps([_json(f, fix, texts, names) for f, fix in zip(findings, fixes)], indent=1) + "\n"

@@ -179,6 +179,6 @@ def test_the_cache_does_not_outlive_the_code_that_filled_it(tmp_path, monkeypatc
     _scan(root)
     scan, _ = _scan(root)
     assert scan.parsed == 0
-    monkeypatch.setattr(scan_module, "_code_digest", lambda: "edited")  # e.g. an editable install changed
+    monkeypatch.setattr(scan_module, "code_digest", lambda: "edited")  # e.g. an editable install changed
     scan, findings = _scan(root)
     assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 1

@@ -55,6 +55,7 @@ class TorchApi:
 
 
 @functools.lru_cache(maxsize=1)
+@functools.cache
 def installed_torch_version() -> str | None:
     """The installed torch's version, without importing it (static mode's release)."""
     from importlib import metadata

@@ -33,13 +33,16 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.relocate import relocate
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config
-from recompile_fix.edits.edit import Edit, unified_diff
+from recompile_fix.edits.edit import Edit, apply_edits, unified_diff
+from recompile_fix.edits.format import configured_line_length
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
+from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.lock import project_lock
+from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
@@ -81,6 +84,8 @@ class ApplyResult:
     # The Profile the Findings came from: its evidence in files edited since profiling mapped
     # onto them as they are now (analysis.relocate).
     profile: Profile | None = None
+    # What this run derived from the files' bytes, for the next run (save it once done with it).
+    memo: DerivedCache | None = None
 
     @property
     def pending(self) -> list[Finding]:
@@ -111,6 +116,7 @@ def run_apply(
             rules,
             result.planned_from,
             result.parsed,
+            memo=result.memo,
         )
         skipped = [
             (r.path, f"{r.path}:{finding.location.line}: {finding.rule} not applied: {why}")
@@ -152,7 +158,7 @@ def find(
         if not _inside(resolved, [root]):
             raise SourceError(f"{p}: outside the project ({root}); run from the project root")
         roots.append(resolved)
-    result = ApplyResult()
+    result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
     profiled: list[Finding] = []
     if profile is not None:  # evidence in files edited since profiling, where its code is now
         profile, stale_frames = relocate(profile, root, Path(root, config.profile))
@@ -178,7 +184,9 @@ def find(
         for finding in merge_findings(profiled, static, config)
         if not is_suppressed(lines.line(finding.file, finding.location.line), finding.rule)
     ]
-    result.findings, result.present = settle(findings, rules, profile=profile, source_of=_SourceReader(root).source)
+    result.findings, result.present = settle(
+        findings, rules, profile=profile, source_of=_SourceReader(root).source, memo=result.memo
+    )
     return result
 
 
@@ -195,9 +203,11 @@ def settle(
     *,
     profile: Profile | None,
     source_of: Callable[[str], SourceFile | None],
+    memo: DerivedCache | None = None,
 ) -> tuple[list[Finding], list[tuple[Finding, str]]]:
     """The Findings still pending in the code as it is, and (finding, where) for those whose fix
-    is already there. Static Findings first take in the Profile's facts."""
+    is already there. Static Findings first take in the Profile's facts. ``memo``: answers kept
+    from an earlier run over the same bytes (``already_present`` may parse the file)."""
     by_id = {rule.id: rule for rule in rules}
     pending: list[Finding] = []
     present: list[tuple[Finding, str]] = []
@@ -207,10 +217,11 @@ def settle(
         if rule is None or source is None:
             pending.append(finding)
             continue
+        where = None
         try:
             if profile is not None and finding.confidence == "static":
                 finding = rule.honour_facts(finding, profile, source)
-            where = rule.already_present(finding, source) if finding.fixable else None
+            where = _already_present(rule, finding, source, memo) if finding.fixable else None
         except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
             where = None
         if where:
@@ -218,6 +229,19 @@ def settle(
         else:
             pending.append(finding)
     return pending, present
+
+
+def _already_present(rule: Rule, finding: Finding, source: SourceFile, memo: DerivedCache | None) -> str | None:
+    """``rule.already_present``, narrowing ``finding`` as it does; from ``memo`` when it knows."""
+    asked = finding.to_json()
+    known = memo.get("present", finding.file, source.text, asked) if memo is not None else None
+    if known is not None:
+        finding.params = known["params"]
+        return known["where"]  # type: ignore[no-any-return]
+    where = rule.already_present(finding, source)
+    if memo is not None:
+        memo.put("present", finding.file, source.text, asked, {"where": where, "params": finding.params})
+    return where
 
 
 def merge_findings(profiled: list[Finding], static: list[Finding], config: Config | None = None) -> list[Finding]:
@@ -408,6 +432,7 @@ def rewrite_files(
     rules: tuple[Rule, ...],
     planned_from: dict[str, str] | None = None,
     parsed: dict[str, SourceFile] | None = None,
+    memo: DerivedCache | None = None,
 ) -> tuple[list[FileRewrite], list[tuple[str, str]]]:
     """Each file's fixes as one rewrite of its text on disk under ``root`` (unchanged ones
     included: their ``skipped`` fixes say why), and (path, why) for each file that could not be
@@ -430,8 +455,7 @@ def rewrite_files(
             if source is None or source.text.encode("utf-8") != data:
                 # Each fix parses what it needs (most need libcst, RF004's only the ast tree).
                 source = SourceFile.read(Path(path), data, parse=False)
-            source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
-            rewrites.append(rewrite(path, source, file_fixes, by_rule, root=root))
+            rewrites.append(_rewrite_memo(path, source, file_fixes, by_rule, root, memo))
         except SourceError as exc:
             failed.append((path, str(exc)))
         except OSError as exc:
@@ -439,6 +463,52 @@ def rewrite_files(
         except Exception as exc:  # a crash in one file never loses another file's work
             failed.append((path, f"{path}: internal error, not changed: {exc!r}"))
     return rewrites, failed
+
+
+def _rewrite_memo(
+    path: str,
+    source: SourceFile,
+    findings: list[Finding],
+    rules: dict[str, Rule],
+    root: Path,
+    memo: DerivedCache | None,
+) -> FileRewrite:
+    """``rewrite``, or what it gave on an earlier run over the same bytes and Findings (it
+    depends also on the project's line length and, in static mode, the installed torch)."""
+    asked = None
+    if memo is not None:
+        asked = {
+            "findings": [f.to_json() for f in findings],
+            "line_length": configured_line_length(Path(root, source.path)),
+            "torch": installed_torch_version(),
+        }
+        known = memo.get("rewrite", path, source.text, asked)
+        if known is not None:
+            edits = [Edit(path, start, end, new_text, rule) for start, end, new_text, rule in known["edits"]]
+            return FileRewrite(
+                path=path,
+                before=source.text,
+                after=apply_edits(source.text, edits),
+                edits=edits,
+                applied=[findings[i] for i in known["applied"]],
+                skipped=[(findings[i], why) for i, why in known["skipped"]],
+            )
+    source.syntax  # noqa: B018 -- a file that does not parse fails here, before any fix
+    made = rewrite(path, source, findings, rules, root=root)
+    index = {id(f): i for i, f in enumerate(findings)}
+    if memo is not None and all(id(f) in index for f in [*made.applied, *(f for f, _ in made.skipped)]):
+        memo.put(
+            "rewrite",
+            path,
+            source.text,
+            asked,
+            {
+                "edits": [[e.start, e.end, e.new_text, e.rule] for e in made.edits],
+                "applied": [index[id(f)] for f in made.applied],
+                "skipped": [[index[id(f)], why] for f, why in made.skipped],
+            },
+        )
+    return made
 
 
 @dataclass
@@ -450,7 +520,9 @@ class FindingFix:
     edits: list[Edit]
 
 
-def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) -> list[FindingFix | None]:
+def finding_fixes(
+    root: Path, findings: list[Finding], rules: tuple[Rule, ...], memo: DerivedCache | None = None
+) -> list[FindingFix | None]:
     """Each Finding's own fix (None: no fix, or the file cannot be read or parsed), for the
     machine-readable outputs; what `apply` writes is all of a file's fixes together."""
     by_rule = {rule.id: rule for rule in rules}
@@ -468,7 +540,7 @@ def finding_fixes(root: Path, findings: list[Finding], rules: tuple[Rule, ...]) 
                 sources[finding.file] = None
         source = sources[finding.file]
         try:
-            made = rewrite(finding.file, source, [finding], by_rule, root=root) if source is not None else None
+            made = _rewrite_memo(finding.file, source, [finding], by_rule, root, memo) if source is not None else None
         except SourceError:
             made = None
         fixes.append(FindingFix(made.before, made.edits) if made is not None and made.applied else None)

@@ -25,7 +25,7 @@ import recompile_fix
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 
-__all__ = ["CACHE_FILE", "CacheEntry", "content_digest", "discover", "Scanned", "StaticScan"]
+__all__ = ["CACHE_FILE", "CacheEntry", "code_digest", "content_digest", "discover", "Scanned", "StaticScan"]
 
 # A file's cache entry: [content digest, its findings as JSON].
 CacheEntry = list[Any]
@@ -118,7 +118,7 @@ class StaticScan:
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
         self.key = (
-            f"{_CACHE_FORMAT}:{recompile_fix.__version__}+{_code_digest()}:{fingerprint}:"
+            f"{_CACHE_FORMAT}:{recompile_fix.__version__}+{code_digest()}:{fingerprint}:"
             f"{','.join(sorted(r.id for r in self.rules))}"
         )
         self.cache_path = root / CACHE_FILE
@@ -225,7 +225,7 @@ def _progress(done: int, total: int) -> None:
 
 
 @functools.cache
-def _code_digest() -> str:
+def code_digest() -> str:
     """A digest of the tool's own source (engine and rules), so a cached result never outlives
     the code that computed it: an editable install changes without a version bump. Once per
     process: the code that runs is the code imported (a language server edited under it keeps

@@ -1,0 +1,102 @@
+"""A warm run parses nothing: after one `apply --check` over a tree, the next one over the same
+bytes answers `settle`, each Finding's own fix (JSON, SARIF) and each file's rewrite from the
+derived cache (pipeline/memo.py), as the static scan answers from its own. Counted in parses,
+not seconds (bench/scan_throughput.py times it)."""
+
+import ast
+import json
+import shutil
+
+import libcst
+import pytest
+from click.testing import CliRunner
+
+from conftest import ROOT
+from recompile_fix.cli import main
+from recompile_fix.pipeline.memo import DERIVED_CACHE_FILE
+
+
+class _Parses:
+    def __init__(self, monkeypatch):
+        self.count = 0
+        real_ast, real_cst = ast.parse, libcst.parse_module
+
+        def counted_ast(*args, **kwargs):
+            self.count += 1
+            return real_ast(*args, **kwargs)
+
+        def counted_cst(*args, **kwargs):
+            self.count += 1
+            return real_cst(*args, **kwargs)
+
+        monkeypatch.setattr(ast, "parse", counted_ast)
+        monkeypatch.setattr(libcst, "parse_module", counted_cst)
+
+
+def _project(tmp_path):
+    for name in ("deep_blocks.py", "lr_scheduler.py", "train_generate.py", "growing_shape.py"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    return tmp_path
+
+
+def _apply(root, monkeypatch, *args):
+    monkeypatch.chdir(root)
+    return CliRunner().invoke(main, ["apply", ".", "-j", "1", *args])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--check",),
+        ("--check", "--unsafe-fixes"),
+        ("--check", "--output-format", "json"),
+        ("--check", "--output-format", "sarif", "--unsafe-fixes"),
+        ("--diff", "--unsafe-fixes"),
+    ],
+)
+def test_a_warm_run_parses_no_file_and_says_the_same(tmp_path, monkeypatch, args):
+    root = _project(tmp_path)
+    cold = _apply(root, monkeypatch, *args)
+    assert cold.exit_code == 1, cold.output  # fixes pending: the run did the work
+    parses = _Parses(monkeypatch)
+    warm = _apply(root, monkeypatch, *args)
+    assert (warm.exit_code, warm.output) == (cold.exit_code, cold.output)
+    assert parses.count == 0
+
+
+def test_an_edited_file_is_parsed_again_and_its_old_answers_dropped(tmp_path, monkeypatch):
+    root = _project(tmp_path)
+    first = _apply(root, monkeypatch, "--check", "--output-format", "json")
+    entries = json.loads((root / DERIVED_CACHE_FILE).read_text())["entries"]
+    assert {e["file"] for e in entries.values()} >= {"lr_scheduler.py", "train_generate.py"}
+    lr = root / "lr_scheduler.py"
+    lr.write_text("# the lr stays a float\n" + lr.read_text())
+    parses = _Parses(monkeypatch)
+    second = _apply(root, monkeypatch, "--check", "--output-format", "json")
+    assert parses.count > 0  # the edited file, and only its answers, are derived again
+    moved = {f["filename"]: f["location"]["row"] for f in json.loads(second.stdout)}
+    before = {f["filename"]: f["location"]["row"] for f in json.loads(first.stdout)}
+    assert moved["lr_scheduler.py"] == before["lr_scheduler.py"] + 1
+    assert moved["train_generate.py"] == before["train_generate.py"]
+    digests = {e["digest"] for e in json.loads((root / DERIVED_CACHE_FILE).read_text())["entries"].values()}
+    old = {e["digest"] for e in entries.values() if e["file"] == "lr_scheduler.py"}
+    assert not old & digests  # the old bytes' answers are gone
+
+
+def test_no_cache_derives_everything_again(tmp_path, monkeypatch):
+    root = _project(tmp_path)
+    _apply(root, monkeypatch, "--check")
+    parses = _Parses(monkeypatch)
+    _apply(root, monkeypatch, "--check", "--no-cache")
+    assert parses.count > 0
+
+
+def test_a_damaged_cache_is_started_over(tmp_path, monkeypatch):
+    root = _project(tmp_path)
+    cold = _apply(root, monkeypatch, "--check")
+    cache = root / DERIVED_CACHE_FILE
+    data = json.loads(cache.read_text())
+    data["entries"] = {"x": {"no": "file"}, **{k: 7 for k in list(data["entries"])[:2]}}
+    cache.write_text(json.dumps(data))
+    again = _apply(root, monkeypatch, "--check")
+    assert (again.exit_code, again.output) == (cold.exit_code, cold.output)
