@@ -183,8 +183,11 @@ def _profile_summary(result: Profile, exit_code: int, written: str, wanted: str,
 )
 def report(profile_file, as_json, html_file) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
+    import copy
+
     from recompile_fix.analysis.compile_calls import static_compile_site
     from recompile_fix.analysis.project import Project
+    from recompile_fix.analysis.relocate import anchor
     from recompile_fix.config import enter_project, load_config
     from recompile_fix.findings.accounting import account
     from recompile_fix.findings.plan import plan
@@ -199,21 +202,30 @@ def report(profile_file, as_json, html_file) -> None:
         enter_project()
     loaded = Profile.load(profile_file or load_config().profile)
     check_against_sources(loaded, _read_or_none)
-    project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
-    planned = plan(loaded, project, ALL_RULES)
+    # As `apply` finds them: evidence in files edited since profiling where its code is now
+    # (analysis.relocate); a frame whose code changed is shown as recorded, with no fix.
+    anchored = anchor(loaded, Path.cwd())
+    for note in anchored.notes:
+        click.echo(f"recompile-fix: {note}", err=True)
+    project = Project(".", expected_hashes=anchored.profile.sources, interpreter=loaded.interpreter)
+    planned = plan(anchored.profile, project, ALL_RULES)
+    shown = anchored.profile
+    if anchored.stale:
+        shown = copy.copy(anchored.profile)
+        shown.frames = anchored.profile.frames + anchored.stale
     # Fixes already in the code (an earlier round's, or written by hand) are not offered again;
     # the accounting is of the Profile's recompiles, so it counts them as fixes.
-    findings, _ = settle_in(".", planned, ALL_RULES, loaded)
-    accounting = account(loaded, planned, deliberate_static=static_compile_site(loaded, project))
+    findings, _ = settle_in(".", planned, ALL_RULES, anchored.profile)
+    accounting = account(shown, planned, deliberate_static=static_compile_site(anchored.profile, project))
     if as_json:
-        click.echo(json.dumps(render_json(loaded, findings, accounting=accounting), indent=1))
+        click.echo(json.dumps(render_json(shown, findings, accounting=accounting), indent=1))
     else:
-        click.echo(render_text(loaded, findings=findings, accounting=accounting, width=terminal_width()), nl=False)
+        click.echo(render_text(shown, findings=findings, accounting=accounting, width=terminal_width()), nl=False)
     if html_file:
         from recompile_fix.html_report import render_page
         from recompile_fix.pipeline.fix import finding_fixes
 
-        page = render_page(loaded, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".")
+        page = render_page(shown, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".")
         Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)
 
@@ -631,7 +643,10 @@ def lsp(debounce, guide) -> None:
     try:
         import pygls  # noqa: F401
     except ImportError:
-        raise UserError("the language server needs pygls: pip install 'recompile-fix[lsp]'") from None
+        raise UserError(
+            "the language server needs pygls (the `lsp` extra): install recompile-fix with [lsp] (README), "
+            f"or `{sys.executable} -m pip install 'pygls>=2,<3'`"
+        ) from None
     from recompile_fix.lsp.server import DEFAULT_DEBOUNCE, serve
 
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)

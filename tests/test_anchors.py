@@ -4,6 +4,7 @@ then the files edited. Edits elsewhere keep every finding, at the right place; a
 very statement a fix anchors to makes that finding alone stale, in one line."""
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -116,3 +117,102 @@ def test_kept_texts_are_never_python_files_of_the_project(tmp_path):
         assert kept_source(where, digest).read_text() == "x = 1\n"
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")) == ["train.py"]
     assert kept_source(tmp_path / "run.json", digest).parent.name == ".run.sources"
+
+
+# -- the language server: the same mapping for an unsaved buffer ---------------------------------
+def _apply_lsp_edits(text: str, edits) -> str:
+    """LSP edits ((start, end) as (line, character), new text) on an ASCII text, last first
+    (insertions at one point in the order given, as LSP has them)."""
+    lines = text.splitlines(keepends=True)
+    starts = [sum(len(line) for line in lines[:i]) for i in range(len(lines) + 1)]
+    for _, (((sl, sc), (el, ec)), new) in sorted(enumerate(edits), key=lambda e: (e[1][0], e[0]), reverse=True):
+        text = text[: starts[sl] + sc] + new + text[starts[el] + ec :]
+    return text
+
+
+def test_the_language_server_maps_an_unsaved_buffer_as_apply_does(kept, tmp_path):
+    from recompile_fix.lsp.engine import Engine
+
+    saved = tmp_path / "saved"
+    shutil.copytree(kept, saved)
+    _edit_elsewhere(saved)  # the same edits, saved and black-formatted, for `apply`
+    edited = (saved / "main.py").read_text()
+    engine = Engine(kept, encoding="utf-8")  # main.py on disk is the profiled one: the edit is unsaved
+    analysis = engine.analyze("main.py", edited)
+    assert not analysis.stale
+    (item,) = [i for i in analysis.items if i.rule == "RF001"]
+    assert item.range[0] == (edited.splitlines().index("    fn(torch.ones(n))"), 4)
+    fixed = _apply_lsp_edits(edited, engine.fix_all(analysis))
+    run_cli("apply", ".", cwd=saved, check=0)
+    assert fixed == (saved / "main.py").read_text()  # the edit `apply` makes, at the same place
+    after = engine.analyze("main.py", fixed)
+    assert not after.stale and [i for i in after.items if i.rule == "RF001"] == []
+
+
+def test_the_language_server_names_the_stale_finding_alone(kept):
+    from recompile_fix.lsp.engine import Engine
+
+    engine = Engine(kept, encoding="utf-8")
+    changed = "# a comment\n" + MAIN.replace("    fn(torch.ones(n))", "    fn(torch.ones(n) + 1)")
+    analysis = engine.analyze("main.py", changed)
+    assert [i.message for i in analysis.items] == [
+        "main.py:12: `fn(torch.ones(n))` changed since profiling: the evidence of `fn` there is stale, not fixed"
+    ]
+    helpers = engine.analyze("helpers.py", "# a comment\n" + HELPERS)  # the other file's finding applies
+    assert [i.rule for i in helpers.items] == ["RF001"] and helpers.items[0].range[0] == (12, 8)  # one line down
+
+
+# -- report: the same mapping ----------------------------------------------------------------------
+def test_report_shows_edited_files_where_their_code_is_now(kept):
+    _edit_elsewhere(kept)
+    main = (kept / "main.py").read_text().splitlines()
+    call, first = main.index("    fn(torch.ones(n))") + 1, main.index("@torch.compile") + 1
+    text = run_cli("report", cwd=kept, check=0)
+    assert text.stderr == "" and f"fn (main.py:{first})" in text.stdout
+    assert f"main.py:{call}:5: RF001" in text.stdout and "helpers.py:" in text.stdout
+    data = json.loads(run_cli("report", "--json", cwd=kept, check=0).stdout)
+    assert ("main.py", call) in [(f["file"], f["location"]["line"]) for f in data["findings"]]
+    assert ("main.py", first) in [(f["file"], f["line"]) for f in data["frames"]]
+
+
+def test_report_names_the_stale_frame_and_keeps_it_in_the_table(kept):
+    (kept / "main.py").write_text("# a comment\n" + MAIN.replace("    fn(torch.ones(n))", "    fn(torch.ones(n) + 1)"))
+    text = run_cli("report", cwd=kept, check=0)
+    assert text.stderr == (
+        "recompile-fix: main.py:12: `fn(torch.ones(n))` changed since profiling: "
+        "the evidence of `fn` there is stale, not fixed\n"
+    )
+    assert "fn (main.py:6)" in text.stdout and "gn (helpers.py:4)" in text.stdout  # both frames, as recorded
+    fixes = text.stdout.split("Fixes", 1)[1]
+    assert "helpers.py:12:9: RF001" in fixes and "main.py:" not in fixes.split("Every recompile")[0]
+
+
+# -- the texts beside the Profile that was read: --profile elsewhere, verify's and fix's copies -----
+def test_a_profile_named_with_profile_maps_through_the_texts_beside_it(project):
+    (project / "ci").mkdir()
+    path = project / "ci" / "run.json"
+    shutil.move(project / ".recompile-fix" / "profile.json", path)
+    keep_profiled_sources(Profile.load(path), path, project)
+    _edit_elsewhere(project)
+    checked = run_cli("apply", ".", "--check", "--profile", "ci/run.json", cwd=project, check=1)
+    assert checked.stdout.count("RF001") == 2 and "stale" not in checked.stderr, checked.stderr
+
+
+def test_a_copy_of_the_project_maps_through_the_texts_beside_the_profile(kept, tmp_path):
+    """`verify` and `fix` plan on a copy of the project that has no .recompile-fix/: the texts
+    are found beside the Profile they read."""
+    from recompile_fix.rules import ALL_RULES
+    from recompile_fix.verify.prove import plan_fixes
+    from recompile_fix.verify.tree import Checkout
+
+    _edit_elsewhere(kept)
+    profile = Profile.load(kept / ".recompile-fix" / "profile.json")
+    work = Checkout.of(kept, profile).copy_to(tmp_path / "copy")
+    assert not (work.root / ".recompile-fix").exists()
+    fixes, errors = plan_fixes(work.cwd, profile, ALL_RULES)
+    call = (kept / "main.py").read_text().splitlines().index("    fn(torch.ones(n))") + 1
+    inner = (kept / "helpers.py").read_text().splitlines().index("        gn(y)  # the call") + 1
+    assert errors == [] and sorted((f.file, f.location.line) for f in fixes) == [
+        ("helpers.py", inner),
+        ("main.py", call),
+    ]

@@ -91,3 +91,19 @@ def test_inserted_statements_use_the_projects_line_length(tmp_path):
         wrapped = format_statement(statement, 4)
     assert max(len(line) for line in wrapped.splitlines()) + 4 <= 50 and "\n" in wrapped
     assert format_statement(statement, 4) == statement  # outside: black's 88
+
+
+def test_noqa_rf001_beside_the_tools_own_spelling(project):
+    """The two-file project: `# noqa: RF001` on one file's call, `# recompile-fix: ignore[RF001]`
+    on the other's; both honoured, neither makes the Profile stale; another code in either keeps
+    the finding."""
+    main, helpers = project / "main.py", project / "helpers.py"
+    main.write_text(main.read_text().replace("    fn(torch.ones(n))\n", "    fn(torch.ones(n))  # noqa: RF001\n"))
+    helpers.write_text(
+        helpers.read_text().replace("        gn(y)\n", "        gn(y)  # recompile-fix: ignore[RF001]\n")
+    )
+    done = run_cli("apply", ".", "--check", cwd=project, check=0)
+    assert "RF001" not in done.stdout and "stale" not in done.stderr and "Would fix 0" in done.stderr
+    main.write_text(main.read_text().replace("# noqa: RF001", "# noqa: E501"))
+    kept = run_cli("apply", ".", "--check", cwd=project, check=1)
+    assert "main.py:12:5: RF001" in kept.stdout and "helpers.py:" not in kept.stdout

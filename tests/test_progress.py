@@ -102,3 +102,36 @@ def test_the_programs_output_reaches_the_log_as_printed(tmp_path):
         with open(log, "w") as out:
             run_profiled([sys.executable, str(program)], cwd=str(tmp_path), env=env, output=out)
         assert expected in log.read_text()
+
+
+@pytest.mark.slow
+def test_a_line_reaches_the_log_while_the_program_still_runs(tmp_path):
+    """The progress line tails the run's log: a print must be there while the program runs on,
+    not when it exits. The program prints, then waits (10 s at most) for the test to have read
+    the line from the log; block-buffered, it would wait in vain and say so."""
+    import threading
+    import time
+
+    from recompile_fix.profile.run import run_profiled
+
+    seen = tmp_path / "seen"
+    program = tmp_path / "p.py"
+    program.write_text(
+        "import os, time\nprint('step 1')\ndeadline = time.time() + 10\n"
+        f"while not os.path.exists({str(seen)!r}) and time.time() < deadline:\n    time.sleep(0.05)\n"
+        f"print('step 2' if os.path.exists({str(seen)!r}) else 'never read')\n"
+    )
+    log = tmp_path / "run.log"
+    with open(log, "w") as out:
+        runner = threading.Thread(
+            target=run_profiled, args=([sys.executable, str(program)],), kwargs={"cwd": str(tmp_path), "output": out}
+        )
+        runner.start()
+        deadline = time.time() + 30
+        while "step 1" not in log.read_text() and runner.is_alive() and time.time() < deadline:
+            time.sleep(0.05)
+        running = runner.is_alive()
+        seen.write_text("")
+        runner.join(60)
+    assert running, log.read_text()  # the line was read while the program still ran
+    assert log.read_text().splitlines()[-2:] == ["step 1", "step 2"]

@@ -12,6 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 USER_BIN = Path(sys.executable).parent  # the user's environment: the test venv, with torch
 TOOL_DEPENDENCIES = ("libcst", "click", "black")
+DIST = "tool-dist"  # beside the tool's venv: what `python -m build` made
 
 # Prepended to the user's program: from here on, importing the tool's dependencies fails, as it
 # would in a virtualenv that has only torch; and nothing may have imported them before.
@@ -64,20 +67,24 @@ def _build_tool_venv(work: Path, venv: Path) -> None:
         done = subprocess.run([str(a) for a in argv], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    # The wheel is built from a copy of the sources (the rules link followed), not in the tree:
-    # another test may be building there.
+    # Built as a release is, `python -m build` (the sdist, then the wheel from the sdist), from
+    # a copy of the sources (the rules link followed), not in the tree: another test may be
+    # building there.
     source = work / "tool-source"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     shutil.copytree(ROOT / "recompile_fix", source / "recompile_fix", ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    wheels = work / "tool-wheels"
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, source)
-    (wheel,) = wheels.glob("recompile_fix-*.whl")
+    dist = work / DIST
+    run(sys.executable, "-m", "build", "-o", dist, source)
+    run(sys.executable, "-m", "twine", "check", "--strict", *sorted(dist.iterdir()))
+    (wheel,) = dist.glob("recompile_fix-*.whl")
     run(sys.executable, "-m", "venv", venv)
-    pip = [venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    run(*pip, "--no-deps", wheel)
-    run(*pip, *(f"{name}=={metadata.version(name)}" for name in TOOL_DEPENDENCIES))
+    # Installed with its dependencies as pip resolves them from the wheel's metadata, at the
+    # test environment's versions of the tool's own.
+    constraints = work / "tool-constraints.txt"
+    constraints.write_text("".join(f"{name}=={metadata.version(name)}\n" for name in TOOL_DEPENDENCIES))
+    run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", constraints, wheel)
 
 
 def _tool(venv: Path, *args, cwd: Path, path_first: Path):
@@ -95,6 +102,25 @@ def _tool(venv: Path, *args, cwd: Path, path_first: Path):
 def test_tool_venv_has_no_torch(tool_venv):
     done = subprocess.run([tool_venv / "bin" / "python", "-c", "import torch"], capture_output=True, text=True)
     assert done.returncode != 0 and "No module named 'torch'" in done.stderr
+
+
+def test_the_built_distributions_name_the_project(tool_venv):
+    """`python -m build` made an sdist and a wheel (both passed `twine check --strict`, and the
+    wheel is what the tool's venv runs): a version, the project's URLs, the lsp extra."""
+    dist = tool_venv.parent / DIST
+    (sdist,) = dist.glob("recompile_fix-*.tar.gz")
+    (wheel,) = dist.glob("recompile_fix-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = archive.read(name).decode()
+    version = metadata.version("recompile-fix")
+    assert f"Version: {version}\n" in meta and sdist.name == f"recompile_fix-{version}.tar.gz"
+    assert "Project-URL: Repository, https://github.com/recompile-fix/recompile-fix\n" in meta
+    assert "Provides-Extra: lsp\n" in meta and "Requires-Python: >=3.11\n" in meta
+    with tarfile.open(sdist) as archive:  # the rules ship inside the package, the link followed
+        assert f"recompile_fix-{version}/recompile_fix/rules/rf001_mark_dynamic.py" in archive.getnames()
+    shown = subprocess.run([tool_venv / "bin" / "recompile-fix", "--version"], capture_output=True, text=True)
+    assert shown.stdout.strip().endswith(version)
 
 
 def test_profile_apply_verify_from_the_tools_own_venv(tool_venv, tmp_path):

@@ -2,8 +2,11 @@
 mapped onto the file as it is now by what it is about.
 
 ``profile`` keeps the text of each of the program's files it hashed
-(``.recompile-fix/sources/<sha256>.py``, beside the Profile). When a file's bytes are no longer
-the profiled ones, each position the Profile names in it is found again:
+(``.recompile-fix/sources/<sha256>.txt``, beside the Profile). Every surface maps through
+``anchor``: ``apply`` and the fix pipeline (``pipeline.fix.find``, and so ``verify``'s and
+``fix``'s copies of the project, which find the texts beside the Profile they read), ``report``
+and the language server (with the editor's unsaved buffer for the file's text). When a file's
+bytes are no longer the profiled ones, each position the Profile names in it is found again:
 
 * a compiled function (a frame's first line) by its qualified name, unique in both texts;
 * any other position by its statement: the innermost statement holding it, keyed by its
@@ -23,13 +26,15 @@ import ast
 import copy
 import hashlib
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recompile_fix.profile.kept_sources import kept_source
-from recompile_fix.profile.model import Profile
+from recompile_fix.profile.model import Frame, Profile, same_as_profiled
 
-__all__ = ["relocate"]
+__all__ = ["Anchored", "anchor", "relocate"]
 _RESUME_AT = re.compile(r"_at_(\d+)$")
 
 
@@ -133,42 +138,77 @@ class _Mapper:
         return None
 
 
-def relocate(profile: Profile, root: Path, profile_path: Path) -> tuple[Profile, list[str]]:
-    """A copy of ``profile`` whose evidence in edited files names the code where it is now
-    (module docstring), and one line for each frame left out as stale."""
+@dataclass
+class Anchored:
+    """A Profile's evidence mapped onto the files as they are now (``anchor``)."""
+
+    profile: Profile  # a copy whose evidence names the code where it is now; stale frames left out
+    notes: list[str] = field(default_factory=list)  # one line per frame left out as stale
+    stale: list[Frame] = field(default_factory=list)  # those frames, as the Profile recorded them
+    moved: set[str] = field(default_factory=set)  # the files whose evidence was mapped
+
+
+def anchor(
+    profile: Profile,
+    root: Path,
+    profile_path: Path | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> Anchored:
+    """Map ``profile``'s evidence in edited files onto them as they are now (module docstring).
+
+    The profiled texts are those kept beside the file the Profile was read from
+    (``Profile.origin``), else beside ``profile_path``. ``texts``: a file's current text where it
+    is not the one on disk (an editor's unsaved buffer), by the Profile's path."""
+    where = profile.origin or profile_path
+    texts = texts or {}
     moved: dict[str, tuple[_Mapper, str]] = {}
     for path, digest in profile.sources.items():
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            raw = (root / path).read_bytes()
+            raw = texts[path].encode("utf-8") if path in texts else (root / path).read_bytes()
         except OSError:
             continue
         now = hashlib.sha256(raw).hexdigest()
-        if now == digest or profile.applied.get(path) == now:
+        if same_as_profiled(raw, digest) or profile.applied.get(path) == now or where is None:
             continue
-        kept = kept_source(profile_path, digest)
+        kept = kept_source(where, digest)
         try:
             moved[path] = (_Mapper(kept.read_text(encoding="utf-8"), raw.decode("utf-8")), now)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue  # no profiled text, or a file that does not parse: stale as before
     if not moved:
-        return profile, []
+        return Anchored(profile)
     data: dict[str, Any] = profile.to_json()
-    notes: list[str] = []
+    result = Anchored(profile, moved=set(moved))
     frames = []
-    for frame in data.get("frames", []):
+    for index, frame in enumerate(data.get("frames", [])):
         failed = _map_frame(frame, moved)
         if failed is None:
             frames.append(frame)
         else:
-            notes.append(failed)
+            result.notes.append(failed)
+            result.stale.append(profile.frames[index])
     data["frames"] = frames
     for path, (_, now) in moved.items():
         data["sources"][path] = now
     relocated = Profile.from_json(copy.deepcopy(data))
     relocated.applied = dict(profile.applied)
-    return relocated, notes
+    relocated.origin = profile.origin
+    result.profile = relocated
+    return result
+
+
+def relocate(
+    profile: Profile,
+    root: Path,
+    profile_path: Path | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> tuple[Profile, list[str]]:
+    """A copy of ``profile`` whose evidence in edited files names the code where it is now
+    (``anchor``), and one line for each frame left out as stale."""
+    anchored = anchor(profile, root, profile_path, texts)
+    return anchored.profile, anchored.notes
 
 
 def _map_frame(frame: dict, moved: dict[str, tuple[_Mapper, str]]) -> str | None:

@@ -8,10 +8,12 @@ import logging
 import os
 import traceback
 from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.relocate import anchor
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.config import DEFAULT_PROFILE
 from recompile_fix.edits.edit import Edit, apply_edits
@@ -78,6 +80,15 @@ class _BufferProject(Project):
         return super().source(path)
 
 
+@dataclass
+class _AnchoredBase(Base):
+    """A buffer edited since profiling whose Findings were planned from the Profile's evidence
+    mapped onto it (analysis.relocate, as `apply` maps it), with a line for each frame of the
+    file whose own code changed (stale, not fixed)."""
+
+    notes: list[str] = field(default_factory=list)
+
+
 def _read_or_none(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
@@ -121,6 +132,7 @@ class Engine:
         self._planned: list[Finding] | None = None
         self._bases: dict[str, Base] = {}
         self._static_bases: OrderedDict[tuple[str, str], Base] = OrderedDict()
+        self._anchored: OrderedDict[tuple[str, str], _AnchoredBase | None] = OrderedDict()
         self._analyses: OrderedDict[tuple[str, str], Analysis] = OrderedDict()
 
     # -- configuration and Profile ----------------------------------------------------------
@@ -184,6 +196,7 @@ class Engine:
             self._planned = None
             self._bases.clear()
             self._static_bases.clear()
+            self._anchored.clear()
             self._analyses.clear()
         return changed
 
@@ -311,7 +324,50 @@ class Engine:
             state = base.states.get(stripped_sha)
             if state is not None:
                 return base, state, False
-        return None, frozenset(), True
+        return self._anchored_base(path, text, stripped_sha)
+
+    def _anchored_base(self, path: str, text: str, stripped_sha: str) -> tuple[Base | None, frozenset, bool]:
+        """A text edited since profiling: the Profile's evidence mapped onto it, as `apply` maps
+        it onto a saved file (``analysis.relocate.anchor``); (None, _, True) where it cannot be
+        (no profiled text kept, a file that does not parse)."""
+        for (other, _), known in reversed(self._anchored.items()):  # a text this server fixed
+            if other == path and known is not None:
+                state = known.states.get(stripped_sha)
+                if state is not None:
+                    return known, state, False
+        key = (path, stripped_sha)
+        if key not in self._anchored:
+            self._anchored[key] = self._plan_anchored(path, text, stripped_sha)
+            while len(self._anchored) > 8:
+                self._anchored.popitem(last=False)
+        self._anchored.move_to_end(key)
+        base = self._anchored[key]
+        return (base, frozenset(), False) if base is not None else (None, frozenset(), True)
+
+    def _plan_anchored(self, path: str, text: str, stripped_sha: str) -> _AnchoredBase | None:
+        profile = self.profile
+        if profile is None:
+            return None
+        try:
+            anchored = anchor(profile, self.root, self.profile_path, texts={path: text})
+            if path not in anchored.moved:
+                return None
+            project = _BufferProject(self.root, anchored.profile.sources, profile.interpreter)
+            project.add(path, text)
+            source = project.source(path)
+            if source is None:
+                return None
+            planned = [f for f in plan(anchored.profile, project, self.rules) if f.file == path]
+            findings = self._settled(
+                merge_findings(planned, self._static_findings(source, path), self.config), path, source
+            )
+        except Exception:  # noqa: BLE001 - a broken rule or mapping must not take the editor down
+            self._log(f"recompile-fix: mapping the Profile onto {path} failed:\n{traceback.format_exc()}")
+            return None
+        notes = [note for note in anchored.notes if note.startswith(f"{path}:")]
+        base = _AnchoredBase(path, text, source, findings, profiled=True, notes=notes)
+        base.states[stripped_sha] = frozenset()
+        return base
 
     # -- analysis -------------------------------------------------------------------------
     def analyze(self, path: str, text: str) -> Analysis:
@@ -353,6 +409,13 @@ class Engine:
                 )
             )
         base = analysis.base
+        for note in base.notes if isinstance(base, _AnchoredBase) else []:
+            first = analysis.lines.line_text(0)
+            items.append(
+                Item(
+                    None, None, ((0, 0), (0, code_units(first, self.encoding))), note, "information", {"kind": "stale"}
+                )
+            )
         shift = self._rewrite(base, analysis.applied).edits if analysis.applied else []
         current = LineIndex(analysis.current) if analysis.applied else base.lines
         for index, finding in enumerate(base.findings):

@@ -330,6 +330,10 @@ class Profile:
     interpreter: Interpreter | None = None
     schema: str = SCHEMA
     schema_version: int = SCHEMA_VERSION
+    # Where this Profile was read from (not written): the profiled texts kept beside it
+    # (profile.kept_sources) map its evidence onto files edited since, from any copy of the
+    # project (verify's, fix's) and whatever --profile named.
+    origin: Path | None = field(default=None, compare=False, repr=False)
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -356,6 +360,7 @@ class Profile:
     # -- JSON -------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = _strip_none(dataclasses.asdict(self))
+        data.pop("origin", None)
         return data
 
     def dump(self, path: str | os.PathLike[str]) -> None:
@@ -431,9 +436,11 @@ class Profile:
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: Profile is truncated or not JSON ({exc.msg} at line {exc.lineno})") from None
         try:
-            return cls.from_json(data)
+            profile = cls.from_json(data)
         except UserError as exc:
             raise UserError(f"{path}: {exc}") from None
+        profile.origin = path.resolve()
+        return profile
 
 
 def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:

@@ -33,15 +33,16 @@ _SKIP_DIRS = {
     ".nox",
     ".ipynb_checkpoints",
 }
-# Linked, not copied: environments (a command like `.venv/bin/python x.py` keeps working).
+# Linked, not copied: environments (a command like `.venv/bin/python x.py` keeps working): these
+# names, and any folder that is a virtualenv (pyvenv.cfg) or a conda prefix (conda-meta/).
 _LINK_DIRS = {".venv", "venv", "node_modules"}
 LINK_FILE_BYTES = 16 * 1024 * 1024  # larger non-Python files (data, checkpoints) are linked
 
 
 def copy_tree(src: Path, dst: Path) -> None:
     """A copy of the project to rewrite: every file byte for byte (so the Profile's hashes hold),
-    except version control, caches and ``.recompile-fix`` (left out), virtual environments and
-    non-Python files over 16 MiB (symlinked to the original: read, not copied)."""
+    except version control, caches and ``.recompile-fix`` (left out), virtual environments, conda
+    prefixes and non-Python files over 16 MiB (symlinked to the original: read, not copied)."""
     src, dst = Path(src).resolve(), Path(dst)
     dst.mkdir(parents=True, exist_ok=True)
     skip_path = dst.resolve()
@@ -55,7 +56,7 @@ def copy_tree(src: Path, dst: Path) -> None:
                 continue
             if path.is_symlink():
                 os.symlink(os.readlink(path), target / name)
-            elif name in _LINK_DIRS or (path / "pyvenv.cfg").exists():
+            elif name in _LINK_DIRS or (path / "pyvenv.cfg").exists() or (path / "conda-meta").is_dir():
                 os.symlink(path, target / name, target_is_directory=True)
             else:
                 (target / name).mkdir()
