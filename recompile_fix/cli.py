@@ -441,6 +441,27 @@ def _accounting_line(loaded: Profile, result, unsafe_fixes: bool) -> str:
 
 
 @main.command()
+@click.argument("reason", required=False)
+def reasons(reason) -> None:
+    """List the recompile reasons, or print one's page (an ID such as RC009, or a kind such as
+    scalar_value): what torch guarded, an example, what changes it, which rule fixes it."""
+    from recompile_fix.output import terminal_width, wrap
+    from recompile_fix.profile.reason_classes import REASON_CLASSES, reason_class
+    from recompile_fix.reason_docs import reason_page
+    from recompile_fix.rules import ALL_RULES
+
+    if reason:
+        found = reason_class(reason)
+        if found is None:
+            raise UserError(f"no recompile reason {reason!r}; `recompile-fix reasons` lists them")
+        click.echo(reason_page(found, ALL_RULES), nl=False)
+        return
+    width = terminal_width()
+    for entry in REASON_CLASSES:
+        click.echo(wrap(f"{entry.id}  {entry.kind:<24} {entry.title}", width, indent=" " * 31))
+
+
+@main.command()
 @click.argument("rule_id", required=False)
 def rules(rule_id) -> None:
     """List the rules, or print one rule's docs (Markdown, as docs/rules/ID.md has it)."""

@@ -26,6 +26,8 @@ import recompile_fix
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.pipeline.fix import FindingFix, finding_fixes
 from recompile_fix.profile.model import resolve
+from recompile_fix.profile.reason_classes import reason_id
+from recompile_fix.reason_docs import reason_url
 from recompile_fix.rule_docs import REPOSITORY, rule_summary, rule_url
 
 __all__ = ["FORMATS", "render", "sarif", "terminal_width", "wrap"]
@@ -150,6 +152,14 @@ def _fix_title(finding: Finding, names: dict[str, str]) -> str:
     return f"Fix {finding.rule} ({name})" if name else f"Fix {finding.rule}"
 
 
+def _reasons(finding: Finding) -> list[dict[str, str]]:
+    """The recompile reasons (registry IDs, docs/reasons/) the Finding is about: the kinds of the
+    recompiles it covers, in the registry's order."""
+    kinds = {kind for cover in finding.covers for kind in cover.get("kinds", ())}
+    ids = sorted({reason_id(kind) for kind in kinds})
+    return [{"id": i, "url": reason_url(i)} for i in ids]
+
+
 def _json(finding: Finding, fix: FindingFix | None, texts: _Texts, names: dict[str, str]) -> dict[str, Any]:
     location, end_location = texts.span(finding)
     return {
@@ -170,6 +180,7 @@ def _json(finding: Finding, fix: FindingFix | None, texts: _Texts, names: dict[s
             ],
         },
         "url": rule_url(finding.rule),
+        "reasons": _reasons(finding),
         "safety": finding.safety.value,
         "confidence": finding.confidence,
         "notes": finding.notes,
@@ -238,7 +249,12 @@ def sarif(
             "level": "warning" if f.fixable else "note",
             "message": {"text": f.message + "".join(f"\nNote: {n}" for n in f.notes)},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.file}, "region": _region(start, end)}}],
-            "properties": {"safety": f.safety.value, "confidence": f.confidence, "evidence": f.evidence},
+            "properties": {
+                "safety": f.safety.value,
+                "confidence": f.confidence,
+                "evidence": f.evidence,
+                "reasons": _reasons(f),
+            },
         }
         if f.rule in index:
             result["ruleIndex"] = index[f.rule]

@@ -8,6 +8,8 @@ from recompile_fix.findings.accounting import Accounting
 from recompile_fix.findings.finding import Finding
 from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
+from recompile_fix.profile.reason_classes import reason_id
+from recompile_fix.reason_docs import reason_url
 
 __all__ = [
     "call_site_label",
@@ -57,6 +59,11 @@ def grouped_reasons(frame: Frame, compiles: list[Compile] | None = None) -> list
         counts[phrase] += 1
         examples.setdefault(phrase, []).append(_reason_example(reason))
     return [(phrase, n, _first_and_last(examples[phrase])) for phrase, n in counts.most_common()]
+
+
+def reason_ids(frame: Frame) -> dict[str, str]:
+    """The registry ID (profile.reason_classes) of each phrase ``grouped_reasons`` gives."""
+    return {_reason_phrase(c.reasons[0]): reason_id(c.reasons[0].kind) for c in frame.compiles if c.reasons}
 
 
 def _first_and_last(examples: list[str]) -> str:
@@ -226,7 +233,10 @@ def render_json(
                     {"file": b.location.file, "line": b.location.line, "reason": b.reason, "count": b.count}
                     for b in f.graph_breaks
                 ],
-                "reasons": [{"reason": p, "count": n, "example": e} for p, n, e in grouped_reasons(f)],
+                "reasons": [
+                    {"reason": p, "count": n, "example": e, "id": reason_ids(f)[p], "url": reason_url(reason_ids(f)[p])}
+                    for p, n, e in grouped_reasons(f)
+                ],
                 "call_sites": [_call_site_json(f, site, compiles) for site, compiles in f.call_sites()],
                 **({"ranks": {str(r): n for r, n in rank_counts(f, ranks).items()}} if len(ranks) > 1 else {}),
             }

@@ -37,6 +37,7 @@ STAGES = [
             "recompile_fix.report",
             "recompile_fix.output",
             "recompile_fix.rule_docs",
+            "recompile_fix.reason_docs",
             "recompile_fix.html_report",
             "recompile_fix.verify",
             "recompile_fix.lsp",
