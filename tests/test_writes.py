@@ -392,3 +392,19 @@ def test_a_symlink_to_a_file_in_the_project_is_one_file(tmp_path):
     assert (tmp_path / "pkg" / "m0.py").read_text().count("nested_compile_region") == 1
     again = run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
     assert "Fixed 0 finding(s)" in again.stderr
+
+
+def test_temp_directories_of_a_killed_run_are_removed_at_the_next_start(tmp_path):
+    """The copies `verify` and `fix` make live in temp directories named with their owner's pid:
+    the next start removes those whose owner is gone, and only ours."""
+    from recompile_fix.profile import scratch
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    gone = [f"recompile-fix-verify-{pid}-a1", f"recompile-fix-outputs-{pid}-b2", f"rfw-{pid}-c3"]
+    kept = [f"recompile-fix-verify-{os.getpid()}-d4", "recompile-fix-verify-x", "torchinductor_root", "rfw-notes"]
+    for name in gone + kept:
+        (tmp_path / name / "tree").mkdir(parents=True)
+        (tmp_path / name / "tree" / "main.py").write_text(MAIN)
+    assert sorted(scratch.sweep(str(tmp_path), force=True)) == sorted(gone)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
