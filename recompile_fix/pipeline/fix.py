@@ -242,16 +242,29 @@ def merge_findings(profiled: list[Finding], static: list[Finding], config: Confi
 
 def _one_per_file(findings: list[Finding], root: Path) -> list[Finding]:
     """Each Finding once per file, however many names the file has: a symbolic link inside the
-    project to a file inside it is scanned under both names (and run under either). The one kept
-    is the file's own name where it has one, else the first."""
-    seen: set[tuple[Path, str, int, int | None]] = set()
+    project to a file inside it is scanned under both names (and run under either). Under the
+    file's own name (else the first name) every Finding is kept; under another name, those at a
+    place the file's own name has no Finding of that rule at."""
+    reals = {path: _real(path, root) for path in {f.file for f in findings}}
+    names: dict[Path, list[str]] = {}
+    for finding in findings:
+        real = names.setdefault(reals[finding.file], [])
+        if finding.file not in real:
+            real.append(finding.file)
+    if all(len(aliases) == 1 for aliases in names.values()):
+        return findings
+    canonical = {
+        real: next((n for n in aliases if not resolve(n, root).is_symlink()), aliases[0])
+        for real, aliases in names.items()
+    }
+    own = {(f.file, f.rule, f.location.line, f.location.col) for f in findings if canonical[reals[f.file]] == f.file}
     kept = []
-    for finding in sorted(findings, key=lambda f: resolve(f.file, root).is_symlink()):
-        key = (_real(finding.file, root), finding.rule, finding.location.line, finding.location.col)
-        if key not in seen:
-            seen.add(key)
-            kept.append(finding)
-    return sorted(kept, key=finding_order)
+    for finding in findings:
+        name = canonical[reals[finding.file]]
+        if name != finding.file and (name, finding.rule, finding.location.line, finding.location.col) in own:
+            continue
+        kept.append(finding)
+    return kept
 
 
 def finding_order(finding: Finding) -> tuple[str, int, int, str]:
@@ -442,9 +455,10 @@ def rewrite_files(
     # One rewrite per file, named as its first Finding names it: a file that is also reached
     # through a symbolic link is rewritten once, with the fixes found under either name.
     names: dict[Path, str] = {}
+    reals = {path: _real(path, root) for path in {f.file for f in fixes}}
     by_file: dict[str, list[Finding]] = {}
     for finding in fixes:
-        name = names.setdefault(_real(finding.file, root), finding.file)
+        name = names.setdefault(reals[finding.file], finding.file)
         by_file.setdefault(name, []).append(finding)
     rewrites: list[FileRewrite] = []
     failed: list[tuple[str, str]] = []
@@ -517,6 +531,7 @@ def write_rewrites(
     name it knows the file by (a symbolic link inside the project and its target). Returns the
     rewrites not written, each with one line saying why (the others are written regardless)."""
     unwritten: list[tuple[FileRewrite, str]] = []
+    names: dict[Path, list[str]] | None = None  # the project's files the Profile names, by real path
     with project_lock(root):
         clean_stale_temps({resolve(r.path, root).resolve().parent for r in rewrites})
         for file_rewrite in rewrites:
@@ -527,8 +542,10 @@ def write_rewrites(
                 unwritten.append((file_rewrite, f"{file_rewrite.path}: {why}"))
                 continue
             if profile is not None:
+                if names is None:
+                    names = _names_by_file(profile.sources, root)
                 written = sha256_bytes(file_rewrite.after.encode("utf-8"))
-                for name in _names_of(file_rewrite.path, profile.sources, root):
+                for name in names.get(_real(file_rewrite.path, root), []):
                     profile.applied[name] = written
     return unwritten
 
@@ -538,11 +555,16 @@ def _real(path: str, root: Path) -> Path:
     return resolve(path, root).resolve()
 
 
-def _names_of(path: str, names: Iterable[str], root: Path) -> list[str]:
-    """``path`` and every other of ``names`` that is the same file (a link to it, its target)."""
-    real = _real(path, root)
-    found = [name for name in names if name == path or _real(name, root) == real]
-    return found
+def _names_by_file(names: Iterable[str], root: Path) -> dict[Path, list[str]]:
+    """The project's files among ``names``, by the file each names (links followed): a link
+    inside the project and its target are one file with two names."""
+    by_file: dict[Path, list[str]] = {}
+    top = str(root.resolve())
+    for name in names:
+        if os.path.isabs(name) and not (name == top or name.startswith(top + os.sep)):
+            continue  # a library's file: never written
+        by_file.setdefault(_real(name, root), []).append(name)
+    return by_file
 
 
 # Called between writing the temp file and renaming it over the user's file (tests race it).
