@@ -403,8 +403,19 @@ def test_temp_directories_of_a_killed_run_are_removed_at_the_next_start(tmp_path
     pid = int(dead.stdout)
     gone = [f"recompile-fix-verify-{pid}-a1", f"recompile-fix-outputs-{pid}-b2", f"rfw-{pid}-c3"]
     kept = [f"recompile-fix-verify-{os.getpid()}-d4", "recompile-fix-verify-x", "torchinductor_root", "rfw-notes"]
-    for name in gone + kept:
+    held = f"recompile-fix-fix-{pid}-e5"  # its pid looks gone (another pid namespace), its lock is held
+    released = f"recompile-fix-fix-{os.getpid()}-f6"  # ours, its lock released: a run of ours that ended
+    for name in [*gone, *kept, held, released]:
         (tmp_path / name / "tree").mkdir(parents=True)
         (tmp_path / name / "tree" / "main.py").write_text(MAIN)
-    assert sorted(scratch.sweep(str(tmp_path), force=True)) == sorted(gone)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+    holding = scratch._hold(str(tmp_path / held))
+    os.close(scratch._hold(str(tmp_path / released)))
+    try:
+        assert sorted(scratch.sweep(str(tmp_path), force=True)) == sorted([*gone, released])
+    finally:
+        os.close(holding)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, held])
+    with scratch.scratch_dir("verify") as made:  # named for its owner, with the lock held
+        assert Path(made).name.startswith(f"recompile-fix-verify-{os.getpid()}-")
+        assert scratch.owned() == [made] and scratch._owned_now(Path(made), -1)
+    assert not Path(made).exists() and scratch.owned() == []

@@ -2,7 +2,11 @@
 the warm runner's sockets), each named with the pid of the process that owns it
 (``recompile-fix-KIND-PID-*``, ``rfw-PID-*``), so that what a killed run left is found and
 removed at the next start (``sweep``) once its owner is gone; while a run lives, the program it
-runs is told which of them to remove should the run be killed (``_bootstrap.watchdog``)."""
+runs is told which of them to remove should the run be killed (``_bootstrap.watchdog``).
+
+The owner of a ``scratch_dir`` also holds an advisory lock on its ``.owner`` file: a pid seen
+from another pid namespace (a container sharing the temp directory) may look gone, a held lock
+never does."""
 
 from __future__ import annotations
 
@@ -17,9 +21,15 @@ from pathlib import Path
 
 from recompile_fix._bootstrap.watchdog import alive
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["owned", "register", "scratch_dir", "sweep", "unregister"]
 
 _OURS = re.compile(r"^(?:recompile-fix-[a-z]+|rfw)-(?P<pid>\d+)-")
+_OWNER_FILE = ".owner"
 _owned: list[str] = []
 _swept: list[bool] = []
 
@@ -34,11 +44,14 @@ def scratch_dir(kind: str) -> Iterator[str]:
     sweep()
     path = tempfile.mkdtemp(prefix=prefix(kind))
     register(path)
+    owner = _hold(path)
     try:
         yield path
     finally:
         unregister(path)
         shutil.rmtree(path, ignore_errors=True)
+        if owner is not None:
+            os.close(owner)
 
 
 def register(path: str) -> None:
@@ -70,7 +83,7 @@ def sweep(directory: str | None = None, *, force: bool = False) -> list[str]:
     for name in names:
         match = _OURS.match(name)
         path = Path(directory, name)
-        if match is None or alive(int(match["pid"])) or not path.is_dir() or path.is_symlink():
+        if match is None or not path.is_dir() or path.is_symlink() or _owned_now(path, int(match["pid"])):
             continue
         for pid_file in path.glob("*.pid"):  # a warm runner's servers
             with suppress(OSError, ValueError):
@@ -80,3 +93,39 @@ def sweep(directory: str | None = None, *, force: bool = False) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(name)
     return removed
+
+
+def _hold(path: str) -> int | None:
+    """Lock ``path``'s ``.owner`` file for as long as the descriptor is open (not inherited)."""
+    if fcntl is None:  # pragma: no cover - Windows: the pid alone says
+        return None
+    try:
+        fd = os.open(os.path.join(path, _OWNER_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _owned_now(path: Path, pid: int) -> bool:
+    """Is the directory's owner still running? Its lock, where it took one, says; else its pid."""
+    lock = path / _OWNER_FILE
+    if fcntl is None or not lock.exists():
+        return alive(pid)
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return alive(pid)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return alive(pid)
+    finally:
+        os.close(fd)
+    return False
