@@ -156,3 +156,71 @@ async def test_an_unreadable_profile_takes_its_fixes_with_it(project):
             assert not any("RF001" in a.title for a in actions or [])
             profile.write_text(recorded)
             await until(client, lambda: len(rf001(client.diagnostics[uri])) == 1)
+
+
+# -- the LSP lifecycle and framing (issue 32) ----------------------------------------------------
+def _wait_exit(client: RawClient) -> int:
+    code = client.proc.wait(timeout=TIMEOUT)
+    client.proc.stderr.close()
+    client.proc.stdout.close()
+    return code
+
+
+def test_requests_before_initialize_and_after_shutdown_are_answered_with_errors(project):
+    client = RawClient(project)
+    try:
+        uri = (project / "main.py").as_uri()
+        client.send(_hover(1, uri, 0, 0))
+        assert client.response(1)["error"]["code"] == -32002  # ServerNotInitialized
+        client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri}}})  # dropped
+        client.send({"id": 2, "method": "initialize", "params": {"capabilities": {}, "rootUri": project.as_uri()}})
+        assert "capabilities" in client.response(2)["result"]
+        client.send({"method": "initialized", "params": {}})
+        client.send({"id": 3, "method": "initialize", "params": {"capabilities": {}}})
+        assert client.response(3)["error"]["code"] == -32600  # only once
+        client.send(_hover(4, uri, 0, 0))
+        assert client.response(4) == {"jsonrpc": "2.0", "id": 4, "result": None}
+        client.send({"id": 5, "method": "shutdown"})
+        assert client.response(5)["result"] is None
+        client.send(_hover(6, uri, 0, 0))
+        assert client.response(6)["error"]["code"] == -32600  # InvalidRequest: shut down
+        client.send({"method": "exit"})
+        assert _wait_exit(client) == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+
+
+def test_exit_without_shutdown_exits_1(raw):
+    raw.send({"method": "exit"})
+    assert _wait_exit(raw) == 1
+
+
+def test_a_batch_is_answered_with_an_error_for_each_request(raw, project):
+    uri = (project / "main.py").as_uri()
+    batch = [
+        {"jsonrpc": "2.0", **_hover(2, uri, 0, 0)},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", **_hover(3, uri, 0, 0)},
+    ]
+    body = json.dumps(batch).encode()
+    raw.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert raw.response(2)["error"]["code"] == -32600
+    assert raw.response(3)["error"]["code"] == -32600
+    raw.send_raw(b"Content-Length: 2\r\n\r\n[]")  # no request in it: one error, no id
+    assert raw.response(None)["error"]["code"] == -32600
+    raw.send(_hover(4, uri, 0, 0))
+    assert raw.response(4) == {"jsonrpc": "2.0", "id": 4, "result": None}
+    raw.close()
+    assert raw.proc.returncode == 0
+
+
+def test_a_huge_content_length_costs_that_message_only(raw, project):
+    uri = (project / "main.py").as_uri()
+    raw.send(_hover(2, uri, 0, 0), header=b"Content-Length: 99999999999\r\n")
+    raw.send(_hover(3, uri, 0, 0))
+    answer = raw.response(2)
+    assert answer["error"]["code"] == -32700 and "99999999999" in answer["error"]["message"]
+    assert raw.response(3) == {"jsonrpc": "2.0", "id": 3, "result": None}
+    raw.close()
+    assert raw.proc.returncode == 0

@@ -207,3 +207,45 @@ def test_ctrl_c_on_a_terminal_reaches_the_program(tmp_path):
     assert not _alive(program) and not _alive(helper)
     (frame,) = json.loads((work / ".recompile-fix" / "profile.json").read_text())["frames"]
     assert len(frame["compiles"]) == 2
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_kill_9_of_verify_ends_the_program_and_removes_its_copies(tmp_path, monkeypatch, warm):
+    """kill -9 cannot be caught: the program used to run on (and its helper), with three copies
+    of the tree left in the temp directory. Now the program watches its owner and ends its own
+    group when it is gone, and a cleaner removes the owner's temp directories (a warm runner's
+    too, which then ends)."""
+    if warm:
+        monkeypatch.setenv("RECOMPILE_FIX_WARM", "1")
+        monkeypatch.delenv("RECOMPILE_FIX_WARM_DIR", raising=False)
+    proc, work, temp, program, helper = _start(tmp_path, "profile", "--backend", "eager")
+    proc.send_signal(signal.SIGINT)
+    _finish(proc, program, helper, temp)  # a Profile to verify
+    (tmp_path / "ready").unlink()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recompile_fix", "verify", "--", "python", "sleeper.py", "plain"]
+        + [str(tmp_path / "ready")],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    program, helper = map(int, (tmp_path / "ready").read_text().split())
+    ours = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor")]
+    assert any(name.startswith("recompile-fix-verify-") for name in ours), ours  # the copies
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (
+        _alive(program) or _alive(helper) or any(not p.name.startswith("torchinductor") for p in temp.iterdir())
+    ):
+        time.sleep(0.2)
+    assert not _alive(program) and not _alive(helper), "the program outlived a kill -9 of verify"
+    assert [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor")] == []

@@ -262,3 +262,160 @@ def test_a_symlink_out_of_the_project_and_a_hard_link_are_left_alone_with_a_note
     ]
     assert (project / "helpers.py").is_symlink() and outside.read_text() == HELPERS
     assert (project / "main.py").read_text() == MAIN and os.stat(project / "main.py").st_nlink == 2
+
+
+# -- an editor's save while apply writes (issue 32) --------------------------------------------------
+EDITOR_SAVE = """
+import os
+import recompile_fix.pipeline.fix as fix
+def _save(path):
+    if path.name == os.environ["SAVE_INTO"]:
+        with open(path, "a") as fh:
+            fh.write("# saved by the editor\\n")
+fix._before_rename = _save
+"""
+
+
+def test_an_editor_save_while_the_temp_file_is_written_is_kept(project, tmp_path):
+    """The save lands after the first comparison, while the temp file is written: it used to be
+    overwritten and the file recorded as fixed. Now: the user's bytes, one line, exit 2, the
+    file not recorded, no temp file left, and the next run fixes it from the saved bytes."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(EDITOR_SAVE)
+    env = {"SAVE_INTO": "main.py", "PYTHONPATH": f"{inject}{os.pathsep}{ROOT}"}
+    proc = _spawn(["apply", "."], project, env)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert [line for line in err.splitlines() if "error" in line] == [
+        "recompile-fix: error: main.py: changed while it was being fixed (another run at the same time?); not changed"
+    ]
+    assert (project / "main.py").read_text() == MAIN + "# saved by the editor\n"
+    assert "mark_dynamic(y, 0)" in (project / "helpers.py").read_text()
+    applied = json.loads((project / ".recompile-fix" / "profile.json").read_text())["applied"]
+    assert list(applied) == ["helpers.py"]
+    assert _leftovers(project) == []
+
+
+def test_a_save_racing_the_write_in_process_keeps_the_users_bytes(project, monkeypatch):
+    import recompile_fix.pipeline.fix as fix
+
+    monkeypatch.chdir(project)
+    profile = Profile.load(project / ".recompile-fix" / "profile.json")
+    saved = HELPERS.replace("(6, 7)", "(6, 7)  # typed while apply ran")
+
+    def save(path: Path) -> None:
+        if path.name == "helpers.py":
+            path.write_text(saved)  # same size? no matter: the bytes differ
+
+    monkeypatch.setattr(fix, "_before_rename", save)
+    result = run_apply(["."], profile, ALL_RULES, use_cache=False)
+    assert result.errors == [
+        "helpers.py: changed while it was being fixed (another run at the same time?); not changed"
+    ]
+    assert (project / "helpers.py").read_text() == saved
+    assert list(profile.applied) == ["main.py"]
+    assert _leftovers(project) == []
+
+
+def test_a_file_another_program_holds_locked_is_left_alone(project, monkeypatch):
+    import fcntl
+
+    monkeypatch.chdir(project)
+    profile = Profile.load(project / ".recompile-fix" / "profile.json")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open('helpers.py'); fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True); "
+            "time.sleep(60)",
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "1"
+        result = run_apply(["."], profile, ALL_RULES, use_cache=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert fcntl  # the platform has advisory locks
+    assert result.errors == ["helpers.py: locked by another program (an editor saving it?); not changed"]
+    assert (project / "helpers.py").read_text() == HELPERS
+    assert list(profile.applied) == ["main.py"]
+
+
+# -- what a killed run left, modes, links (issue 32) ------------------------------------------------
+def test_temp_files_a_killed_run_left_are_removed_by_the_next(project):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = [
+        f".main.py.recompile-fix-{dead.stdout.strip()}-k3j9x.tmp",  # ours, its writer gone
+        ".helpers.py.a1b2c3d4.tmp",  # as releases before named them
+    ]
+    kept = [
+        ".main.py.recompile-fix-1-k3j9x.tmp",  # its writer (pid 1) still runs
+        ".gone.py.a1b2c3d4.tmp",  # not beside a file of that name: not ours to judge
+        "notes.tmp",  # the user's
+    ]
+    for name in stale + kept:
+        (project / name).write_text("half a file")
+    run_cli("apply", ".", cwd=project, check=0)
+    assert sorted(p.name for p in project.iterdir() if p.name.endswith(".tmp")) == sorted(kept)
+    assert "mark_dynamic(x, 0)" in (project / "main.py").read_text()
+
+
+def test_a_read_only_file_is_refused_and_modes_are_kept(project):
+    os.chmod(project / "main.py", 0o444)
+    os.chmod(project / "helpers.py", 0o755)
+    result = run_cli("apply", ".", cwd=project, check=2)
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
+        "recompile-fix: error: main.py: is read-only (mode 0444); not changed (make it writable to fix it)"
+    ]
+    assert (project / "main.py").read_text() == MAIN
+    assert os.stat(project / "main.py").st_mode & 0o777 == 0o444
+    assert "mark_dynamic(y, 0)" in (project / "helpers.py").read_text()
+    assert os.stat(project / "helpers.py").st_mode & 0o777 == 0o755
+
+
+def test_a_symlink_to_a_file_in_the_project_is_one_file(tmp_path):
+    """Scanned under both names, the file was fixed under one and then reported "changed while
+    it was being fixed" under the other (exit 2)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m0.py").write_text(STATIC_BLOCKS.format(n=0))
+    (tmp_path / "link.py").symlink_to(Path("pkg") / "m0.py")
+    result = run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
+    assert "changed while" not in result.stderr and "error" not in result.stderr, result.stderr
+    assert "Fixed 1 finding(s) in 1 file(s)" in result.stderr
+    assert result.stdout.splitlines()[0].startswith("pkg/m0.py:10:5: RF004")  # the file's own name
+    assert (tmp_path / "link.py").is_symlink()
+    assert (tmp_path / "pkg" / "m0.py").read_text().count("nested_compile_region") == 1
+    again = run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
+    assert "Fixed 0 finding(s)" in again.stderr
+
+
+def test_temp_directories_of_a_killed_run_are_removed_at_the_next_start(tmp_path):
+    """The copies `verify` and `fix` make live in temp directories named with their owner's pid:
+    the next start removes those whose owner is gone, and only ours."""
+    from recompile_fix.profile import scratch
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    gone = [f"recompile-fix-verify-{pid}-a1", f"recompile-fix-outputs-{pid}-b2", f"rfw-{pid}-c3"]
+    kept = [f"recompile-fix-verify-{os.getpid()}-d4", "recompile-fix-verify-x", "torchinductor_root", "rfw-notes"]
+    held = f"recompile-fix-fix-{pid}-e5"  # its pid looks gone (another pid namespace), its lock is held
+    released = f"recompile-fix-fix-{os.getpid()}-f6"  # ours, its lock released: a run of ours that ended
+    for name in [*gone, *kept, held, released]:
+        (tmp_path / name / "tree").mkdir(parents=True)
+        (tmp_path / name / "tree" / "main.py").write_text(MAIN)
+    holding = scratch._hold(str(tmp_path / held))
+    os.close(scratch._hold(str(tmp_path / released)))
+    try:
+        assert sorted(scratch.sweep(str(tmp_path), force=True)) == sorted([*gone, released])
+    finally:
+        os.close(holding)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, held])
+    with scratch.scratch_dir("verify") as made:  # named for its owner, with the lock held
+        assert Path(made).name.startswith(f"recompile-fix-verify-{os.getpid()}-")
+        assert scratch.owned() == [made] and scratch._owned_now(Path(made), -1)
+    assert not Path(made).exists() and scratch.owned() == []

@@ -28,6 +28,9 @@ try:
         from recompile_fix.profile.recorder import install_when_torch_imported
 
         install_when_torch_imported()
+        from recompile_fix._bootstrap.watchdog import watch
+
+        watch()  # the program ends when the recompile-fix that runs it is killed
 except Exception as exc:  # the user's program must run even if the recorder cannot
     print(f"recompile-fix: recorder not started: {exc!r}", file=sys.stderr)
 

@@ -181,6 +181,12 @@ def _become(request: dict, fds: list[int]) -> list[str]:
 def _run(argv: list[str], recorder: bool) -> None:
     import runpy
 
+    try:
+        from recompile_fix._bootstrap.watchdog import watch
+
+        watch()  # the program ends when the recompile-fix that runs it is killed
+    except Exception as exc:  # noqa: BLE001 - the program must run regardless
+        print(f"recompile-fix: watchdog not started: {exc!r}", file=sys.stderr)
     if recorder:
         try:
             from recompile_fix.profile.recorder import install_when_torch_imported

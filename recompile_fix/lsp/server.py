@@ -417,12 +417,48 @@ _ANSWERED = object()  # a message already answered with an error: nothing more t
 
 def _protocol_class():
     """pygls's protocol, answering a request whose params do not fit its type (a negative
-    position, a string for a number) with an Invalid Params error instead of dropping it."""
-    from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+    position, a string for a number) with an Invalid Params error instead of dropping it, and
+    following the LSP lifecycle: before ``initialize`` a request is answered ServerNotInitialized
+    (-32002) and a notification dropped; after ``shutdown`` a request is answered InvalidRequest
+    (-32600) and a notification dropped; ``exit`` is always obeyed (pygls exits 0 after
+    ``shutdown``, 1 without)."""
+    from pygls.exceptions import (
+        JsonRpcException,
+        JsonRpcInvalidParams,
+        JsonRpcInvalidRequest,
+        JsonRpcServerNotInitialized,
+    )
     from pygls.protocol import LanguageServerProtocol
 
     class Protocol(LanguageServerProtocol):
+        initialize_seen = False
+
+        def _refused(self, data) -> bool:
+            """Is this message one the lifecycle refuses? A refused request is answered here."""
+            method = data.get("method")
+            if not isinstance(method, str) or method == "exit":
+                return False  # a response to one of our requests, or exit: always handled
+            error: JsonRpcException | None = None
+            if self._shutdown:
+                error = JsonRpcInvalidRequest(f"the server is shut down: only exit is accepted, not {method}")
+            elif not self.initialize_seen:
+                if method == "initialize":
+                    self.initialize_seen = True
+                    return False
+                error = JsonRpcServerNotInitialized(f"{method} before initialize")
+            elif method == "initialize":
+                error = JsonRpcInvalidRequest("initialize may only be sent once")
+            if error is None:
+                return False
+            if "id" in data:
+                self._send_response(data["id"], None, error.to_response_error())
+            else:
+                log.warning("ignoring a notification: %s", error)
+            return True
+
         def structure_message(self, data):
+            if "jsonrpc" in data and self._refused(data):
+                return _ANSWERED
             try:
                 return super().structure_message(data)
             except JsonRpcException:
@@ -464,14 +500,19 @@ def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
 
     server._stop_event = threading.Event()
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    code: int | str | None = None
     try:
         asyncio.run(_read_messages(server, StdinAsyncReader(sys.stdin.buffer, server.thread_pool)))
     except BrokenPipeError:
         log.error("the editor closed the connection; exiting")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
+    except SystemExit as exc:  # the exit notification: 0 after shutdown, 1 without (the LSP spec)
+        code = exc.code
     finally:
         server.shutdown()
+    if code:
+        sys.exit(code)
 
 
 # -- reading messages: every request answered, a bad header never deafens the server ------------
@@ -479,6 +520,9 @@ def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
 # forever) and, after a header it cannot read (``Content-Length: abc``), reads each next body
 # as a header: deaf for good. This loop finds the next ``Content-Length`` wherever it is (a lost
 # body and the next header run into one line), and answers what it could not read.
+# A message longer than this is refused (its header answered as unreadable once its body shows
+# where it ended): `Content-Length: 99999999999` made the server wait for bytes that never came.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _CONTENT_LENGTH = re.compile(rb"Content-Length:[ \t]*(\d+)[ \t]*\r?\n$", re.IGNORECASE)
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
@@ -486,6 +530,7 @@ _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 async def _read_messages(server, reader) -> None:
     protocol = server.protocol
     length = 0
+    why_lost = "its Content-Length header was not a number"
     while not server._stop_event.is_set():
         header = await reader.readline()
         if not header:
@@ -494,8 +539,13 @@ async def _read_messages(server, reader) -> None:
         if match:
             lost = header[: match.start()]
             if lost.strip():  # the body of a message whose header could not be read
-                _answer_unreadable(protocol, lost, "its Content-Length header was not a number")
+                _answer_unreadable(protocol, lost, why_lost)
             length = int(match.group(1))
+            why_lost = "its Content-Length header was not a number"
+            if length > MAX_MESSAGE_BYTES:
+                log.warning("ignoring a message of %d bytes (at most %d)", length, MAX_MESSAGE_BYTES)
+                why_lost = f"its Content-Length ({length}) is over {MAX_MESSAGE_BYTES} bytes"
+                length = 0
             continue
         if header.strip():
             if header.lower().startswith(b"content-length"):
@@ -508,6 +558,9 @@ async def _read_messages(server, reader) -> None:
         length = 0
         if not body:
             return
+        if body.lstrip()[:1] == b"[":
+            _answer_batch(protocol, body)
+            continue
         try:
             message = json.loads(body, object_hook=protocol.structure_message)
         except Exception as exc:  # noqa: BLE001 - not JSON, or not a message
@@ -533,3 +586,23 @@ def _answer_unreadable(protocol, body: bytes, why: str) -> None:
     protocol._send_response(
         msg_id, None, JsonRpcParseError(f"recompile-fix could not read this message: {why}").to_response_error()
     )
+
+
+def _answer_batch(protocol, body: bytes) -> None:
+    """A JSON-RPC batch: the LSP has none, so each request in it is answered InvalidRequest, one
+    response each (a client that sent one reads them one by one), and nothing in it is run; a
+    batch with no request in it is answered once, with no id."""
+    from pygls.exceptions import JsonRpcInvalidRequest
+
+    try:
+        batch = json.loads(body)
+    except ValueError:
+        _answer_unreadable(protocol, body, "it is not JSON")
+        return
+    log.warning("refusing a JSON-RPC batch of %d message(s): the LSP has no batches", len(batch))
+    error = JsonRpcInvalidRequest("JSON-RPC batches are not part of the LSP: send each message on its own")
+    requests = [m for m in batch if isinstance(m, dict) and "id" in m and isinstance(m.get("method"), str)]
+    for message in requests:
+        protocol._send_response(message["id"], None, error.to_response_error())
+    if not requests and not any(isinstance(m, dict) and "method" in m for m in batch):
+        protocol._send_response(None, None, error.to_response_error())

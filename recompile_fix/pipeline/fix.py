@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterable
@@ -48,9 +49,15 @@ from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha2
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the comparisons at write time still hold
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "ApplyResult",
     "FindingFix",
+    "clean_stale_temps",
     "diff_text",
     "find",
     "finding_fixes",
@@ -62,6 +69,7 @@ __all__ = [
     "select_fixes",
     "settle",
     "settle_in",
+    "clean_stale_temps",
     "write_rewrites",
 ]
 
@@ -127,6 +135,8 @@ def run_apply(
         stale = [(path, _stale_message(path, what, path in changed)) for path, what in result.stale.items()]
         result.rewrites = [r for r in rewrites if r.changed]
         if write:
+            # What a run killed before its rename left beside the files this run read.
+            clean_stale_temps({_real(path, root_dir).parent for path in result.planned_from})
             unwritten = write_rewrites(root_dir, result.rewrites, profile)
             failed.extend((r.path, why) for r, why in unwritten)
             result.rewrites = [r for r in result.rewrites if all(r is not u for u, _ in unwritten)]
@@ -181,7 +191,7 @@ def find(
     lines = _LineReader(root)
     findings = [
         finding
-        for finding in merge_findings(profiled, static, config)
+        for finding in _one_per_file(merge_findings(profiled, static, config), root)
         if not is_suppressed(lines.line(finding.file, finding.location.line), finding.rule)
     ]
     result.findings, result.present = settle(
@@ -252,6 +262,33 @@ def merge_findings(profiled: list[Finding], static: list[Finding], config: Confi
     if config is not None:
         merged = [f for f in merged if config.rule_enabled(f.rule, f.file)]
     return sorted(choose_block_compile(merged), key=finding_order)
+
+
+def _one_per_file(findings: list[Finding], root: Path) -> list[Finding]:
+    """Each Finding once per file, however many names the file has: a symbolic link inside the
+    project to a file inside it is scanned under both names (and run under either). Under the
+    file's own name (else the first name) every Finding is kept; under another name, those at a
+    place the file's own name has no Finding of that rule at."""
+    reals = {path: _real(path, root) for path in {f.file for f in findings}}
+    names: dict[Path, list[str]] = {}
+    for finding in findings:
+        real = names.setdefault(reals[finding.file], [])
+        if finding.file not in real:
+            real.append(finding.file)
+    if all(len(aliases) == 1 for aliases in names.values()):
+        return findings
+    canonical = {
+        real: next((n for n in aliases if not resolve(n, root).is_symlink()), aliases[0])
+        for real, aliases in names.items()
+    }
+    own = {(f.file, f.rule, f.location.line, f.location.col) for f in findings if canonical[reals[f.file]] == f.file}
+    kept = []
+    for finding in findings:
+        name = canonical[reals[finding.file]]
+        if name != finding.file and (name, finding.rule, finding.location.line, finding.location.col) in own:
+            continue
+        kept.append(finding)
+    return kept
 
 
 def finding_order(finding: Finding) -> tuple[str, int, int, str]:
@@ -440,9 +477,14 @@ def rewrite_files(
     file whose bytes are others now is not rewritten (positions would not hold). ``parsed``: files
     as planning parsed them, reused when their bytes are still these."""
     by_rule = {rule.id: rule for rule in rules}
+    # One rewrite per file, named as its first Finding names it: a file that is also reached
+    # through a symbolic link is rewritten once, with the fixes found under either name.
+    names: dict[Path, str] = {}
+    reals = {path: _real(path, root) for path in {f.file for f in fixes}}
     by_file: dict[str, list[Finding]] = {}
     for finding in fixes:
-        by_file.setdefault(finding.file, []).append(finding)
+        name = names.setdefault(reals[finding.file], finding.file)
+        by_file.setdefault(name, []).append(finding)
     rewrites: list[FileRewrite] = []
     failed: list[tuple[str, str]] = []
     for path, file_fixes in sorted(by_file.items()):
@@ -557,10 +599,13 @@ def write_rewrites(
     root: Path, rewrites: list[FileRewrite], profile: Profile | None = None
 ) -> list[tuple[FileRewrite, str]]:
     """Write each changed file atomically, under the project's lock, only if its bytes are still
-    the ones rewritten (compare and swap); the Profile remembers the bytes written. Returns the
+    the ones rewritten (compare and swap); the Profile remembers the bytes written, under every
+    name it knows the file by (a symbolic link inside the project and its target). Returns the
     rewrites not written, each with one line saying why (the others are written regardless)."""
     unwritten: list[tuple[FileRewrite, str]] = []
+    names: dict[Path, list[str]] | None = None  # the project's files the Profile names, by real path
     with project_lock(root):
+        clean_stale_temps({resolve(r.path, root).resolve().parent for r in rewrites})
         for file_rewrite in rewrites:
             if not file_rewrite.changed:
                 continue
@@ -568,46 +613,164 @@ def write_rewrites(
             if why is not None:
                 unwritten.append((file_rewrite, f"{file_rewrite.path}: {why}"))
                 continue
-            if profile is not None and file_rewrite.path in profile.sources:
-                profile.applied[file_rewrite.path] = sha256_bytes(file_rewrite.after.encode("utf-8"))
+            if profile is not None:
+                if names is None:
+                    names = _names_by_file(profile.sources, root)
+                written = sha256_bytes(file_rewrite.after.encode("utf-8"))
+                for name in names.get(_real(file_rewrite.path, root), []):
+                    profile.applied[name] = written
     return unwritten
+
+
+def _real(path: str, root: Path) -> Path:
+    """The file ``path`` names, links followed."""
+    return resolve(path, root).resolve()
+
+
+def _names_by_file(names: Iterable[str], root: Path) -> dict[Path, list[str]]:
+    """The project's files among ``names``, by the file each names (links followed): a link
+    inside the project and its target are one file with two names."""
+    by_file: dict[Path, list[str]] = {}
+    top = str(root.resolve())
+    for name in names:
+        if os.path.isabs(name) and not (name == top or name.startswith(top + os.sep)):
+            continue  # a library's file: never written
+        by_file.setdefault(_real(name, root), []).append(name)
+    return by_file
+
+
+# Called between writing the temp file and renaming it over the user's file (tests race it).
+_before_rename: Callable[[Path], None] | None = None
+
+_TEMP_TAG = "recompile-fix"
+# Ours: .NAME.recompile-fix-PID-RANDOM.tmp (and .NAME.RANDOM.tmp, as releases before wrote them).
+_OUR_TEMP = re.compile(r"^\.(?P<name>.+?)\.(?:" + _TEMP_TAG + r"-(?P<pid>\d+)-[a-z0-9_]+|[a-z0-9_]{8})\.tmp$")
+
+
+def clean_stale_temps(directories: Iterable[Path]) -> None:
+    """Remove the temp files a killed run left in ``directories``: only ours (their names say
+    which file they were for, and which process wrote them), only where that file is there and
+    the process that wrote them is gone."""
+    for directory in directories:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            match = _OUR_TEMP.match(name)
+            if match is None or not os.path.lexists(os.path.join(directory, match["name"])):
+                continue
+            if match["pid"] is not None and _alive(int(match["pid"])):
+                continue  # a run writing now (in another project sharing the directory?)
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours, from an earlier write of this process that was cut short
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's
+    return True
 
 
 def _write_checked(path: Path, file_rewrite: FileRewrite, root: Path) -> str | None:
     """Write ``file_rewrite.after`` over ``path``; None, or why it was not written. A symbolic
     link is written through (its target replaced, the link kept) when the target is inside the
     project; a file with hard links is left alone (replacing it would split the links, writing
-    it in place would change every linked copy and is not atomic)."""
+    it in place would change every linked copy and is not atomic), and so is a read-only file.
+
+    The file is compared with the bytes the fix was computed from twice: before the new text is
+    written to a temp file beside it, and again (bytes, inode, size, times) right before the temp
+    file is renamed over it, so an editor's save while the temp file was written is never
+    overwritten. An advisory lock on the file is held throughout: a program that takes one too
+    is never raced at all."""
     if path.is_symlink():
         target = path.resolve()
         if not _inside(target, [root.resolve()]):
             return f"a symbolic link to {target}, outside the project; not changed"
         path = target
+    before = file_rewrite.before.encode("utf-8")
     try:
-        st = path.stat()
-        if st.st_nlink > 1:
-            return f"has {st.st_nlink} hard links; not changed (edit the file one of them names, then profile again)"
-        if path.read_bytes() != file_rewrite.before.encode("utf-8"):
-            return _CHANGED_MEANWHILE
-        _write_atomic(path, file_rewrite.after, st.st_mode)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # never opened: a FIFO would block
+            return "not a regular file; not changed"
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return "not a regular file; not changed"
+            if st.st_nlink > 1:
+                return (
+                    f"has {st.st_nlink} hard links; not changed (edit the file one of them names, then profile again)"
+                )
+            if not st.st_mode & stat.S_IWUSR:
+                return f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}); not changed (make it writable to fix it)"
+            if not _lock_file(fh.fileno()):
+                return "locked by another program (an editor saving it?); not changed"
+            if fh.read() != before:
+                return _CHANGED_MEANWHILE
+            tmp = _write_temp(path, file_rewrite.after, st.st_mode)
+            try:
+                if _before_rename is not None:
+                    _before_rename(path)
+                if not _unchanged(path, st, before):
+                    return _CHANGED_MEANWHILE
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)  # the rename did not happen
     except OSError as exc:
         return f"cannot write: {exc.strerror or exc}; not changed"
     return None
 
 
-def _write_atomic(path: Path, text: str, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _lock_file(fd: int) -> bool:
+    """An exclusive advisory lock on the open file (released when it is closed); False when
+    another process holds one. True where there are no such locks."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # a file system without locks: the comparisons still guard
+    return True
+
+
+def _unchanged(path: Path, st: os.stat_result, before: bytes) -> bool:
+    """Is ``path`` still the file ``st`` described, with the bytes ``before``?"""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+        same = (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns, now.st_ctime_ns) == (
+            st.st_ino,
+            st.st_dev,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
+        return same and path.read_bytes() == before
+    except OSError:
+        return False
+
+
+def _write_temp(path: Path, text: str, mode: int) -> str:
+    """A temp file beside ``path`` holding ``text``, with ``path``'s mode; its name."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_TEMP_TAG}-{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), stat.S_IMODE(mode))
             os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(mode))
-        os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
 
 
 def diff_text(rewrites: list[FileRewrite]) -> str:

@@ -18,13 +18,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import recompile_fix
+from recompile_fix._bootstrap.watchdog import OWNER_DIRS_ENV, OWNER_ENV
 from recompile_fix.errors import Interrupted, UserError
-from recompile_fix.profile import warm
+from recompile_fix.profile import scratch, warm
 from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
@@ -123,13 +123,17 @@ def run_profiled(
     argv = resolve_command(command)
     check_torch(argv, env={**os.environ, **(env or {})})
     root = os.path.abspath(root or cwd or os.getcwd())
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-") as tmp:
+    with scratch.scratch_dir("run") as tmp:
         workdir = Path(tmp)
         boot = _bootstrap_dir(workdir)
         parts = workdir / "parts"
         env = {**os.environ, **(env or {})}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(boot), env.get("PYTHONPATH", "")] if p)
         env[PARTS_DIR_ENV] = str(parts)
+        # Killed (kill -9), we cannot pass a signal on: the program ends itself, and removes
+        # our copies (_bootstrap.watchdog).
+        env[OWNER_ENV] = str(os.getpid())
+        env[OWNER_DIRS_ENV] = os.pathsep.join(scratch.owned())
         if output is not None:
             # Piped, a child's stdout is block-buffered: the progress line would show torch's
             # warnings (stderr) instead of the program's prints. The user's own setting wins.

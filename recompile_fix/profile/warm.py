@@ -75,7 +75,11 @@ def enable() -> None:
     """Keep servers for this process's runs (a command that runs the program more than once)."""
     if _private or os.environ.get(WARM_DIR_ENV) or os.environ.get(OFF_ENV) == "0":
         return
-    _private.append(tempfile.mkdtemp(prefix="rfw-"))
+    from recompile_fix.profile import scratch
+
+    scratch.sweep()  # what a killed run left
+    _private.append(tempfile.mkdtemp(prefix=f"rfw-{os.getpid()}-"))
+    scratch.register(_private[0])
     atexit.register(_stop_private)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.fix import is_selected, select_fixes, write_rewrites
+from recompile_fix.profile import scratch as scratch_dirs
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason, resolve, sha256_bytes
 from recompile_fix.progress import Progress
@@ -120,7 +120,7 @@ def fix_to_fixed_point(
     progress = progress or Progress(enabled=False)
     tolerance = tolerance or Tolerance()
     here = Checkout.of(root or os.getcwd())
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-fix-") as tmp:
+    with scratch_dirs.scratch_dir("fix") as tmp:
         scratch = Path(tmp)
         opening = Trials(command, here, here, rules, scratch, backend=backend, calls=calls, progress=progress)
         opening.expect(2)

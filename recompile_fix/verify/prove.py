@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.fix import ApplyResult, rewrite_files, run_apply, select_fixes, write_rewrites
+from recompile_fix.profile import scratch
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import Profile, resolve, sha256_bytes
 from recompile_fix.progress import Progress
@@ -132,7 +132,7 @@ def verify(
     compare. ``root``: where the command runs (default: here)."""
     user = Checkout.of(root or os.getcwd(), profile)
     tolerance = tolerance or Tolerance()
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
+    with scratch.scratch_dir("verify") as tmp:
         tree = user.copy_to(Path(tmp) / "tree")
         fixes, errors = plan_fixes(
             tree.cwd, profile, rules, paths=paths, unsafe_fixes=unsafe_fixes, apply_options=apply_options
@@ -389,7 +389,7 @@ def apply_verified(
     user = Checkout.of(root or os.getcwd(), profile)
     tolerance = tolerance or Tolerance()
     result = VerifiedApply()
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-verify-") as tmp:
+    with scratch.scratch_dir("verify") as tmp:
         # Before the program runs (and perhaps writes files) in the tree.
         snapshot = user.copy_to(Path(tmp) / "snapshot")
         fixes, result.errors = plan_fixes(

@@ -18,7 +18,7 @@ from typing import Any
 
 import recompile_fix
 from recompile_fix.errors import UserError
-from recompile_fix.profile import warm
+from recompile_fix.profile import scratch, warm
 from recompile_fix.profile.compiled_outputs import (
     CALLS_ENV,
     DEFAULT_CALLS,
@@ -175,7 +175,7 @@ def run_command(
     warm.enable()  # verify and fix run the program again and again: each later run skips `import torch`
     progress = progress or Progress(enabled=False)
     kept = None
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-") as out:
+    with scratch.scratch_dir("outputs") as out:
         env = {OUTPUTS_ENV: out, CALLS_ENV: str(calls), FAIL_ON_RECOMPILE_ENV: "1" if fail_on_recompile else "0"}
         if user is not None and os.environ.get("PYTHONPATH"):  # entries into the tree: the copy's
             env["PYTHONPATH"] = os.pathsep.join(
@@ -194,7 +194,7 @@ def run_command(
             run.outputs, run.truncated = _outputs(load_outputs(out), spell)
         else:
             # Installed without torch: keep the files; the user's interpreter compares them.
-            kept = tempfile.TemporaryDirectory(prefix="recompile-fix-outputs-")
+            kept = tempfile.TemporaryDirectory(prefix=scratch.prefix("outputs"))
             shutil.copytree(out, kept.name, dirs_exist_ok=True)
             run.outputs, run.truncated = _outputs(load_refs(kept.name), spell, interpreter=_interpreter_of(command))
     run.kept = kept
@@ -225,7 +225,7 @@ def judge_pairs(pairs: list[tuple[Any, Any]], tolerance: Any, interpreter: str |
     if not isinstance(pairs[0][0], TensorRef):
         return [compare(b, a, exact=tolerance.exact, rtol=tolerance.rtol, atol=tolerance.atol) for b, a in pairs]
     request = {"pairs": pairs, "exact": tolerance.exact, "rtol": tolerance.rtol, "atol": tolerance.atol}
-    with tempfile.TemporaryDirectory(prefix="recompile-fix-judge-") as tmp:
+    with scratch.scratch_dir("judge") as tmp:
         # Only the package on the path (no sitecustomize: no recorder): compiled_outputs needs
         # the standard library and torch.
         (Path(tmp) / "recompile_fix").symlink_to(_PACKAGE_DIR, target_is_directory=True)
