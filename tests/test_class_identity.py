@@ -18,13 +18,18 @@ import pytest
 
 from conftest import run_cli
 from equivalence import assert_same_outputs, run_recorded
+from recompile_fix.analysis.block_stacks import Site
 from recompile_fix.analysis.classes import ClassIndex, qualified_classes
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.regional import StackRef
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Safety
 from recompile_fix.profile.merge import build_profile
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, sha256_bytes
+from recompile_fix.profile.model import BlockStack, Compile, Frame, Location, Profile, Reason, sha256_bytes
 from recompile_fix.rules import rule_by_id
+from recompile_fix.rules.rf004_nested_compile_region import _recorded_count
+from recompile_fix.rules.rf007_regional_compile import _decorator_target_problem
 
 RF006 = rule_by_id("RF006")
 
@@ -346,3 +351,32 @@ def test_the_two_programs_are_what_the_tests_say():
     assert a[9].strip() == "def forward(self, x):" and a[10].strip() == "self.step += 1"
     assert main[11].strip() == "def forward(self, x):" and main[19].startswith("    y = net(")
     assert glob[20] == "@torch.compile" and glob[26].startswith("    y = train_step(")
+
+
+# -- blocks: RF004's recorded count and RF007's decorator target, by file and name ---------------
+BLOCK_FILE = """\
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+@pytest.mark.parametrize(("stack_file", "count"), [("model.py", 6), ("other.py", None)])
+def test_rf004_counts_the_recorded_stack_of_the_same_class_only(stack_file, count):
+
+    stack = BlockStack(path="blocks", count=6, block="Block", file=stack_file, line=4)
+    frame = Frame(file="model.py", first_line=1, name="forward", compiles=[Compile(id="0/0", blocks=[stack])])
+    site = Site(owner="Net", attr="blocks", block="Block", count=None, line=9)
+    assert _recorded_count(site, frame, "model.py").count == count
+
+
+@pytest.mark.parametrize(("ref_file", "problem"), [("model.py", None), ("blocks.py", "not a class of this file")])
+def test_rf007_reads_the_blocks_class_in_its_own_file_only(ref_file, problem):
+
+    source = SourceFile.parse(Path("model.py"), BLOCK_FILE)
+    ref = StackRef(path="blocks", block="Block", file=ref_file, line=4, count=6)
+    found = _decorator_target_problem(source, "model.py", [ref])
+    assert found is None if problem is None else problem in found
