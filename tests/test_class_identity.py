@@ -216,6 +216,32 @@ def test_a_global_module_is_the_class_its_constructor_names(tmp_path, recorded):
     assert 'self.register_buffer("step", torch.tensor(0), persistent=False)' in once["a.py"]
 
 
+MAIN_WRAPPER = MAIN.replace(
+    "net = torch.compile(a.Net())",
+    "class Wrapper(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.inner = a.Net()\n\n"
+    "    def forward(self, x):\n        return self.inner(x)\n\n\nnet = torch.compile(Wrapper())",
+)
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "older_profile"])
+def test_a_submodule_is_the_class_its_holder_builds(tmp_path, recorded):
+    """`self.inner.step` in compiled `Wrapper.forward`: `self.inner = a.Net()` names a.py's class,
+    not main.py's `Net` (the recorder does not walk submodules)."""
+    inputs = {"self": _module(tmp_path, "main.py", "Wrapper", recorded), "x": X}
+    line = MAIN_WRAPPER.splitlines().index("    def forward(self, x):", 15) + 1
+    frame = _frame("main.py", "forward", line, "self.inner.step", 11, inputs, Location("main.py", 29))
+    for compile_ in frame.compiles:
+        for reason in compile_.reasons:
+            reason.first_use = Location(file="a.py", line=11, function="forward")
+    _project(tmp_path, {"a.py": COMPILED_NET, "main.py": MAIN_WRAPPER}, [frame])
+    before, once = _apply_twice(tmp_path)
+    assert once["main.py"] == before["main.py"]
+    if recorded:  # Wrapper's exact type known, so a.Net's: main.py's `self.step = 0` is another's
+        assert 'self.register_buffer("step", torch.tensor(0), persistent=False)' in once["a.py"]
+    else:
+        assert "dynamic_sources = \"L['self'].inner.step\"" in once["a.py"]
+
+
 def test_a_recorded_class_whose_file_changed_is_not_taken_for_another(tmp_path):
     """The fixed file no longer the one profiled: no finding edits main.py's Net, and what is
     said about a.py's is said in a.py (which apply, having fixed it, keeps quiet about)."""
@@ -380,3 +406,20 @@ def test_rf007_reads_the_blocks_class_in_its_own_file_only(ref_file, problem):
     ref = StackRef(path="blocks", block="Block", file=ref_file, line=4, count=6)
     found = _decorator_target_problem(source, "model.py", [ref])
     assert found is None if problem is None else problem in found
+
+
+def test_the_recorder_records_a_modules_class_by_identity():
+    import torch
+
+    from recompile_fix.profile.recorder import _InputWalk
+
+    def build():
+        class Net(torch.nn.Module):
+            pass
+
+        return Net()
+
+    walk = _InputWalk(torch)
+    walk.visit("self", build(), 0)
+    assert walk.entries["self"]["qualname"].endswith("build.<locals>.Net")
+    assert walk.entries["self"]["class"] == "Net" and walk.entries["self"]["file"] == __file__

@@ -1,8 +1,8 @@
 """Generated projects whose files define classes of one name (issue 32, item 6): two or three
 model files each with a `class Net` (or `Block`) counting its calls in an int attribute of a
 shared name, a driver that may define its own; one of them compiled and recompiling on its
-counter (as the Profile of a run records: the compiled method's frame, or a compiled function
-reaching the model through a global), with the recorder's class record or an older Profile
+counter (as the Profile of a run records: the compiled method's frame, a compiled function
+reaching the model through a global, or a compiled module of the driver holding it), with the recorder's class record or an older Profile
 without it. Every file is in the Profile (the hard case: each could be edited).
 
 The property: `apply` edits no file but the compiled class's, and a second `apply` (the fixed file
@@ -55,7 +55,8 @@ class Project:
     models: list[Model]  # m0.py, m1.py, ...
     own: Model | None  # the driver's own class, never compiled
     compiled: int  # which model file's class the program compiles
-    through_global: bool  # a compiled function calls the model through a global
+    through: str  # "method": its forward is compiled; "global": a compiled function calls it
+    # through a global; "submodule": a compiled module of the driver holds it
     recorded: bool  # the Profile has the recorder's class record (else an older Profile)
 
     def files(self) -> dict[str, str]:
@@ -64,9 +65,13 @@ class Project:
         if self.own is not None:
             main += "\n\n" + self.own.text().split("\n\n\n", 1)[1].rstrip("\n") + "\n"
         chosen = f"m{self.compiled}.{self.models[self.compiled].name}()"
-        if self.through_global:
+        if self.through == "global":
             main += f"\n\nmodel = {chosen}\n\n\n@torch.compile\ndef train_step(x):\n    return model(x)\n\n\n"
             main += "for _ in range(4):\n    y = train_step(torch.ones(3))\n"
+        elif self.through == "submodule":
+            main += "\n\nclass Wrapper(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            main += f"        self.inner = {chosen}\n\n    def forward(self, x):\n        return self.inner(x)\n\n\n"
+            main += "model = torch.compile(Wrapper())\nfor _ in range(4):\n    y = model(torch.ones(3))\n"
         else:
             main += f"\n\nmodel = torch.compile({chosen})\nfor _ in range(4):\n    y = model(torch.ones(3))\n"
         files["main.py"] = main
@@ -83,7 +88,7 @@ def projects(draw) -> Project:
         models=models,
         own=own,
         compiled=draw(st.integers(0, len(models) - 1)),
-        through_global=draw(st.booleans()),
+        through=draw(st.sampled_from(["method", "global", "submodule"])),
         recorded=draw(st.booleans()),
     )
 
@@ -98,9 +103,15 @@ def profile_of(project: Project, root: Path, files: dict[str, str]) -> Profile:
     file = f"m{project.compiled}.py"
     use = Location(file=file, line=_line(files[file], f"self.{model.attr} += 1"), function="forward")
     site = Location(file="main.py", line=_line(files["main.py"], "y = "))
-    if project.through_global:
+    if project.through == "global":
         frame_at = ("main.py", _line(files["main.py"], "@torch.compile"), "train_step")
         source, inputs = f"G['model'].{model.attr}", {"x": X}
+    elif project.through == "submodule":
+        frame_at = ("main.py", _line(files["main.py"], "return self.inner") - 1, "forward")
+        entry = {"type": "Module", "class": "Wrapper", "file": str(root / "main.py")}
+        if project.recorded:
+            entry.update({"qualname": "Wrapper", "defined_in": "main.py"})
+        source, inputs = f"self.inner.{model.attr}", {"self": entry, "x": X}
     else:
         frame_at = (file, _line(files[file], "def forward"), "forward")
         entry = {"type": "Module", "class": model.name, "file": str(root / file)}

@@ -324,6 +324,15 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
     if recorded is not None:
         return (*recorded, "recorded")
     classes = ClassIndex(project)
+    if "." in root:  # ``self.loss``: the class its holder's ``__init__`` builds it from
+        parent_root, attr = root.rsplit(".", 1)
+        parent = counter_owner(frame, parent_root, project)
+        holder = classes.by_qualname(parent[0], parent[1]) if parent is not None else None
+        built = _submodule(classes, holder, attr) if holder is not None else None
+        qualname = _qualname(built) if built is not None else None
+        if parent is None or built is None or qualname is None:
+            return None
+        return (built.file, qualname, "enclosing" if parent[2] == "enclosing" else "constructed")
     source = project.source(frame.file)
     if source is None:
         return None
@@ -359,6 +368,20 @@ def _constructed(classes: ClassIndex, file: str, value: cst.BaseExpression) -> C
             return None
         value = value.func.value
     return None
+
+
+def _submodule(classes: ClassIndex, holder: ClassRef, attr: str) -> ClassRef | None:
+    """The project class every ``self.<attr> = Cls(...)`` of ``holder`` (or its bases) builds;
+    None when there is none, or they build different classes."""
+    built = set()
+    for owner in classes.mro(holder):
+        for node in walk(owner.node):
+            if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Attribute) and is_name(t.target.value, "self") and t.target.attr.value == attr
+                for t in node.targets
+            ):
+                built.add(_constructed(classes, owner.file, node.value))
+    return built.pop() if len(built) == 1 else None
 
 
 def _qualname(ref: ClassRef) -> str | None:
