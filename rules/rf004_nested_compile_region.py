@@ -149,7 +149,7 @@ class NestedCompileRegion(Rule):
                 key = (frame.file, site.target_key)
                 if key in findings:
                     continue
-                site = _recorded_count(site, frame)
+                site = _recorded_count(site, frame, frame.file)
                 finding = self._finding(analysis, site, frame.file, version_problem, facts, frame, profile)
                 if finding is not None and _compiled_on_its_own(profile, frame.file, analysis, site):
                     # Not inlined: a graph break in it (said above, when the Profile saw it), or
@@ -481,16 +481,17 @@ class _ProgramFacts:
         return None
 
 
-def _recorded_count(site: Site, frame: Frame) -> Site:
-    """The site with the number of blocks the run recorded in the compiled module (its block stack
-    of the same class at the same attribute), where the source does not say it
-    (``nn.ModuleList(Block() for _ in range(config.n_layer))``)."""
+def _recorded_count(site: Site, frame: Frame, path: str) -> Site:
+    """The site (its block a class of ``path``) with the number of blocks the run recorded in the
+    compiled module (its block stack of the same class, by file and name, at the same attribute),
+    where the source does not say it (``nn.ModuleList(Block() for _ in range(config.n_layer))``)."""
     if site.count is not None:
         return site
     counts = {
         stack.count
         for stack in frame.block_stacks
-        if stack.block.rsplit(".", 1)[-1] == site.block
+        if stack.file == path
+        and stack.block == site.block
         and (stack.path == site.attr or stack.path.endswith("." + site.attr))
     }
     return dataclasses.replace(site, count=counts.pop()) if len(counts) == 1 else site

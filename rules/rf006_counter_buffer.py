@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from recompile_fix.analysis.counters import AttributeState, Counter, CounterState, GlobalState
+from recompile_fix.analysis.counters import AttributeState, Counter, CounterState, GlobalState, counter_owner
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, distinct
 from recompile_fix.analysis.source import SourceFile
@@ -113,6 +113,7 @@ class CounterBuffer(Rule):
     # -- planning ----------------------------------------------------------------------
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         counters: dict[tuple, Counter] = {}
+        owners: dict[tuple, tuple[str, str, str] | None] = {}
         for frame in profile.frames:
             if os.path.isabs(frame.file):
                 continue  # library code: its globals and attributes are not the user's to edit
@@ -123,13 +124,17 @@ class CounterBuffer(Rule):
                     key = ("global", frame.file, _GLOBAL_SOURCE.match(source).group("name"))
                 elif (
                     reason.kind in ("module_attribute", "scalar_value", "attribute_presence")
-                    and _ATTRIBUTE_SOURCE.match(source)
+                    and (match := _ATTRIBUTE_SOURCE.match(source))
                     and (is_int or reason.kind == "attribute_presence")
                 ):
-                    key = ("attribute", _ATTRIBUTE_SOURCE.match(source).group("attr"))
+                    # One counter per class, by identity: two files' `class Net` hold two.
+                    root = match.group("root") + match.group("rest")
+                    if (frame.key, root) not in owners:
+                        owners[frame.key, root] = counter_owner(frame, root, project)
+                    key = ("attribute", owners[frame.key, root], match.group("attr"))
                 else:
                     continue
-                counter = counters.setdefault(key, Counter(kind=key[0], name=key[-1]))
+                counter = counters.setdefault(key, Counter(kind=key[0], name=key[-1], owner=key[1]))
                 counter.add(frame, source, reason.value if is_int else None)
         findings: list[Finding] = []
         configs: dict[str, list[Finding]] = {}
@@ -187,6 +192,8 @@ class CounterBuffer(Rule):
             )
 
         fallback = counter.first_use or Location(file=frame.file, line=frame.first_line)
+        if state is not None and state.why_not and state.why_not_location is not None:
+            fallback = state.why_not_location  # where the class is: its file, not another's
         if state is None or state.why_not:
             return finding(
                 "it stays an int",

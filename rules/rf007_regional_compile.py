@@ -272,7 +272,7 @@ class RegionalCompile(Rule):
                     "their `_orig_mod.` prefix)"
                 )
         if site.kind == "decorator" and not blockers:
-            problem = _decorator_target_problem(source, site, refs)
+            problem = _decorator_target_problem(source, path, refs)
             if problem:
                 blockers.append(problem)
         existing = {expr for _, expr in regional_loops(source)}
@@ -438,10 +438,12 @@ def _line_ending(text: str) -> str:
     return ""
 
 
-def _decorator_target_problem(source: SourceFile, site: CompileSite, refs: list[StackRef]) -> str | None:
+def _decorator_target_problem(source: SourceFile, path: str, refs: list[StackRef]) -> str | None:
     classes = {n.name: n for n in source.syntax.body if isinstance(n, ast.ClassDef)}
     for ref in refs:
-        cls_ = classes.get(ref.block)
+        # The blocks' class by identity: its file and name (this file's class of the same name
+        # is another class).
+        cls_ = classes.get(ref.block) if ref.file == path else None
         if cls_ is None:
             return (
                 f"`{ref.block}` is not a class of this file: the decorator cannot move onto its forward here; "

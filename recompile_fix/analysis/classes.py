@@ -19,7 +19,7 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name
 
-__all__ = ["ClassIndex", "ClassRef"]
+__all__ = ["ClassIndex", "ClassRef", "qualified_classes"]
 
 # Bases that make a class an nn.Module without reading torch: everything torch.nn exports that
 # is a class (nn.Module, nn.Linear, nn.Sequential, ...).
@@ -183,16 +183,51 @@ class ClassIndex:
                     return owner, statement
         return None
 
+    def by_qualname(self, file: str, qualname: str) -> ClassRef | None:
+        """The class ``qualname`` (its ``__qualname__``: ``Net``, ``Outer.Inner``,
+        ``build.<locals>.Net``) defined in ``file``: a class by identity. None when the file has
+        no such class, or more than one ``class`` statement of that qualified name (which ran
+        cannot be told)."""
+        source = self.read(file)
+        if source is None:
+            return None
+        found = qualified_classes(source.module).get(qualname, [])
+        return ClassRef(file, source, found[0]) if len(found) == 1 else None
+
     def enclosing(self, file: str, source: SourceFile, node: cst.CSTNode) -> ClassRef | None:
         cls = source.enclosing_class(node)
         return ClassRef(file, source, cls) if cls is not None else None
 
 
 def _class_named(module: cst.Module, name: str) -> cst.ClassDef | None:
+    """The module-level ``class name``: of several, the last, which Python leaves bound."""
+    found = None
     for statement in module.body:
         if isinstance(statement, cst.ClassDef) and statement.name.value == name:
-            return statement
-    return None
+            found = statement
+    return found
+
+
+def qualified_classes(module: cst.Module) -> dict[str, list[cst.ClassDef]]:
+    """Every ``class`` statement of a file by the ``__qualname__`` Python gives it (``Outer.Inner``,
+    ``build.<locals>.Net``; under ``if``/``try``/``with`` as at the top), in file order."""
+    found: dict[str, list[cst.ClassDef]] = {}
+
+    def visit(node: cst.CSTNode, prefix: str) -> None:
+        for child in node.children:
+            if isinstance(child, cst.ClassDef):
+                qualname = prefix + child.name.value
+                found.setdefault(qualname, []).append(child)
+                visit(child.body, qualname + ".")
+            elif isinstance(child, cst.FunctionDef):
+                visit(child.body, f"{prefix}{child.name.value}.<locals>.")
+            elif isinstance(child, cst.BaseStatement | cst.BaseSuite | cst.BaseCompoundStatement):
+                visit(child, prefix)
+            elif isinstance(child, (cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.MatchCase)):
+                visit(child, prefix)
+
+    visit(module, "")
+    return found
 
 
 def _imports(source: SourceFile) -> Iterator[tuple[str, str, int, str | None]]:

@@ -6,19 +6,20 @@ entry would replace it.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from recompile_fix.analysis.classes import ClassIndex, ClassRef
+from recompile_fix.analysis.classes import ClassIndex, ClassRef, qualified_classes
 from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.profile.model import Frame, Location
 
-__all__ = ["AttributeState", "Counter", "CounterState", "GlobalState"]
+__all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner"]
 
 _IN_PLACE = (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.FloorDivideAssign, cst.ModuloAssign)
 
@@ -29,6 +30,12 @@ class Counter:
 
     kind: str  # "global" / "attribute"
     name: str
+    # The class of the object holding an attribute counter, by identity: (file, ``__qualname__``)
+    # and how it is known ("recorded": the recorder saw its type; "constructed": the global it
+    # hangs off is built by a call of it; "enclosing": the compiled method's class, a type
+    # ``self`` may be a subclass of). None: not known (an older Profile): found by name, then only
+    # when one class of the project assigns it.
+    owner: tuple[str, str, str] | None = None
     frames: list[Frame] = field(default_factory=list)
     sources: set[str] = field(default_factory=set)
     values: list = field(default_factory=list)
@@ -52,6 +59,7 @@ class CounterState:
 
     label = ""
     why_not: str | None = None
+    why_not_location: Location | None = None  # where the finding that says why_not goes
     bad_writes: list[tuple[str, str]]  # (what, file:line) writes that would replace a tensor
     buffer: tuple[dict, Location] | None = None  # (fix params, location) of the tensor edit
     buffer_why_not: str | None = None
@@ -63,25 +71,56 @@ class CounterState:
 
 
 class AttributeState(CounterState):
+    # The classes whose methods see the counter's object as ``self`` (the project part of its
+    # type's MRO), when its exact type is known; None: any class's ``self.<attr>`` may be it.
+    lineage: set[ClassRef] | None = None
+
     @classmethod
     def find(cls, counter: Counter, frame: Frame, files: list[str], project: Project) -> "AttributeState":
         state = cls()
         state.counter, state.files, state.bad_writes = counter, files, []
         attr = counter.name
-        owners = []
-        for file in files:
-            source = project.source(file)
-            for node in source.nodes(cst.ClassDef):
-                if _class_writes(node, attr) or _class_level(node, attr) is not None:
-                    owners.append((file, source, node))
-        owner = _preferred_owner(owners, counter, frame, project)
+        classes = ClassIndex(project)
+        owner = None
+        if counter.owner is not None:
+            file, qualname, known = counter.owner
+            typed = classes.by_qualname(file, qualname)
+            if typed is None:
+                state.why_not = f"cannot find `class {qualname}` in {file}, the class of the object that holds `{attr}`"
+                state.why_not_location = Location(file=file, line=1)
+                return state
+            lineage = list(classes.mro(typed))
+            owner = next((c for c in lineage if _assigns(c.node, attr)), None)
+            if known != "enclosing":  # its exact type: no other class's `self` is this object
+                state.lineage = set(lineage)
+            if owner is None and known != "enclosing":
+                state.why_not = f"no class in `{qualname}` ({file}) or its bases in the project assigns `{attr}`"
+                state.why_not_location = _class_location(typed)
+                return state
         if owner is None:
-            names = ", ".join(sorted({n.name.value for _, _, n in owners})) or "none"
-            state.why_not = (
-                f"cannot tell which class in the profiled files holds `{attr}` (classes that assign it: {names})"
-            )
+            # Not known which class (an older Profile): by name, and only when one class in the
+            # profiled files assigns it, as they are now (a file already fixed still counts: its
+            # class must not leave another file's the only one).
+            owners = []
+            profiled = [p for p in (project.expected_hashes or files) if not os.path.isabs(p) and p.endswith(".py")]
+            for file in profiled:
+                source = classes.read(file)
+                for node in source.nodes(cst.ClassDef) if source is not None else ():
+                    if _assigns(node, attr):
+                        owners.append(ClassRef(file, source, node))
+            owner = _preferred_owner(owners, counter, frame, project)
+            if owner is None:
+                names = ", ".join(sorted({o.name for o in owners})) or "none"
+                state.why_not = (
+                    f"cannot tell which class in the profiled files holds `{attr}` (classes that assign it: {names})"
+                )
+                return state
+        if project.source(owner.file) is not owner.source:
+            what = "changed since it was profiled" if owner.file in project.stale else "was not profiled"
+            state.why_not = f"{owner.file} {what}: `{owner.name}.{attr}` is not edited there"
+            state.why_not_location = _class_location(owner)
             return state
-        state.file, state.source, state.cls = owner
+        state.file, state.source, state.cls = owner.file, owner.source, owner.node
         state.label = f"{state.cls.name.value}.{attr}"
         pos = state.source.positions[state.cls]
         state.config_file = state.file
@@ -98,7 +137,11 @@ class AttributeState(CounterState):
             other = project.source(file)
             for node in other.nodes(cst.Assign):
                 for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == attr:
+                    if (
+                        isinstance(target.target, cst.Attribute)
+                        and target.target.attr.value == attr
+                        and not self._another_class(other, file, target.target)
+                    ):
                         stmt = other.parents.get(node)
                         in_init = (
                             other is source
@@ -114,7 +157,11 @@ class AttributeState(CounterState):
                                 (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
                             )
             for node in other.nodes(cst.AugAssign):
-                if isinstance(node.target, cst.Attribute) and node.target.attr.value == attr:
+                if (
+                    isinstance(node.target, cst.Attribute)
+                    and node.target.attr.value == attr
+                    and not self._another_class(other, file, node.target)
+                ):
                     if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
                         self.bad_writes.append(
                             (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
@@ -173,8 +220,22 @@ class AttributeState(CounterState):
                 inside = self.cls in set(source.ancestors(node))
                 if inside and not is_name(node.value, "self"):
                     continue
+                if self._another_class(source, file, node):
+                    continue
                 uses.extend(analysis.of_expression(node, _scope(analysis, source, file, node, frame)))
         return uses
+
+    def _another_class(self, source: SourceFile, file: str, node: cst.Attribute) -> bool:
+        """``self.<attr>`` in a method of a class the counter's object is not an instance of
+        (another file's ``class Net``): another object's attribute, when the type is known."""
+        if self.lineage is None or not is_name(node.value, "self"):
+            return False
+        for ancestor in source.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                cls = source.enclosing_class(ancestor)
+                if cls is not None:
+                    return ClassRef(file, source, cls) not in self.lineage
+        return False
 
 
 class GlobalState(CounterState):
@@ -255,24 +316,101 @@ def _scope(analysis: ScalarUses, source: SourceFile, file: str, node: cst.CSTNod
     return analysis.scope(source, file, func, seeds)
 
 
-def _preferred_owner(owners, counter: Counter, frame: Frame, project: Project):
+def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, str] | None:
+    """The class of the object ``root`` names in compiled ``frame`` (``self``, ``self.loss``,
+    ``G['criterion']``), by identity: (file, ``__qualname__``, how it is known); see
+    ``Counter.owner``. None: not known."""
+    recorded = frame.module_class(root)
+    if recorded is not None:
+        return (*recorded, "recorded")
+    classes = ClassIndex(project)
+    if "." in root:  # ``self.loss``: the class its holder's ``__init__`` builds it from
+        parent_root, attr = root.rsplit(".", 1)
+        parent = counter_owner(frame, parent_root, project)
+        holder = classes.by_qualname(parent[0], parent[1]) if parent is not None else None
+        built = _submodule(classes, holder, attr) if holder is not None else None
+        qualname = _qualname(built) if built is not None else None
+        if parent is None or built is None or qualname is None:
+            return None
+        return (built.file, qualname, "enclosing" if parent[2] == "enclosing" else "constructed")
+    source = project.source(frame.file)
+    if source is None:
+        return None
+    match = re.fullmatch(r"""G\[['"](\w+)['"]\]""", root)
+    if match:  # ``criterion = Loss()`` (or ``models.Loss().to(device)``) at the top of the file
+        built = set()
+        for statement in source.module.body:
+            for node in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(node, cst.Assign) and any(is_name(t.target, match.group(1)) for t in node.targets):
+                    built.add(_constructed(classes, frame.file, node.value))
+        if len(built) == 1 and None not in built:
+            ref = built.pop()
+            assert ref is not None
+            qualname = _qualname(ref)
+            return (ref.file, qualname, "constructed") if qualname is not None else None
+        return None
+    func = source.function_def(frame.first_line, frame.name)
+    first = _first_parameter(func) if func is not None else None
+    cls = source.enclosing_class(func) if func is not None else None
+    if cls is not None and root == first:
+        qualname = _qualname(ClassRef(frame.file, source, cls))
+        return (frame.file, qualname, "enclosing") if qualname is not None else None
+    return None
+
+
+def _constructed(classes: ClassIndex, file: str, value: cst.BaseExpression) -> ClassRef | None:
+    """The project class whose call builds ``value`` (``Net()``, ``m.Net(4).to(device)``)."""
+    while isinstance(value, cst.Call):
+        found = classes.resolve(file, value.func)
+        if found is not None:
+            return found
+        if not isinstance(value.func, cst.Attribute):
+            return None
+        value = value.func.value
+    return None
+
+
+def _submodule(classes: ClassIndex, holder: ClassRef, attr: str) -> ClassRef | None:
+    """The project class every ``self.<attr> = Cls(...)`` of ``holder`` (or its bases) builds;
+    None when there is none, or they build different classes."""
+    built = set()
+    for owner in classes.mro(holder):
+        for node in walk(owner.node):
+            if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Attribute) and is_name(t.target.value, "self") and t.target.attr.value == attr
+                for t in node.targets
+            ):
+                built.add(_constructed(classes, owner.file, node.value))
+    return built.pop() if len(built) == 1 else None
+
+
+def _qualname(ref: ClassRef) -> str | None:
+    return next((q for q, nodes in qualified_classes(ref.source.module).items() if ref.node in nodes), None)
+
+
+def _first_parameter(func: cst.FunctionDef) -> str | None:
+    params = (*func.params.posonly_params, *func.params.params)
+    return params[0].name.value if params else None
+
+
+def _assigns(cls: cst.ClassDef, attr: str) -> bool:
+    return _class_writes(cls, attr) or _class_level(cls, attr) is not None
+
+
+def _class_location(ref: ClassRef) -> Location:
+    pos = ref.source.positions[ref.node]
+    return Location(file=ref.file, line=pos.start.line, col=pos.start.column)
+
+
+def _preferred_owner(owners: list[ClassRef], counter: Counter, frame: Frame, project: Project) -> ClassRef | None:
     if len(owners) == 1:
         return owners[0]
     source = project.source(frame.file)
     func = source.function_def(frame.first_line, frame.name) if source else None
     enclosing = source.enclosing_class(func) if func is not None else None
     for owner in owners:
-        if owner[2] is enclosing and any(s.startswith("self.") for s in counter.sources):
+        if owner.node is enclosing and any(s.startswith("self.") for s in counter.sources):
             return owner
-    for s in counter.sources:  # ``G['criterion'].n``: the class of the global it hangs off
-        match = re.match(r"""^G\[['"](\w+)['"]\]\.\w+$""", s)
-        if match and source is not None:
-            for node in source.nodes(cst.Assign):
-                if any(is_name(t.target, match.group(1)) for t in node.targets) and isinstance(node.value, cst.Call):
-                    class_name = source.code(node.value.func).rsplit(".", 1)[-1]
-                    found = [o for o in owners if o[2].name.value == class_name]
-                    if len(found) == 1:
-                        return found[0]
     return None
 
 

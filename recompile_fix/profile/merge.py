@@ -102,8 +102,15 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if existing is not None:  # a later record of the same compile (e.g. lazy backward)
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
-            inputs = {  # a module's class file: a library's by import path, the program's as recorded
-                name: {**entry, "file": spell_library_file(entry["file"], interpreter) or entry["file"]}
+            # A module's class file: a library's by import path, the program's as recorded; and
+            # ``defined_in``, spelled as the Profile spells every path (relative to the root when
+            # under it), beside its ``qualname``: the class by identity, wherever the tree is.
+            inputs = {
+                name: {
+                    **entry,
+                    "file": spell_library_file(entry["file"], interpreter) or entry["file"],
+                    **({"defined_in": spell(entry["file"])} if isinstance(entry.get("qualname"), str) else {}),
+                }
                 if isinstance(entry, dict) and isinstance(entry.get("file"), str)
                 else entry
                 for name, entry in raw.get("inputs", {}).items()

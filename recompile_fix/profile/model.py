@@ -271,6 +271,22 @@ class Frame:
         recorded)."""
         return list(dict.fromkeys(c.backend for c in self.compiles if c.backend))
 
+    def module_class(self, source: str) -> tuple[str, str] | None:
+        """(file, ``__qualname__``) of the class of the nn.Module the compiled code held as
+        ``source`` (``self``, ``self.loss``: an argument or its attribute), as the recorder saw
+        it: the class by identity, not by a name another file's class may share. None: not
+        recorded (an older Profile, a trace, an object deeper than the recorder looks)."""
+        for compile_ in self.compiles:
+            entry = compile_.inputs.get(source)
+            if (
+                isinstance(entry, dict)
+                and entry.get("type") == "Module"
+                and isinstance(entry.get("defined_in"), str)
+                and isinstance(entry.get("qualname"), str)
+            ):
+                return entry["defined_in"], entry["qualname"]
+        return None
+
     def reasons(self) -> list[Reason]:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]

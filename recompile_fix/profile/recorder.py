@@ -207,7 +207,9 @@ class _InputWalk:
                 self.visit(f"{source}[{index}]", item, depth + 1)
         elif isinstance(value, torch.nn.Module):
             if depth <= 1:
-                entry = {"type": "Module", "class": type(value).__name__}
+                # The class by identity (its qualified name and, below, its file): two files'
+                # `class Net` are two classes, and RF006 must edit the one that ran.
+                entry = {"type": "Module", "class": type(value).__name__, "qualname": type(value).__qualname__}
                 # The file defining its class: where RF010 reads a library's lazy defaults that
                 # another guard hid (torch names only the first guard that fails).
                 defined_in = getattr(sys.modules.get(type(value).__module__), "__file__", None)

@@ -26,6 +26,8 @@ _CODE_NAME = re.compile(r"[^\W\d]\w*|<\w+>")  # a def's name, or <module>, <lamb
 _COMPILE_ID = re.compile(r"(?:g\d+:)?(?:!\d+(?:/\d+/\d+)?|\d+/\d+)(?:_\d+)?")
 _MAX_LINE = 10_000_000  # no source file has more lines
 MAX_DIM = 64  # torch's own limit on a tensor's rank
+# A class's ``__qualname__``: dotted names, ``<locals>`` after a function's.
+_QUALNAME = re.compile(r"[^\W\d]\w*(?:\.(?:<locals>|[^\W\d]\w*))*")
 
 
 class _Invalid(Exception):
@@ -276,6 +278,14 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
         assert isinstance(value, str)
         if len(value) > 120 or any(c in value for c in "/\\\n\r"):
             _fail(f"{where}.value", f"is {value!r}, not a setting the recorder keeps")
+    if "qualname" in entry:  # a module's class by identity: its ``__qualname__`` ...
+        _str(entry["qualname"], f"{where}.qualname", empty=False)
+        if len(entry["qualname"]) > 500 or not _QUALNAME.fullmatch(entry["qualname"]):
+            _fail(f"{where}.qualname", f"is {entry['qualname']!r}, not a class's qualified name")
+    if "defined_in" in entry:  # ... and its file, spelled as the Profile spells paths
+        _str(entry["defined_in"], f"{where}.defined_in", empty=False)
+        if not entry["defined_in"].endswith(".py") or any(c in entry["defined_in"] for c in "\0\n\r"):
+            _fail(f"{where}.defined_in", f"is {entry['defined_in']!r}, not a Python file")
     if "file" in entry:  # a module's class file (absolute, a Python file)
         defined_in = entry["file"]
         _str(defined_in, f"{where}.file", empty=False)
