@@ -28,6 +28,16 @@ def fixed_by(reason: ReasonClass, rules: Iterable[Rule]) -> list[Rule]:
     return [r for r in rules if reason.kind in r.consumes and not r.finding_only]
 
 
+def _formatted(example: str) -> str:
+    """The example as black (and ruff format, which formats Markdown's code blocks) writes it."""
+    import black
+
+    try:
+        return black.format_str(example, mode=black.Mode()).rstrip("\n")
+    except black.InvalidInput:
+        return example
+
+
 def reason_page(reason: ReasonClass, rules: Iterable[Rule]) -> str:
     fixers = fixed_by(reason, rules)
     fix_lines = (
@@ -38,7 +48,7 @@ def reason_page(reason: ReasonClass, rules: Iterable[Rule]) -> str:
     return (
         f"# {reason.id} {reason.kind}: {reason.title}\n\n"
         f"## What torch guarded\n\n{reason.guarded}\n\n"
-        f"## Example\n\n```python\n{reason.example}\n```\n\n"
+        f"## Example\n\n```python\n{_formatted(reason.example)}\n```\n\n"
         f"## What torch says\n\n`TORCH_LOGS=recompiles` (torch 2.13):\n\n```\n{reason.torch_says}\n```\n\n"
         "Other releases word it the same way, but for: the locals, spelled `L['x']` up to 2.6; "
         "the line that first used the value, a `User stack trace:` block from 2.13, only the "
