@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recompile_fix.edits.edit import apply_edits, unified_diff
+from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.notebook import source_bytes
 from recompile_fix.pipeline.fix import FindingFix
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, resolve
 from recompile_fix.report import grouped_reasons, reason_phrase, short_path
@@ -447,8 +449,8 @@ class _SourceLines:
     def line(self, path: str, number: int) -> str:
         if path not in self._files:
             try:
-                self._files[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
+                self._files[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError, UserError):
                 self._files[path] = []
         lines = self._files[path]
         return lines[number - 1] if 0 < number <= len(lines) else ""

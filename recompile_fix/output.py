@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import recompile_fix
+from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.notebook import source_bytes
 from recompile_fix.pipeline.fix import FindingFix, finding_fixes
 from recompile_fix.profile.model import resolve
 from recompile_fix.profile.reason_classes import reason_id
@@ -107,8 +109,8 @@ class _Texts:
         col = utf8_col or 0
         if path not in self._lines:
             try:
-                self._lines[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines(keepends=True)
-            except (OSError, UnicodeDecodeError):
+                self._lines[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines(keepends=True)
+            except (OSError, UnicodeDecodeError, UserError):
                 self._lines[path] = None
         lines = self._lines[path]
         if lines is None or not 0 < line <= len(lines):

@@ -21,6 +21,7 @@ STAGES = [
             "recompile_fix.suppression",
             "recompile_fix.config",
             "recompile_fix.progress",
+            "recompile_fix.notebook",
         ),
     ),
     ("profile", ("recompile_fix.profile", "recompile_fix._bootstrap")),

@@ -102,7 +102,9 @@ class AttributeState(CounterState):
             # profiled files assigns it, as they are now (a file already fixed still counts: its
             # class must not leave another file's the only one).
             owners = []
-            profiled = [p for p in (project.expected_hashes or files) if not os.path.isabs(p) and p.endswith(".py")]
+            profiled = [
+                p for p in (project.expected_hashes or files) if not os.path.isabs(p) and p.endswith((".py", ".ipynb"))
+            ]
             for file in profiled:
                 source = classes.read(file)
                 for node in source.nodes(cst.ClassDef) if source is not None else ():

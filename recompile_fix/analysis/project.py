@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceFile
+from recompile_fix.notebook import source_bytes
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import resolve, same_as_profiled
 
@@ -39,7 +40,7 @@ class Project:
                     # Never hashed: it cannot be the file the Profile saw (nor is it an error).
                     raise LookupError(f"{path} was not seen by the Profile")
                 file = resolve(path, self.root, self.interpreter)
-                data = file.read_bytes()
+                data = source_bytes(file)
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
@@ -64,7 +65,7 @@ class Project:
             file = resolve(path, self.root)
             try:
                 if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
-                    found = SourceFile.read(Path(path), file.read_bytes())
+                    found = SourceFile.read(Path(path), source_bytes(file))
             except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
                 found = None
             self._read_only[path] = found

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recompile_fix.errors import UserError
+from recompile_fix.notebook import source_bytes
 from recompile_fix.profile.kept_sources import kept_source
 from recompile_fix.profile.model import Frame, Profile, same_as_profiled
 
@@ -166,8 +168,8 @@ def anchor(
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            raw = texts[path].encode("utf-8") if path in texts else (root / path).read_bytes()
-        except OSError:
+            raw = texts[path].encode("utf-8") if path in texts else source_bytes(root / path)
+        except (OSError, UserError):
             continue
         now = hashlib.sha256(raw).hexdigest()
         if same_as_profiled(raw, digest) or profile.applied.get(path) == now or where is None:

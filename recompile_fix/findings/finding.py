@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from recompile_fix.notebook import display_location
 from recompile_fix.profile.model import Frame, Location, Reason
 
 __all__ = ["PROVEN", "TRADE_OFF", "UNPROVEN", "Finding", "cover", "frame_evidence", "Safety"]
@@ -93,7 +94,8 @@ class Finding:
             Safety.UNSAFE: "[*] " if unsafe_fixes else "[unsafe fix] ",
             Safety.NONE: "[no fix] ",
         }[self.safety]
-        lines = [f"{self.file}:{loc.line}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
+        where = display_location(self.file, loc.line)  # a notebook's: nb.ipynb:cell 3:2
+        lines = [f"{where}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
         lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)
 

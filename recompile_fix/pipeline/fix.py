@@ -37,11 +37,13 @@ from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, apply_edits, unified_diff
 from recompile_fix.edits.format import configured_line_length
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
+from recompile_fix.errors import UserError
 from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
+from recompile_fix.notebook import Notebook, NotebookError, cell_diffs, is_notebook, source_bytes
 from recompile_fix.pipeline.lock import project_lock
 from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
@@ -327,7 +329,7 @@ def _plan_from_profile(
                 status[path] = "outside"
                 return status[path]
             try:
-                data = file.read_bytes()
+                data = source_bytes(file)
             except FileNotFoundError:
                 status[path] = "missing"
                 return status[path]
@@ -417,7 +419,7 @@ class _SourceReader:
     def source(self, path: str) -> SourceFile | None:
         if path not in self._sources:
             try:
-                self._sources[path] = SourceFile.read(Path(path), resolve(path, self.root).read_bytes(), parse=False)
+                self._sources[path] = SourceFile.read(Path(path), source_bytes(resolve(path, self.root)), parse=False)
             except (OSError, SourceError):
                 self._sources[path] = None
         return self._sources[path]
@@ -425,8 +427,8 @@ class _SourceReader:
 
 def _read_or_none(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
-    except OSError:
+        return source_bytes(path)
+    except (OSError, UserError):
         return None
 
 
@@ -440,8 +442,8 @@ class _LineReader:
     def line(self, path: str, number: int) -> str:
         if path not in self._lines:
             try:
-                self._lines[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
+                self._lines[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError, UserError):
                 self._lines[path] = []
         lines = self._lines[path]
         return lines[number - 1] if 0 < number <= len(lines) else ""
@@ -489,7 +491,7 @@ def rewrite_files(
     failed: list[tuple[str, str]] = []
     for path, file_fixes in sorted(by_file.items()):
         try:
-            data = resolve(path, root).read_bytes()
+            data = source_bytes(resolve(path, root))
             if planned_from is not None and planned_from.get(path, content_digest(data)) != content_digest(data):
                 failed.append((path, f"{path}: {_CHANGED_MEANWHILE}"))
                 continue
@@ -576,7 +578,7 @@ def finding_fixes(
             continue
         if finding.file not in sources:
             try:
-                data = resolve(finding.file, root).read_bytes()
+                data = source_bytes(resolve(finding.file, root))
                 sources[finding.file] = SourceFile.read(Path(finding.file), data, parse=False)
             except (OSError, SourceError):
                 sources[finding.file] = None
@@ -695,6 +697,7 @@ def _write_checked(path: Path, file_rewrite: FileRewrite, root: Path) -> str | N
             return f"a symbolic link to {target}, outside the project; not changed"
         path = target
     before = file_rewrite.before.encode("utf-8")
+    after = file_rewrite.after.encode("utf-8")
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # never opened: a FIFO would block
             return "not a regular file; not changed"
@@ -710,9 +713,18 @@ def _write_checked(path: Path, file_rewrite: FileRewrite, root: Path) -> str | N
                 return f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}); not changed (make it writable to fix it)"
             if not _lock_file(fh.fileno()):
                 return "locked by another program (an editor saving it?); not changed"
-            if fh.read() != before:
+            raw = fh.read()
+            if is_notebook(path):  # the text is of its code cells: the changed cells are written back
+                try:
+                    notebook = Notebook(path, raw)
+                    if notebook.text.encode("utf-8") != before:
+                        return _CHANGED_MEANWHILE
+                    before, after = raw, notebook.rewritten(file_rewrite.after)
+                except NotebookError as exc:
+                    return str(exc).removeprefix(f"{path}: ")
+            elif raw != before:
                 return _CHANGED_MEANWHILE
-            tmp = _write_temp(path, file_rewrite.after, st.st_mode)
+            tmp = _write_temp(path, after, st.st_mode)
             try:
                 if _before_rename is not None:
                     _before_rename(path)
@@ -757,12 +769,12 @@ def _unchanged(path: Path, st: os.stat_result, before: bytes) -> bool:
         return False
 
 
-def _write_temp(path: Path, text: str, mode: int) -> str:
-    """A temp file beside ``path`` holding ``text``, with ``path``'s mode; its name."""
+def _write_temp(path: Path, data: bytes, mode: int) -> str:
+    """A temp file beside ``path`` holding ``data``, with ``path``'s mode; its name."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_TEMP_TAG}-{os.getpid()}-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fchmod(fh.fileno(), stat.S_IMODE(mode))
             os.fsync(fh.fileno())
@@ -774,4 +786,12 @@ def _write_temp(path: Path, text: str, mode: int) -> str:
 
 
 def diff_text(rewrites: list[FileRewrite]) -> str:
-    return "".join(unified_diff(r.path, r.before, r.after) for r in rewrites)
+    """A unified diff of each rewrite; a notebook's one diff per changed cell (``a/nb.ipynb:cell 3``)."""
+    return "".join(
+        notebook_diff(r.path, r.before, r.after) if is_notebook(r.path) else unified_diff(r.path, r.before, r.after)
+        for r in rewrites
+    )
+
+
+def notebook_diff(path: str, before: str, after: str) -> str:
+    return "".join(unified_diff(f"{path}:cell {cell}", old, new) for cell, old, new in cell_diffs(before, after))

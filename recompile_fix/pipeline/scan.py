@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import recompile_fix
+from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
+from recompile_fix.notebook import NOTEBOOK_SUFFIX, source_bytes
 
 __all__ = ["CACHE_FILE", "CacheEntry", "code_digest", "content_digest", "discover", "Scanned", "StaticScan"]
 
@@ -43,7 +45,7 @@ def content_digest(data: bytes) -> str:
 
 
 def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
-    """Python files under ``paths``; an explicitly named file is always included."""
+    """Python files and notebooks under ``paths``; an explicitly named file is always included."""
     files: list[Path] = []
     for given in paths:
         path = Path(given).resolve()
@@ -54,7 +56,9 @@ def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> l
             rel_dir = os.path.relpath(directory, root)
             dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
             for name in sorted(filenames):
-                if name.endswith(".py") and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
+                if name.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(
+                    os.path.normpath(os.path.join(rel_dir, name))
+                ):
                     files.append(Path(directory, name))
     return files
 
@@ -81,9 +85,11 @@ def _scan_one(path: str, relative: str) -> Scanned:
     from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
-        data = Path(path).read_bytes()
+        data = source_bytes(path)
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
+    except UserError as exc:  # a notebook that is not one
+        return relative, None, [], str(exc)
     digest = content_digest(data)
     candidates = [r for r in _RULES if r.may_fire(data)]
     if not candidates:
@@ -164,7 +170,10 @@ class StaticScan:
         for path in files:
             rel = os.path.relpath(path, self.root)
             try:
-                digest = content_digest(path.read_bytes())
+                digest = content_digest(source_bytes(path))
+            except UserError:  # a notebook that is not one: scanning it says so
+                todo.append((str(path), rel))
+                continue
             except OSError:
                 continue
             entry = cache.get(rel)

@@ -10,6 +10,9 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recompile_fix.errors import UserError
+from recompile_fix.notebook import source_bytes
+
 if TYPE_CHECKING:
     from recompile_fix.profile.model import Profile
 
@@ -35,8 +38,8 @@ def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> N
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            data = (root / path).read_bytes()
-        except OSError:
+            data = source_bytes(root / path)
+        except (OSError, UserError):
             continue
         if hashlib.sha256(data).hexdigest() != digest:
             continue

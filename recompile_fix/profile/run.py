@@ -28,6 +28,7 @@ from recompile_fix.profile import scratch, warm
 from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
+from recompile_fix.profile.notebook_run import prepare_notebook, rename_to_notebook
 from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
 
 __all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_command", "run_profiled"]
@@ -120,9 +121,11 @@ def run_profiled(
     ``cwd``: where the command runs (default: here); paths in the Profile are relative to
     ``root`` (default: ``cwd``). ``env``: extra environment variables. ``output``: a file the
     program's stdout and stderr go to (default: ours)."""
-    argv = resolve_command(command)
-    check_torch(argv, env={**os.environ, **(env or {})})
     root = os.path.abspath(root or cwd or os.getcwd())
+    # A notebook runs as the script of its cells, kept under the root's .recompile-fix/.
+    runnable, notebook = prepare_notebook(list(command), cwd=os.path.abspath(cwd or os.getcwd()), root=root)
+    argv = resolve_command(runnable)
+    check_torch(argv, env={**os.environ, **(env or {})})
     with scratch.scratch_dir("run") as tmp:
         workdir = Path(tmp)
         boot = _bootstrap_dir(workdir)
@@ -150,6 +153,8 @@ def run_profiled(
     profile = build_profile(records, command=list(command), root=root)
     profile.exit_code = exit_code
     profile.backend = backend
+    if notebook is not None:
+        profile = rename_to_notebook(profile, notebook, root)
     if stopped_by is not None:
         raise Interrupted(stopped_by, partial=profile)
     return profile, exit_code

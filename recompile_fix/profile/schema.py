@@ -284,12 +284,12 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
             _fail(f"{where}.qualname", f"is {entry['qualname']!r}, not a class's qualified name")
     if "defined_in" in entry:  # ... and its file, spelled as the Profile spells paths
         _str(entry["defined_in"], f"{where}.defined_in", empty=False)
-        if not entry["defined_in"].endswith(".py") or any(c in entry["defined_in"] for c in "\0\n\r"):
+        if not entry["defined_in"].endswith((".py", ".ipynb")) or any(c in entry["defined_in"] for c in "\0\n\r"):
             _fail(f"{where}.defined_in", f"is {entry['defined_in']!r}, not a Python file")
     if "file" in entry:  # a module's class file (absolute, a Python file)
         defined_in = entry["file"]
         _str(defined_in, f"{where}.file", empty=False)
-        if not re.match(r"^(/|[A-Za-z]:[\\/])", defined_in) or not defined_in.endswith(".py"):
+        if not re.match(r"^(/|[A-Za-z]:[\\/])", defined_in) or not defined_in.endswith((".py", ".ipynb")):
             _fail(f"{where}.file", f"is {defined_in!r}, not the absolute path of a Python file")
 
 

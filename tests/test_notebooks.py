@@ -1,0 +1,213 @@
+"""Jupyter notebooks: `profile` runs their code cells, `apply` / `--diff` / `--check` edit the cells
+in place (outputs and metadata keep their bytes), static mode scans them, and the rules see one
+Python text (recompile_fix/notebook.py)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import PROGRAMS, run_cli
+from recompile_fix.notebook import Notebook, cell_diffs, display_location, notebook_script
+
+NOTEBOOKS = PROGRAMS / "notebooks"
+NOTEBOOK = NOTEBOOKS / "train.ipynb"
+# The Profile the tool recorded on train.ipynb (`profile --backend eager -- train.ipynb`), its
+# class files spelled under /project.
+PROFILE = NOTEBOOKS / "profile.json"
+
+
+def _check_notebook(data: bytes) -> dict:
+    """nbformat 4's structure (nbformat itself is not installed here): cells with a type, a
+    source (text or a list of lines), code cells with outputs and an execution count."""
+    nb = json.loads(data)
+    assert nb["nbformat"] == 4 and isinstance(nb["nbformat_minor"], int) and isinstance(nb["metadata"], dict)
+    for cell in nb["cells"]:
+        assert cell["cell_type"] in ("code", "markdown", "raw")
+        assert isinstance(cell["metadata"], dict)
+        source = cell["source"]
+        assert isinstance(source, str) or all(isinstance(s, str) for s in source)
+        if isinstance(source, list):  # every line but the last ends with a newline
+            assert all(s.endswith("\n") for s in source[:-1])
+        if cell["cell_type"] == "code":
+            assert isinstance(cell["outputs"], list) and "execution_count" in cell
+    return nb
+
+
+def _project(tmp_path: Path, with_profile: bool) -> Path:
+    project = tmp_path / "proj"
+    project.mkdir()
+    shutil.copy(NOTEBOOK, project / "train.ipynb")
+    if with_profile:
+        (project / ".recompile-fix").mkdir()
+        shutil.copy(PROFILE, project / ".recompile-fix" / "profile.json")
+    return project
+
+
+def _cells_except_source(nb: dict) -> list[dict]:
+    return [{k: v for k, v in cell.items() if k != "source"} for cell in nb["cells"]]
+
+
+def _source(nb: dict, cell: int) -> str:
+    return "".join(nb["cells"][cell - 1]["source"])
+
+
+# -- the text the rules read ----------------------------------------------------------------------
+
+
+def test_the_text_is_the_code_cells_with_magics_commented_out():
+    nb = Notebook(NOTEBOOK, NOTEBOOK.read_bytes())
+    lines = nb.text.splitlines()
+    assert lines[0] == "# %% [cell 2]"  # cell 1 is markdown: not in the text
+    assert lines[1] == '# [ipython] %config InlineBackend.figure_format = "retina"'
+    assert "# [ipython] !nvidia-smi -L" in lines
+    assert lines[lines.index("# %% [cell 6]") + 1 :] == [
+        "# [ipython] %%time",
+        "# [ipython] for _ in range(3):",
+        "    # [ipython] pass",
+    ]
+    compile(nb.text, "train.ipynb", "exec")  # one Python text
+    # Unchanged text writes the same bytes back; each line maps to its cell's line.
+    assert nb.rewritten(nb.text) == NOTEBOOK.read_bytes()
+    assert display_location(str(NOTEBOOK), lines.index("# %% [cell 4]") + 3) == f"{NOTEBOOK}:cell 4:2"
+    assert display_location(str(NOTEBOOK), 1) == f"{NOTEBOOK}:1"  # a marker is in no cell
+
+
+def test_the_script_profile_runs_keeps_every_line_number():
+    nb = Notebook(NOTEBOOK, NOTEBOOK.read_bytes())
+    script = notebook_script(nb)
+    assert script.splitlines()[1:] == nb.text.splitlines()[1:]
+    assert str(NOTEBOOK.parent.resolve()) in script.splitlines()[0]  # Jupyter's cwd and sys.path[0]
+
+
+def test_an_edit_maps_back_to_its_cell_only():
+    data = NOTEBOOK.read_bytes()
+    nb = Notebook(NOTEBOOK, data)
+    edited = nb.text.replace("    %time", "").replace(
+        "for data, target in loader:\n", "for data, target in loader:\n    torch._dynamo.mark_dynamic(data, 0)\n"
+    )
+    # An import put before the first marker goes to the first code cell; the magics come back.
+    edited = "import os\n" + edited
+    after = json.loads(nb.rewritten(edited))
+    before = json.loads(data)
+    assert _cells_except_source(after) == _cells_except_source(before)
+    assert _source(after, 2) == "import os\n" + _source(before, 2)
+    assert _source(after, 2).startswith("import os\n%config")
+    assert "    torch._dynamo.mark_dynamic(data, 0)\n" in after["cells"][2]["source"]
+    assert [_source(after, n) for n in (1, 4, 5, 6)] == [_source(before, n) for n in (1, 4, 5, 6)]
+    assert not _source(after, 3).endswith("\n")  # the cell's last line had no line end
+    assert [cell for cell, _, _ in cell_diffs(nb.text, edited)] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"{not json", "not JSON"),
+        (b'{"cells": 3}', "no list of cells"),
+        (json.dumps({"cells": [{"cell_type": "code", "source": ["# %% [cell 9]\n"]}]}).encode(), "map cells"),
+    ],
+)
+def test_a_notebook_that_is_not_one_is_one_line(tmp_path, data, why):
+    (tmp_path / "bad.ipynb").write_bytes(data)
+    done = run_cli("apply", "--check", "bad.ipynb", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert why in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "bad.ipynb").read_bytes() == data
+
+
+# -- apply from a Profile -------------------------------------------------------------------------
+
+
+def test_apply_diff_shows_one_diff_per_cell(tmp_path):
+    project = _project(tmp_path, with_profile=True)
+    done = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    assert done.returncode == 1, done.stderr
+    headers = [line for line in done.stdout.splitlines() if line.startswith(("--- ", "+++ "))]
+    assert headers == [
+        "--- a/train.ipynb:cell 3",
+        "+++ b/train.ipynb:cell 3",
+        "--- a/train.ipynb:cell 4",
+        "+++ b/train.ipynb:cell 4",
+    ]
+    assert "+    torch._dynamo.mark_dynamic(data, 0)" in done.stdout
+    assert "+adam = torch.optim.Adam(net.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))" in done.stdout
+    assert (project / "train.ipynb").read_bytes() == NOTEBOOK.read_bytes()  # --diff writes nothing
+    check = run_cli("apply", "--check", "train.ipynb", cwd=project)
+    assert check.returncode == 1
+    # Findings name the cell and the line in it, as ruff does.
+    assert "train.ipynb:cell 3:19:" in check.stdout and "train.ipynb:cell 4:2:" in check.stdout
+
+
+def test_apply_edits_the_cells_and_nothing_else(tmp_path):
+    project = _project(tmp_path, with_profile=True)
+    run_cli("apply", "train.ipynb", cwd=project, check=0)
+    data = (project / "train.ipynb").read_bytes()
+    after, before = _check_notebook(data), json.loads(NOTEBOOK.read_bytes())
+    assert _cells_except_source(after) == _cells_except_source(before)
+    assert after["metadata"] == before["metadata"]
+    changed = [n for n in range(1, len(before["cells"]) + 1) if _source(after, n) != _source(before, n)]
+    assert changed == [3, 4]
+    # Byte for byte: the file is the original with only the two cells' source lines changed, in
+    # Jupyter's layout (indent 1, sorted keys, a final newline).
+    assert data.decode() == json.dumps(after, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    old_lines, new_lines = NOTEBOOK.read_text().splitlines(), data.decode().splitlines()
+    assert [line for line in new_lines if line not in old_lines] == [
+        '    "    torch._dynamo.mark_dynamic(data, 0)\\n",',
+        '    "adam = torch.optim.Adam(net.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))\\n",',
+    ]
+    assert len(new_lines) == len(old_lines) + 1
+    # Applied: a second run has nothing to do.
+    again = run_cli("apply", "--check", "train.ipynb", cwd=project)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already fixed" in again.stderr
+
+
+# -- static mode ----------------------------------------------------------------------------------
+
+
+def test_static_mode_scans_notebooks_in_a_folder(tmp_path):
+    project = _project(tmp_path, with_profile=False)
+    (project / "sub").mkdir()
+    shutil.move(project / "train.ipynb", project / "sub" / "train.ipynb")
+    done = run_cli("apply", "--diff", ".", cwd=project)
+    assert done.returncode == 1, done.stderr
+    assert "--- a/sub/train.ipynb:cell 4" in done.stdout
+    assert "+adam = torch.optim.Adam(net.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))" in done.stdout
+    run_cli("apply", ".", cwd=project, check=0)
+    after = _check_notebook((project / "sub" / "train.ipynb").read_bytes())
+    assert "lr=torch.tensor(0.01, dtype=torch.float64)" in _source(after, 4)
+    assert _cells_except_source(after) == _cells_except_source(json.loads(NOTEBOOK.read_bytes()))
+
+
+def test_magics_survive_a_rewrite(tmp_path):
+    """A notebook whose only code cell mixes line magics, a shell line and the fixable code."""
+    cell = (
+        "%load_ext autoreload\n"
+        "import torch\n"
+        "!pip list\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.Adam(model.parameters(), lr=0.001)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, 1)\n"
+        "step = torch.compile(opt.step)\n"
+        "for _ in range(3):\n"
+        "    %time step()\n"
+        "    sched.step()"
+    )
+    nb = {
+        "cells": [
+            {"cell_type": "code", "execution_count": 7, "metadata": {}, "outputs": [], "source": cell},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 4,
+    }
+    data = json.dumps(nb, indent=2) + "\n"  # another layout: kept as it is
+    (tmp_path / "magic.ipynb").write_text(data)
+    run_cli("apply", "magic.ipynb", cwd=tmp_path, check=0)
+    written = (tmp_path / "magic.ipynb").read_text()
+    after = _check_notebook(written.encode())
+    source = after["cells"][0]["source"]
+    assert isinstance(source, str)  # a string stays a string
+    assert source == cell.replace("lr=0.001", "lr=torch.tensor(0.001, dtype=torch.float64)")
+    assert written == json.dumps(after, indent=2) + "\n"
