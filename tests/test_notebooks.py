@@ -211,3 +211,68 @@ def test_magics_survive_a_rewrite(tmp_path):
     assert isinstance(source, str)  # a string stays a string
     assert source == cell.replace("lr=0.001", "lr=torch.tensor(0.001, dtype=torch.float64)")
     assert written == json.dumps(after, indent=2) + "\n"
+
+
+def test_python_notebook_spellings_run_the_notebook():
+    from recompile_fix.profile.notebook_run import _notebook_argument
+
+    assert _notebook_argument(["nb.ipynb"]) == 0
+    assert _notebook_argument(["python", "nb.ipynb", "--epochs", "1"]) == 1
+    assert _notebook_argument(["python3", "-X", "dev", "nb.ipynb"]) == 3
+    assert _notebook_argument(["python", "train.py", "nb.ipynb"]) is None  # the script's argument
+    assert _notebook_argument(["python", "-m", "pkg", "nb.ipynb"]) is None
+
+
+# -- the whole loop -------------------------------------------------------------------------------
+
+
+def _hand_fixed(text: str) -> str:
+    """What a person writes to stop both recompiles: the ragged batch's dim 0 marked dynamic, and
+    the learning rate a tensor (torch's recompilation guide)."""
+    text = text.replace(
+        "    loss = F.cross_entropy(compiled_model(data), target)\n",
+        "    torch._dynamo.mark_dynamic(data, 0)\n    loss = F.cross_entropy(compiled_model(data), target)\n",
+    )
+    return text.replace("lr=0.01)", "lr=torch.tensor(0.01, dtype=torch.float64))")
+
+
+@pytest.mark.slow
+def test_profile_apply_and_run_the_notebook_again(tmp_path):
+    from equivalence import assert_same_outputs, run_recorded, total_compiles
+    from recompile_fix.profile.model import Profile, sha256_bytes
+
+    project = _project(tmp_path, with_profile=False)
+    notebook = project / "train.ipynb"
+    run_cli("profile", "--backend", "eager", "--", "train.ipynb", cwd=project, check=0)
+    raw = (project / ".recompile-fix" / "profile.json").read_text()
+    assert ".recompile-fix/notebooks" not in raw  # the Profile names the notebook, never the script
+    profile = Profile.load(project / ".recompile-fix" / "profile.json")
+    text = Notebook(notebook, notebook.read_bytes()).text
+    assert profile.sources["train.ipynb"] == sha256_bytes(text.encode())
+    recompiling = {f.name: f for f in profile.frames if f.recompiles}
+    assert recompiling["forward"].file == "train.ipynb"
+    # `def forward` is line 7 of cell 3.
+    assert display_location(str(notebook), recompiling["forward"].first_line) == f"{notebook}:cell 3:7"
+
+    diff = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    assert diff.returncode == 1 and "--- a/train.ipynb:cell 3" in diff.stdout and "a/train.ipynb:cell 4" in diff.stdout
+    run_cli("apply", "train.ipynb", cwd=project, check=0)
+    _check_notebook(notebook.read_bytes())
+
+    # Run the cells again (the script `profile` runs), beside the original and the hand fix.
+    scripts = {}
+    for name, source in {
+        "original": text,
+        "applied": Notebook(notebook, notebook.read_bytes()).text,
+        "hand": _hand_fixed(text),
+    }.items():
+        nb = Notebook(notebook, notebook.read_bytes())
+        nb.text = source
+        scripts[name] = project / f"{name}.py"
+        scripts[name].write_text(notebook_script(nb))
+    assert scripts["hand"].read_text() != scripts["original"].read_text()
+    runs = {name: run_recorded(path, tmp_path) for name, path in scripts.items()}
+    assert total_compiles(runs["applied"]) == total_compiles(runs["hand"]) < total_compiles(runs["original"])
+    assert runs["applied"]["compiles"] == runs["hand"]["compiles"]
+    assert_same_outputs(runs["original"], runs["applied"])
+    assert_same_outputs(runs["original"], runs["applied"], of="globals")

@@ -35,11 +35,13 @@ def _notebook_argument(argv: list[str]) -> int | None:
     if argv and is_notebook(argv[0]):
         return 0
     if len(argv) > 1 and is_python(argv[0]):
-        for index in range(1, len(argv)):
+        index = 1
+        while index < len(argv):
             if argv[index] in ("-m", "-c"):
                 return None
             if not argv[index].startswith("-"):
                 return index if is_notebook(argv[index]) else None
+            index += 2 if argv[index] in ("-X", "-W") else 1
     return None
 
 
