@@ -281,7 +281,7 @@ def notebook_script(notebook: Notebook) -> str:
     if not lines:
         return ""
     lines[0] = (
-        f"__import__('sys').path.insert(0, {folder!r}); __import__('os').chdir({folder!r})"
-        "  # recompile-fix: as Jupyter runs the notebook\n"
+        f"__import__('sys').path.insert(0, {folder!r}); __import__('os').chdir({folder!r}); "
+        "__import__('builtins').__dict__.setdefault('display', print)  # recompile-fix: as Jupyter runs it\n"
     )
     return "".join(lines)

@@ -6,6 +6,7 @@ from collections import Counter
 
 from recompile_fix.findings.accounting import Accounting
 from recompile_fix.findings.finding import Finding
+from recompile_fix.notebook import display_location
 from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
 from recompile_fix.profile.reason_classes import reason_id
@@ -99,7 +100,7 @@ def short_path(path: str) -> str:
 
 
 def frame_label(frame: Frame) -> str:
-    return f"{frame.name} ({short_path(frame.file)}:{frame.first_line})"
+    return f"{frame.name} ({display_location(short_path(frame.file), frame.first_line)})"
 
 
 def call_site_label(site: Location | None, compiles: list[Compile]) -> str:
@@ -107,7 +108,7 @@ def call_site_label(site: Location | None, compiles: list[Compile]) -> str:
     (``via transformers/generation/utils.py:4333 in _prefill``)."""
     if site is None:
         return "called from an unrecorded place"
-    where = f"called at {site.file}:{site.line}" + (f" (in {site.function})" if site.function else "")
+    where = f"called at {display_location(site.file, site.line)}" + (f" (in {site.function})" if site.function else "")
     library = next((c.library_frames for c in compiles if c.library_frames), [])
     if library:
         inner = library[-1]
@@ -183,7 +184,8 @@ def render_text(
                 lines.append(f"    {count}x {phrase}{suffix}")
         for gb in frame.graph_breaks:
             lines.append(
-                f"    graph break x{gb.count} at {short_path(gb.location.file)}:{gb.location.line}: {gb.reason}"
+                f"    graph break x{gb.count} at {display_location(short_path(gb.location.file), gb.location.line)}: "
+                f"{gb.reason}"
             )
     total_recompiles = sum(f.recompiles for f in profile.frames)
     total_seconds = sum(f.compile_seconds for f in profile.frames)

@@ -276,3 +276,11 @@ def test_profile_apply_and_run_the_notebook_again(tmp_path):
     assert runs["applied"]["compiles"] == runs["hand"]["compiles"]
     assert_same_outputs(runs["original"], runs["applied"])
     assert_same_outputs(runs["original"], runs["applied"], of="globals")
+
+
+def test_report_names_cells(tmp_path):
+    project = _project(tmp_path, with_profile=True)
+    done = run_cli("report", cwd=project, check=0)
+    assert "forward (train.ipynb:cell 3:7)" in done.stdout  # `def forward`: line 7 of cell 3
+    assert "train_step (train.ipynb:cell 4:7)" in done.stdout
+    assert "train.ipynb:cell 3:19:" in done.stdout  # the RF001 finding's call
