@@ -39,9 +39,15 @@ __all__ = [
 
 NOTEBOOK_SUFFIX = ".ipynb"
 _MARKER = re.compile(r"^# %% \[cell (\d+)\]\r?\n?$")
-_MAGIC_LINE = re.compile(r"^(\s*)([%!].*)$")
+# IPython syntax on a line: a line magic, a shell line, or one assigned (`files = !ls`).
+_MAGIC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.,\s]*=\s*)?[%!]")
 _HIDDEN = re.compile(r"^(\s*)# \[ipython\](?: (.*))?$")
 _MAGIC_TAG = "# [ipython]"
+# Magics that run the Python they are given, once (as far as recompiles go): their code runs and
+# the rules read it; only the magic's name is set aside (``step()  # [ipython] %time``).
+_RUNS_PYTHON = ("time", "timeit", "prun", "capture")
+_TIMED_LINE = re.compile(r"^(\s*)(%(?:" + "|".join(_RUNS_PYTHON) + r")) (\S.*?\S|\S)$")
+_TIMED = re.compile(r"^(\s*)(.*?\S)  # \[ipython\] (%\w+)$")
 
 
 class NotebookError(UserError):
@@ -65,9 +71,20 @@ def _hide(line: str) -> str:
     return f"{indent}{_MAGIC_TAG} {rest}{end}" if rest else f"{indent}{_MAGIC_TAG}{end}"
 
 
+def _as_code(line: str) -> str | None:
+    """``%time step()`` as ``step()  # [ipython] %time`` (its code runs), or None."""
+    end = line[len(line.rstrip("\r\n")) :]
+    match = _TIMED_LINE.match(line[: len(line) - len(end)])
+    return None if match is None else f"{match[1]}{match[3]}  {_MAGIC_TAG} {match[2]}{end}"
+
+
 def _show(line: str) -> str:
     end = line[len(line.rstrip("\r\n")) :]
-    match = _HIDDEN.match(line.rstrip("\r\n"))
+    body = line[: len(line) - len(end)]
+    timed = _TIMED.match(body)
+    if timed is not None:
+        return f"{timed[1]}{timed[3]} {timed[2]}{end}"
+    match = _HIDDEN.match(body)
     if match is None:
         return line
     return f"{match[1]}{match[2] or ''}{end}"
@@ -104,7 +121,7 @@ class Notebook:
             if not isinstance(source, str):
                 raise NotebookError(f"{self.path}: cell {index + 1}'s source is not text; not changed")
             for line in _lines(source):
-                if _MARKER.match(line) or _HIDDEN.match(line.rstrip("\r\n")):
+                if _MARKER.match(line) or _MAGIC_TAG in line:
                     raise NotebookError(
                         f"{self.path}: cell {index + 1} holds the line {line.strip()!r}, which recompile-fix "
                         "uses to map cells; not changed"
@@ -117,9 +134,19 @@ class Notebook:
 
     @staticmethod
     def _as_python(source: str) -> str:
+        """A cell's source as Python: a cell magic's line set aside (its whole cell, unless the
+        magic runs the cell's Python: ``%%time``), line magics and shell lines likewise."""
         lines = _lines(source)
-        whole_cell = bool(lines) and lines[0].lstrip().startswith("%%")
-        out = [_hide(line) if whole_cell or _MAGIC_LINE.match(line) else line for line in lines]
+        out = []
+        cell_magic = bool(lines) and lines[0].startswith("%%")
+        python_body = cell_magic and lines[0][2:].split(maxsplit=1)[:1] in ([name] for name in _RUNS_PYTHON)
+        for number, line in enumerate(lines):
+            if cell_magic and (number == 0 or not python_body):
+                out.append(_hide(line))
+            elif _MAGIC_LINE.match(line):
+                out.append(_as_code(line) or _hide(line))
+            else:
+                out.append(line)
         text = "".join(out)
         return text if not text or text.endswith(("\n", "\r")) else text + "\n"
 

@@ -62,16 +62,37 @@ def test_the_text_is_the_code_cells_with_magics_commented_out():
     assert lines[0] == "# %% [cell 2]"  # cell 1 is markdown: not in the text
     assert lines[1] == '# [ipython] %config InlineBackend.figure_format = "retina"'
     assert "# [ipython] !nvidia-smi -L" in lines
-    assert lines[lines.index("# %% [cell 6]") + 1 :] == [
+    assert lines[lines.index("# %% [cell 6]") + 1 :] == [  # %%time runs its cell's Python
         "# [ipython] %%time",
-        "# [ipython] for _ in range(3):",
-        "    # [ipython] pass",
+        "for _ in range(3):",
+        "    pass",
     ]
     compile(nb.text, "train.ipynb", "exec")  # one Python text
     # Unchanged text writes the same bytes back; each line maps to its cell's line.
     assert nb.rewritten(nb.text) == NOTEBOOK.read_bytes()
     assert display_location(str(NOTEBOOK), lines.index("# %% [cell 4]") + 3) == f"{NOTEBOOK}:cell 4:2"
     assert display_location(str(NOTEBOOK), 1) == f"{NOTEBOOK}:1"  # a marker is in no cell
+
+
+@pytest.mark.parametrize(
+    "source, python",
+    [
+        ("%%bash\necho hi", ["# [ipython] %%bash", "# [ipython] echo hi"]),  # not Python: all set aside
+        ("%%capture out\nx = f()\n", ["# [ipython] %%capture out", "x = f()"]),
+        ("for _ in range(2):\n    %time step(x)\n", ["for _ in range(2):", "    step(x)  # [ipython] %time"]),
+        ("files = !ls\n%matplotlib inline", ["# [ipython] files = !ls", "# [ipython] %matplotlib inline"]),
+        ("a != b\nx %= 3\ny = 5 % 2", ["a != b", "x %= 3", "y = 5 % 2"]),  # Python, not magics
+    ],
+)
+def test_ipython_syntax_is_set_aside_and_restored(source, python):
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": source}], "nbformat": 4}
+    data = json.dumps(nb, indent=1).encode()
+    notebook = Notebook("x.ipynb", data)
+    assert notebook.text.splitlines()[1:] == python
+    assert notebook.rewritten(notebook.text) == data
+    # An edit of the code a magic runs keeps the magic.
+    edited = notebook.text.replace("step(x)", "step(y)")
+    assert json.loads(notebook.rewritten(edited))["cells"][0]["source"] == source.replace("step(x)", "step(y)")
 
 
 def test_the_script_profile_runs_keeps_every_line_number():
