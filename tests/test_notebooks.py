@@ -305,3 +305,14 @@ def test_report_names_cells(tmp_path):
     assert "forward (train.ipynb:cell 3:7)" in done.stdout  # `def forward`: line 7 of cell 3
     assert "train_step (train.ipynb:cell 4:7)" in done.stdout
     assert "train.ipynb:cell 3:19:" in done.stdout  # the RF001 finding's call
+
+
+@pytest.mark.slow
+def test_fix_verifies_and_writes_the_cells(tmp_path):
+    """`fix` profiles the notebook, applies, profiles its copy again and writes what it verified."""
+    project = _project(tmp_path, with_profile=False)
+    done = run_cli("fix", "--backend", "eager", "--", "train.ipynb", cwd=project, check=0)
+    assert "No recompile remains." in done.stdout + done.stderr
+    after, before = _check_notebook((project / "train.ipynb").read_bytes()), json.loads(NOTEBOOK.read_bytes())
+    assert _cells_except_source(after) == _cells_except_source(before)
+    assert [n for n in range(1, 7) if _source(after, n) != _source(before, n)] == [3, 4]

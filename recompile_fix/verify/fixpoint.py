@@ -25,6 +25,7 @@ from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
+from recompile_fix.notebook import source_bytes
 from recompile_fix.pipeline.fix import is_selected, select_fixes, write_rewrites
 from recompile_fix.profile import scratch as scratch_dirs
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
@@ -176,7 +177,7 @@ def fix_to_fixed_point(
             moved = [
                 r.path
                 for r in result.rewrites
-                if sha256_bytes(resolve(r.path, user.cwd).read_bytes()) != sha256_bytes(r.before.encode("utf-8"))
+                if sha256_bytes(source_bytes(resolve(r.path, user.cwd))) != sha256_bytes(r.before.encode("utf-8"))
             ]
             if moved:
                 raise UserError(f"{moved[0]}: changed while the fixes were being verified; not changed")
@@ -205,9 +206,9 @@ def _key(finding: Finding, tree: Checkout) -> tuple:
     """A Finding, recognisable in a later round: its rule, file, message and the code on its line
     (line numbers move as fixes go in above it)."""
     try:
-        lines = resolve(finding.file, tree.cwd).read_text(encoding="utf-8").splitlines()
+        lines = source_bytes(resolve(finding.file, tree.cwd)).decode("utf-8").splitlines()
         code = lines[finding.location.line - 1].strip()
-    except (OSError, UnicodeDecodeError, IndexError):
+    except (OSError, UnicodeDecodeError, IndexError, UserError):
         code = str(finding.location.line)
     return (finding.rule, finding.file, finding.message, code)
 
@@ -216,8 +217,8 @@ def _rewrites(user: Checkout, work: Checkout, kept: list[Finding]) -> list[FileR
     """Each file the kept fixes changed: the user's text, and the working copy's."""
     rewrites = []
     for path in sorted({f.file for f in kept}):
-        before = resolve(path, user.cwd).read_text(encoding="utf-8")
-        after = resolve(path, work.cwd).read_text(encoding="utf-8")
+        before = source_bytes(resolve(path, user.cwd)).decode("utf-8")
+        after = source_bytes(resolve(path, work.cwd)).decode("utf-8")
         if before != after:
             rewrites.append(FileRewrite(path=path, before=before, after=after))
     return rewrites
@@ -241,8 +242,8 @@ def _fixed_profile(state: Run, findings: list[Finding], result: FixPoint, unsafe
 
 def _line(tree: Checkout, file: str, line: int) -> str:
     try:
-        return resolve(file, tree.cwd).read_text(encoding="utf-8").splitlines()[line - 1].strip()
-    except (OSError, UnicodeDecodeError, IndexError):
+        return source_bytes(resolve(file, tree.cwd)).decode("utf-8").splitlines()[line - 1].strip()
+    except (OSError, UnicodeDecodeError, IndexError, UserError):
         return ""
 
 
@@ -276,9 +277,9 @@ def _line_moves(user: Checkout, work: Checkout) -> Callable[[str, int], int]:
         if path not in maps:
             maps[path] = {}
             try:
-                before = resolve(path, user.cwd).read_text(encoding="utf-8").splitlines()
-                after = resolve(path, work.cwd).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
+                before = source_bytes(resolve(path, user.cwd)).decode("utf-8").splitlines()
+                after = source_bytes(resolve(path, work.cwd)).decode("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError, UserError):
                 before = after = []
             matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
