@@ -316,3 +316,21 @@ def test_fix_verifies_and_writes_the_cells(tmp_path):
     after, before = _check_notebook((project / "train.ipynb").read_bytes()), json.loads(NOTEBOOK.read_bytes())
     assert _cells_except_source(after) == _cells_except_source(before)
     assert [n for n in range(1, 7) if _source(after, n) != _source(before, n)] == [3, 4]
+
+
+def test_running_the_notebook_again_does_not_make_the_profile_stale(tmp_path):
+    """The Profile hashes the cells' code, not the file: new outputs and execution counts (the
+    notebook run again in Jupyter) keep it; an edit of a cell's code does not."""
+    project = _project(tmp_path, with_profile=True)
+    nb = json.loads(NOTEBOOK.read_bytes())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = (cell["execution_count"] or 0) + 10
+            cell["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["again\n"]}]
+    (project / "train.ipynb").write_text(json.dumps(nb, sort_keys=True, indent=1) + "\n")
+    done = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    assert done.returncode == 1 and "--- a/train.ipynb:cell 3" in done.stdout, done.stderr
+    nb["cells"][1]["source"].insert(0, "import os\n")  # the code changed: line numbers no longer hold
+    (project / "train.ipynb").write_text(json.dumps(nb, sort_keys=True, indent=1) + "\n")
+    stale = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    assert "changed since it was profiled" in stale.stderr and "cell 3" not in stale.stdout
