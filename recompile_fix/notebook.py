@@ -112,8 +112,15 @@ class Notebook:
         self.code: list[int] = []  # indexes (0-based) of the code cells, in order
         self.sources: dict[int, str] = {}
         parts: list[str] = []
+        # Another kernel's notebook (R, Julia) has no Python to read: its text is empty.
+        metadata = self.json.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get(
+            "language"
+        )
+        self.python = not isinstance(language, str) or language.lower() in ("python", "python3", "ipython")
         for index, cell in enumerate(cells):
-            if cell.get("cell_type") != "code":
+            if cell.get("cell_type") != "code" or not self.python:
                 continue
             source = cell.get("source", "")
             if isinstance(source, list) and all(isinstance(s, str) for s in source):

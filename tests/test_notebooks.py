@@ -334,3 +334,19 @@ def test_running_the_notebook_again_does_not_make_the_profile_stale(tmp_path):
     (project / "train.ipynb").write_text(json.dumps(nb, sort_keys=True, indent=1) + "\n")
     stale = run_cli("apply", "--diff", "train.ipynb", cwd=project)
     assert "changed since it was profiled" in stale.stderr and "cell 3" not in stale.stdout
+
+
+def test_another_kernels_notebook_has_no_python_to_read(tmp_path):
+    nb = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": "x <- c(1, 2)\nprint(x)"}],
+        "metadata": {"kernelspec": {"language": "R", "name": "ir"}, "language_info": {"name": "R"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    data = json.dumps(nb, indent=1).encode()
+    assert Notebook("r.ipynb", data).text == ""
+    (tmp_path / "r.ipynb").write_bytes(data)
+    shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
+    done = run_cli("apply", "--check", ".", cwd=tmp_path)
+    assert done.returncode == 1 and "error" not in done.stderr  # the Python notebook's finding only
+    assert "train.ipynb:cell 4:2:" in done.stdout and "r.ipynb" not in done.stdout
