@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from conftest import PROGRAMS, run_cli
@@ -19,8 +20,9 @@ PROFILE = NOTEBOOKS / "profile.json"
 
 
 def _check_notebook(data: bytes) -> dict:
-    """nbformat 4's structure (nbformat itself is not installed here): cells with a type, a
-    source (text or a list of lines), code cells with outputs and an execution count."""
+    """Valid for Jupyter's own schema (nbformat, a test dependency only), and nbformat 4's
+    structure as `apply` must keep it: a source as text or a list of lines."""
+    nbformat.validate(nbformat.reads(data.decode("utf-8"), as_version=nbformat.NO_CONVERT))
     nb = json.loads(data)
     assert nb["nbformat"] == 4 and isinstance(nb["nbformat_minor"], int) and isinstance(nb["metadata"], dict)
     for cell in nb["cells"]:
