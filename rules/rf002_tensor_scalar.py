@@ -76,6 +76,12 @@ class TensorScalar(Rule):
     when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
     bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
 
+    The calls of the compiled function are wrapped together or none is: where one call's wrap is
+    unsafe or has none (a cache hit passing a name), the others' are unsafe too, since a call
+    passing a number beside one passing a tensor compiles more than before (an `elif` test and
+    its body, two calls on one line). The wrap is made in place, so it keeps the order of
+    evaluation in a conditional expression, after `and`/`or` or in an `assert`.
+
     A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
     decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
     a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
