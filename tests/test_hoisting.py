@@ -268,3 +268,38 @@ def test_with_torch_the_same_tensors_and_no_more_compiles(name, tmp_path):
         after, compiles_after = _torch_run(tmp_path, fixed, optimize)
         assert after == before, (optimize, fixed)
         assert sum(compiles_after.values()) <= sum(compiles_before.values()), (compiles_before, compiles_after)
+
+
+def test_a_rewrite_that_leaves_one_call_out_leaves_out_all():
+    """Findings fixed together (``params["together"]``): one whose fix fails leaves the file
+    without the others too, each saying why."""
+    from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.edits.edit import Edit
+    from recompile_fix.edits.rewrite import rewrite
+    from recompile_fix.findings.finding import Finding, Safety
+    from recompile_fix.findings.rule import Rule
+    from recompile_fix.profile.model import Location
+
+    text = "import torch\nf(x, 0.5)\nf(x, 1.5)\ng(x, 2.5)\n"
+    source = SourceFile.parse(Path("m.py"), text)
+
+    class Wrap(Rule):
+        id = "RFTEST"
+
+        def fix(self, finding, source, torch_name):
+            if finding.params["fails"]:
+                raise RuntimeError("cannot")
+            start = source.text.index(finding.params["value"])
+            end = start + len(finding.params["value"])
+            return [Edit(finding.file, start, end, f"{torch_name}.tensor({finding.params['value']})", self.id)]
+
+    def finding(line: int, value: str, fails: bool, together: str | None) -> Finding:
+        params = {"value": value, "fails": fails, **({"together": together} if together else {})}
+        return Finding("RFTEST", "m.py", Location("m.py", line), "m", Safety.SAFE, params=params)
+
+    findings = [finding(2, "0.5", False, "f"), finding(3, "1.5", True, "f"), finding(4, "2.5", False, None)]
+    result = rewrite("m.py", source, findings, {"RFTEST": Wrap()})
+    assert result.after == "import torch\nf(x, 0.5)\nf(x, 1.5)\ng(x, torch.tensor(2.5))\n"
+    skipped = {f.location.line: why for f, why in result.skipped}
+    assert "internal error" in skipped[3] and "fixed together" in skipped[2]
+    assert [f.location.line for f in result.applied] == [4]
