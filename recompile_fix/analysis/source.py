@@ -351,6 +351,24 @@ class SourceFile:
                 return name
         return None
 
+    @functools.cached_property
+    def fresh_torch_alias(self) -> str:
+        """A module-level name for ``import torch as <name>`` (where a local shadows the file's
+        own) that nothing in the file uses, nor its text mentions."""
+        used = set(_BUILTIN_NAMES)
+        for node in ast.walk(self.syntax):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.arg):
+                used.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                used.add(node.name)
+        name, n = "_torch", 0
+        while name in used or name in self.text:
+            n += 1
+            name = f"_torch{n}"
+        return name
+
     def shadowed_at(self, line: int, name: str) -> bool:
         """Does ``name``, read on ``line``, name something other than the module's global: a
         parameter or local of the function around it (or of one around that), or a class body's

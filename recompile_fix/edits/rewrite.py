@@ -5,8 +5,6 @@ outside its edits, keeps the file's line endings): a fix that fails it is left o
 
 from __future__ import annotations
 
-import ast
-import builtins
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +39,7 @@ def rewrite(
 ) -> FileRewrite:
     """``findings``' fixes of one file. ``root``: what a relative ``source.path`` is relative to
     (the project's formatter settings are read from where the file lies)."""
-    alias = _fresh_alias(source)
+    alias = source.fresh_torch_alias
     result = FileRewrite(path=path, before=source.text, after=source.text)
     planned: list[tuple[Finding, FixEdits]] = []
     taken: list[Edit] = []
@@ -94,26 +92,11 @@ def _fix(rule: Rule, finding: Finding, source: SourceFile, torch_name: str) -> l
         return f"internal error in {finding.rule}: {exc!r}"
 
 
-def _fresh_alias(source: SourceFile) -> str:
-    """A module-level name for ``import torch as <name>`` that no scope of the file uses."""
-    used = {n.id for n in ast.walk(source.syntax) if isinstance(n, ast.Name)}
-    used |= {a.arg for a in ast.walk(source.syntax) if isinstance(a, ast.arg)}
-    used |= {
-        n.name for n in ast.walk(source.syntax) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    }
-    used |= set(dir(builtins))
-    name, n = "_torch", 0
-    while name in used or name in source.text:
-        n += 1
-        name = f"_torch{n}"
-    return name
-
-
 def _import_edits(path: str, source: SourceFile, edits: list[Edit]) -> list[Edit]:
     if not edits:
         return []
     lines = []
-    alias = _fresh_alias(source)
+    alias = source.fresh_torch_alias
     aliased = any(re.search(rf"(?<![\w.]){alias}\.", e.new_text) for e in edits)
     if source.torch_alias is None and (not aliased or any(_READS_TORCH.search(e.new_text) for e in edits)):
         lines.append("import torch")
