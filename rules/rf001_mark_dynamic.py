@@ -111,7 +111,12 @@ class MarkDynamic(Rule):
     still compiles twice (a size-1 decode step and a longer prefill are different graphs in
     model code, and `mark_unbacked` or `backed_size_oblivious` make it graph-break there). An
     argument that is not a plain name is bound to a new name first; that is unsafe when other
-    parts of the statement run before it and could have side effects. A stride guard on a sliced
+    parts of the statement run before it and could have side effects. Nothing goes before a call
+    that runs on only some evaluations of its statement (a branch of `a if c else b`, an operand
+    after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
+    skips) or in a class body (a name bound there becomes a class attribute): there, no fix, and
+    the finding says why. Where a parameter or local shadows `torch`, the inserted code names it
+    through a module-level `import torch as _torch`. A stride guard on a sliced
     view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
     passes a contiguous copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()`
     keeps a size-1 batch's odd stride), which changes no value but is unsafe where the name is
