@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recompile_fix.edits.edit import apply_edits, unified_diff
+from recompile_fix.findings.accounting import Accounting
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.pipeline.fix import FindingFix
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, resolve
@@ -91,6 +92,7 @@ def render_page(
     root: str | Path = ".",
     verification: Verification | None = None,
     verification_body: str = "",
+    accounting: Accounting | None = None,
 ) -> str:
     """The page. ``fixes``: each Finding's own fix (``pipeline.fix.finding_fixes``), shown as a
     diff; ``verification`` (and its sections, ``verification_body``): `verify --html`."""

@@ -291,7 +291,9 @@ def test_jobs_and_cache_flags_give_the_same_findings(static_tree):
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("recompile-fix: error: Invalid value for '-j'")
 
 
-@pytest.mark.parametrize("argv", [["bogus"], ["apply"], ["apply", ".", "--output-format", "xml"], ["report", "--nope"]])
+@pytest.mark.parametrize(
+    "argv", [["bogus"], ["apply", "--nope"], ["apply", ".", "--output-format", "xml"], ["report", "--nope"]]
+)
 def test_usage_errors_are_one_line_and_exit_2(argv, tmp_path):
     result = run_cli(*argv, cwd=tmp_path, check=2)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("recompile-fix: error: ")
