@@ -744,9 +744,15 @@ def _verify(
     else:
         click.echo(render_text(v), nl=False)
     if html_file and v.ran:
+        from recompile_fix.analysis.compile_calls import static_compile_site
+        from recompile_fix.analysis.project import Project
+        from recompile_fix.findings.accounting import account
         from recompile_fix.html_report import render_page
         from recompile_fix.pipeline.fix import finding_fixes
         from recompile_fix.verify.chart import verification_body
+
+        project = Project(".", expected_hashes=profile.sources, interpreter=profile.interpreter)
+        accounting = account(profile, v.fixes, deliberate_static=static_compile_site(profile, project))
 
         page = render_page(
             profile,
@@ -755,6 +761,7 @@ def _verify(
             root=".",
             verification=v,
             verification_body=verification_body(v, heading="h2"),
+            accounting=accounting,
         )
         Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)
