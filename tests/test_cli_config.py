@@ -210,7 +210,8 @@ def _on_a_terminal(args, cwd, columns):
 def test_text_output_wraps_to_the_terminal_width(project):
     wide = run_cli("apply", ".", "--check", cwd=project, check=1).stdout  # a pipe: as it is
     assert max(len(line) for line in wide.splitlines()) > 70
-    narrow = _on_a_terminal(["apply", ".", "--check"], project, 70)
+    # full wraps on a terminal (concise, a terminal's default, is one line a finding, as ruff's)
+    narrow = _on_a_terminal(["apply", ".", "--check", "--output-format", "full"], project, 70)
     assert max(len(line) for line in narrow.splitlines()) <= 70
     assert " ".join(narrow.split()) == " ".join(wide.split())  # the same words, re-flowed
     # $COLUMNS alone (as pytest-xdist and CI runners set it) does not wrap what goes to a pipe.
