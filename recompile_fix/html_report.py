@@ -124,21 +124,25 @@ def compiled_name(frame: Frame) -> tuple[str, str]:
     first = None
     if frame.signature and frame.signature.get("positional"):
         first = frame.signature["positional"][0]
-    module = None
+    module = held_in = None
     for source in [s for s in (first, "self", "args[0]") if s]:
         for compile_ in frame.compiles:
             entry = compile_.inputs.get(source)
             if isinstance(entry, dict) and entry.get("type") == "Module":
                 qualname = entry.get("qualname") or entry.get("class")
                 if isinstance(qualname, str) and qualname:
-                    module = qualname
+                    module, held_in = qualname, source
                     break
         if module:
             break
+    # A decorator's code (a library's, or one passing *args/**kwargs on) stands for the module it
+    # wraps; the user's own function that takes a model is named as itself.
+    passes_on = bool(frame.signature and (frame.signature.get("varargs") or frame.signature.get("varkw")))
+    decorator = bool(library) or passes_on or held_in == "args[0]"
     resumed = _RESUME.match(frame.name)
     if module is not None and frame.name in ("forward", "__call__"):
         return f"{module}.{frame.name}", ""
-    if module is not None:
+    if module is not None and decorator:
         owner = f"{library}'" if library else f"{short_path(frame.file)}:{frame.first_line}"
         return module, f"via {owner} `{frame.name}`" if library else f"via `{frame.name}` ({owner})"
     if resumed is not None:

@@ -187,13 +187,19 @@ def test_frames_are_named_by_what_the_user_compiled(tmp_path):
 
 def test_backticks_are_code_escaped_first():
     from recompile_fix.html_report import code_html, compiled_name
-    from recompile_fix.profile.model import Frame
+    from recompile_fix.profile.model import Compile, Frame
 
     assert code_html("set `x<1>` & `y`") == "set <code>x&lt;1&gt;</code> &amp; <code>y</code>"
     assert code_html("a ` b") == "a ` b" and code_html("`<script>`") == "<code>&lt;script&gt;</code>"
     resumed = Frame(file="train.py", first_line=25, name="torch_dynamo_resume_in_train_step_at_25")
     assert compiled_name(resumed) == ("train_step", "resumed after a graph break at line 25")
     assert compiled_name(Frame(file="train.py", first_line=3, name="fn")) == ("fn", "")
+    model = {"type": "Module", "class": "Net", "file": "train.py"}
+    takes_model = Frame(file="train.py", first_line=3, name="step", signature={"positional": ["model", "x"]})
+    takes_model.compiles.append(Compile(id="0/0", inputs={"model": model}))
+    assert compiled_name(takes_model) == ("step", "")  # the user's own function, not a decorator
+    takes_model.signature = {"positional": ["model"], "varargs": "args", "varkw": "kwargs"}
+    assert compiled_name(takes_model) == ("Net", "via `step` (train.py:3)")
 
 
 NARROW_PROBE = """<script>
