@@ -231,6 +231,13 @@ def _label(frame: Frame) -> str:
     return f"{frame.name} ({short_path(frame.file)}:{frame.first_line})"
 
 
+def _shown_label(frame: Frame) -> str:
+    """The frame as the page shows it: what the user compiled, and where torch's frame is."""
+    title, via = compiled_name(frame)
+    where = f"{short_path(frame.file)}:{frame.first_line}"
+    return f"{title} ({where})" if not via.startswith("via") else f"{title} ({frame.name}, {where})"
+
+
 def _interesting(frame: Frame) -> bool:
     return len(frame.compiles) > 1 or bool(frame.graph_breaks) or frame.limit_hits > 0
 
@@ -288,12 +295,13 @@ def _overview(frames: list[Frame], limit: int = 30) -> str:
         y = 4 + i * row
         w = max(round(_BAR_W * frame.compile_seconds / top, 1), 1)
         label = _label(frame)
+        shown_as = _shown_label(frame)
         link = f"#{_anchor(frame)}" if _interesting(frame) else "#quiet-frames"
         value = f"{frame.compile_seconds:.2f} s, {len(frame.compiles)} compile{'s' if len(frame.compiles) != 1 else ''}"
         svg.append(
             f'<a href="{link}"><g class="frame" data-frame="{escape(label)}" data-seconds="{frame.compile_seconds:.4f}">'
-            f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H - 3}" text-anchor="end"><title>{escape(label)}</title>'
-            f"{escape(_ellipsis(label, 46))}</text>"
+            f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H - 3}" text-anchor="end"><title>{escape(shown_as)}</title>'
+            f"{escape(_ellipsis(shown_as, 46))}</text>"
             f'<rect class="bar seconds" x="{_LABEL_W}" y="{y}" width="{w}" height="{_BAR_H}"/>'
             f'<text class="value" x="{_LABEL_W + w + 6}" y="{y + _BAR_H - 3}">{value}</text></g></a>'
         )
@@ -472,7 +480,9 @@ def _diff_block(diff: str) -> str:
 
 
 def _quiet_frames(frames: list[Frame]) -> str:
-    rows = "".join(f"<tr><td>{escape(_label(f))}</td><td class='n'>{f.compile_seconds:.2f} s</td></tr>" for f in frames)
+    rows = "".join(
+        f"<tr><td>{escape(_shown_label(f))}</td><td class='n'>{f.compile_seconds:.2f} s</td></tr>" for f in frames
+    )
     return (
         f'<section class="card" id="quiet-frames"><h2>Compiled once, no graph break ({len(frames)})</h2>\n'
         f'<table class="compact"><tr><th>frame</th><th class="n">compiling</th></tr>{rows}</table></section>\n'

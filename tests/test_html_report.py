@@ -179,6 +179,8 @@ def test_frames_are_named_by_what_the_user_compiled(tmp_path):
     assert title, html
     assert title.group(1).startswith("<code>DistilBertForSequenceClassification</code>")
     assert title.group(2) == "via transformers&#x27; <code>wrapper</code>"
+    chart = html[html.index('id="chart-frames"') : html.index("</svg>")]
+    assert "<title>DistilBertForSequenceClassification (wrapper, transformers/utils/generic.py:1030)</title>" in chart
     own = _report_page("RF002/kwargs_decorated_forward", tmp_path)
     assert re.search(
         r"<h2>1\. <code>Regressor</code>.*?</h2>\n<p class=\"via\">via <code>wrapper</code> \(program\.py:11\)", own
