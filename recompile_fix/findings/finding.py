@@ -85,8 +85,8 @@ class Finding:
             tolerance=data.get("tolerance"),
         )
 
-    def describe(self, *, unsafe_fixes: bool = False) -> str:
-        """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note."""
+    def describe(self, *, unsafe_fixes: bool = False, notes: bool = True) -> str:
+        """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note (``notes``)."""
         loc = self.location
         marker = {
             Safety.SAFE: "[*] ",
@@ -94,7 +94,8 @@ class Finding:
             Safety.NONE: "[no fix] ",
         }[self.safety]
         lines = [f"{self.file}:{loc.line}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
-        lines.extend(f"    note: {note}" for note in self.notes)
+        if notes:
+            lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)
 
 

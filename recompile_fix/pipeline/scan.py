@@ -25,7 +25,17 @@ import recompile_fix
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
 
-__all__ = ["CACHE_FILE", "CacheEntry", "code_digest", "content_digest", "discover", "Scanned", "StaticScan"]
+__all__ = [
+    "CACHE_FILE",
+    "CacheEntry",
+    "code_digest",
+    "content_digest",
+    "discover",
+    "is_source",
+    "Scanned",
+    "skipped_sources",
+    "StaticScan",
+]
 
 # A file's cache entry: [content digest, its findings as JSON].
 CacheEntry = list[Any]
@@ -42,19 +52,33 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def is_source(path: str | os.PathLike[str]) -> bool:
+    """Is this a file the rules read (Python source)? The one test, for a file named on the
+    command line and for one found in a folder: a new kind (a notebook) is added here."""
+    return Path(path).suffix == ".py"
+
+
+def skipped_sources(paths: Iterable[str]) -> list[str]:
+    """The files named in ``paths`` that are not sources (``is_source``): `apply` warns of each
+    and skips it, as ruff does."""
+    return [p for p in paths if Path(p).is_file() and not is_source(p)]
+
+
 def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
-    """Python files under ``paths``; an explicitly named file is always included."""
+    """Python files under ``paths``; an explicitly named source file is always included (one that
+    is not a source, ``skipped_sources``, never)."""
     files: list[Path] = []
     for given in paths:
         path = Path(given).resolve()
         if path.is_file():
-            files.append(path)
+            if is_source(path):
+                files.append(path)
             continue
         for directory, dirnames, filenames in os.walk(path):
             rel_dir = os.path.relpath(directory, root)
             dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
             for name in sorted(filenames):
-                if name.endswith(".py") and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
+                if is_source(name) and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
                     files.append(Path(directory, name))
     return files
 
