@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from recompile_fix.profile.files import read_bounded, read_named_file
 from recompile_fix.profile.kept_sources import kept_source
 from recompile_fix.profile.model import Profile
 
@@ -141,7 +142,7 @@ def relocate(profile: Profile, root: Path, profile_path: Path) -> tuple[Profile,
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            raw = (root / path).read_bytes()
+            raw = read_named_file(path, root)
         except OSError:
             continue
         now = hashlib.sha256(raw).hexdigest()
@@ -149,7 +150,7 @@ def relocate(profile: Profile, root: Path, profile_path: Path) -> tuple[Profile,
             continue
         kept = kept_source(profile_path, digest)
         try:
-            moved[path] = (_Mapper(kept.read_text(encoding="utf-8"), raw.decode("utf-8")), now)
+            moved[path] = (_Mapper(read_bounded(kept).decode("utf-8"), raw.decode("utf-8")), now)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue  # no profiled text, or a file that does not parse: stale as before
     if not moved:

@@ -18,6 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from recompile_fix.errors import UserError
+from recompile_fix.profile.files import read_bounded
 
 __all__ = ["dotted_name", "is_name", "SourceError", "SourceFile", "walk"]
 
@@ -43,7 +44,7 @@ class SourceFile:
     @classmethod
     def read(cls, path: Path, data: bytes | None = None, *, parse: bool = True) -> "SourceFile":
         try:
-            data = path.read_bytes() if data is None else data
+            data = read_bounded(path) if data is None else data
         except OSError as exc:
             raise SourceError(f"{path}: cannot read: {exc.strerror}") from None
         try:
