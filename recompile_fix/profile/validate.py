@@ -157,6 +157,16 @@ def check_agreement(profile: Profile) -> None:
             raise _damaged(f"applied names {path!r}, a file it records no profiled hash of")
         if digest == profile.sources[path]:
             raise _damaged(f"applied[{path!r}] is the hash the file was profiled with: no fix was applied to it")
+    seen: dict[tuple[str, int, str], int] = {}
+    for f, frame in enumerate(profile.frames):
+        # The recorder keeps one frame per code object (merge.py): a second is a damaged (or
+        # padded: 15,000 frames ran for 900 s) Profile.
+        if frame.key in seen:
+            raise _damaged(
+                f"frames[{f}] and frames[{seen[frame.key]}] are the same code (`{frame.name}` at "
+                f"{frame.file}:{frame.first_line}); the recorder keeps one frame per code object"
+            )
+        seen[frame.key] = f
     for f, frame in enumerate(profile.frames):
         ranks: dict[str, int] = {}
         parameters = _parameters(frame.signature)
