@@ -137,11 +137,19 @@ def test_a_fifo_as_the_profile_is_one_line_not_a_hang(project):
 def test_a_fifo_named_pipe_py_is_not_read(project):
     os.mkfifo(project / "pipe.py")
     _edit(project, _name_in_stack("pipe.py"))
-    result = _cli(project, "apply", ".", timeout=60)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    assert "recompile-fix: error: pipe.py: cannot be read; not changed" in result.stderr.splitlines()
-    result = _cli(project, "report", "--html", "page.html", timeout=60)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    for command in (("apply", "."), ("report", "--html", "page.html")):
+        _one_error_line(_cli(project, *command, timeout=60), "'pipe.py' names no regular file")
+    _untouched(project)
+
+
+def test_a_link_out_of_the_project_is_one_line(project, tmp_path):
+    """Never read, so the rules would plan without it (the fuzz round: RF001 wrote
+    `mark_dynamic` where the recorded run gives `maybe_mark_dynamic`)."""
+    (tmp_path / "elsewhere.py").write_text(MAIN)
+    os.symlink(tmp_path / "elsewhere.py", project / "out.py")
+    _edit(project, _name_in_stack("out.py"))
+    _one_error_line(_cli(project, "apply", "."), "'out.py' is a link to", "out of the project")
+    _untouched(project)
 
 
 def test_a_padded_profile_of_15000_frames_ends_fast(project):

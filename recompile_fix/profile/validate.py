@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -49,13 +50,19 @@ def check_against_sources(
         _check_inside(path)
         if _is_system(os.path.normpath(path)):
             raise _damaged(f"the path {path!r} names a system file, not a source file")
-        if (
-            project is not None
-            and not os.path.isabs(path)
-            and _is_system(os.path.realpath(os.path.join(project, path)))
-        ):
+        if project is not None and not os.path.isabs(path):
             where = os.path.realpath(os.path.join(project, path))
-            raise _damaged(f"the path {path!r} is a link to {where!r}, a system file, not a source file")
+            if _is_system(where):
+                raise _damaged(f"the path {path!r} is a link to {where!r}, a system file, not a source file")
+            # Never read (profile/files.py), so the rules would plan without the file: other edits.
+            if not (where == project or where.startswith(project.rstrip(os.sep) + os.sep)):
+                raise _damaged(f"the path {path!r} is a link to {where!r}, out of the project")
+            try:
+                mode = os.stat(where).st_mode
+            except OSError:
+                mode = stat.S_IFREG  # missing or unreadable: said where it matters (stale, missing)
+            if not stat.S_ISREG(mode):
+                raise _damaged(f"the path {path!r} names no regular file (a FIFO, device or directory)")
         if project is not None and os.path.isabs(path) and not is_library_path(path):
             real = os.path.realpath(path)
             if real == project or real.startswith(project.rstrip(os.sep) + os.sep):
