@@ -142,14 +142,18 @@ def test_a_fifo_named_pipe_py_is_not_read(project):
     _untouched(project)
 
 
-def test_a_link_out_of_the_project_is_one_line(project, tmp_path):
-    """Never read, so the rules would plan without it (the fuzz round: RF001 wrote
-    `mark_dynamic` where the recorded run gives `maybe_mark_dynamic`)."""
-    (tmp_path / "elsewhere.py").write_text(MAIN)
+def test_a_link_out_of_the_project_is_never_read(project, tmp_path):
+    """A project path that leads out of the project is not read, not even with the hash it has
+    there: the page shows none of it."""
+    import hashlib
+
+    (tmp_path / "elsewhere.py").write_text(f"TOKEN = '{SECRET}'\n")
     os.symlink(tmp_path / "elsewhere.py", project / "out.py")
-    _edit(project, _name_in_stack("out.py"))
-    _one_error_line(_cli(project, "apply", "."), "'out.py' is a link to", "out of the project")
-    _untouched(project)
+    digest = hashlib.sha256((tmp_path / "elsewhere.py").read_bytes()).hexdigest()
+    _edit(project, _name_in_stack("out.py", digest=digest))
+    result = _cli(project, "report", "--html", "page.html")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert SECRET not in (project / "page.html").read_text()
 
 
 def test_a_padded_profile_of_15000_frames_ends_fast(project):
