@@ -184,9 +184,7 @@ def strict(operator: str, path) -> bool:
     range, a path, a cut file: yes. A recorded input a little different, a field left empty, an
     item deleted, swapped or repeated: the Profile of another run as much as a damaged one (torch names only the first
     failing guard, so a size seen only in the inputs is evidence too): any proven edits."""
-    if operator in ("delete", "swap", "duplicate", "retype_none", "path:link_out"):
-        # A link out of the project is never read (profile/files.py): apply says so for its file,
-        # one line, and fixes the rest (tests/test_writes.py).
+    if operator in ("delete", "swap", "duplicate", "retype_none"):
         return False
     if path and path[-1] == "entry":
         # A guard naming a cache entry the Profile lacks is what a run whose recorder missed a

@@ -42,7 +42,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.lock import project_lock
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
 from recompile_fix.profile.files import read_named_file
-from recompile_fix.profile.model import Profile, is_library_path, resolve, same_as_profiled, sha256_bytes
+from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
 
@@ -318,14 +318,6 @@ def _plan_from_profile(
             error_for(finding.file)
             continue
         planned.append(finding)
-    for path in sorted(profile.sources):
-        # A file the Profile names that links out of the project is never read (profile/files.py),
-        # so no Finding says so: say it here, once.
-        if os.path.isabs(path) or is_library_path(path):
-            continue
-        link = resolve(path, root_dir)
-        if link.is_symlink() and _inside(link.parent, roots) and not _inside(link, [root_dir]):
-            error_once(path, f"a symbolic link to {link.resolve()}, outside the project; not changed")
     for path, why in sorted(project.errors.items()):
         state = file_status(path)
         if state == "outside":

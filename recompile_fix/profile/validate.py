@@ -54,6 +54,10 @@ def check_against_sources(
             where = os.path.realpath(os.path.join(project, path))
             if _is_system(where):
                 raise _damaged(f"the path {path!r} is a link to {where!r}, a system file, not a source file")
+            # Never read (profile/files.py), so the rules would plan without the file: another
+            # call site, other edits (the fuzz round's link_out). One line, whatever the link.
+            if not (where == project or where.startswith(project.rstrip(os.sep) + os.sep)):
+                raise _damaged(f"the path {path!r} is a link to {where!r}, out of the project")
             try:
                 mode = os.stat(where).st_mode
             except OSError:
