@@ -208,7 +208,7 @@ def report(profile_file, as_json, html_file, output_format) -> None:
     if profile_file is None:  # the Profile's project, found upward from here
         enter_project()
     loaded = Profile.load(profile_file or load_config().profile)
-    check_against_sources(loaded, _read_or_none)
+    check_against_sources(loaded, lambda path: _read_or_none(path, loaded), ".")
     # As `apply` finds them: evidence in files edited since profiling where its code is now
     # (analysis.relocate); a frame whose code changed is shown as recorded, with no fix.
     anchored = anchor(loaded, Path.cwd())
@@ -695,9 +695,11 @@ def lsp(debounce, guide) -> None:
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)
 
 
-def _read_or_none(path: str) -> bytes | None:
+def _read_or_none(path: str, profile: "Profile") -> bytes | None:
+    from recompile_fix.profile.files import read_named_file
+
     try:
-        return Path(path).read_bytes()
+        return read_named_file(path, ".", profile.interpreter)
     except OSError:
         return None
 

@@ -23,7 +23,8 @@ from recompile_fix.edits.edit import apply_edits, unified_diff
 from recompile_fix.findings.accounting import EXPECTED, FIX, Accounting, Outcome, account
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.pipeline.fix import FindingFix
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, resolve
+from recompile_fix.profile.files import read_named_file
+from recompile_fix.profile.model import Compile, Frame, Location, Profile
 from recompile_fix.profile.reason_classes import reason_id
 from recompile_fix.reason_docs import reason_url
 from recompile_fix.report import grouped_reasons, reason_phrase, short_path
@@ -171,7 +172,7 @@ def render_page(
     ``accounting``: where each recompile ends (default: ``account(profile, findings)``)."""
     fixes = fixes if fixes is not None else [None] * len(findings)
     accounting = accounting if accounting is not None else account(profile, findings)
-    lines = _SourceLines(Path(root))
+    lines = _SourceLines(Path(root), profile)
     by_frame: dict[str, list[tuple[Finding, FindingFix | None]]] = {}
     unattached: list[tuple[Finding, FindingFix | None]] = []
     labels = {_evidence_label(frame): frame for frame in profile.frames}
@@ -622,16 +623,22 @@ def _before_after(frame: Frame, row: FrameRow | None) -> str:
 
 
 class _SourceLines:
-    """Lines of the user's files (for call sites), read once each; torch's own may be absent."""
+    """Lines of the user's files (for call sites), read once each; torch's own may be absent.
+    A line is shown only from a file whose bytes are the ones the Profile hashed (a committed
+    Profile naming /proc/self/environ put the CI's secrets in the page)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, profile: Profile):
         self.root = root
+        self.profile = profile
         self._files: dict[str, list[str]] = {}
 
     def line(self, path: str, number: int) -> str:
         if path not in self._files:
             try:
-                self._files[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines()
+                data = read_named_file(
+                    path, self.root, self.profile.interpreter, expected=self.profile.sources.get(path), checked=True
+                )
+                self._files[path] = data.decode("utf-8").splitlines()
             except (OSError, UnicodeDecodeError):
                 self._files[path] = []
         lines = self._files[path]

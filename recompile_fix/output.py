@@ -26,7 +26,7 @@ from typing import Any
 import recompile_fix
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.pipeline.fix import FindingFix, finding_fixes
-from recompile_fix.profile.model import resolve
+from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.reason_classes import reason_id
 from recompile_fix.reason_docs import reason_url
 from recompile_fix.rule_docs import REPOSITORY, rule_summary, rule_url
@@ -110,7 +110,7 @@ class _Texts:
         col = utf8_col or 0
         if path not in self._lines:
             try:
-                self._lines[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines(keepends=True)
+                self._lines[path] = read_named_file(path, self.root).decode("utf-8").splitlines(keepends=True)
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = None
         lines = self._lines[path]

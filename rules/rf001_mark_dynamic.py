@@ -207,6 +207,7 @@ class MarkDynamic(Rule):
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings: list[Finding] = []
         release = profile.torch_release
+        uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] = {}  # one analysis per function
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
             if is_resume(frame.name):
@@ -214,7 +215,7 @@ class MarkDynamic(Rule):
                 continue
             for evidence in site_evidence(frame):
                 if evidence.changed and evidence.site is not None:
-                    findings.extend(_SitePlan(self, evidence, project, release).findings())
+                    findings.extend(_SitePlan(self, evidence, project, release, uses).findings())
         return _merge_same_call(findings)
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
@@ -391,8 +392,16 @@ class _Mark:
 class _SitePlan:
     """The finding for one call of one compiled frame."""
 
-    def __init__(self, rule: MarkDynamic, evidence: SiteEvidence, project: Project, release: tuple[int, int] | None):
+    def __init__(
+        self,
+        rule: MarkDynamic,
+        evidence: SiteEvidence,
+        project: Project,
+        release: tuple[int, int] | None,
+        uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] | None = None,
+    ):
         self.rule = rule
+        self._uses = {} if uses is None else uses
         self.ev = evidence
         self.frame = evidence.frame
         self.site: Location = evidence.site  # type: ignore[assignment]
@@ -572,7 +581,7 @@ class _SitePlan:
             target = located[src][0]
             if target is None or not target.param:
                 continue
-            loops = SizeUses(func, target.param, func_source).loop_dims()
+            loops = self.size_uses(func, target.param, func_source).loop_dims()
             if d in loops:
                 tied = [f"`{s}` dim {e}" for s, e in group if (s, e) != (src, d)]
                 also = f" (nor {', '.join(tied)}, tied to it)" if tied else ""
@@ -582,6 +591,14 @@ class _SitePlan:
                     "every call and `maybe_mark_dynamic` would change nothing"
                 )
         return None
+
+    def size_uses(self, func: cst.FunctionDef, param: str, source: SourceFile | None) -> SizeUses:
+        """What ``func`` does with ``param``'s sizes, analysed once per plan (every frame and
+        call of a function asked again: 35 ms a frame)."""
+        key = (id(func), param)
+        if key not in self._uses:
+            self._uses[key] = (func, SizeUses(func, param, source))  # func kept: its id stays its own
+        return self._uses[key][1]
 
     def _compared(
         self,
@@ -594,7 +611,7 @@ class _SitePlan:
             return False
         for src, d in kept:
             target = located[src][0]
-            if target.param and d in SizeUses(func, target.param, func_source).compared_dims():
+            if target.param and d in self.size_uses(func, target.param, func_source).compared_dims():
                 return True
         return False
 

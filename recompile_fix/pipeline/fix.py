@@ -45,6 +45,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.lock import project_lock
 from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
+from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
@@ -314,7 +315,7 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
-    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir, profile.interpreter)))
+    check_against_sources(profile, lambda path: _read_or_none(path, root_dir, profile), root_dir)
     project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
@@ -327,7 +328,7 @@ def _plan_from_profile(
                 status[path] = "outside"
                 return status[path]
             try:
-                data = file.read_bytes()
+                data = read_named_file(path, root_dir, profile.interpreter)
             except FileNotFoundError:
                 status[path] = "missing"
                 return status[path]
@@ -417,15 +418,15 @@ class _SourceReader:
     def source(self, path: str) -> SourceFile | None:
         if path not in self._sources:
             try:
-                self._sources[path] = SourceFile.read(Path(path), resolve(path, self.root).read_bytes(), parse=False)
+                self._sources[path] = SourceFile.read(Path(path), read_named_file(path, self.root), parse=False)
             except (OSError, SourceError):
                 self._sources[path] = None
         return self._sources[path]
 
 
-def _read_or_none(path: Path) -> bytes | None:
+def _read_or_none(path: str, root: Path, profile: Profile) -> bytes | None:
     try:
-        return path.read_bytes()
+        return read_named_file(path, root, profile.interpreter)
     except OSError:
         return None
 
@@ -440,7 +441,7 @@ class _LineReader:
     def line(self, path: str, number: int) -> str:
         if path not in self._lines:
             try:
-                self._lines[path] = resolve(path, self.root).read_text(encoding="utf-8").splitlines()
+                self._lines[path] = read_named_file(path, self.root).decode("utf-8").splitlines()
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = []
         lines = self._lines[path]
@@ -489,7 +490,7 @@ def rewrite_files(
     failed: list[tuple[str, str]] = []
     for path, file_fixes in sorted(by_file.items()):
         try:
-            data = resolve(path, root).read_bytes()
+            data = read_named_file(path, root)
             if planned_from is not None and planned_from.get(path, content_digest(data)) != content_digest(data):
                 failed.append((path, f"{path}: {_CHANGED_MEANWHILE}"))
                 continue
@@ -576,7 +577,7 @@ def finding_fixes(
             continue
         if finding.file not in sources:
             try:
-                data = resolve(finding.file, root).read_bytes()
+                data = read_named_file(finding.file, root)
                 sources[finding.file] = SourceFile.read(Path(finding.file), data, parse=False)
             except (OSError, SourceError):
                 sources[finding.file] = None

@@ -24,6 +24,7 @@ from typing import Any
 import recompile_fix
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
+from recompile_fix.profile.files import read_bounded
 
 __all__ = [
     "CACHE_FILE",
@@ -105,7 +106,7 @@ def _scan_one(path: str, relative: str) -> Scanned:
     from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path)  # a .py link to /dev/zero in the tree: refused, not read for ever
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
     digest = content_digest(data)
@@ -188,7 +189,7 @@ class StaticScan:
         for path in files:
             rel = os.path.relpath(path, self.root)
             try:
-                digest = content_digest(path.read_bytes())
+                digest = content_digest(read_bounded(path))
             except OSError:
                 continue
             entry = cache.get(rel)

@@ -10,6 +10,8 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recompile_fix.profile.files import read_named_file
+
 if TYPE_CHECKING:
     from recompile_fix.profile.model import Profile
 
@@ -35,7 +37,7 @@ def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> N
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            data = (root / path).read_bytes()
+            data = read_named_file(path, root)
         except OSError:
             continue
         if hashlib.sha256(data).hexdigest() != digest:
