@@ -146,7 +146,7 @@ class LazyDefault(Rule):
                         # Library code defaults it (transformers' `self.config.problem_type`):
                         # never edited; the user's code sets it where it compiles the model.
                         finding = self._plan_library(frame, frame.compiles[index:], attr, reason, project)
-                    elif os.path.isabs(frame.file):
+                    elif os.path.isabs(reason.first_use.file):
                         continue  # code outside the project: not the user's to edit
                     else:
                         finding = self._plan(frame, attr, reason, project)

@@ -3,11 +3,20 @@ use that names only torch 2.10's path tail, and the siblings a dropout schedule 
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from pathlib import Path
+
+import pytest
 
 from recompile_fix.analysis.project import Project
 from recompile_fix.profile.merge import build_profile
+from recompile_fix.profile.model import Profile
+from recompile_fix.rules.rf008_scheduled_dropout import RULE as RF008
 from recompile_fix.rules.rf010_lazy_default import RULE as RF010
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = """import torch
 from torch import nn
@@ -110,3 +119,53 @@ def test_rf010_fixes_a_library_wrapper_frame_whose_guard_is_first_used_in_the_pr
     (finding,) = RF010.plan(profile, project)
     assert (finding.file, finding.location.line, finding.safety.value) == ("pkg/model.py", 14, "safe")
     assert "self.scale = 0.5" in finding.params["text"]
+
+
+FOUR = ROOT / "golden" / "RF008" / "four_dropouts"
+LOOP = """    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+"""
+
+
+def _rf008_converts(tmp_path, schedule: str) -> list[str]:
+    """The dropouts RF008 converts in the four-dropout program with its schedule replaced by
+    ``schedule``, read with the Profile recorded on the original (torch named only ``drop1``)."""
+    text = (FOUR / "program.in.py").read_text()
+    assert LOOP in text
+    (tmp_path / "program.py").write_text(text.replace(LOOP, schedule))
+    profile = Profile.from_json(json.loads((FOUR / "profile.json").read_text()))
+    assert {r.source for f in profile.frames for r in f.reasons()} == {"self._modules['drop1'].p"}
+    (finding,) = RF008.plan(profile, Project(tmp_path))
+    source = (tmp_path / "program.py").read_text()
+    names = []
+    for start, _ in finding.params["replace"]:
+        line = source[source.rindex("\n", 0, start) + 1 : source.index("\n", start)]
+        match = re.match(r"\s*self\.(\w+) = ", line)
+        assert match is not None, line
+        names.append(match.group(1))
+    return sorted(names)
+
+
+@pytest.mark.parametrize(
+    "schedule, converted",
+    [
+        (LOOP, ["drop1", "drop2", "drop3", "drop4"]),  # every nn.Dropout the loop reaches
+        (
+            "    model.drop1.p = p\n    model.drop2.p = p\n    model.drop3.p = p\n    model.drop4.p = p\n",
+            ["drop1", "drop2", "drop3", "drop4"],
+        ),
+        ("    for drop in (model.drop1, model.drop3):\n        drop.p = p\n", ["drop1", "drop3"]),
+        ("    model.drop1.p = p\n", ["drop1"]),  # the others keep their p: left as they are
+    ],
+    ids=["modules-loop", "named-writes", "named-loop", "one-write"],
+)
+def test_rf008_converts_the_siblings_the_schedule_sets(tmp_path, schedule, converted):
+    assert _rf008_converts(tmp_path, schedule) == converted
+
+
+def test_rf008_says_which_siblings_it_converts(tmp_path):
+    _rf008_converts(tmp_path, "    model.drop1.p = p\n    model.drop2.p = p\n")
+    profile = Profile.from_json(json.loads((FOUR / "profile.json").read_text()))
+    (finding,) = RF008.plan(profile, Project(tmp_path))
+    assert any("also sets `drop2`" in note and "program.py:" in note for note in finding.notes), finding.notes
