@@ -83,6 +83,13 @@ class ScheduledDropout(Rule):
     * a drop-path module of the program's own gets `@torch.compiler.disable` on its `forward`:
       it runs eagerly, outside the graph.
 
+    torch names only the first guard that fails, so a Profile names one of the dropouts a
+    schedule sets. The others the same schedule sets are converted with it: every `nn.Dropout`
+    of the profiled files where a loop over `model.modules()` writes `.p`
+    (`for m in model.modules(): if isinstance(m, nn.Dropout): m.p = p`), and the dropouts
+    written `.p` in the same function or loop as the named one (`model.drop1.p = p;
+    model.drop2.p = p`). Converting only the named one would leave the recompiles.
+
     ## Why is this bad?
     torch guards a module's float attribute on its value (`self._modules['drop'].p == 0.3`,
     read by `F.dropout`): every new probability compiles the frame again, and a schedule over

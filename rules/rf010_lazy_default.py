@@ -66,6 +66,10 @@ class LazyDefault(Rule):
                 self.config.scale = 0.5
     ```
 
+    The compiled frame may be library code (a decorator's `wrapper`, such as transformers'
+    `can_return_tuple`) while the block is the program's own: the fix goes into the program's
+    class as above.
+
     Where the block is library code (transformers' `*ForSequenceClassification.forward`
     defaults `self.config.problem_type` on its first call with labels), the program's own code
     sets the attribute to the value the first call gave it (recorded at the later compiles), on
