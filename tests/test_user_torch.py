@@ -33,9 +33,16 @@ def second_venv(tmp_path, monkeypatch):
     calls = tmp_path / "calls"
     _fake_python(tmp_path / "bin", calls, """echo '{"torch": "2.6.0", "path": []}'""")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    installed_torch_version.cache_clear()
+    _forget()
     yield calls
+    _forget()
+
+
+def _forget() -> None:
+    """A new process: nothing asked yet (the cache under the project stays)."""
     installed_torch_version.cache_clear()
+    releases._ASKED.clear()
+    releases._SAID.clear()
 
 
 def test_static_mode_asks_the_interpreter_on_path(tmp_path, second_venv):
@@ -46,8 +53,11 @@ def test_static_mode_asks_the_interpreter_on_path(tmp_path, second_venv):
     cached = json.loads((project / TORCH_VERSIONS_CACHE).read_text())
     assert [entry["torch"] for entry in cached.values()] == ["2.6.0"]
     # Another process over the same project: from the cache, the interpreter is not asked again.
-    installed_torch_version.cache_clear()
+    _forget()
     assert installed_torch_version(project) == "2.6.0"
+    assert second_venv.read_text().count("\n") == 1
+    # The rules' call (no root) in the same process: what the process was told.
+    assert installed_torch_version() == "2.6.0"
     assert second_venv.read_text().count("\n") == 1
     # The interpreter changed (a new mtime): asked again.
     python = tmp_path / "bin" / "python"
@@ -70,12 +80,19 @@ def test_the_tool_never_imports_torch_to_know_the_version(tmp_path, second_venv)
 
 def test_static_apply_gates_on_the_users_torch(tmp_path, second_venv, cli):
     """RF004 writes torch.compiler.nested_compile_region, which torch 2.6 lacks: the user's
-    interpreter says 2.6.0, so static mode refuses it, though this tool's own torch has it."""
+    interpreter says 2.6.0, so static mode makes no such edit, though this tool's own torch
+    (2.13) has it (tests/test_releases.py: there it is written)."""
     program = tmp_path / "program.py"
     program.write_bytes((ROOT / "golden" / "RF004" / "deep_blocks_module" / "program.in.py").read_bytes())
-    done = cli("apply", "--diff", "program.py", cwd=tmp_path, env={"PATH": os.environ["PATH"]})
-    assert "torch 2.6.0 has no `torch.compiler.nested_compile_region`" in done.stderr, done.stderr
-    assert "+    @torch.compiler.nested_compile_region" not in done.stdout
+    env = {"PATH": os.environ["PATH"]}
+    diff = cli("apply", "--diff", "--unsafe-fixes", "program.py", cwd=tmp_path, env=env)
+    assert "nested_compile_region" not in diff.stdout, diff.stdout
+    found = json.loads(cli("apply", "--output-format", "json", "program.py", cwd=tmp_path, env=env).stdout)
+    (rf004,) = [f for f in found if f["code"] == "RF004"]
+    assert rf004["fix"] is None
+    assert second_venv.read_text().count("\n") == 1  # asked once: the second process reads the cache
+    cached = json.loads((tmp_path / TORCH_VERSIONS_CACHE).read_text())
+    assert [entry["torch"] for entry in cached.values()] == ["2.6.0"]
 
 
 @pytest.mark.parametrize(
@@ -90,12 +107,13 @@ def test_static_apply_gates_on_the_users_torch(tmp_path, second_venv, cli):
 def test_an_interpreter_that_cannot_say_falls_back_to_the_tools_torch(tmp_path, monkeypatch, capsys, body, why):
     _fake_python(tmp_path / "bin", tmp_path / "calls", body)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    installed_torch_version.cache_clear()
+    _forget()
     try:
         assert installed_torch_version(tmp_path) == releases._own_torch_version()
         installed_torch_version(tmp_path)  # once per process: one line
+        installed_torch_version()  # the rules' call, without a root
     finally:
-        installed_torch_version.cache_clear()
+        _forget()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and why in err and "static mode uses this tool's own torch" in err, err
 

@@ -85,11 +85,19 @@ def installed_torch_version(root: str | os.PathLike[str] | None = None) -> str |
         return None  # neither has torch: nothing to say that check_edits does not
     if asked.ok:  # an interpreter without torch cannot run the program: most likely not the user's
         asked = AskedVersion(False, why=f"{user_python()} (the first `python` on PATH) has no torch")
-    print(
-        f"recompile-fix: {asked.why}: static mode uses this tool's own torch ({own or 'none installed'})",
-        file=sys.stderr,
-    )
+    if asked.why not in _SAID:
+        _SAID.add(asked.why)
+        print(
+            f"recompile-fix: {asked.why}: static mode uses this tool's own torch ({own or 'none installed'})",
+            file=sys.stderr,
+        )
     return own
+
+
+# What this process was told, by interpreter (a scan's workers, forked, inherit it), and the
+# fallback lines already said.
+_ASKED: dict[tuple[str, int, str], AskedVersion] = {}
+_SAID: set[str] = set()
 
 
 def _own_torch_version() -> str | None:
@@ -139,6 +147,13 @@ def user_torch_version(root: str | os.PathLike[str] | None = None) -> AskedVersi
         stamp = os.stat(python).st_mtime_ns
     except OSError as exc:
         return AskedVersion(False, why=f"cannot read {python}: {exc.strerror}")
+    memo_key = (python, stamp, os.environ.get("PYTHONPATH", ""))
+    if memo_key not in _ASKED or not _ASKED[memo_key].ok:
+        _ASKED[memo_key] = _ask(python, stamp, root)
+    return _ASKED[memo_key]
+
+
+def _ask(python: str, stamp: int, root: str | os.PathLike[str] | None) -> AskedVersion:
     cache_file = Path(root, TORCH_VERSIONS_CACHE) if root is not None else None
     entries = _read_cache(cache_file)
     key = f"{python}\0{os.environ.get('PYTHONPATH', '')}"
