@@ -147,16 +147,24 @@ def user_torch_version(root: str | os.PathLike[str] | None = None) -> AskedVersi
         stamp = os.stat(python).st_mtime_ns
     except OSError as exc:
         return AskedVersion(False, why=f"cannot read {python}: {exc.strerror}")
-    memo_key = (python, stamp, os.environ.get("PYTHONPATH", ""))
+    memo_key = (python, stamp, _environment())
     if memo_key not in _ASKED or not _ASKED[memo_key].ok:
         _ASKED[memo_key] = _ask(python, stamp, root)
     return _ASKED[memo_key]
 
 
+def _environment() -> str:
+    """What else picks the interpreter's packages: a shim's version (pyenv), an activated
+    environment, the import path."""
+    return "\0".join(
+        os.environ.get(name, "") for name in ("PYTHONPATH", "PYENV_VERSION", "VIRTUAL_ENV", "CONDA_PREFIX")
+    )
+
+
 def _ask(python: str, stamp: int, root: str | os.PathLike[str] | None) -> AskedVersion:
     cache_file = Path(root, TORCH_VERSIONS_CACHE) if root is not None else None
     entries = _read_cache(cache_file)
-    key = f"{python}\0{os.environ.get('PYTHONPATH', '')}"
+    key = f"{python}\0{_environment()}"
     known = entries.get(key)
     if isinstance(known, dict) and known.get("mtime") == stamp and _folders_unchanged(known.get("folders")):
         version = known.get("torch")
