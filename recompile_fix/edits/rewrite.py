@@ -57,7 +57,7 @@ def rewrite(
             continue
         edits = edits_or_error
         # Only what the Finding's torch runs (the Profile's; static mode: the installed one).
-        wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version())
+        wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version(root))
         if wrong_release is not None:
             result.skipped.append((finding, wrong_release))
             continue

@@ -523,7 +523,7 @@ def _rewrite_memo(
         asked = {
             "findings": [f.to_json() for f in findings],
             "line_length": configured_line_length(Path(root, source.path)),
-            "torch": installed_torch_version(),
+            "torch": installed_torch_version(root),
         }
         known = memo.get("rewrite", path, source.text, asked)
         if known is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import recompile_fix
 from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.files import read_bounded
 
@@ -142,9 +143,11 @@ class StaticScan:
         self.rules = [r for r in rules if type(r).plan_static is not Rule.plan_static]
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
+        # The rules' static findings depend on the user's torch (RF004, RF007 gate on its release);
+        # asked here, before the workers fork, so they inherit the answer.
         self.key = (
             f"{_CACHE_FORMAT}:{recompile_fix.__version__}+{code_digest()}:{fingerprint}:"
-            f"{','.join(sorted(r.id for r in self.rules))}"
+            f"{','.join(sorted(r.id for r in self.rules))}:torch {installed_torch_version(root)}"
         )
         self.cache_path = root / CACHE_FILE
         self.errors: list[str] = []
