@@ -179,9 +179,16 @@ def _profile_summary(result: Profile, exit_code: int, written: str, wanted: str,
     default=None,
     metavar="FILE",
     help="Also write one self-contained page (offline): frames by compile seconds, their call sites, "
-    "reasons, graph breaks, and each finding with its diff.",
+    "reasons, graph breaks, each finding with its diff, and where every recompile ends.",
 )
-def report(profile_file, as_json, html_file) -> None:
+@click.option(
+    "--output-format",
+    type=click.Choice(["concise", "full", "text"]),
+    default=None,
+    help="How the fixes are listed: concise (one line each) or full (with notes; text is its old name) "
+    "[default: concise on a terminal, full otherwise].",
+)
+def report(profile_file, as_json, html_file, output_format) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
     import copy
 
@@ -201,7 +208,7 @@ def report(profile_file, as_json, html_file) -> None:
     if profile_file is None:  # the Profile's project, found upward from here
         enter_project()
     loaded = Profile.load(profile_file or load_config().profile)
-    check_against_sources(loaded, _read_or_none)
+    check_against_sources(loaded, lambda path: _read_or_none(path, loaded), ".")
     # As `apply` finds them: evidence in files edited since profiling where its code is now
     # (analysis.relocate); a frame whose code changed is shown as recorded, with no fix.
     anchored = anchor(loaded, Path.cwd())
@@ -220,18 +227,24 @@ def report(profile_file, as_json, html_file) -> None:
     if as_json:
         click.echo(json.dumps(render_json(shown, findings, accounting=accounting), indent=1))
     else:
-        click.echo(render_text(shown, findings=findings, accounting=accounting, width=terminal_width()), nl=False)
+        concise = output_format == "concise" or (output_format is None and sys.stdout.isatty())
+        click.echo(
+            render_text(shown, findings=findings, accounting=accounting, width=terminal_width(), concise=concise),
+            nl=False,
+        )
     if html_file:
         from recompile_fix.html_report import render_page
         from recompile_fix.pipeline.fix import finding_fixes
 
-        page = render_page(shown, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".")
+        page = render_page(
+            shown, findings, finding_fixes(Path.cwd(), findings, ALL_RULES), root=".", accounting=accounting
+        )
         Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "--profile",
     "profile_file",
@@ -250,10 +263,10 @@ def report(profile_file, as_json, html_file) -> None:
 @click.option("--ignore", default=None, metavar="IDS", help="Comma-separated rule ids or prefixes to skip.")
 @click.option(
     "--output-format",
-    type=click.Choice(["text", "json", "sarif", "github"]),
-    default="text",
-    show_default=True,
-    help="How findings are printed.",
+    type=click.Choice(["concise", "full", "text", "json", "sarif", "github"]),
+    default=None,
+    help="How findings are printed: concise (one line each), full (with notes; text is its old name), "
+    "json, sarif, github [default: concise on a terminal, full otherwise].",
 )
 @click.option(
     "--config",
@@ -273,7 +286,7 @@ def report(profile_file, as_json, html_file) -> None:
     help="Run the Profile's command before and after; apply only the fixes that make nothing worse.",
 )
 def apply(**options) -> None:
-    """Edit the files under PATHS so the recompiles in the Profile stop.
+    """Edit the files under PATHS (default: .) so the recompiles in the Profile stop.
 
     Exit code: 0 nothing pending (or all fixed), 1 fixes pending (--check, --diff), 2 error.
     """
@@ -282,7 +295,16 @@ def apply(**options) -> None:
 
     from recompile_fix.config import enter_project
     from recompile_fix.pipeline.lock import project_lock
+    from recompile_fix.pipeline.scan import skipped_sources
 
+    paths = list(options["paths"]) or ["."]  # as ruff: no PATHS is the current folder
+    for skipped in skipped_sources(paths):  # one line each, as ruff; the exit status is the others'
+        click.echo(f"recompile-fix: warning: {skipped}: not a Python file; skipped", err=True)
+    options["paths"] = [p for p in paths if p not in skipped_sources([p])]
+    if options["output_format"] is None:  # one line a finding where a person reads it, as ruff
+        options["output_format"] = "concise" if sys.stdout.isatty() else "full"
+    elif options["output_format"] == "text":
+        options["output_format"] = "full"
     if options["profile_file"] is None:  # the Profile's project, found upward from here
         options["paths"] = enter_project(options["paths"])
     write = not (options["show_diff"] or options["check"])
@@ -330,7 +352,7 @@ def _apply(
     loaded = None
     if profile_file or os.path.exists(profile_path):
         loaded = Profile.load(profile_path)
-    elif output_format == "text":
+    elif output_format in ("concise", "full"):
         click.echo(
             f"recompile-fix: no Profile at {profile_path}: static mode, only the rules that need "
             "no Profile run (lower confidence)",
@@ -403,7 +425,7 @@ def _apply(
         # A fix can uncover what it removed hid (torch names only the first failing guard), and
         # some recompiles are legitimate: `fix` profiles again and says which stay, and why.
         summary += " Profile again to see what the fixes leave, or run `recompile-fix fix -- <command>` to the end."
-    if output_format == "text" or show_diff:
+    if output_format in ("concise", "full") or show_diff:
         click.echo(summary, err=True)
         if result.outside:  # context (torch's own files, other folders): never an error
             outside = sorted({f.file for f in result.outside})
@@ -673,9 +695,11 @@ def lsp(debounce, guide) -> None:
     serve(DEFAULT_DEBOUNCE if debounce is None else debounce)
 
 
-def _read_or_none(path: str) -> bytes | None:
+def _read_or_none(path: str, profile: "Profile") -> bytes | None:
+    from recompile_fix.profile.files import read_named_file
+
     try:
-        return Path(path).read_bytes()
+        return read_named_file(path, ".", profile.interpreter)
     except OSError:
         return None
 
@@ -722,9 +746,15 @@ def _verify(
     else:
         click.echo(render_text(v), nl=False)
     if html_file and v.ran:
+        from recompile_fix.analysis.compile_calls import static_compile_site
+        from recompile_fix.analysis.project import Project
+        from recompile_fix.findings.accounting import account
         from recompile_fix.html_report import render_page
         from recompile_fix.pipeline.fix import finding_fixes
         from recompile_fix.verify.chart import verification_body
+
+        project = Project(".", expected_hashes=profile.sources, interpreter=profile.interpreter)
+        accounting = account(profile, v.fixes, deliberate_static=static_compile_site(profile, project))
 
         page = render_page(
             profile,
@@ -733,6 +763,7 @@ def _verify(
             root=".",
             verification=v,
             verification_body=verification_body(v, heading="h2"),
+            accounting=accounting,
         )
         Path(html_file).write_text(page, encoding="utf-8")
         click.echo(f"recompile-fix: wrote {html_file}", err=True)

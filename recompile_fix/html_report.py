@@ -5,29 +5,35 @@ Frames in order of compile seconds, each with what tlparse shows per compile (it
 the guard that failed, the arguments' shapes, the call site) and what we add: the typed reasons
 and how often each came, the call sites and how many compiles each caused, the graph breaks,
 and the Finding with the diff of its fix. With a verification (`verify --html`), the verdict
-and the before/after bars come first, and each frame shows its own before/after bars.
+and the before/after bars come first, and each frame shows its own before/after bars. The page
+ends with the accounting (findings.accounting): where each recompile ends, the counts adding up
+to the Profile's recompiles. Frames are named by what the user compiled (``compiled_name``: the
+module's class, or the function), the library decorator that torch compiled beneath.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recompile_fix.edits.edit import apply_edits, unified_diff
-from recompile_fix.errors import UserError
+from recompile_fix.findings.accounting import EXPECTED, FIX, Accounting, Outcome, account
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.notebook import source_bytes
 from recompile_fix.pipeline.fix import FindingFix
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, resolve
+from recompile_fix.profile.files import read_named_file
+from recompile_fix.profile.model import Compile, Frame, Location, Profile
+from recompile_fix.profile.reason_classes import reason_id
+from recompile_fix.reason_docs import reason_url
 from recompile_fix.report import grouped_reasons, reason_phrase, short_path
 from recompile_fix.rule_docs import rule_url
 
 if TYPE_CHECKING:
     from recompile_fix.verify.compare import FrameRow, Verification
 
-__all__ = ["render_page"]
+__all__ = ["code_html", "compiled_name", "render_page"]
 
 _CSS = """
 * { box-sizing: border-box; }
@@ -55,7 +61,8 @@ td.guard { word-break: break-word; }
 .kind { display: inline-block; font-size: 12px; padding: 0 6px; border-radius: 10px; background: #ddf4ff;
         color: #0550ae; white-space: nowrap; }
 .kind.limit_hit { background: #ffebe9; color: #b00020; }
-.badge { display: inline-block; font-size: 12px; font-weight: 600; padding: 1px 8px; border-radius: 10px; }
+.badge { display: inline-block; font-size: 12px; font-weight: 600; padding: 1px 8px; border-radius: 10px;
+         white-space: nowrap; }
 .badge.safe { background: #dafbe1; color: #116329; } .badge.unsafe { background: #fff8c5; color: #7d4e00; }
 .badge.none { background: #eaeef2; color: #59636e; }
 .finding { border-left: 3px solid #0b63ce; padding: 2px 0 2px 12px; margin: 8px 0 14px; }
@@ -80,9 +87,74 @@ svg.chart .axis { stroke: #d0d7de; }
 .verification li code { white-space: normal; }
 td.worse { color: #b00020; font-weight: 600; } td.better { color: #0a7d32; }
 ul.regressions li { color: #b00020; }
+.via { font-size: 12.5px; font-weight: normal; color: #59636e; margin: 2px 0 0; }
+.timing-note { font-size: 12.5px; margin: 8px 0 0; }
+.badge.fixed { background: #dafbe1; color: #116329; } .badge.fixable { background: #ddf4ff; color: #0550ae; }
+.badge.expected { background: #eaeef2; color: #1f2328; } .badge.no-fix, .badge.no-rule { background: #fff8c5; color: #7d4e00; }
+table.accounting td { word-break: break-word; } table.accounting td.compiled { white-space: nowrap; width: 1%; }
+@media (max-width: 720px) {
+  main { padding: 12px 10px 32px; } .card { padding: 12px; }
+  table { display: block; overflow-x: auto; } td code, li code, p code { word-break: break-word; }
+  .total { min-width: 0; flex: 1 1 40%; } table.accounting td.compiled { white-space: normal; }
+}
 """
 
 _LABEL_W, _BAR_W, _VALUE_W, _BAR_H, _GAP = 340, 550, 190, 14, 6
+
+_SINGLE_RUN = (
+    "Compile seconds are of a single run of the program: they vary from run to run (machine load, "
+    "caches), so small differences are noise; the counts of compiles are exact."
+)
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def code_html(text: str) -> str:
+    """Plain text with `backticks` as HTML: escaped first, then each `span` as <code>."""
+    return _CODE.sub(r"<code>\1</code>", escape(text))
+
+
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+
+
+def compiled_name(frame: Frame) -> tuple[str, str]:
+    """(what the user compiled, what torch compiled beneath it, or ""): the class of the module
+    the frame's first argument is (``DistilBertForSequenceClassification``, "via transformers'
+    `wrapper`" where the compiled code is the library's decorator), the function a graph break
+    resumed, or the frame's own name."""
+    library = _library(frame.file)
+    first = None
+    if frame.signature and frame.signature.get("positional"):
+        first = frame.signature["positional"][0]
+    module = held_in = None
+    for source in [s for s in (first, "self", "args[0]") if s]:
+        for compile_ in frame.compiles:
+            entry = compile_.inputs.get(source)
+            if isinstance(entry, dict) and entry.get("type") == "Module":
+                qualname = entry.get("qualname") or entry.get("class")
+                if isinstance(qualname, str) and qualname:
+                    module, held_in = qualname, source
+                    break
+        if module:
+            break
+    # A decorator's code (a library's, or one passing *args/**kwargs on) stands for the module it
+    # wraps; the user's own function that takes a model is named as itself.
+    passes_on = bool(frame.signature and (frame.signature.get("varargs") or frame.signature.get("varkw")))
+    decorator = bool(library) or passes_on or held_in == "args[0]"
+    resumed = _RESUME.match(frame.name)
+    if module is not None and frame.name in ("forward", "__call__"):
+        return f"{module}.{frame.name}", ""
+    if module is not None and decorator:
+        owner = f"{library}'" if library else f"{short_path(frame.file)}:{frame.first_line}"
+        return module, f"via {owner} `{frame.name}`" if library else f"via `{frame.name}` ({owner})"
+    if resumed is not None:
+        return resumed.group(1), f"resumed after a graph break at line {resumed.group(2)}"
+    return frame.name, ""
+
+
+def _library(path: str) -> str:
+    """The package a library file belongs to (``transformers``), or "" for the project's own."""
+    shown = short_path(path)
+    return shown.split("/", 1)[0] if shown != path and "/" in shown else ""
 
 
 def render_page(
@@ -93,11 +165,14 @@ def render_page(
     root: str | Path = ".",
     verification: Verification | None = None,
     verification_body: str = "",
+    accounting: Accounting | None = None,
 ) -> str:
     """The page. ``fixes``: each Finding's own fix (``pipeline.fix.finding_fixes``), shown as a
-    diff; ``verification`` (and its sections, ``verification_body``): `verify --html`."""
+    diff; ``verification`` (and its sections, ``verification_body``): `verify --html`;
+    ``accounting``: where each recompile ends (default: ``account(profile, findings)``)."""
     fixes = fixes if fixes is not None else [None] * len(findings)
-    lines = _SourceLines(Path(root))
+    accounting = accounting if accounting is not None else account(profile, findings)
+    lines = _SourceLines(Path(root), profile)
     by_frame: dict[str, list[tuple[Finding, FindingFix | None]]] = {}
     unattached: list[tuple[Finding, FindingFix | None]] = []
     labels = {_evidence_label(frame): frame for frame in profile.frames}
@@ -139,6 +214,8 @@ def render_page(
         parts.append('<section class="card" id="other-findings"><h2>Other findings</h2>\n')
         parts.extend(_finding_block(f, fix) for f, fix in unattached)
         parts.append("</section>\n")
+    if profile.frames:
+        parts.append(_accounting_section(accounting, fixed=_fixed_frames(rows, verification)))
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)
 
@@ -153,6 +230,13 @@ def _evidence_label(frame: Frame) -> str:
 
 def _label(frame: Frame) -> str:
     return f"{frame.name} ({short_path(frame.file)}:{frame.first_line})"
+
+
+def _shown_label(frame: Frame) -> str:
+    """The frame as the page shows it: what the user compiled, and where torch's frame is."""
+    title, via = compiled_name(frame)
+    where = f"{short_path(frame.file)}:{frame.first_line}"
+    return f"{title} ({where})" if not via.startswith("via") else f"{title} ({frame.name}, {where})"
 
 
 def _interesting(frame: Frame) -> bool:
@@ -190,7 +274,9 @@ def _header(profile: Profile, findings: list[Finding], title: str) -> str:
         + total(str(limit_hits), "recompile-limit hits", "bad" if limit_hits else "")
         + total(str(breaks), "graph breaks")
         + total(str(fixable), "safe fixes" + (f" (+{unsafe} unsafe)" if unsafe else ""), "good" if fixable else "")
-        + "</div>\n</header>\n"
+        + "</div>\n"
+        + (f'<p class="muted timing-note" id="timing-note">{_SINGLE_RUN}</p>\n' if profile.frames else "")
+        + "</header>\n"
     )
 
 
@@ -210,18 +296,22 @@ def _overview(frames: list[Frame], limit: int = 30) -> str:
         y = 4 + i * row
         w = max(round(_BAR_W * frame.compile_seconds / top, 1), 1)
         label = _label(frame)
+        shown_as = _shown_label(frame)
         link = f"#{_anchor(frame)}" if _interesting(frame) else "#quiet-frames"
         value = f"{frame.compile_seconds:.2f} s, {len(frame.compiles)} compile{'s' if len(frame.compiles) != 1 else ''}"
         svg.append(
             f'<a href="{link}"><g class="frame" data-frame="{escape(label)}" data-seconds="{frame.compile_seconds:.4f}">'
-            f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H - 3}" text-anchor="end"><title>{escape(label)}</title>'
-            f"{escape(_ellipsis(label, 46))}</text>"
+            f'<text x="{_LABEL_W - 8}" y="{y + _BAR_H - 3}" text-anchor="end"><title>{escape(shown_as)}</title>'
+            f"{escape(_ellipsis(shown_as, 46))}</text>"
             f'<rect class="bar seconds" x="{_LABEL_W}" y="{y}" width="{w}" height="{_BAR_H}"/>'
             f'<text class="value" x="{_LABEL_W + w + 6}" y="{y + _BAR_H - 3}">{value}</text></g></a>'
         )
     svg.append("</svg>")
     more = f'<p class="muted">{len(frames) - limit} more frames below.</p>' if len(frames) > limit else ""
-    return f'<section class="card" id="overview"><h2>Frames by compile seconds</h2>\n{"".join(svg)}\n{more}</section>\n'
+    return (
+        '<section class="card" id="overview"><h2>Frames by compile seconds <span class="muted">(one run)</span></h2>\n'
+        f"{''.join(svg)}\n{more}</section>\n"
+    )
 
 
 def _ellipsis(text: str, limit: int) -> str:
@@ -237,17 +327,20 @@ def _frame_section(
     verification: Verification | None,
 ) -> str:
     breaks = sum(b.count for b in frame.graph_breaks)
+    title, via = compiled_name(frame)
     stats = (
         f"<b>{len(frame.compiles)}</b> compiles &middot; <b>{frame.recompiles}</b> recompiles &middot; "
-        f"<b>{frame.compile_seconds:.2f} s</b> compiling &middot; <b>{frame.limit_hits}</b> limit hits &middot; "
+        f'<b title="one run: noisy">{frame.compile_seconds:.2f} s</b> compiling (one run) &middot; '
+        f"<b>{frame.limit_hits}</b> limit hits &middot; "
         f"<b>{breaks}</b> graph breaks"
     )
     parts = [
         f'<section class="card frame" id="{_anchor(frame)}" data-frame="{escape(_label(frame))}" '
         f'data-seconds="{frame.compile_seconds:.4f}">\n'
-        f'<h2>{number}. <code>{escape(frame.name)}</code> <span class="muted">{escape(short_path(frame.file))}:'
+        f'<h2>{number}. <code>{escape(title)}</code> <span class="muted">{escape(short_path(frame.file))}:'
         f"{frame.first_line}</span></h2>\n"
-        f'<p class="stats">{stats}</p>\n'
+        + (f'<p class="via">{code_html(via)}</p>\n' if via else "")
+        + f'<p class="stats">{stats}</p>\n'
     ]
     if verification is not None:
         parts.append(_before_after(frame, row))
@@ -261,10 +354,10 @@ def _frame_section(
             kind = kinds.get(phrase, "")
             parts.append(
                 f'<tr><td class="n">{count}</td><td><span class="kind {escape(kind)}">{escape(kind or "reason")}</span> '
-                f"{escape(phrase)}</td><td><code>{escape(example)}</code></td></tr>"
+                f"{code_html(phrase)}</td><td><code>{escape(example)}</code></td></tr>"
                 if example
                 else f'<tr><td class="n">{count}</td><td><span class="kind {escape(kind)}">{escape(kind or "reason")}</span> '
-                f"{escape(phrase)}</td><td></td></tr>"
+                f"{code_html(phrase)}</td><td></td></tr>"
             )
         parts.append("</table>\n")
     sites = Counter(_site_key(c.call_site) for c in frame.compiles if c.call_site is not None)
@@ -287,7 +380,7 @@ def _frame_section(
         for gb in frame.graph_breaks:
             parts.append(
                 f'<tr><td class="n">{gb.count}</td><td>{escape(short_path(gb.location.file))}:{gb.location.line}</td>'
-                f'<td class="guard">{escape(gb.reason)}</td></tr>'
+                f'<td class="guard">{code_html(gb.reason)}</td></tr>'
             )
         parts.append("</table>\n")
     if findings:
@@ -359,10 +452,10 @@ def _finding_block(finding: Finding, fix: FindingFix | None) -> str:
     parts = [
         f'<div class="finding {finding.safety.value}" data-rule="{escape(finding.rule)}">'
         f'<p>{badge} <a href="{escape(rule_url(finding.rule))}"><b>{escape(finding.rule)}</b></a> '
-        f"{escape(finding.file)}:{loc.line}:{(loc.col or 0) + 1}: {escape(finding.message)}</p>"
+        f"{escape(finding.file)}:{loc.line}:{(loc.col or 0) + 1}: {code_html(finding.message)}</p>"
     ]
     if finding.notes:
-        parts.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in finding.notes) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{code_html(n)}</li>" for n in finding.notes) + "</ul>")
     if fix is not None:
         parts.append(_diff_block(unified_diff(finding.file, fix.text, apply_edits(fix.text, fix.edits))))
     parts.append("</div>\n")
@@ -388,10 +481,100 @@ def _diff_block(diff: str) -> str:
 
 
 def _quiet_frames(frames: list[Frame]) -> str:
-    rows = "".join(f"<tr><td>{escape(_label(f))}</td><td class='n'>{f.compile_seconds:.2f} s</td></tr>" for f in frames)
+    rows = "".join(
+        f"<tr><td>{escape(_shown_label(f))}</td><td class='n'>{f.compile_seconds:.2f} s</td></tr>" for f in frames
+    )
     return (
         f'<section class="card" id="quiet-frames"><h2>Compiled once, no graph break ({len(frames)})</h2>\n'
         f'<table class="compact"><tr><th>frame</th><th class="n">compiling</th></tr>{rows}</table></section>\n'
+    )
+
+
+# -- accounting ------------------------------------------------------------------------------
+
+
+def _fixed_frames(rows: dict[int, FrameRow], verification: Verification | None) -> set[int]:
+    """The frames (ids) a verification that kept the fixes shows recompiling less after them."""
+    if verification is None or not verification.verified:
+        return set()
+    fixed = set()
+    for frame_id, row in rows.items():
+        before = (row.before or {}).get("recompiles")
+        after = (row.after or {}).get("recompiles")
+        if before is not None and after is not None and after < before:
+            fixed.add(frame_id)
+    return fixed
+
+
+def _ending(outcome: Outcome, fixed: set[int]) -> tuple[str, str]:
+    """(css class, words) for where a recompile ends: a fix is "fixed" where a verification run
+    shows its frame recompiling less, else "fixable"."""
+    if outcome.category == FIX:
+        return ("fixed", "fixed") if id(outcome.frame) in fixed else ("fixable", "fixable")
+    if outcome.category == EXPECTED:
+        return "expected", "expected"
+    return ("no-fix", "no fix") if outcome.finding is not None else ("no-rule", "no rule")
+
+
+def _why_html(outcome: Outcome) -> str:
+    finding = outcome.finding
+    if finding is not None:
+        return (
+            f'<a href="{escape(rule_url(finding.rule))}"><b>{escape(finding.rule)}</b></a> '
+            f'{code_html(finding.message)} <span class="muted">({escape(finding.file)}:{finding.location.line})</span>'
+        )
+    why = code_html(outcome.why)
+    if outcome.category != EXPECTED and outcome.reason is not None:
+        rid = reason_id(outcome.reason.kind)
+        why = f'<a class="reason-id" href="{escape(reason_url(rid))}"><b>{rid}</b></a> {why}'
+    return why
+
+
+def _accounting_section(accounting: Accounting, *, fixed: set[int]) -> str:
+    """Where each recompile ends, grouped (frame, ending, why) with counts that add up to the
+    Profile's recompiles."""
+    groups: Counter[tuple[str, str, str, str, str]] = Counter()
+    for outcome in accounting.outcomes:
+        title, via = compiled_name(outcome.frame)
+        css, words = _ending(outcome, fixed)
+        groups[(title, via, css, words, _why_html(outcome))] += 1
+    counts: Counter[str] = Counter()
+    for (_, _, css, _, _), n in groups.items():
+        counts[css] += n
+    rows = []
+    order = {"fixed": 0, "fixable": 0, "no-fix": 1, "no-rule": 2, "expected": 3}
+    for (title, via, css, words, why), n in sorted(groups.items(), key=lambda item: (order[item[0][2]], -item[1])):
+        beneath = f'<div class="via">{code_html(via)}</div>' if via else ""
+        rows.append(
+            f'<tr class="outcome" data-category="{css}" data-count="{n}"><td class="n">{n}</td>'
+            f'<td class="compiled"><code>{escape(title)}</code>{beneath}</td>'
+            f'<td><span class="badge {css}">{words}</span></td><td>{why}</td></tr>'
+        )
+    summary = ", ".join(
+        f"{counts[css]} {words}"
+        for css, words in (
+            ("fixed", "fixed"),
+            ("fixable", "fixable"),
+            ("no-fix", "with no fix (why given)"),
+            ("no-rule", "with no rule"),
+            ("expected", "expected"),
+        )
+        if counts[css]
+    )
+    noun = "recompile" if accounting.total == 1 else "recompiles"
+    if not accounting.total:
+        body = "<p>No recompile: each frame compiled once.</p>"
+    else:
+        body = (
+            f'<p><b>{accounting.total}</b> {noun}: {summary}. <span class="muted">A fix is proposed until a run '
+            "shows what it removes (<code>recompile-fix fix</code> or <code>verify</code>); a reason ID links to its page.</span></p>\n"
+            '<table class="accounting"><tr><th class="n">count</th><th>compiled</th><th>ends</th><th>why</th></tr>'
+            + "".join(rows)
+            + "</table>"
+        )
+    return (
+        f'<section class="card" id="accounting" data-recompiles="{accounting.total}">'
+        f"<h2>Every recompile accounted for</h2>\n{body}\n</section>\n"
     )
 
 
@@ -440,17 +623,23 @@ def _before_after(frame: Frame, row: FrameRow | None) -> str:
 
 
 class _SourceLines:
-    """Lines of the user's files (for call sites), read once each; torch's own may be absent."""
+    """Lines of the user's files (for call sites), read once each; torch's own may be absent.
+    A line is shown only from a file whose bytes are the ones the Profile hashed (a committed
+    Profile naming /proc/self/environ put the CI's secrets in the page)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, profile: Profile):
         self.root = root
+        self.profile = profile
         self._files: dict[str, list[str]] = {}
 
     def line(self, path: str, number: int) -> str:
         if path not in self._files:
             try:
-                self._files[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines()
-            except (OSError, UnicodeDecodeError, UserError):
+                data = read_named_file(
+                    path, self.root, self.profile.interpreter, expected=self.profile.sources.get(path), checked=True
+                )
+                self._files[path] = data.decode("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
                 self._files[path] = []
         lines = self._files[path]
         return lines[number - 1] if 0 < number <= len(lines) else ""

@@ -1,7 +1,8 @@
 """Findings for people and machines, in ruff's shapes:
 
-* ``text``: ``path:line:col: RF001 [*] message`` and its notes, wrapped to the terminal's width
-  (not wrapped when the output is not a terminal);
+* ``concise``: ``path:line:col: RF001 [*] message``, one line a finding (ruff's default);
+* ``full`` (``text``, its old name): that line and the finding's notes, wrapped to the terminal's
+  width (not wrapped when the output is not a terminal);
 * ``json``: ruff's fields (``code``, ``message``, ``filename``, 1-based ``location`` and
   ``end_location`` in characters, ``fix`` with ``applicability``, ``message`` and ``edits``,
   ``url``, ``noqa_row``), then ours (``safety``, ``confidence``, ``notes``, ``evidence``);
@@ -23,18 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import recompile_fix
-from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.notebook import source_bytes
 from recompile_fix.pipeline.fix import FindingFix, finding_fixes
-from recompile_fix.profile.model import resolve
+from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.reason_classes import reason_id
 from recompile_fix.reason_docs import reason_url
 from recompile_fix.rule_docs import REPOSITORY, rule_summary, rule_url
 
 __all__ = ["FORMATS", "render", "sarif", "terminal_width", "wrap"]
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("concise", "full", "text", "json", "sarif", "github")
 _SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
@@ -83,8 +82,10 @@ def render(
     """``findings`` in ``fmt``; ``root``: the directory their paths are relative to (for
     character columns and each fix's edits; default: here); ``width``: wrap text to it;
     ``memo``: the run's DerivedCache (pipeline.memo), which knows each fix's edits from before."""
-    if fmt == "text":
+    if fmt in ("full", "text"):
         return "".join(wrap(f.describe(unsafe_fixes=unsafe_fixes), width) + "\n" for f in findings)
+    if fmt == "concise":
+        return "".join(f.describe(unsafe_fixes=unsafe_fixes, notes=False) + "\n" for f in findings)
     texts = _Texts(Path(root or os.getcwd()))
     if fmt == "github":
         return "".join(_github(f, texts) + "\n" for f in findings)
@@ -109,8 +110,8 @@ class _Texts:
         col = utf8_col or 0
         if path not in self._lines:
             try:
-                self._lines[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines(keepends=True)
-            except (OSError, UnicodeDecodeError, UserError):
+                self._lines[path] = read_named_file(path, self.root).decode("utf-8").splitlines(keepends=True)
+            except (OSError, UnicodeDecodeError):
                 self._lines[path] = None
         lines = self._lines[path]
         if lines is None or not 0 < line <= len(lines):

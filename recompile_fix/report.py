@@ -122,10 +122,11 @@ def render_text(
     findings: list[Finding] | None = None,
     accounting: Accounting | None = None,
     width: int | None = None,
+    concise: bool = False,
 ) -> str:
-    """The table, each frame's reasons and graph breaks, the fixes and where every recompile
-    ends (``accounting``); lines longer than ``width`` (the terminal's) wrap, the table's rows
-    aside."""
+    """The table, each frame's reasons and graph breaks, the fixes (one line each where
+    ``concise``, else with their notes) and where every recompile ends (``accounting``); lines
+    longer than ``width`` (the terminal's) wrap, the table's rows aside."""
     lines = [
         f"Profile of `{' '.join(profile.command)}` (torch {profile.torch_version or '?'}, "
         f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
@@ -201,7 +202,7 @@ def render_text(
     if findings:
         lines.append("")
         lines.append("Fixes (`recompile-fix apply PATHS --diff` shows them; [no fix] says why not):")
-        lines.extend(f.describe() for f in findings)
+        lines.extend(f.describe(notes=not concise) for f in findings)
     if accounting is not None and accounting.total:
         lines.append("")
         lines.append(f"Every recompile accounted for: {accounting.summary()}")

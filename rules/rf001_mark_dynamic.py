@@ -111,7 +111,12 @@ class MarkDynamic(Rule):
     still compiles twice (a size-1 decode step and a longer prefill are different graphs in
     model code, and `mark_unbacked` or `backed_size_oblivious` make it graph-break there). An
     argument that is not a plain name is bound to a new name first; that is unsafe when other
-    parts of the statement run before it and could have side effects. A stride guard on a sliced
+    parts of the statement run before it and could have side effects. Nothing goes before a call
+    that runs on only some evaluations of its statement (a branch of `a if c else b`, an operand
+    after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
+    skips) or in a class body (a name bound there becomes a class attribute): there, no fix, and
+    the finding says why. Where a parameter or local shadows `torch`, the inserted code names it
+    through a module-level `import torch as _torch`. A stride guard on a sliced
     view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
     passes a contiguous copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()`
     keeps a size-1 batch's odd stride), which changes no value but is unsafe where the name is
@@ -202,6 +207,7 @@ class MarkDynamic(Rule):
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings: list[Finding] = []
         release = profile.torch_release
+        uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] = {}  # one analysis per function
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
             if is_resume(frame.name):
@@ -209,7 +215,7 @@ class MarkDynamic(Rule):
                 continue
             for evidence in site_evidence(frame):
                 if evidence.changed and evidence.site is not None:
-                    findings.extend(_SitePlan(self, evidence, project, release).findings())
+                    findings.extend(_SitePlan(self, evidence, project, release, uses).findings())
         return _merge_same_call(findings)
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
@@ -386,8 +392,16 @@ class _Mark:
 class _SitePlan:
     """The finding for one call of one compiled frame."""
 
-    def __init__(self, rule: MarkDynamic, evidence: SiteEvidence, project: Project, release: tuple[int, int] | None):
+    def __init__(
+        self,
+        rule: MarkDynamic,
+        evidence: SiteEvidence,
+        project: Project,
+        release: tuple[int, int] | None,
+        uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] | None = None,
+    ):
         self.rule = rule
+        self._uses = {} if uses is None else uses
         self.ev = evidence
         self.frame = evidence.frame
         self.site: Location = evidence.site  # type: ignore[assignment]
@@ -567,7 +581,7 @@ class _SitePlan:
             target = located[src][0]
             if target is None or not target.param:
                 continue
-            loops = SizeUses(func, target.param, func_source).loop_dims()
+            loops = self.size_uses(func, target.param, func_source).loop_dims()
             if d in loops:
                 tied = [f"`{s}` dim {e}" for s, e in group if (s, e) != (src, d)]
                 also = f" (nor {', '.join(tied)}, tied to it)" if tied else ""
@@ -577,6 +591,14 @@ class _SitePlan:
                     "every call and `maybe_mark_dynamic` would change nothing"
                 )
         return None
+
+    def size_uses(self, func: cst.FunctionDef, param: str, source: SourceFile | None) -> SizeUses:
+        """What ``func`` does with ``param``'s sizes, analysed once per plan (every frame and
+        call of a function asked again: 35 ms a frame)."""
+        key = (id(func), param)
+        if key not in self._uses:
+            self._uses[key] = (func, SizeUses(func, param, source))  # func kept: its id stays its own
+        return self._uses[key][1]
 
     def _compared(
         self,
@@ -589,7 +611,7 @@ class _SitePlan:
             return False
         for src, d in kept:
             target = located[src][0]
-            if target.param and d in SizeUses(func, target.param, func_source).compared_dims():
+            if target.param and d in self.size_uses(func, target.param, func_source).compared_dims():
                 return True
         return False
 

@@ -76,6 +76,12 @@ class TensorScalar(Rule):
     when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
     bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
 
+    The calls of the compiled function are wrapped together or none is: where one call's wrap is
+    unsafe or has none (a cache hit passing a name), the others' are unsafe too, since a call
+    passing a number beside one passing a tensor compiles more than before (an `elif` test and
+    its body, two calls on one line). The wrap is made in place, so it keeps the order of
+    evaluation in a conditional expression, after `and`/`or` or in an `assert`.
+
     A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
     decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
     a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
@@ -321,7 +327,7 @@ class TensorScalar(Rule):
                     tolerance=None if exact else {"why": "a 0-d tensor rounds where the number did not"},
                 )
             )
-        return findings
+        return _together(findings, function_name)
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -344,6 +350,32 @@ class TensorScalar(Rule):
         if not makes_tensor(optional.group(1) if optional else text):
             return None
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
+
+
+def _together(findings: list[Finding], function_name: str) -> list[Finding]:
+    """The calls of one compiled function are wrapped together or not at all: where one call
+    keeps passing a number (its fix is unsafe, or it has none) and another passes a tensor, the
+    frame compiles a graph for each, and again for each new number: more compiles than before.
+    A safe fix beside a call that is not: unsafe, saying which call. Each carries the group's key,
+    so that a rewrite that leaves one out leaves out all."""
+    sited = [f for f in findings if "arg" in f.params]
+    key = ";".join(sorted(f"{f.file}:{f.location.line}:{f.location.col}" for f in sited))
+    for f in sited:
+        f.params["together"] = f"RF002:{function_name}:{f.params['param']}:{key}"
+    held = [f for f in findings if f.safety is not Safety.SAFE]
+    if not held or len(findings) < 2:
+        return findings
+    first = held[0]
+    why = "gets no fix" if first.safety is Safety.NONE else "has only an unsafe fix"
+    where = f"{first.location.file}:{first.location.line}"
+    for f in findings:
+        if f.safety is Safety.SAFE:
+            f.safety, f.unsafe_because = Safety.UNSAFE, UNPROVEN
+            f.notes.append(
+                f"the call of `{function_name}` at {where} {why}: wrapping this call alone would make the two "
+                "pass different types, and the frame compile for each (every call is fixed together or none is)"
+            )
+    return findings
 
 
 def _serves(uses: list[Use]) -> bool:

@@ -15,7 +15,7 @@ from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, resolve
 from recompile_fix.profile.resume import is_resume
@@ -394,12 +394,8 @@ def _version_problem(version: str | None, whose: str) -> str | None:
 
 
 def _installed_torch() -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
+    """Static mode's torch: the user's interpreter's (``installed_torch_version``)."""
+    return installed_torch_version()
 
 
 class _ProgramFacts:

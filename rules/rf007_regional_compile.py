@@ -24,7 +24,7 @@ from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.block_strategy import boundary_inputs, boundary_share
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
 from recompile_fix.profile.resume import is_resume
@@ -577,12 +577,8 @@ def _training(project: Project, paths: list[str]) -> str | None:
 
 
 def _installed_release() -> tuple[int, int] | None:
-    from importlib import metadata
-
-    try:
-        return torch_release(metadata.version("torch"))
-    except metadata.PackageNotFoundError:
-        return None
+    """Static mode's torch: the user's interpreter's (``installed_torch_version``)."""
+    return torch_release(installed_torch_version())
 
 
 RULE = RegionalCompile()

@@ -83,6 +83,13 @@ class ScheduledDropout(Rule):
     * a drop-path module of the program's own gets `@torch.compiler.disable` on its `forward`:
       it runs eagerly, outside the graph.
 
+    torch names only the first guard that fails, so a Profile names one of the dropouts a
+    schedule sets. The others the same schedule sets are converted with it: every `nn.Dropout`
+    of the profiled files where a loop over `model.modules()` writes `.p`
+    (`for m in model.modules(): if isinstance(m, nn.Dropout): m.p = p`), and the dropouts
+    written `.p` in the same function or loop as the named one (`model.drop1.p = p;
+    model.drop2.p = p`). Converting only the named one would leave the recompiles.
+
     ## Why is this bad?
     torch guards a module's float attribute on its value (`self._modules['drop'].p == 0.3`,
     read by `F.dropout`): every new probability compiles the frame again, and a schedule over
@@ -213,7 +220,12 @@ class ScheduledDropout(Rule):
     def _plan_dropout(self, module: str, seen, profile: Profile, project: Project) -> list[Finding]:
         """``self.<module> = nn.Dropout(...)`` in the profiled files -> ScheduledDropout."""
         frame = seen[0][0]
+        # torch names only the first guard that fails: the other dropouts the same schedule
+        # sets are converted with it, or their recompiles stay (one of four converted: no fewer).
+        siblings, schedule = _schedule_siblings(module, profile, project)
+        names = {module, *(siblings or ())}
         sites: dict[str, list[cst.Call]] = {}
+        converted: set[str] = set()
         other_kinds = []
         for file in profile.sources:
             if os.path.isabs(file):
@@ -222,17 +234,29 @@ class ScheduledDropout(Rule):
             if source is None:
                 continue
             for node in source.nodes(cst.Assign):
-                if not any(dotted_name(t.target) == f"self.{module}" for t in node.targets):
+                targets = [dotted_name(t.target) for t in node.targets]
+                target = next((t for t in targets if t.startswith("self.") and t.count(".") == 1), "")
+                if f"self.{module}" not in targets and not (
+                    target and (siblings is None or target.split(".", 1)[1] in names)
+                ):
                     continue
                 if not isinstance(node.value, cst.Call):
                     continue
                 built = source.qualified_name(node.value.func)
                 if built == "torch.nn.Dropout":
                     sites.setdefault(file, []).append(node.value)
-                elif built.startswith("torch.nn.") and "Dropout" in built:
+                    converted.add(target.split(".", 1)[1] if target else module)
+                elif built.startswith("torch.nn.") and "Dropout" in built and f"self.{module}" in targets:
                     other_kinds.append(f"`{source.code(node.value.func)}`")
         fallback = Location(file=frame.file, line=frame.first_line, function=frame.name)
         if not sites:
+            why = (
+                f"`self.{module}` is built as {', '.join(other_kinds)}, whose mask is not F.dropout's"
+                if other_kinds
+                else f"no `self.{module} = nn.Dropout(...)` in the profiled files: the fix has no place to go"
+            )
+            return [self._finding(seen, fallback, "it stays as it is", Safety.NONE, [why])]
+        if module not in converted:
             why = (
                 f"`self.{module}` is built as {', '.join(other_kinds)}, whose mask is not F.dropout's"
                 if other_kinds
@@ -245,6 +269,14 @@ class ScheduledDropout(Rule):
             "unsafe: bit-identical to nn.Dropout on CPU with the eager and aot_eager backends (same mask, same random "
             "stream); inductor and CUDA draw their own random numbers, so there only the distribution is the same",
         ]
+        others = sorted(converted - {module})
+        if others and schedule is not None:
+            notes.insert(
+                1,
+                f"the schedule at {schedule.file}:{schedule.line} also sets "
+                f"{', '.join(f'`{n}`' for n in others)}, which no guard named yet (torch names only the first "
+                "that fails): converted too, or their recompiles stay",
+            )
         findings = []
         for file, calls in sites.items():
             source = project.source(file)
@@ -332,6 +364,69 @@ class ScheduledDropout(Rule):
             return edits
         decorator = f"{p['indent']}@{torch_name}.compiler.disable\n"
         return [Edit(finding.file, p["insert"], p["insert"], decorator, self.id)]
+
+
+def _schedule_siblings(module: str, profile: Profile, project: Project) -> tuple[set[str] | None, Location | None]:
+    """The other dropouts the schedule that sets ``<...>.<module>.p`` sets too, and where it
+    does: the names written ``.p`` in the same function (``model.drop1.p = p; model.drop2.p =
+    p``) or the same loop over named modules (``for d in (model.drop1, model.drop2): d.p = p``);
+    None (every ``nn.Dropout`` of the profiled files) for a loop over ``.modules()`` that
+    writes ``.p`` (``for m in model.modules(): if isinstance(m, nn.Dropout): m.p = p``)."""
+    siblings: set[str] = set()
+    where = None
+    for file in profile.sources:
+        source = project.source(file) if not os.path.isabs(file) else None
+        if source is None:
+            continue
+        scopes: dict[cst.CSTNode | None, dict[str, int]] = {}
+        for node in source.nodes(cst.Assign):
+            for target in node.targets:
+                holder = _p_holder(target.target)
+                if holder is not None and isinstance(holder, cst.Attribute):
+                    scope = next((a for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+                    scopes.setdefault(scope, {})[holder.attr.value] = source.positions[node].start.line
+        for written in scopes.values():
+            if module in written and len(written) > 1:
+                siblings |= set(written) - {module}
+                where = where or Location(file=file, line=written[module])
+        for loop in source.nodes(cst.For):
+            if not isinstance(loop.target, (cst.Name, cst.Tuple)):
+                continue
+            variable = loop.target if isinstance(loop.target, cst.Name) else loop.target.elements[-1].value
+            if not isinstance(variable, cst.Name) or not _writes_p_of(loop.body, variable.value):
+                continue
+            line = source.positions[loop].start.line
+            iterated = loop.iter
+            if (
+                isinstance(iterated, cst.Call)
+                and isinstance(iterated.func, cst.Attribute)
+                and iterated.func.attr.value in ("modules", "named_modules")
+            ):
+                return None, Location(file=file, line=line)
+            if isinstance(iterated, (cst.Tuple, cst.List)):
+                listed = {e.value.attr.value for e in iterated.elements if isinstance(e.value, cst.Attribute)}
+                if module in listed:
+                    siblings |= listed - {module}
+                    where = where or Location(file=file, line=line)
+    return siblings, where
+
+
+def _writes_p_of(body: cst.CSTNode, name: str) -> bool:
+    """Does ``body`` assign ``<name>.p``?"""
+    for node in walk(body):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                holder = _p_holder(target.target)
+                if isinstance(holder, cst.Name) and holder.value == name:
+                    return True
+    return False
+
+
+def _p_holder(target: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``model.drop`` of ``model.drop.p = ...``, ``m`` of ``m.p = ...``; None for other targets."""
+    if isinstance(target, cst.Attribute) and target.attr.value == "p":
+        return target.value
+    return None
 
 
 def _top_level(source: SourceFile, node: cst.CSTNode) -> cst.CSTNode:

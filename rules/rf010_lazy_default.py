@@ -66,6 +66,10 @@ class LazyDefault(Rule):
                 self.config.scale = 0.5
     ```
 
+    The compiled frame may be library code (a decorator's `wrapper`, such as transformers'
+    `can_return_tuple`) while the block is the program's own: the fix goes into the program's
+    class as above.
+
     Where the block is library code (transformers' `*ForSequenceClassification.forward`
     defaults `self.config.problem_type` on its first call with labels), the program's own code
     sets the attribute to the value the first call gave it (recorded at the later compiles), on
@@ -146,7 +150,7 @@ class LazyDefault(Rule):
                         # Library code defaults it (transformers' `self.config.problem_type`):
                         # never edited; the user's code sets it where it compiles the model.
                         finding = self._plan_library(frame, frame.compiles[index:], attr, reason, project)
-                    elif os.path.isabs(frame.file):
+                    elif os.path.isabs(reason.first_use.file):
                         continue  # code outside the project: not the user's to edit
                     else:
                         finding = self._plan(frame, attr, reason, project)

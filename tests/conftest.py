@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from recompile_fix.profile.warm import OFF_ENV, WARM_DIR_ENV, stop_servers
+from recompile_fix.profile.warm import OFF_ENV, PRELOAD_ENV, WARM_DIR_ENV, stop_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -92,6 +92,27 @@ def _runs_torch(args) -> bool:
     return args[0] in ("verify", "fix") or (args[0] == "apply" and "--verify" in args)
 
 
+# What the warm runner's servers import besides torch for a program that imports a library first
+# thing (recompile_fix/profile/warm.py): transformers' model code costs about 5 s of CPU a run.
+_PRELOADS = {b"transformers": "transformers.modeling_utils", b"diffusers": "diffusers.models.modeling_utils"}
+
+
+def preload_env(*scripts) -> dict[str, str]:
+    """The warm runner's preload for programs whose source is in ``scripts`` (paths)."""
+    data = b"".join(Path(s).read_bytes() for s in scripts if Path(s).is_file())
+    modules = [module for word, module in _PRELOADS.items() if word in data]
+    return {PRELOAD_ENV: ",".join(modules)} if modules else {}
+
+
+def _scripts(args, cwd) -> list[Path]:
+    """The Python files a `profile`/`verify`/`fix` command line runs (``python X.py``), or none."""
+    if "--" not in args:
+        return []
+    command = [str(a) for a in args[args.index("--") + 1 :]]
+    base = Path(cwd or ROOT)
+    return [base / c for c in command if c.endswith(".py")]
+
+
 def run_cli(*args, cwd=None, check=None, env=None):
     """Run `recompile-fix ARGS` in a fresh process, as a user would (``env``: more variables)."""
     if _runs_torch(args):
@@ -101,7 +122,7 @@ def run_cli(*args, cwd=None, check=None, env=None):
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **preload_env(*_scripts(args, cwd)), **(env or {})},
     )
     if check is not None:
         assert completed.returncode == check, completed.stdout + completed.stderr

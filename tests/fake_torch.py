@@ -134,6 +134,7 @@ class _Dims:
 
     def __init__(self):
         self.events: list[tuple[str, Any]] = []
+        self.made = 0  # tensors torch.ones made
 
 
 def make_torch(log: _Dims) -> types.ModuleType:
@@ -147,6 +148,7 @@ def make_torch(log: _Dims) -> types.ModuleType:
         count = 1
         for size in shape:
             count *= size
+        log.made += 1
         return FakeTensor([1.0] * count, shape)
 
     def full(shape, value):
@@ -189,9 +191,11 @@ def make_torch(log: _Dims) -> types.ModuleType:
     return torch
 
 
-def run_program(text: str, filename: str = "program.py") -> dict[str, Any]:
+def run_program(text: str, filename: str = "program.py", optimize: int = -1) -> dict[str, Any]:
     """Run ``text`` with this torch; what it computed (its RESULTS and stdout), the error it
-    raised, and whether every mark was on a tensor the compiled function got next."""
+    raised, whether every mark was on a tensor the compiled function got next, and how many
+    tensors ``torch.ones`` made (a value made on a path that never made it: a hoisted argument).
+    ``optimize=1``: as ``python -O`` runs it (no ``assert``)."""
     log = _Dims()
     torch = make_torch(log)
     real_import = builtins.__import__
@@ -209,7 +213,7 @@ def run_program(text: str, filename: str = "program.py") -> dict[str, Any]:
     out = io.StringIO()
     error = None
     try:
-        code = compile(text.lstrip("\ufeff"), filename, "exec", dont_inherit=True)
+        code = compile(text.lstrip("\ufeff"), filename, "exec", dont_inherit=True, optimize=optimize)
         with contextlib.redirect_stdout(out):
             exec(code, namespace)
     except Exception as exc:  # noqa: BLE001 - the program's own error, compared between runs
@@ -228,4 +232,5 @@ def run_program(text: str, filename: str = "program.py") -> dict[str, Any]:
         "error": error,
         "marks": sum(1 for kind, _ in log.events if kind == "mark"),
         "misplaced_marks": misplaced,
+        "made": log.made,
     }

@@ -47,7 +47,21 @@ POSITIONS: dict[str, tuple[str, bool]] = {
     "keyword_of_other": ("RESULTS.append(g(value={C}))", True),
     "unary": ("RESULTS.append(-{C})", True),
     "binary": ("RESULTS.append(1 + {C})", True),
-    "conditional": ("RESULTS.append({C} if n > 0 else None)", True),
+    # A call that runs on some evaluations of its statement only (issue 32): nothing may be bound
+    # or marked before the statement (it would run where the call does not); RF002's in-place
+    # wrap keeps the order. RF001 makes no fix there.
+    "conditional": ("RESULTS.append({C} if n > 0 else None)", False),
+    "conditional_skipped": ("RESULTS.append({C} if n > 4 else None)", False),
+    "conditional_else": ("RESULTS.append(None if n < 4 else {C})", False),
+    "and_operand": ("RESULTS.append(n > 3 and {C})", False),
+    "or_operand": ("RESULTS.append(n > 3 or {C})", False),
+    "chained_comparison": ("RESULTS.append(4 < n < {C}.sum().item())", False),
+    "setcomp_dictcomp": ("RESULTS.extend({{k: {C} for k in range(1)}}.values())", False),
+    # The same call in an elif test and its body: the compiled site is the elif's; RF002 wraps
+    # both calls or neither.
+    "elif_and_body": ("if n < 0:\n{I}pass\nelif {C} is not None:\n{I}RESULTS.append({C})", False),
+    # Two calls on one line: the first compiles, the second is a cache hit.
+    "two_on_line": ("y = {C}; RESULTS.append({C})", True),
     "dict_display": ('RESULTS.append({{"k": {C}}}["k"])', True),
     "tuple_with_text": ('RESULTS.append(("ünï", {C})[1])', True),
     "fstring": ('RESULTS.append(f"{{{C}}}")', True),
@@ -58,7 +72,7 @@ POSITIONS: dict[str, tuple[str, bool]] = {
     "while_test": ("while {C}.sum().item() < 0:\n{I}pass\nRESULTS.append(3)", False),
     "for_iter": ("for t in [{C}]:\n{I}RESULTS.append(t)", True),
     "with_item": ("with ctx({C}) as t:\n{I}RESULTS.append(t)", True),
-    "assert": ("assert {C} is not None\nRESULTS.append(4)", True),
+    "assert": ("assert {C} is not None\nRESULTS.append(4)", False),  # `python -O` skips it
     "return": ("RESULTS.append(helper(n))", True),  # the call is in helper's return
     "yield": ("RESULTS.extend(gen(n))", True),  # ... in gen's yield
     "try_body": ("try:\n{I}RESULTS.append({C})\nexcept ZeroDivisionError:\n{I}pass", True),
@@ -70,7 +84,10 @@ POSITIONS: dict[str, tuple[str, bool]] = {
     "one_line_block": ("if n > 0: RESULTS.append({C})", False),
     "after_semicolon": ("y = 1; RESULTS.append({C})", True),
     "default_argument": ("def h(v={C}):\n{I}return v\nRESULTS.append(h())", False),
-    "class_body": ("class Holder:\n{I}value = {C}\nRESULTS.append(Holder.value)", True),
+    "class_body": (  # a name bound there would be a class attribute
+        "class Holder:\n{I}value = {C}\nRESULTS.append(Holder.value)\nRESULTS.append(sorted(vars(Holder)))",
+        False,
+    ),
     "nonlocal": (
         "acc = None\ndef inner():\n{I}nonlocal acc\n{I}acc = {C}\ninner()\nRESULTS.append(acc)",
         True,
@@ -134,7 +151,10 @@ def programs(draw) -> Program:
     position = draw(st.sampled_from(sorted(POSITIONS)))
     argument = draw(st.sampled_from(sorted(ARGUMENTS)))
     scalar = draw(st.sampled_from(sorted(SCALAR_ARGUMENTS)))
-    scope = draw(st.sampled_from(["module", "function", "function_global"]))
+    # function_shadowing_torch: the loop is in `def main(torch=None)` (the module's name for torch
+    # as a parameter; the program makes its tensors through `T = torch`): inserted code must
+    # name the module another way.
+    scope = draw(st.sampled_from(["module", "function", "function_global", "function_shadowing_torch"]))
     param = draw(st.sampled_from(["x", "input", "data", "x_1"]))
     ending = draw(st.sampled_from(["\n", "\r\n", "\r"]))
     indent = draw(st.sampled_from(["    ", "  ", "\t"]))
@@ -158,7 +178,7 @@ def programs(draw) -> Program:
 
 
 def _program_text(position, argument, scalar, scope, param, indent, alias, traps) -> str:
-    torch = alias
+    torch = "T" if scope == "function_shadowing_torch" else alias
     before, arg = ARGUMENTS[argument]
     before = before.format(P=param, torch=torch)
     arg = arg.format(P=param, torch=torch)
@@ -186,6 +206,8 @@ def _program_text(position, argument, scalar, scope, param, indent, alias, traps
     lines = ["# -*- coding: utf-8 -*-"] if "coding_line" in traps else []
     lines += [f'"""Generated: {position} / {argument} / {scalar} / {scope}."""', ""]
     lines += ["import contextlib", "", f"import torch{' as th' if alias == 'th' else ''}", ""]
+    if scope == "function_shadowing_torch":
+        lines += [f"T = {alias}", ""]
     if "global_read_by_lambda" in traps:
         lines += [f"{param} = 2.0", "t0 = 3.0"]
     lines += ["RESULTS = []", "xs = [" + ", ".join(f"{torch}.ones({s})" for s in SIZES) + "]"]
@@ -202,7 +224,7 @@ def _program_text(position, argument, scalar, scope, param, indent, alias, traps
         if "global_read_by_lambda" in traps:
             lines += [f"RESULTS.append((lambda v: v * {param} * t0)(1.0))"]
     else:
-        lines += ["def main():"]
+        lines += [f"def main({alias}=None):" if scope == "function_shadowing_torch" else "def main():"]
         if scope == "function_global":
             lines += [f"{indent}global LAST"]
         if "global_read_by_lambda" in traps:
@@ -251,7 +273,8 @@ def profile_for(program: Program) -> dict:
     """The Profile a profile run of ``program`` records (shaped as the tool writes it)."""
     tree = ast.parse(program.text.lstrip("\ufeff"))
     bom = 3 if program.text.startswith("\ufeff") else 0
-    (call,) = _calls_of_f(tree)
+    # The first call in the text compiles (the others of a line or an elif's body are cache hits).
+    call = min(_calls_of_f(tree), key=lambda c: (c.lineno, c.col_offset))
     func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "f")
     shape_varies = program.argument != "fixed_shape"
     scalar_varies = program.scalar != "constant"

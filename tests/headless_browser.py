@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,26 @@ def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def _narrow(page: str, width: int, height: int) -> str:
+    """Chromium's headless window is at least 500 pixels wide: a narrower window (a phone's) is
+    the page in an iframe ``width`` pixels wide, at the top left (its own viewport: its media
+    queries and layout are the narrow window's). A probe in the page writes into
+    ``window.parent.document`` (the same origin: srcdoc)."""
+    return (
+        '<!DOCTYPE html><html><body style="margin:0;background:#000">'
+        f'<iframe style="border:0;display:block;width:{width}px;height:{height}px" srcdoc="{escape(page)}">'
+        "</iframe></body></html>"
+    )
+
+
 def layout(page: str, probe: str, tmp: Path, width: int = 1200) -> dict:
     """Run ``probe`` (a script that writes JSON into ``<pre id="layout">``) on a copy of the page
-    laid out ``width`` pixels wide; return what it wrote."""
+    laid out ``width`` CSS pixels wide; return what it wrote."""
     path = tmp / "probe.html"
-    path.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+    probed = page.replace("</body>", probe + "</body>")
+    if width < 500:
+        probed, width = _narrow(probed, width, 1000), 500
+    path.write_text(probed, encoding="utf-8")
     done = _run(tmp, f"--window-size={width},1000", "--dump-dom", path.as_uri())
     found = re.search(r'<pre id="layout">(.*?)</pre>', done.stdout, re.S)
     assert found, done.stderr[-2000:]
@@ -57,7 +73,13 @@ def layout(page: str, probe: str, tmp: Path, width: int = 1200) -> dict:
 
 
 def screenshot(page: Path, tmp: Path, width: int = 1200, height: int = 1800) -> Path:
+    """A screenshot of a window ``width`` by ``height`` pixels (under 500 wide: the page in an
+    iframe that wide, ``_narrow``; the image is then 500 wide, black right of the iframe)."""
     out = tmp / "screenshot.png"
+    if width < 500:
+        narrow = tmp / "narrow.html"
+        narrow.write_text(_narrow(page.read_text(encoding="utf-8"), width, height), encoding="utf-8")
+        page, width = narrow, 500
     done = _run(tmp, f"--window-size={width},{height}", f"--screenshot={out}", page.as_uri())
     assert out.is_file(), done.stderr[-2000:]
     return out

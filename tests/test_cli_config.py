@@ -210,7 +210,8 @@ def _on_a_terminal(args, cwd, columns):
 def test_text_output_wraps_to_the_terminal_width(project):
     wide = run_cli("apply", ".", "--check", cwd=project, check=1).stdout  # a pipe: as it is
     assert max(len(line) for line in wide.splitlines()) > 70
-    narrow = _on_a_terminal(["apply", ".", "--check"], project, 70)
+    # full wraps on a terminal (concise, a terminal's default, is one line a finding, as ruff's)
+    narrow = _on_a_terminal(["apply", ".", "--check", "--output-format", "full"], project, 70)
     assert max(len(line) for line in narrow.splitlines()) <= 70
     assert " ".join(narrow.split()) == " ".join(wide.split())  # the same words, re-flowed
     # $COLUMNS alone (as pytest-xdist and CI runners set it) does not wrap what goes to a pipe.
@@ -291,7 +292,9 @@ def test_jobs_and_cache_flags_give_the_same_findings(static_tree):
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("recompile-fix: error: Invalid value for '-j'")
 
 
-@pytest.mark.parametrize("argv", [["bogus"], ["apply"], ["apply", ".", "--output-format", "xml"], ["report", "--nope"]])
+@pytest.mark.parametrize(
+    "argv", [["bogus"], ["apply", "--nope"], ["apply", ".", "--output-format", "xml"], ["report", "--nope"]]
+)
 def test_usage_errors_are_one_line_and_exit_2(argv, tmp_path):
     result = run_cli(*argv, cwd=tmp_path, check=2)
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("recompile-fix: error: ")

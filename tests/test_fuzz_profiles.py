@@ -59,7 +59,14 @@ def _apply(files: dict[str, bytes], profile_text: str) -> dict[str, str]:
         work = Path(tmp)
         for name, data in files.items():
             (work / name).write_bytes(data)
-        (work / "profile.json").write_text(profile_text)
+        # What a path-kind mutation names (issue 32): made only where the Profile names it.
+        if '"pipe.py"' in profile_text:
+            os.mkfifo(work / "pipe.py")
+        if '"zero.py"' in profile_text:
+            os.symlink("/dev/zero", work / "zero.py")
+        if '"out.py"' in profile_text:
+            os.symlink(os.path.abspath(__file__), work / "out.py")  # a regular file out of the project
+        (work / "profile.json").write_text(profile_text.replace(_ROOT_MARK, str(work)))
         profile = Profile.load(work / "profile.json")
         result = run_apply(
             [str(work)], profile, ALL_RULES, root=str(work), write=False, jobs=1, use_cache=False, unsafe_fixes=True
@@ -96,7 +103,30 @@ def _get(value, path):
     return value
 
 
-OPERATORS = ["retype", "retype_none", "number_far", "number_near", "string", "delete", "swap", "duplicate", "truncate"]
+OPERATORS = [
+    "retype",
+    "retype_none",
+    "number_far",
+    "number_near",
+    "string",
+    "delete",
+    "swap",
+    "duplicate",
+    "truncate",
+    "path",
+]
+# A file a Profile names, of each kind the audit of issue 32 found read (a device, /proc, a FIFO,
+# a link to a device or out of the project, the project's own file by its absolute path). The
+# path keeps the hash the Profile recorded for the file it replaces.
+_ROOT_MARK = "@PROJECT_ROOT@"
+PATH_KINDS = {
+    "device": "/dev/zero",
+    "proc": "/proc/self/environ",
+    "fifo": "pipe.py",
+    "link_to_device": "zero.py",
+    "link_out": "out.py",
+    "absolute_project_path": _ROOT_MARK + "/{}",
+}
 
 
 def _mutate(data, operator: str, path, draw) -> str | None:
@@ -108,6 +138,14 @@ def _mutate(data, operator: str, path, draw) -> str | None:
         return None
     parent, key = _get(data, path[:-1]), path[-1]
     value = parent[key]
+    if operator.startswith("path:"):
+        if key != "file" or not isinstance(value, str) or os.path.isabs(value):
+            return None
+        named = PATH_KINDS[operator.removeprefix("path:")].format(value)
+        parent[key] = named
+        if isinstance(data.get("sources"), dict) and value in data["sources"]:
+            data["sources"][named] = data["sources"][value]
+        return json.dumps(data)
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if operator == "retype":
         replacements = [str(value), True, [value], {"v": value}, float("nan"), 0.5, 1]
@@ -175,6 +213,8 @@ def _outcome(base: Base, text: str) -> tuple[str, dict[str, str]]:
 
 
 def _applies(operator: str, value) -> bool:
+    if operator.startswith("path:"):
+        return isinstance(value, str) and not os.path.isabs(value)
     if operator in ("number_far", "number_near"):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if operator == "string":
@@ -190,7 +230,13 @@ def mutations(draw, shard: int):
     original = json.dumps(base.profile)
     data = json.loads(original)
     operator = draw(st.sampled_from(OPERATORS))
-    paths = [p for p in _paths(data) if p and _applies(operator, _get(data, p))]
+    if operator == "path":
+        operator = f"path:{draw(st.sampled_from(sorted(PATH_KINDS)))}"
+    paths = [
+        p
+        for p in _paths(data)
+        if p and _applies(operator, _get(data, p)) and (not operator.startswith("path:") or p[-1] == "file")
+    ]
     path = draw(st.sampled_from(paths)) if paths and operator != "truncate" else ()
     text = _mutate(data, operator, path, draw)
     if text is None or text == original:  # changed nothing (a value replaced by itself)
@@ -219,6 +265,8 @@ def test_corrupted_profiles(shard):
             raise AssertionError(f"{base.name}: {operator} at {path}: crashed: {exc!r}") from exc
         if strict(operator, path):
             assert outcome in ("error", "same"), f"{base.name}: {operator} at {path}: {outcome} edits: {edits}"
+        if operator.startswith("path:"):
+            assert outcome != "other", f"{base.name}: {operator} at {path}: other edits: {edits}"
         seen[(operator if strict(operator, path) else f"{operator} (another run)", outcome)] += 1
 
     run()

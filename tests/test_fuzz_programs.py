@@ -61,12 +61,10 @@ def apply_to(program: Program, work: Path, profile_data: dict):
 
 
 def _argument_spans(text: str) -> set[str]:
-    """The source text of each argument of the compiled function's call."""
+    """The source text of each argument of the compiled function's calls."""
     tree = ast.parse(text.lstrip("\ufeff"))
-    (call,) = [
-        n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "f"
-    ]
-    values = [*call.args, *(k.value for k in call.keywords)]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "f"]
+    values = [v for call in calls for v in [*call.args, *(k.value for k in call.keywords)]]
     return {ast.get_source_segment(text.lstrip("\ufeff"), v) for v in values}
 
 
@@ -114,6 +112,11 @@ def check_program(program: Program) -> str:
         assert after["results"] == before["results"]
         assert after["stdout"] == before["stdout"]
         assert after["misplaced_marks"] == 0
+        # Nothing made on a path that never made it (an argument hoisted out of a branch), and
+        # under `python -O` (no assert) the same as before too.
+        assert after["made"] == before["made"], ("tensors made", before["made"], after["made"])
+        if program.position == "assert":
+            assert run_program(text, optimize=1) == run_program(program.text, optimize=1)
         # Idempotent: the same Profile again changes nothing (it remembers what it wrote) ...
         from recompile_fix.pipeline.fix import run_apply
 

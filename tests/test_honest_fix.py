@@ -132,13 +132,19 @@ def _sweep():
     return module
 
 
-def test_safe_fix_proves_an_unproven_fix_and_reaches_the_unsafe_count(tmp_path):
+@pytest.mark.parametrize(
+    "case, before",
+    # four_dropouts: torch names one of four dropouts one schedule sets; all four are converted
+    # (issue 30, cause 7), so safe `fix` reaches the hand fix's single compile.
+    [("early_dropout", 8), ("four_dropouts", 6)],
+)
+def test_safe_fix_proves_an_unproven_fix_and_reaches_the_unsafe_count(tmp_path, case, before):
     sweep = _sweep()
-    row = sweep.measure(ROOT / "golden" / "RF008" / "early_dropout", tmp_path)
+    row = sweep.measure(ROOT / "golden" / "RF008" / case, tmp_path)
     assert row.ok, row.failures
-    assert (row.before, row.fix_after, row.unsafe_after, row.unsafe_outputs) == (8, 1, 1, "equal")
+    assert (row.before, row.fix_after, row.unsafe_after, row.unsafe_outputs) == (before, 1, 1, "equal")
     assert row.kept == [] and [p.split("@")[0] for p in row.proven] == ["RF008"]
-    assert "RF008/early_dropout" in sweep.table([row]) and "1 unproven fixes verified" in sweep.table([row])
+    assert f"RF008/{case}" in sweep.table([row]) and "1 unproven fixes verified" in sweep.table([row])
 
 
 def test_safe_fix_names_the_trade_off_it_did_not_try(tmp_path):

@@ -125,6 +125,27 @@ CASES = {
         _set(["frames", "fn", "steady"], {"calls": 2, "seconds": float("inf")}),
         "steady.seconds is inf, not a number of seconds",
     ),
+    # Issue 32: accepted, with other edits.
+    "a shape of another rank than its stride": (
+        lambda d: _frame(d, "fn")["compiles"][0]["inputs"]["x"].update(shape=[3, 1]),
+        "has a shape of 2 dimensions and a stride of 1",
+    ),
+    "a traced dimension beyond the shape": (
+        lambda d: _frame(d, "fn")["compiles"][1].update(dims={"x": [{"dim": 1, "state": "dynamic"}]}),
+        "dims['x'] names dimension 1 of a tensor recorded with 1 dimensions",
+    ),
+    "an input renamed against the signature": (
+        lambda d: _frame(d, "fn").update(signature={"positional": ["y"], "keyword_only": []}),
+        "inputs['x'] is none of `fn`'s parameters (y)",
+    ),
+    "applied set to the profiled hash": (
+        lambda d: d["applied"].update({"main.py": d["sources"]["main.py"]}),
+        "applied['main.py'] is the hash the file was profiled with",
+    ),
+    "applied naming a file never profiled": (
+        lambda d: d["applied"].update({"other.py": "0" * 64}),
+        "applied names 'other.py', a file it records no profiled hash of",
+    ),
     "a recompile reason of an unknown kind": (
         _set(["frames", "fn", "compiles", 1, "reasons", 0, "kind"], "guess"),
         "is 'guess', not a reason kind",
@@ -132,9 +153,28 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+def _absolute_project_path(project):
+    """The project's own file named by its absolute path (every stage takes an absolute path for
+    code it never edits: RF001's fix went elsewhere)."""
+
+    def change(data):
+        absolute = str(project / "main.py")
+        data["sources"][absolute] = data["sources"].pop("main.py")
+        for frame in data["frames"]:
+            frame["file"] = absolute if frame["file"] == "main.py" else frame["file"]
+            for compile_ in frame["compiles"]:
+                for location in compile_["stack"]:
+                    location["file"] = absolute if location["file"] == "main.py" else location["file"]
+
+    return change
+
+
+@pytest.mark.parametrize("case", sorted(CASES) + ["the project's file by its absolute path"])
 def test_a_damaged_profile_is_one_line_and_exit_2(project, case):
-    change, words = CASES[case]
+    if case in CASES:
+        change, words = CASES[case]
+    else:
+        change, words = _absolute_project_path(project), "names a file of the project by its absolute path"
     _edit(project, change)
     for command in (["apply", "."], ["report"]):
         result = run_cli(*command, cwd=project)

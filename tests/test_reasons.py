@@ -418,6 +418,9 @@ RELEASES = [
     # an identity guard's comment names where the argument was bound, not a use
     pytest.param("0/0: a is b                                              # def f_ab(a, b): return a + b  "
                  "# roj/model.py:12 in f_ab", ("id_mismatch", "a", None), id="identity-no-first-use"),
+    # an attribute's None test: the comment is the line that tested it (RF010's lazy default)
+    pytest.param("0/0: self.config.scale is None  # if self.config.scale is None:  # roj/model.py:22 in forward",
+                 ("id_mismatch", "self.config.scale", ("roj/model.py", 22, "forward")), id="2.10-attribute-none-test"),
 ]
 # fmt: on
 

@@ -125,8 +125,8 @@ def test_progress_only_when_asked(tmp_path, capsys):
 
 def test_pre_commit_hooks_file():
     text = (ROOT / ".pre-commit-hooks.yaml").read_text()
-    assert "id: recompile-fix-check" in text and "entry: recompile-fix apply --check" in text
-    assert "id: recompile-fix\n" in text and "entry: recompile-fix apply\n" in text
+    assert "id: recompile-fix-check" in text and "entry: recompile-fix apply --check --output-format concise" in text
+    assert "id: recompile-fix\n" in text and "entry: recompile-fix apply --output-format concise\n" in text
 
 
 class PrintAfterImport(PrintInForward):

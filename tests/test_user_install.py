@@ -8,6 +8,7 @@ The user's program also makes the tool's own dependencies unimportable before it
 what recompile-fix puts into the user's processes must run without them."""
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -160,3 +161,14 @@ def test_the_tools_own_python_without_torch_is_one_line(tool_venv, tmp_path):
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"recompile-fix: error: {tool_venv / 'bin' / 'python'} cannot import torch: ")
     assert not (tmp_path / ".recompile-fix").exists()
+
+
+def test_static_mode_from_the_tools_own_venv_knows_the_users_torch(tool_venv, tmp_path):
+    """Issue 30, cause 8: no Profile, and the tool's venv has no torch: the release that gates
+    RF004's nested_compile_region (2.8+) is the user's interpreter's, asked, not "unknown"."""
+    shutil.copy(ROOT / "golden" / "RF004" / "deep_blocks_module" / "program.in.py", tmp_path / "program.py")
+    diff = _tool(tool_venv, "apply", "program.py", "--diff", cwd=tmp_path, path_first=USER_BIN)
+    assert "+    @torch.compiler.nested_compile_region" in diff.stdout, diff.stdout + diff.stderr
+    assert "unknown torch version" not in diff.stderr and "this tool's own torch" not in diff.stderr
+    (cached,) = json.loads((tmp_path / ".recompile-fix/cache/torch-versions.json").read_text()).values()
+    assert cached["torch"] == metadata.version("torch")

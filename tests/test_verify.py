@@ -134,6 +134,12 @@ def test_verify_html_renders_in_headless_browser(verified_examples, tmp_path):
     assert before == pytest.approx(2 * after, rel=0.02)
     assert "tensor size changed" in frame["text"] and "RF001" in frame["text"]
     assert any("mark_dynamic(" in line for line in frame["added"])
+    # It ends with the accounting: every recompile of the Profile, verified fixes called fixed.
+    recorded = Profile.load(str(work / ".recompile-fix" / "profile.json"))
+    total = int(re.search(r'id="accounting" data-recompiles="(\d+)"', page).group(1))
+    rows = re.findall(r'<tr class="outcome" data-category="([\w-]+)" data-count="(\d+)"', page)
+    assert total == sum(f.recompiles for f in recorded.frames) == sum(int(n) for _, n in rows) > 0
+    assert "fixed" in {c for c, _ in rows}
 
 
 # -- a planted wrong fix ----------------------------------------------------------------------

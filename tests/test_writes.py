@@ -254,12 +254,12 @@ def test_a_symlink_out_of_the_project_and_a_hard_link_are_left_alone_with_a_note
     (project / "helpers.py").symlink_to(outside)
     os.link(project / "main.py", tmp_path / "main-link.py")
     result = run_cli("apply", ".", cwd=project, check=2)
-    errors = sorted(line for line in result.stderr.splitlines() if "error" in line)
-    assert errors == [
-        "recompile-fix: error: helpers.py: a symbolic link to " + str(outside) + ", outside the project; not changed",
-        "recompile-fix: error: main.py: has 2 hard links; not changed (edit the file one of them names, then profile "
-        "again)",
-    ]
+    # A Profile naming a link out of the project is refused whole (issue 32: such a file is never
+    # read, and planning without it chose other call sites); the link alone is noted per file.
+    assert result.stderr.strip() == (
+        f"recompile-fix: error: damaged Profile: the path 'helpers.py' is a link to '{outside}', out of the "
+        "project; profile the program again"
+    )
     assert (project / "helpers.py").is_symlink() and outside.read_text() == HELPERS
     assert (project / "main.py").read_text() == MAIN and os.stat(project / "main.py").st_nlink == 2
 

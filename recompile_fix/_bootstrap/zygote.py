@@ -43,8 +43,17 @@ def _threads() -> int:
 
 
 def _preload() -> None:
+    import importlib
+
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
+
+    # RECOMPILE_FIX_WARM_PRELOAD: modules the programs of this server import anyway.
+    for name in filter(None, os.environ.get("RECOMPILE_FIX_WARM_PRELOAD", "").split(",")):
+        try:
+            importlib.import_module(name.strip())
+        except Exception:  # noqa: BLE001 - the program imports it itself, and fails there if it must
+            pass
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.notebook import source_bytes
+from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import resolve, same_as_profiled
 
@@ -39,8 +39,7 @@ class Project:
                 if self.expected_hashes is not None and path not in self.expected_hashes:
                     # Never hashed: it cannot be the file the Profile saw (nor is it an error).
                     raise LookupError(f"{path} was not seen by the Profile")
-                file = resolve(path, self.root, self.interpreter)
-                data = source_bytes(file)
+                data = read_named_file(path, self.root, self.interpreter)
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
@@ -65,7 +64,7 @@ class Project:
             file = resolve(path, self.root)
             try:
                 if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
-                    found = SourceFile.read(Path(path), source_bytes(file))
+                    found = SourceFile.read(Path(path), read_named_file(path, self.root))
             except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
                 found = None
             self._read_only[path] = found

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recompile_fix.errors import UserError
-from recompile_fix.notebook import source_bytes
+from recompile_fix.profile.files import read_bounded, read_named_file
 from recompile_fix.profile.kept_sources import kept_source
 from recompile_fix.profile.model import Frame, Profile, same_as_profiled
 
@@ -168,15 +167,15 @@ def anchor(
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            raw = texts[path].encode("utf-8") if path in texts else source_bytes(root / path)
-        except (OSError, UserError):
+            raw = texts[path].encode("utf-8") if path in texts else read_named_file(path, root)
+        except OSError:
             continue
         now = hashlib.sha256(raw).hexdigest()
         if same_as_profiled(raw, digest) or profile.applied.get(path) == now or where is None:
             continue
         kept = kept_source(where, digest)
         try:
-            moved[path] = (_Mapper(kept.read_text(encoding="utf-8"), raw.decode("utf-8")), now)
+            moved[path] = (_Mapper(read_bounded(kept).decode("utf-8"), raw.decode("utf-8")), now)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue  # no profiled text, or a file that does not parse: stale as before
     if not moved:

@@ -5,6 +5,7 @@ outside its edits, keeps the file's line endings): a fix that fails it is left o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def rewrite(
 ) -> FileRewrite:
     """``findings``' fixes of one file. ``root``: what a relative ``source.path`` is relative to
     (the project's formatter settings are read from where the file lies)."""
-    torch_name = source.torch_alias or "torch"
+    alias = source.fresh_torch_alias
     result = FileRewrite(path=path, before=source.text, after=source.text)
     planned: list[tuple[Finding, FixEdits]] = []
     taken: list[Edit] = []
@@ -46,14 +47,17 @@ def rewrite(
     with line_length_of(
         located if located.is_absolute() or root is not None else None
     ) as line_length:  # inserted statements: the project's length
-        fixes = [(finding, _fix(rules[finding.rule], finding, source, torch_name)) for finding in findings]
+        fixes = [
+            (finding, _fix(rules[finding.rule], finding, source, source.torch_name_at(finding.location.line) or alias))
+            for finding in findings
+        ]
     for finding, edits_or_error in fixes:
         if isinstance(edits_or_error, str):
             result.skipped.append((finding, edits_or_error))
             continue
         edits = edits_or_error
         # Only what the Finding's torch runs (the Profile's; static mode: the installed one).
-        wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version())
+        wrong_release = check_edits(rules[finding.rule], edits, finding.torch_version or installed_torch_version(root))
         if wrong_release is not None:
             result.skipped.append((finding, wrong_release))
             continue
@@ -69,6 +73,7 @@ def rewrite(
         taken.extend(edits)
         planned.append((finding, FixEdits(tuple(edits), _anchor(source, finding, edits))))
     planned = _proven(source, planned, result)
+    planned = _together(source, planned, result)
     for finding, fix in planned:
         result.edits.extend(fix.edits)
         result.applied.append(finding)
@@ -88,11 +93,24 @@ def _fix(rule: Rule, finding: Finding, source: SourceFile, torch_name: str) -> l
 
 
 def _import_edits(path: str, source: SourceFile, edits: list[Edit]) -> list[Edit]:
-    if not edits or source.torch_alias is not None:
+    if not edits:
+        return []
+    lines = []
+    alias = source.fresh_torch_alias
+    aliased = any(re.search(rf"(?<![\w.]){alias}\.", e.new_text) for e in edits)
+    if source.torch_alias is None and (not aliased or any(_READS_TORCH.search(e.new_text) for e in edits)):
+        lines.append("import torch")
+    if aliased:
+        lines.append(f"import torch as {alias}")
+    if not lines:
         return []
     at = source.import_insertion_offset()
     prefix = "" if at == 0 or source.text[:at].endswith(("\n", "\r")) else "\n"
-    return with_line_endings(source.text, [Edit(path, at, at, f"{prefix}import torch\n", "import")])
+    text = prefix + "".join(line + "\n" for line in lines)
+    return with_line_endings(source.text, [Edit(path, at, at, text, "import")])
+
+
+_READS_TORCH = re.compile(r"(?<![\w.])torch\.")
 
 
 def _proof(source: SourceFile, path: str, planned: list[tuple[Finding, FixEdits]]) -> str | None:
@@ -126,6 +144,28 @@ def _proven(
     elif kept:  # each passes alone, not together
         result.skipped.extend((finding, f"the fixes fail their proof together: {why}") for finding, _ in kept)
         return []
+    return kept
+
+
+def _together(
+    source: SourceFile, planned: list[tuple[Finding, FixEdits]], result: FileRewrite
+) -> list[tuple[Finding, FixEdits]]:
+    """Findings a rule fixes together (``params["together"]``: the calls of one function, each
+    passing a value the same way) are all made or none is: one left out leaves out the rest."""
+    held = {f.params.get("together") for f, _ in result.skipped} - {None}
+    if not held:
+        return planned
+    kept = []
+    for finding, fix in planned:
+        if finding.params.get("together") in held:
+            result.skipped.append((finding, "fixed together with another call whose fix is left out"))
+        else:
+            kept.append((finding, fix))
+    if len(kept) < len(planned) and kept:
+        why = _proof(source, result.path, kept)
+        if why is not None:
+            result.skipped.extend((finding, f"the fixes fail their proof together: {why}") for finding, _ in kept)
+            return []
     return kept
 
 

@@ -86,8 +86,8 @@ class Finding:
             tolerance=data.get("tolerance"),
         )
 
-    def describe(self, *, unsafe_fixes: bool = False) -> str:
-        """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note."""
+    def describe(self, *, unsafe_fixes: bool = False, notes: bool = True) -> str:
+        """ruff-style: ``path:line:col: RF001 [*] message``, then one line per note (``notes``)."""
         loc = self.location
         marker = {
             Safety.SAFE: "[*] ",
@@ -96,7 +96,8 @@ class Finding:
         }[self.safety]
         where = display_location(self.file, loc.line)  # a notebook's: nb.ipynb:cell 3:2
         lines = [f"{where}:{(loc.col or 0) + 1}: {self.rule} {marker}{self.message}"]
-        lines.extend(f"    note: {note}" for note in self.notes)
+        if notes:
+            lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)
 
 

@@ -94,7 +94,7 @@ class Rule:
         exactly the text already at that point, each replacement the text already in its span.
         Rules that recognise hand-written forms say more."""
         try:
-            edits = self.fix(finding, source, source.torch_alias or "torch")
+            edits = self.fix(finding, source, source.torch_name_at(finding.location.line) or "torch")
         except Exception:  # noqa: BLE001 - cannot tell: let the fix run and report its own error
             return None
         if not edits:

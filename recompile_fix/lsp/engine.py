@@ -40,7 +40,8 @@ from recompile_fix.lsp.items import (
 )
 from recompile_fix.lsp.positions import LineIndex, Range, code_units, diff_edit, map_offset
 from recompile_fix.pipeline.fix import is_selected, merge_findings, settle
-from recompile_fix.profile.model import Profile, relative_to_root, resolve, sha256_bytes
+from recompile_fix.profile.files import read_named_file
+from recompile_fix.profile.model import Profile, relative_to_root, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed, strip_suppressions, with_suppression
 
@@ -89,9 +90,9 @@ class _AnchoredBase(Base):
     notes: list[str] = field(default_factory=list)
 
 
-def _read_or_none(path: Path) -> bytes | None:
+def _read_or_none(path: str, root: Path, profile: Profile | None) -> bytes | None:
     try:
-        return path.read_bytes()
+        return read_named_file(path, root, profile.interpreter if profile else None)
     except OSError:
         return None
 
@@ -181,9 +182,7 @@ class Engine:
             if stamp[1] is not None:
                 try:
                     self.profile = Profile.load(path)
-                    check_against_sources(
-                        self.profile, lambda p: _read_or_none(resolve(p, self.root, self.profile.interpreter))
-                    )
+                    check_against_sources(self.profile, lambda p: _read_or_none(p, self.root, self.profile), self.root)
                 except Exception as exc:  # noqa: BLE001 - whatever is wrong with it, one line
                     self.profile = None  # never keep fixes from a Profile that no longer reads
                     why = str(exc) if isinstance(exc, UserError) else f"{path}: cannot read the Profile: {exc!r}"
@@ -313,7 +312,7 @@ class Engine:
                 base = self._profiled_base(path, strip_suppressions(text))
             else:
                 try:
-                    disk = resolve(path, self.root).read_bytes()
+                    disk = read_named_file(path, self.root)
                     if sha256_bytes(disk) == expected:
                         base = self._profiled_base(path, disk.decode("utf-8"))
                 except (OSError, UnicodeDecodeError):

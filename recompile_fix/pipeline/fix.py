@@ -37,16 +37,16 @@ from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, apply_edits, unified_diff
 from recompile_fix.edits.format import configured_line_length
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
-from recompile_fix.errors import UserError
 from recompile_fix.findings.block_strategy import choose_block_compile
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
-from recompile_fix.notebook import Notebook, NotebookError, cell_diffs, is_notebook, source_bytes
+from recompile_fix.notebook import Notebook, NotebookError, cell_diffs, is_notebook
 from recompile_fix.pipeline.lock import project_lock
 from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover
+from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
 from recompile_fix.suppression import is_suppressed
@@ -316,7 +316,7 @@ def _plan_from_profile(
     A file outside ``paths``, or excluded (torch's own, site-packages, a virtualenv), is context:
     its Findings go to ``result.outside``, never to the errors, and it is not even read (a
     checkout without the profiled virtualenv has none of torch's files)."""
-    check_against_sources(profile, lambda path: _read_or_none(resolve(path, root_dir, profile.interpreter)))
+    check_against_sources(profile, lambda path: _read_or_none(path, root_dir, profile), root_dir)
     project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
@@ -329,7 +329,7 @@ def _plan_from_profile(
                 status[path] = "outside"
                 return status[path]
             try:
-                data = source_bytes(file)
+                data = read_named_file(path, root_dir, profile.interpreter)
             except FileNotFoundError:
                 status[path] = "missing"
                 return status[path]
@@ -419,16 +419,16 @@ class _SourceReader:
     def source(self, path: str) -> SourceFile | None:
         if path not in self._sources:
             try:
-                self._sources[path] = SourceFile.read(Path(path), source_bytes(resolve(path, self.root)), parse=False)
+                self._sources[path] = SourceFile.read(Path(path), read_named_file(path, self.root), parse=False)
             except (OSError, SourceError):
                 self._sources[path] = None
         return self._sources[path]
 
 
-def _read_or_none(path: Path) -> bytes | None:
+def _read_or_none(path: str, root: Path, profile: Profile) -> bytes | None:
     try:
-        return source_bytes(path)
-    except (OSError, UserError):
+        return read_named_file(path, root, profile.interpreter)
+    except OSError:
         return None
 
 
@@ -442,8 +442,8 @@ class _LineReader:
     def line(self, path: str, number: int) -> str:
         if path not in self._lines:
             try:
-                self._lines[path] = source_bytes(resolve(path, self.root)).decode("utf-8").splitlines()
-            except (OSError, UnicodeDecodeError, UserError):
+                self._lines[path] = read_named_file(path, self.root).decode("utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
                 self._lines[path] = []
         lines = self._lines[path]
         return lines[number - 1] if 0 < number <= len(lines) else ""
@@ -491,7 +491,7 @@ def rewrite_files(
     failed: list[tuple[str, str]] = []
     for path, file_fixes in sorted(by_file.items()):
         try:
-            data = source_bytes(resolve(path, root))
+            data = read_named_file(path, root)
             if planned_from is not None and planned_from.get(path, content_digest(data)) != content_digest(data):
                 failed.append((path, f"{path}: {_CHANGED_MEANWHILE}"))
                 continue
@@ -524,7 +524,7 @@ def _rewrite_memo(
         asked = {
             "findings": [f.to_json() for f in findings],
             "line_length": configured_line_length(Path(root, source.path)),
-            "torch": installed_torch_version(),
+            "torch": installed_torch_version(root),
         }
         known = memo.get("rewrite", path, source.text, asked)
         if known is not None:
@@ -578,7 +578,7 @@ def finding_fixes(
             continue
         if finding.file not in sources:
             try:
-                data = source_bytes(resolve(finding.file, root))
+                data = read_named_file(finding.file, root)
                 sources[finding.file] = SourceFile.read(Path(finding.file), data, parse=False)
             except (OSError, SourceError):
                 sources[finding.file] = None

@@ -24,10 +24,22 @@ from typing import Any
 import recompile_fix
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
-from recompile_fix.notebook import NOTEBOOK_SUFFIX, source_bytes
+from recompile_fix.notebook import NOTEBOOK_SUFFIX, source_of
+from recompile_fix.profile.files import read_bounded
 
-__all__ = ["CACHE_FILE", "CacheEntry", "code_digest", "content_digest", "discover", "Scanned", "StaticScan"]
+__all__ = [
+    "CACHE_FILE",
+    "CacheEntry",
+    "code_digest",
+    "content_digest",
+    "discover",
+    "is_source",
+    "Scanned",
+    "skipped_sources",
+    "StaticScan",
+]
 
 # A file's cache entry: [content digest, its findings as JSON].
 CacheEntry = list[Any]
@@ -44,21 +56,33 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def is_source(path: str | os.PathLike[str]) -> bool:
+    """Is this a file the rules read (Python source)? The one test, for a file named on the
+    command line and for one found in a folder: a new kind (a notebook) is added here."""
+    return Path(path).suffix in (".py", NOTEBOOK_SUFFIX)
+
+
+def skipped_sources(paths: Iterable[str]) -> list[str]:
+    """The files named in ``paths`` that are not sources (``is_source``): `apply` warns of each
+    and skips it, as ruff does."""
+    return [p for p in paths if Path(p).is_file() and not is_source(p)]
+
+
 def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
-    """Python files and notebooks under ``paths``; an explicitly named file is always included."""
+    """Python files and notebooks under ``paths``; an explicitly named source file is always
+    included (one that is not a source, ``skipped_sources``, never)."""
     files: list[Path] = []
     for given in paths:
         path = Path(given).resolve()
         if path.is_file():
-            files.append(path)
+            if is_source(path):
+                files.append(path)
             continue
         for directory, dirnames, filenames in os.walk(path):
             rel_dir = os.path.relpath(directory, root)
             dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
             for name in sorted(filenames):
-                if name.endswith((".py", NOTEBOOK_SUFFIX)) and not excluded(
-                    os.path.normpath(os.path.join(rel_dir, name))
-                ):
+                if is_source(name) and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
                     files.append(Path(directory, name))
     return files
 
@@ -85,7 +109,7 @@ def _scan_one(path: str, relative: str) -> Scanned:
     from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
-        data = source_bytes(path)
+        data = source_of(path, read_bounded(path))  # a .py link to /dev/zero in the tree: refused
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
     except UserError as exc:  # a notebook that is not one
@@ -123,9 +147,11 @@ class StaticScan:
         self.rules = [r for r in rules if type(r).plan_static is not Rule.plan_static]
         self.jobs = jobs or min(os.cpu_count() or 1, 8)
         self.use_cache = use_cache
+        # The rules' static findings depend on the user's torch (RF004, RF007 gate on its release);
+        # asked here, before the workers fork, so they inherit the answer.
         self.key = (
             f"{_CACHE_FORMAT}:{recompile_fix.__version__}+{code_digest()}:{fingerprint}:"
-            f"{','.join(sorted(r.id for r in self.rules))}"
+            f"{','.join(sorted(r.id for r in self.rules))}:torch {installed_torch_version(root)}"
         )
         self.cache_path = root / CACHE_FILE
         self.errors: list[str] = []
@@ -170,7 +196,7 @@ class StaticScan:
         for path in files:
             rel = os.path.relpath(path, self.root)
             try:
-                digest = content_digest(source_bytes(path))
+                digest = content_digest(source_of(path, read_bounded(path)))
             except UserError:  # a notebook that is not one: scanning it says so
                 todo.append((str(path), rel))
                 continue

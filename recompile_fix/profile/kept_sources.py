@@ -10,8 +10,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recompile_fix.errors import UserError
-from recompile_fix.notebook import source_bytes
+from recompile_fix.profile.files import read_named_file
 
 if TYPE_CHECKING:
     from recompile_fix.profile.model import Profile
@@ -38,8 +37,8 @@ def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> N
         if path.startswith("/") or Path(path).is_absolute():
             continue
         try:
-            data = source_bytes(root / path)
-        except (OSError, UserError):
+            data = read_named_file(path, root)
+        except OSError:
             continue
         if hashlib.sha256(data).hexdigest() != digest:
             continue

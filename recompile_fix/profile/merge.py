@@ -4,6 +4,7 @@ hashes of the sources they name."""
 
 from __future__ import annotations
 
+import os
 import platform
 from collections import Counter
 from collections.abc import Callable
@@ -63,6 +64,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
 
     frames: dict[tuple, Frame] = {}
     named: set[str] = set()
+    project_files = _ProjectFiles(root)
     ranked = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, r.get("pid", 0)))
     any_rank = any(r.get("rank") is not None for r in records)
     for record in ranked:
@@ -147,7 +149,7 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             for reason in compile_.reasons:
                 reason.text = spell_library_paths_in(reason.text, interpreter)
                 if reason.first_use is not None and first_use_is_tail(reason.first_use):
-                    reason.first_use = _resolve_tail(reason.first_use, places + sorted(named))
+                    reason.first_use = _resolve_tail(reason.first_use, places + sorted(named), project_files)
                 if reason.first_use is not None:
                     named.add(reason.first_use.file)
                     reason.first_use = Location(**{**reason.first_use.__dict__, "file": spell(reason.first_use.file)})
@@ -194,15 +196,54 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
     return profile
 
 
-def _resolve_tail(first_use: Location, files: list[str]) -> Location | None:
+def _resolve_tail(first_use: Location, files: list[str], project: _ProjectFiles | None = None) -> Location | None:
     """The file a path tail from a guard comment names: the compiled frame's, a stack's or
-    another file of the Profile that ends with it; None (no first use) when none does."""
+    another file of the Profile that ends with it; else the one file of the project that does
+    (a library frame's guard first used in a project file no stack names); None (no first use)
+    when none does, or several project files do."""
     tail = first_use.file.replace("\\", "/")
-    ends = [f for f in files if f.replace("\\", "/").endswith("/" + tail)]
-    ends = ends or [f for f in files if f.replace("\\", "/").endswith(tail)]  # torch cut one more character
-    if not ends:
+    found = _ends_with(tail, files)
+    if not found and project is not None:
+        found = _ends_with(tail, project.files())
+        found = found if len(found) == 1 else []  # two files end with it: which one is a guess
+    if not found:
         return None
-    return Location(**{**first_use.__dict__, "file": ends[0]})
+    return Location(**{**first_use.__dict__, "file": found[0]})
+
+
+def _ends_with(tail: str, files: list[str]) -> list[str]:
+    ends = [f for f in files if f.replace("\\", "/").endswith("/" + tail)]
+    return ends or [f for f in files if f.replace("\\", "/").endswith(tail)]  # torch cut one more character
+
+
+class _ProjectFiles:
+    """The project's Python files (absolute paths), listed on first need: not its virtualenvs,
+    hidden folders or installed packages. At most ``LIMIT`` files: a tree bigger than that
+    resolves tails against the Profile's own files only."""
+
+    LIMIT = 20_000
+    _SKIPPED = {"site-packages", "dist-packages", "node_modules", "__pycache__"}
+
+    def __init__(self, root: str):
+        self.root = root
+        self._files: list[str] | None = None
+
+    def files(self) -> list[str]:
+        if self._files is None:
+            self._files = []
+            for directory, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = sorted(
+                    d
+                    for d in dirnames
+                    if not d.startswith(".")
+                    and d not in self._SKIPPED
+                    and not os.path.exists(os.path.join(directory, d, "pyvenv.cfg"))
+                )
+                self._files.extend(os.path.join(directory, n) for n in sorted(filenames) if n.endswith(".py"))
+                if len(self._files) > self.LIMIT:
+                    self._files = []
+                    break
+        return self._files
 
 
 def _generation_id(raw: dict) -> str:

@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from recompile_fix.errors import UserError
+from recompile_fix.profile.files import (
+    MAX_PROFILE_BYTES,
+    UnsafeFile,
+    read_bounded,
+    same_as_profiled,
+    sha256_bytes,
+    shown_path,
+)
 from recompile_fix.profile.libraries import (
     Interpreter,
     is_library_spelling,
@@ -28,7 +36,6 @@ from recompile_fix.profile.libraries import (
     spell_library_file,
 )
 from recompile_fix.profile.schema import validate_profile_json
-from recompile_fix.suppression import strip_suppressions
 
 __all__ = [
     "REASON_KINDS",
@@ -439,24 +446,49 @@ class Profile:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Profile":
         path = Path(path)
+        shown = shown_path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            # Bounded, and never a device or FIFO (a Profile is repository content: hostile).
+            text = read_bounded(path, MAX_PROFILE_BYTES).decode("utf-8")
         except FileNotFoundError:
             raise UserError(
-                f"{path}: no Profile here; run `recompile-fix profile -- python your_script.py` first"
+                f"{shown}: no Profile here; run `recompile-fix profile -- python your_script.py` first"
             ) from None
+        except UnsafeFile as exc:
+            raise UserError(f"{shown}: cannot read Profile: {exc.strerror}") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: cannot read Profile: {exc}") from None
+            raise UserError(f"{shown}: cannot read Profile: {exc}") from None
+        depth = json_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            raise UserError(f"{shown}: damaged Profile: nested {depth} deep (a Profile is at most {MAX_JSON_DEPTH})")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UserError(f"{path}: Profile is truncated or not JSON ({exc.msg} at line {exc.lineno})") from None
+            raise UserError(f"{shown}: Profile is truncated or not JSON ({exc.msg} at line {exc.lineno})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number: Python's int limit
+            raise UserError(f"{shown}: damaged Profile: {str(exc).splitlines()[0]}") from None
         try:
             profile = cls.from_json(data)
         except UserError as exc:
-            raise UserError(f"{path}: {exc}") from None
+            raise UserError(f"{shown}: {exc}") from None
         profile.origin = path.resolve()
         return profile
+
+
+MAX_JSON_DEPTH = 64  # a Profile is 10 deep; json (and this tool) recurse, so 200,000 crash
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped), without parsing it."""
+    depth = deepest = 0
+    for token in _JSON_TOKEN.findall(text):
+        if token in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in ("]", "}"):
+            depth -= 1
+    return deepest
 
 
 def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
@@ -469,7 +501,8 @@ def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:
         # The frames as written, not validated: a Profile a stricter check refuses is still one
         # that recorded compiles, and is kept.
         try:
-            kept = json.loads(path.read_text(encoding="utf-8"))
+            text = read_bounded(path, MAX_PROFILE_BYTES).decode("utf-8")
+            kept = json.loads(text) if json_depth(text) <= MAX_JSON_DEPTH else None
         except (OSError, UnicodeDecodeError, ValueError):  # not a Profile we can read: nothing to lose
             kept = None
         if isinstance(kept, dict) and kept.get("frames"):
@@ -565,29 +598,9 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
 
 def sha256_file(path: str | os.PathLike[str]) -> str | None:
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return hashlib.sha256(read_bounded(path)).hexdigest()
     except OSError:
         return None
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def same_as_profiled(data: bytes, expected: str | None) -> bool:
-    """Are these the bytes the Profile hashed, but for suppression comments added since? Such a
-    comment moves no line or column before it, so the Profile's positions still hold."""
-    if expected is None:
-        return False
-    if sha256_bytes(data) == expected:
-        return True
-    if b"recompile-fix" not in data and b"noqa" not in data.lower():
-        return False
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return sha256_bytes(strip_suppressions(text).encode("utf-8")) == expected
 
 
 def relative_to_root(path: str, root: str, interpreter: Interpreter | None = None) -> str:

@@ -75,6 +75,10 @@ _LIMIT_REACHED = re.compile(r"\b((?:accumulated_)?(?:recompile|cache_size)_limit
 _COMMENT_PLACE = re.compile(r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \(HINT: .*)?\s*$")
 # Guards on a value (``c == 0.5``): the kinds ``_parse_value_guard`` gives.
 _VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
+# An attribute's None test (``self.scale is None  # if self.scale is None:  # model.py:22 in
+# forward``, RF010's lazy default): its comment is the line that tested it, a first use. An
+# argument's identity guard (``a is b``) names where the argument was bound instead.
+_ATTRIBUTE_NONE_TEST = re.compile(r"^\w+(?:\.\w+)+ is None$")
 _GUARD_SPLIT = re.compile(r"; (?=tensor '|GLOBAL_STATE|___|not |len\(|\d+ <=|[\w.\[\]'\"]+ == )")
 
 _TENSOR_KINDS = {
@@ -115,7 +119,10 @@ def parse_reasons(text: str) -> list[Reason]:
         reason = _parse_guard(part.strip(), body)
         reason.entry = entry
         reason.text = text
-        reason.first_use = first_use or (comment_use if reason.kind in _VALUE_KINDS else None)
+        comment_names_use = reason.kind in _VALUE_KINDS or (
+            reason.kind == "id_mismatch" and bool(_ATTRIBUTE_NONE_TEST.match(part.strip()))
+        )
+        reason.first_use = first_use or (comment_use if comment_names_use else None)
         reasons.append(reason)
     return reasons
 

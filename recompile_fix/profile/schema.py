@@ -54,9 +54,28 @@ def _int(value: Any, where: str, low: int = 0, high: int = 2**62, optional: bool
     if value is None and optional:
         return
     if not _is_int(value):
-        _fail(where, f"is {value!r}, not an integer")
+        _fail(where, f"is {_short(value)}, not an integer")
     if not low <= value <= high:
-        _fail(where, f"is {value}, outside {low}..{high}")
+        _fail(where, f"is {_short(value)}, outside {low}..{high}")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` for a one-line message, cut where long (a 4,000-digit line number)."""
+    text = repr(value) if not _is_int(value) or abs(value) < 10**30 else f"a number of {len(str(abs(value)))} digits"
+    return text if len(text) <= 80 else text[:60] + "..."
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _path(value: Any, where: str, optional: bool = False) -> None:
+    """A file's path: a non-empty string without a control character (a NUL is no path the
+    system takes; a newline would split the line that names it)."""
+    if value is None and optional:
+        return
+    _str(value, where, empty=False)
+    if _CONTROL.search(value):
+        _fail(where, f"is {value!r}, a path with a control character")
 
 
 _TORCH_VERSION = re.compile(r"\d+\.\d+")  # 2.13.0+cpu, 2.8.0a0+git1234567, 2.14.1
@@ -106,7 +125,7 @@ def _scalar(value: Any, where: str) -> None:
 
 def _location(value: Any, where: str) -> None:
     data = _obj(value, where)
-    _str(data.get("file"), f"{where}.file", empty=False)
+    _path(data.get("file"), f"{where}.file")
     _int(data.get("line"), f"{where}.line", 1, _MAX_LINE)
     _int(data.get("end_line"), f"{where}.end_line", data["line"], _MAX_LINE, optional=True)
     _int(data.get("col"), f"{where}.col", 0, 100_000, optional=True)
@@ -136,7 +155,7 @@ def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
     _int(top.get("exit_code"), "exit_code", -(2**31), 2**31, optional=True)
     for key in ("sources", "applied"):
         for path, digest in _obj(top.get(key, {}), key).items():
-            _str(path, f"{key} key", empty=False)
+            _path(path, f"{key} key")
             if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
                 _fail(f"{key}[{path!r}]", f"is {digest!r}, not a sha256 digest")
     for i, process in enumerate(_list(top.get("processes", []), "processes")):
@@ -154,14 +173,14 @@ def _check_profile(data: Any, reason_kinds: Container[str]) -> None:
 
 def _check_interpreter(interpreter: dict[str, Any]) -> None:
     """Where the interpreter that ran keeps its libraries (optional): a prefix and path lists."""
-    _str(interpreter.get("prefix"), "interpreter.prefix", empty=False)
+    _path(interpreter.get("prefix"), "interpreter.prefix")
     for key in ("site", "stdlib"):
         for i, path in enumerate(_list(interpreter.get(key, []), f"interpreter.{key}")):
-            _str(path, f"interpreter.{key}[{i}]", empty=False)
+            _path(path, f"interpreter.{key}[{i}]")
 
 
 def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]) -> None:
-    _str(frame.get("file"), f"{where}.file", empty=False)
+    _path(frame.get("file"), f"{where}.file")
     _int(frame.get("first_line"), f"{where}.first_line", 1, _MAX_LINE)
     _str(frame.get("name"), f"{where}.name", empty=False)
     if not _CODE_NAME.fullmatch(frame["name"]):
@@ -222,8 +241,9 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
     unknown = set(stack) - _BLOCK_FIELDS
     if unknown:
         _fail(where, f"has unknown fields {sorted(unknown)}")
-    for key in ("path", "block", "file"):
+    for key in ("path", "block"):
         _str(stack.get(key), f"{where}.{key}", empty=False)
+    _path(stack.get("file"), f"{where}.file")
     for key in ("container", "argument", "owner"):
         _str(stack.get(key), f"{where}.{key}", optional=True)
     for key, pattern in (("path", _MODULE_PATH), ("argument", _DOTTED)):
@@ -260,6 +280,9 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
                     _fail(f"{where}.{key}", f"has {len(values)} dimensions")
                 for d, size in enumerate(values):
                     _int(size, f"{where}.{key}[{d}]", 0 if key == "shape" else -(2**62))
+        if isinstance(entry.get("shape"), list) and isinstance(entry.get("stride"), list):
+            if len(entry["shape"]) != len(entry["stride"]):
+                _fail(where, f"has a shape of {len(entry['shape'])} dimensions and a stride of {len(entry['stride'])}")
         _str(entry.get("dtype"), f"{where}.dtype", optional=True)
         if isinstance(entry.get("dtype"), str) and not _DTYPE.fullmatch(entry["dtype"]):
             _fail(f"{where}.dtype", f"is {entry['dtype']!r}, not a torch dtype")
@@ -288,7 +311,7 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
             _fail(f"{where}.defined_in", f"is {entry['defined_in']!r}, not a Python file")
     if "file" in entry:  # a module's class file (absolute, a Python file)
         defined_in = entry["file"]
-        _str(defined_in, f"{where}.file", empty=False)
+        _path(defined_in, f"{where}.file")
         if not re.match(r"^(/|[A-Za-z]:[\\/])", defined_in) or not defined_in.endswith((".py", ".ipynb")):
             _fail(f"{where}.file", f"is {defined_in!r}, not the absolute path of a Python file")
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
 from recompile_fix.errors import UserError
-from recompile_fix.profile.model import Compile, Location, Profile, Reason, same_as_profiled
+from recompile_fix.profile.model import Compile, Location, Profile, Reason, is_library_path, same_as_profiled
 from recompile_fix.profile.reasons import parse_reasons
 from recompile_fix.profile.resume import is_resume
 
@@ -31,13 +33,42 @@ def _damaged(what: str) -> UserError:
     return UserError(f"damaged Profile: {what}; profile the program again")
 
 
-def check_against_sources(profile: Profile, read: Callable[[str], bytes | None]) -> None:
+def check_against_sources(
+    profile: Profile, read: Callable[[str], bytes | None], root: str | os.PathLike[str] | None = None
+) -> None:
     """Raise UserError when the Profile does not fit the files whose bytes are the ones it
     profiled (``read``: Profile path -> the file's bytes, None when unreadable): a relative path
-    leaves the project, a compiled frame names no ``def`` there, a recorded span is not the span
-    of an expression or statement of the file (CPython records node spans), or a line without
-    a span lies past the end."""
+    leaves the project, a path names a file of the project (``root``) absolutely (the recorder
+    spells those relative: every stage takes an absolute path for code it never edits), a
+    compiled frame names no ``def`` there, a recorded span is not the span of an expression or
+    statement of the file (CPython records node spans), or a line without a span lies past the
+    end."""
     check_agreement(profile)
+    project = os.path.realpath(root) if root is not None else None
+
+    def check_path(path: str) -> None:
+        _check_inside(path)
+        if _is_system(os.path.normpath(path)):
+            raise _damaged(f"the path {path!r} names a system file, not a source file")
+        if project is not None and not os.path.isabs(path):
+            where = os.path.realpath(os.path.join(project, path))
+            if _is_system(where):
+                raise _damaged(f"the path {path!r} is a link to {where!r}, a system file, not a source file")
+            # Never read (profile/files.py), so the rules would plan without the file: another
+            # call site, other edits (the fuzz round's link_out). One line, whatever the link.
+            if not (where == project or where.startswith(project.rstrip(os.sep) + os.sep)):
+                raise _damaged(f"the path {path!r} is a link to {where!r}, out of the project")
+            try:
+                mode = os.stat(where).st_mode
+            except OSError:
+                mode = stat.S_IFREG  # missing or unreadable: said where it matters (stale, missing)
+            if not stat.S_ISREG(mode):
+                raise _damaged(f"the path {path!r} names no regular file (a FIFO, device or directory)")
+        if project is not None and os.path.isabs(path) and not is_library_path(path):
+            real = os.path.realpath(path)
+            if real == project or real.startswith(project.rstrip(os.sep) + os.sep):
+                raise _damaged(f"the path {path!r} names a file of the project by its absolute path")
+
     files: dict[str, _File | None] = {}
 
     def file_of(path: str) -> _File | None:
@@ -60,16 +91,16 @@ def check_against_sources(profile: Profile, read: Callable[[str], bytes | None])
             raise _damaged(f"{what} names {location.file}:{location.line}:{location.col}, no expression there")
 
     for path in list(profile.sources) + list(profile.applied):
-        _check_inside(path)
+        check_path(path)
     for frame in profile.frames:
-        _check_inside(frame.file)
+        check_path(frame.file)
         file = file_of(frame.file)
         if file is not None and file.defs is not None and frame.name.isidentifier() and not is_resume(frame.name):
             if (frame.first_line, frame.name) not in file.defs:
                 raise _damaged(f"frame `{frame.name}` names line {frame.first_line} of {frame.file}: no such def there")
         for compile_ in frame.compiles:
             for location in compile_.stack:
-                _check_inside(location.file)
+                check_path(location.file)
                 check(location, f"compile {compile_.id} of `{frame.name}`")
         for graph_break in frame.graph_breaks:
             check(graph_break.location, f"a graph break in `{frame.name}`")
@@ -113,6 +144,13 @@ class _File:
         return cls(text.splitlines(), tree)
 
 
+_SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
+def _is_system(path: str) -> bool:
+    return any(path == tree or path.startswith(tree + "/") for tree in _SYSTEM_TREES)
+
+
 def _check_inside(path: str) -> None:
     if not os.path.isabs(path) and os.path.normpath(path).split(os.sep)[0] == "..":
         raise UserError(f"damaged Profile: the path {path!r} leaves the project; profile the program again")
@@ -121,10 +159,45 @@ def _check_inside(path: str) -> None:
 # -- shape ------------------------------------------------------------------------------------------
 def check_agreement(profile: Profile) -> None:
     """Raise UserError where the Profile disagrees with itself."""
+    for path, digest in profile.applied.items():
+        # `apply` records the hash of what it wrote, which is never what was profiled.
+        if path not in profile.sources:
+            raise _damaged(f"applied names {path!r}, a file it records no profiled hash of")
+        if digest == profile.sources[path]:
+            raise _damaged(f"applied[{path!r}] is the hash the file was profiled with: no fix was applied to it")
+    seen: dict[tuple[str, int, str], int] = {}
+    for f, frame in enumerate(profile.frames):
+        # The recorder keeps one frame per code object (merge.py): a second is a damaged (or
+        # padded: 15,000 frames ran for 900 s) Profile.
+        if frame.key in seen:
+            raise _damaged(
+                f"frames[{f}] and frames[{seen[frame.key]}] are the same code (`{frame.name}` at "
+                f"{frame.file}:{frame.first_line}); the recorder keeps one frame per code object"
+            )
+        seen[frame.key] = f
     for f, frame in enumerate(profile.frames):
         ranks: dict[str, int] = {}
+        parameters = _parameters(frame.signature)
         for i, compile_ in enumerate(frame.compiles):
+            for name, dims in (compile_.dims or {}).items():
+                shape = (compile_.inputs.get(name) or {}).get("shape")
+                for entry in dims:
+                    if (
+                        not isinstance(shape, list)
+                        or not isinstance(entry.get("dim"), int)
+                        or entry["dim"] >= len(shape)
+                    ):
+                        raise _damaged(
+                            f"frames[{f}].compiles[{i}].dims[{name!r}] names dimension {entry.get('dim')!r} of a tensor "
+                            f"recorded with {'no shape' if not isinstance(shape, list) else f'{len(shape)} dimensions'}"
+                        )
             for name, entry in compile_.inputs.items():
+                root = _ROOT_NAME.match(name)
+                if parameters is not None and (root is None or root.group() not in parameters):
+                    raise _damaged(
+                        f"frames[{f}].compiles[{i}].inputs[{name!r}] is none of `{frame.name}`'s parameters "
+                        f"({', '.join(sorted(parameters)) or 'none'})"
+                    )
                 # The recorder writes a shape for a tensor only: another type with one is a
                 # damaged record, whose shape the rules would drop (and mark other dimensions).
                 if "shape" in entry and entry.get("type") != "Tensor":
@@ -139,6 +212,23 @@ def check_agreement(profile: Profile) -> None:
                 where = f"frames[{f}].compiles[{i}].reasons[{j}]"
                 _check_text(reason, where)
                 _check_sizes(reason, compile_, by_id.get(reason.entry or ""), ranks, where)
+
+
+_ROOT_NAME = re.compile(r"[^\W\d]\w*")
+
+
+def _parameters(signature: dict[str, Any] | None) -> set[str] | None:
+    """The names a compiled frame's arguments are recorded under (None: no signature recorded)."""
+    if not isinstance(signature, dict):
+        return None
+    names: set[str] = set()
+    for key in ("positional", "keyword_only"):
+        if isinstance(signature.get(key), list):
+            names.update(n for n in signature[key] if isinstance(n, str))
+    for key in ("varargs", "varkw"):
+        if isinstance(signature.get(key), str):
+            names.add(signature[key])
+    return names
 
 
 _TYPED_FROM_TEXT = ("size_mismatch", "stride_mismatch", "size_specialization", "scalar_value")
