@@ -3,7 +3,7 @@
 The rules see a notebook as one Python file: its code cells in order, each after a marker line
 (``# %% [cell 3]``, the cell's 1-based index among all the notebook's cells), with what is not
 Python commented out (a cell magic's whole cell, a line magic or ``!shell`` line become
-``# [ipython] %time ...``). `profile` runs that text (``notebook_script``, with the notebook's
+``# [ipython] !pip list``; ``%time step()`` keeps its code). `profile` runs that text (``notebook_script``, with the notebook's
 folder as the working directory and first import path, as Jupyter runs it) and the Profile names
 the notebook and lines of that text; `apply` maps the rewritten text back onto the cells it
 changed (``Notebook.rewritten``): only their ``source`` changes, outputs and metadata keep their
