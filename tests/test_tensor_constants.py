@@ -534,9 +534,12 @@ def test_rf002_wraps_cache_hit_calls_too_and_notes_a_hidden_shape_change(tmp_pat
     assert set(by_line) == {10, 11, 13}  # fn(torch.ones(2)) passes no c: left alone
     assert by_line[13].safety is Safety.UNSAFE and "would copy it" in by_line[13].notes[-1]
     assert any("`x` also changed shape between these compiles ([2] ... [4])" in n for n in by_line[10].notes)
-    assert "did not compile (a cache hit, or not run)" in by_line[11].notes[-1]
-    assert by_line[11].safety is Safety.SAFE  # a literal: certainly a number
-    after = fixed(RF002, findings, project, "program.py")
+    assert any("did not compile (a cache hit, or not run)" in n for n in by_line[11].notes)
+    # A literal is certainly a number, but the calls of `fn` are wrapped together or not at all
+    # (issue 32): line 13's fix is unsafe, so line 11's is too, and says why.
+    assert by_line[11].safety is Safety.UNSAFE and "has only an unsafe fix" in by_line[11].notes[-1]
+    assert fixed(RF002, findings, project, "program.py") == project.source("program.py").text
+    after = fixed(RF002, findings, project, "program.py", unsafe=True)
     assert "fn(torch.ones(i + 2), torch.tensor(0.5 + i, dtype=torch.float64))" in after
     assert "fn(torch.ones(2), torch.tensor(2.5, dtype=torch.float64))\nfn(torch.ones(2))\n" in after
 

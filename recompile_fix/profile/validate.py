@@ -177,15 +177,18 @@ def check_agreement(profile: Profile) -> None:
         seen[frame.key] = f
     for f, frame in enumerate(profile.frames):
         ranks: dict[str, int] = {}
-        parameters = _parameters(frame.signature)
+        _check_signature(frame.signature, f"frames[{f}].signature")
+        # A graph-break resume function's code takes other arguments than the locals recorded
+        # for it (`__nested_frame_values`, ...): its inputs are not checked against it.
+        parameters = None if frame.name.startswith("torch_dynamo_resume_in_") else _parameters(frame.signature)
         for i, compile_ in enumerate(frame.compiles):
             for name, dims in (compile_.dims or {}).items():
+                # A size traced on a tensor the recorder did not record (a view's `._base`) has
+                # no shape to hold it against; one recorded with a shape must have that dim.
                 shape = (compile_.inputs.get(name) or {}).get("shape")
                 for entry in dims:
-                    if (
-                        not isinstance(shape, list)
-                        or not isinstance(entry.get("dim"), int)
-                        or entry["dim"] >= len(shape)
+                    if not isinstance(entry.get("dim"), int) or (
+                        isinstance(shape, list) and entry["dim"] >= len(shape)
                     ):
                         raise _damaged(
                             f"frames[{f}].compiles[{i}].dims[{name!r}] names dimension {entry.get('dim')!r} of a tensor "
@@ -215,6 +218,21 @@ def check_agreement(profile: Profile) -> None:
 
 
 _ROOT_NAME = re.compile(r"[^\W\d]\w*")
+
+
+def _check_signature(signature: Any, where: str) -> None:
+    """A recorded signature is lists of names and optional names (the rules iterate them)."""
+    if signature is None:
+        return
+    if not isinstance(signature, dict):
+        raise _damaged(f"{where} is not an object")
+    for key in ("positional", "keyword_only"):
+        names = signature.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _damaged(f"{where}.{key} is not a list of names")
+    for key in ("varargs", "varkw"):
+        if not isinstance(signature.get(key), (str, type(None))):
+            raise _damaged(f"{where}.{key} is not a name")
 
 
 def _parameters(signature: dict[str, Any] | None) -> set[str] | None:
