@@ -10,7 +10,7 @@ from pathlib import Path
 
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.reason_classes import REASON_CLASSES, ReasonClass
-from recompile_fix.rule_docs import REPOSITORY, rule_summary
+from recompile_fix.rule_docs import REPOSITORY, rule_summary, write_generated
 
 __all__ = ["fixed_by", "reason_page", "reason_pages", "reason_url", "write_reason_pages"]
 
@@ -79,11 +79,5 @@ def reason_pages(rules: Iterable[Rule]) -> dict[str, str]:
 
 
 def write_reason_pages(directory: Path, rules: Iterable[Rule]) -> list[str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    changed = []
-    for name, text in reason_pages(rules).items():
-        path = directory / name
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-            changed.append(name)
-    return changed
+    """Write docs/reasons/; return the names of the files whose content changed."""
+    return write_generated(directory, reason_pages(rules))

@@ -13,7 +13,16 @@ from pathlib import Path
 
 from recompile_fix.findings.rule import Rule
 
-__all__ = ["REPOSITORY", "index_page", "rule_file", "rule_page", "rule_summary", "rule_url", "write_pages"]
+__all__ = [
+    "REPOSITORY",
+    "index_page",
+    "rule_file",
+    "rule_page",
+    "rule_summary",
+    "rule_url",
+    "write_generated",
+    "write_pages",
+]
 
 REPOSITORY = "https://github.com/recompile-fix/recompile-fix"
 _DOCS = f"{REPOSITORY}/blob/main/docs/rules"
@@ -77,9 +86,14 @@ def pages(rules: Iterable[Rule]) -> dict[str, str]:
 
 def write_pages(directory: Path, rules: Iterable[Rule]) -> list[str]:
     """Write docs/rules/; return the names of the files whose content changed."""
+    return write_generated(directory, pages(rules))
+
+
+def write_generated(directory: Path, generated: dict[str, str]) -> list[str]:
+    """Write generated pages (file name -> content) into ``directory``; the names that changed."""
     directory.mkdir(parents=True, exist_ok=True)
     changed = []
-    for name, text in pages(rules).items():
+    for name, text in generated.items():
         path = directory / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
