@@ -97,12 +97,16 @@ class TensorHyperparameters(Rule):
     arithmetic in double precision as with a float lr: measured bit-identical for Adam and AdamW
     on torch 2.13 (the PyTorch guide's float32 `torch.tensor(0.01)` is within 2e-8 but not
     bit-identical); SGD's tensor-lr update rounds differently in some steps (measured up to
-    3e-8: within `assert_close`).
+    3e-8: within `assert_close`). A program that anneals the lr itself, as CleanRL's PPO does
+    (`optimizer.param_groups[0]["lr"] = lrnow`, or a loop over `opt.param_groups`), gets
+    `...["lr"].fill_(lrnow)` there, which keeps the tensor (LeanRL's hand fix); its Adam updates
+    then round within 3e-8 of the float lr's (measured on golden RF003/ppo_anneal_lr).
     `foreach=True` on Adam/AdamW needs `capturable=True` for a tensor lr: the fix adds it and is
     unsafe (on CPU, eager `capturable` steps raise; use `foreach=False` there). No edit where a
     tensor does not help: when the changing hyper-parameter is not `lr` (`OneCycleLR` and
     `CyclicLR` write Python floats into `betas`/`momentum` while `cycle_momentum=True`), when the
-    program itself assigns `group['lr'] = ...`, when `ReduceLROnPlateau` writes floats back
+    program assigns `group['lr'] = ...` where the fix cannot tell the group is this optimizer's
+    (another file, a dict passed around), when `ReduceLROnPlateau` writes floats back
     (torch < 2.10), or when the schedulers cannot keep a tensor lr (torch < 2.4). torch may
     compile one small extra frame (`_to_scalar`) once: judge by recompiles of `step`.
 
@@ -237,12 +241,16 @@ class TensorHyperparameters(Rule):
                     "momentum need not cycle"
                 )
                 (blockers if keys <= {"betas", "momentum"} else notes).append(text)
+        fills: list[list] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
         for file in files:
             other = project.source(file) if project else static_source
-            for where in _lr_assignments(other, file):
+            for assignment in _lr_assignments(other, file):
+                if file == built.file and built.name is not None and assignment.owner == built.name:
+                    fills.append([*assignment.span, assignment.target, assignment.value])
+                    continue
                 blockers.append(
-                    f"`{where[1]}` at {where[0]} assigns a Python float to the lr: it would replace "
-                    "a tensor lr (write `group['lr'].fill_(...)` to keep it)"
+                    f"`{assignment.text}` at {assignment.where} assigns a Python float to the lr: it would "
+                    "replace a tensor lr (write `group['lr'].fill_(...)` to keep it)"
                 )
         if "lr" not in keys:
             blockers.append(
@@ -265,8 +273,8 @@ class TensorHyperparameters(Rule):
             0,
             "float64 keeps the scheduler's arithmetic in double precision, as with a float lr "
             + (
-                "(bit-identical for Adam/AdamW on torch 2.13)"
-                if built.cls in ("Adam", "AdamW")
+                "(bit-identical for Adam/AdamW under a scheduler on torch 2.13)"
+                if built.cls in ("Adam", "AdamW") and not fills
                 else "(the update itself may round differently: within assert_close)"
             ),
         )
@@ -279,6 +287,12 @@ class TensorHyperparameters(Rule):
             )
         if built.lr is None and not built.group_lrs:
             notes.append(f"the lr was left to its default ({built.default}): it is now given explicitly")
+        if fills:
+            lines = ", ".join(str(source.text.count("\n", 0, f[0]) + 1) for f in fills)
+            notes.append(
+                f"the program sets the lr itself (line {lines}): written `...['lr'].fill_(value)`, which "
+                "keeps the tensor (an assignment would put a Python float back and recompile)"
+            )
         if frame is not None and frame.limit_hits:
             notes.append("`step` no longer hits the recompile limit")
         return Finding(
@@ -288,7 +302,7 @@ class TensorHyperparameters(Rule):
             safety=safety,
             evidence=evidence,
             notes=notes,
-            params=built.params(),
+            params={**built.params(), "fill": fills},
             message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix),
             # capturable steps run or raise on this program's devices: a run settles it.
             unsafe_because=UNPROVEN,
@@ -312,6 +326,8 @@ class TensorHyperparameters(Rule):
         if keywords:
             call = next(n for n in source.nodes(cst.Call) if _position(source, n) == p["call"])
             edits.append(_add_keywords(source, finding.file, call, keywords, self.id))
+        for start, end, target, value in p.get("fill", ()):
+            edits.append(Edit(finding.file, start, end, f"{target}.fill_({value})", self.id))
         return edits
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
@@ -322,7 +338,7 @@ class TensorHyperparameters(Rule):
         if not tensors:
             return None
         p["wrap"] = [span for span in p["wrap"] if span not in tensors]
-        if p["wrap"] or p.get("default") is not None or p.get("capturable"):
+        if p["wrap"] or p.get("default") is not None or p.get("capturable") or p.get("fill"):
             return None
         start, end = tensors[0]
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
@@ -479,9 +495,17 @@ def _calls_in(node: cst.CSTNode):
         stack.extend(current.children)
 
 
-def _lr_assignments(source: SourceFile | None, file: str) -> list[tuple[str, str]]:
-    """``group['lr'] = value`` statements: the program writes a Python float into the lr."""
-    found = []
+class _LrAssignment:
+    """``group['lr'] = value``: the program writes the lr itself. ``owner`` is the optimizer's
+    name when the target is ``opt.param_groups[i]['lr']`` or a loop over ``opt.param_groups``."""
+
+    def __init__(self, where: str, text: str, span: tuple[int, int], target: str, value: str, owner: str | None):
+        self.where, self.text, self.span, self.target, self.value, self.owner = where, text, span, target, value, owner
+
+
+def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]:
+    """``group['lr'] = value`` statements that write a Python float (not a tensor) into the lr."""
+    found: list[_LrAssignment] = []
     if source is None or "'lr'" not in source.text and '"lr"' not in source.text:
         return found
     for node in source.nodes(cst.Assign):
@@ -496,8 +520,41 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[tuple[str, str
                 and not _is_tensor(source, node.value)
             ):
                 line = source.positions[node].start.line
-                found.append((f"{file}:{line}", source.lines[line - 1].strip()))
+                # Only `x['lr'] = v` (one target) becomes `x['lr'].fill_(v)`; `a = x['lr'] = v` is left.
+                owner = _param_group_owner(source, t.value) if len(node.targets) == 1 else None
+                found.append(
+                    _LrAssignment(
+                        f"{file}:{line}",
+                        source.lines[line - 1].strip(),
+                        source.span(node),
+                        source.code(t),
+                        source.code(node.value),
+                        owner,
+                    )
+                )
     return found
+
+
+def _param_group_owner(source: SourceFile, group: cst.BaseExpression) -> str | None:
+    """``opt.param_groups[0]`` -> ``opt``; ``g`` bound by ``for g in opt.param_groups:`` -> ``opt``."""
+    if isinstance(group, cst.Subscript):
+        group = group.value
+        if isinstance(group, cst.Attribute) and group.attr.value == "param_groups":
+            return source.code(group.value)
+        return None
+    if not isinstance(group, cst.Name):
+        return None
+    node = source.parents.get(group)
+    while node is not None:
+        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == group.value:
+            it = node.iter
+            if isinstance(it, cst.Attribute) and it.attr.value == "param_groups":
+                return source.code(it.value)
+            return None
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        node = source.parents.get(node)
+    return None
 
 
 def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:

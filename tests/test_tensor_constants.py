@@ -15,6 +15,7 @@ import shutil
 import textwrap
 
 import pytest
+import torch
 
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
@@ -281,20 +282,49 @@ def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, vers
         assert ("writes Python floats into `betas`" in notes) == cycles  # a note: lr is still fixed
 
 
-def test_rf003_program_that_writes_the_lr_itself_gets_no_edit(tmp_path):
+def test_rf003_program_that_writes_some_other_lr_gets_no_edit(tmp_path):
     train = """
         import torch
 
         model = torch.nn.Linear(3, 3)
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
-        for group in opt.param_groups:
+        for group in groups_of(opt):
             group['lr'] = 0.5
     """
     profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
     (finding,) = RF003.plan(profile, project)
     assert finding.safety is Safety.NONE
     assert "`group['lr'] = 0.5` at train.py:7 assigns a Python float to the lr" in finding.notes[0]
+
+
+@pytest.mark.parametrize(
+    "loop, assignment, written",
+    [
+        ("", "opt.param_groups[0]['lr'] = lrnow", "opt.param_groups[0]['lr'].fill_(lrnow)"),
+        ("for group in opt.param_groups:", "    group['lr'] = lrnow", "    group['lr'].fill_(lrnow)"),
+    ],
+)
+def test_rf003_program_that_anneals_the_lr_itself_keeps_the_tensor_with_fill(tmp_path, loop, assignment, written):
+    """CleanRL's PPO: `optimizer.param_groups[0]["lr"] = lrnow` would put a float back over the
+    tensor lr (and recompile): it becomes a fill_ of the same value (LeanRL's hand fix)."""
+    lines = ["import torch", "", "model = torch.nn.Linear(3, 3)", "opt = torch.optim.Adam(model.parameters(), lr=0.01)"]
+    lines += ["for it in range(3):", "    lrnow = 0.01 * (1 - it / 3)"]
+    lines += [f"    {loop}"] if loop else []
+    lines += [f"    {assignment}", "    opt.step()", ""]
+    train = "\n".join(lines)
+    profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert any("sets the lr itself" in note for note in finding.notes)
+    source = project.source("train.py")
+    text = rewrite("train.py", source, [finding], {"RF003": RF003}).after
+    assert "lr=torch.tensor(0.01, dtype=torch.float64)" in text
+    assert f"    {written}\n" in text and assignment.strip() not in text
+    ns: dict = {}
+    exec(compile(text, "train.py", "exec"), ns)  # runs: the lr stays a tensor, annealed in place
+    lr = ns["opt"].param_groups[0]["lr"]
+    assert isinstance(lr, torch.Tensor) and lr.item() == 0.01 * (1 - 2 / 3)
 
 
 def test_rf003_says_so_when_no_construction_is_in_the_profiled_files(tmp_path):
