@@ -15,7 +15,11 @@ A row FAILS when a safe (`[*]`) fix made the program fail, when a safe fix was d
 it changes nothing (a `[*]` no-op was offered), or when the unsafe fixes keep the outputs and
 reach fewer compiles than `fix` did. The table ends with the counts.
 
-    python bench/fix_sweep.py [--only RF001,examples] [--keep DIR] [--json FILE]
+    python bench/fix_sweep.py [--only RF001,examples] [--with-test-programs] [--keep DIR] [--json FILE]
+
+`--with-test-programs` adds the single-file programs of tests/programs (edge, rf001, rf005, seeds,
+verify, honest, shapes). A golden case whose model code this interpreter lacks (case.toml's
+`requires`, e.g. timm) is named and left out: run it with the torch 2.14.1 lane's python.
 
 Slow (about 4 runs of each of ~70 programs: half an hour on 2 cores); tests/test_fix_sweep.py
 runs the same measure on a small sample.
@@ -24,11 +28,13 @@ runs the same measure on a small sample.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -46,6 +52,11 @@ from recompile_fix.verify.tree import Checkout  # noqa: E402
 
 EXAMPLES = [p for p in sorted((ROOT / "examples").glob("*.py")) if p.name != "run_all.py"]
 GOLDEN = sorted(p for p in (ROOT / "golden").glob("RF*/*") if (p / "program.in.py").exists())
+TEST_PROGRAMS = sorted(
+    p
+    for folder in ("edge", "rf001", "rf005", "seeds", "verify", "honest", "shapes")
+    for p in (ROOT / "tests" / "programs" / folder).glob("*.py")
+)
 
 
 @dataclass
@@ -77,13 +88,22 @@ def stage(program: Path, work: Path) -> tuple[Path, list[str]]:
         for package in program.glob("*/__init__.py"):
             shutil.copytree(package.parent, work / package.parent.name, ignore=shutil.ignore_patterns("__pycache__"))
         return work, [sys.executable, "program.py"]
-    (work / "examples").mkdir()
-    shutil.copy(program, work / "examples" / program.name)
-    return work, [sys.executable, f"examples/{program.name}"]
+    (work / program.parent.name).mkdir()
+    shutil.copy(program, work / program.parent.name / program.name)
+    return work, [sys.executable, f"{program.parent.name}/{program.name}"]
+
+
+def missing_packages(program: Path) -> list[str]:
+    """The packages a golden case requires (its case.toml) that this interpreter cannot import."""
+    spec = program / "case.toml"
+    if not spec.exists():
+        return []
+    required = tomllib.loads(spec.read_text(encoding="utf-8")).get("requires", [])
+    return [name for name in required if importlib.util.find_spec(name) is None]
 
 
 def measure(program: Path, scratch: Path) -> Row:
-    name = f"{program.parent.name}/{program.name}" if program.is_dir() else f"examples/{program.name}"
+    name = f"{program.parent.name}/{program.name}"
     row = Row(name)
     started = time.monotonic()
     work, command = stage(program, scratch / name.replace("/", "-"))
@@ -154,7 +174,7 @@ def table(rows: list[Row]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header[:-1])]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(header[:-1])]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header[:-1], widths)) + "  verdict"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(cell[:-1], widths)) + "  " + cell[-1] for cell in cells]
     failed = sum(1 for r in rows if not r.ok)
@@ -168,8 +188,8 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def programs(only: str | None) -> list[Path]:
-    chosen = [*EXAMPLES, *GOLDEN]
+def programs(only: str | None, with_test_programs: bool = False) -> list[Path]:
+    chosen = [*EXAMPLES, *GOLDEN, *(TEST_PROGRAMS if with_test_programs else [])]
     if not only:
         return chosen
     wanted = only.split(",")
@@ -179,13 +199,20 @@ def programs(only: str | None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated parts of paths: RF001,examples/ragged")
+    parser.add_argument("--with-test-programs", action="store_true", help="also tests/programs' single-file programs")
     parser.add_argument("--keep", help="keep the staged projects here")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="fix-sweep-") as tmp:
         scratch = Path(args.keep) if args.keep else Path(tmp)
-        for program in programs(args.only):
+        for program in programs(args.only, args.with_test_programs):
+            missing = missing_packages(program)
+            if missing:
+                print(
+                    f"{program.relative_to(ROOT)}: not run here: needs {', '.join(missing)} (the torch 2.14.1 lane's python)"
+                )
+                continue
             try:
                 row = measure(program, scratch)
             except Interrupted:

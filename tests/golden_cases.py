@@ -11,6 +11,9 @@ else the case expects. Every key is optional:
                                # outputs compared on the tensors the program keeps in globals
     compiled-once = ["fn"]     # these frames compiled more than once before and once after
     profile-backend = "program"  # record the Profile with the program's own backend, not eager
+    requires = ["timm"]        # model code only the torch 2.14.1 lane installs (timm needs
+                               # torchvision, which pins torch 2.14.1): the equivalence test is
+                               # marked `timm` and runs there; apply's test runs in both lanes
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-_KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once", "profile-backend"}
+_KEYS = {"unsafe-fixes", "changes", "outputs", "why", "compiles", "compiled-once", "profile-backend", "requires"}
+# What a case may require, and the pytest marker of the lane that installs it.
+LANE_PACKAGES = {"timm": "timm"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Case:
     compiles: str = "fewer"  # "fewer" / "same" / "regional"
     compiled_once: tuple[str, ...] = ()
     profile_backend: str = "eager"  # "eager" / "program" (the program's own: inductor by default)
+    requires: tuple[str, ...] = ()  # packages only a lane installs (LANE_PACKAGES)
 
     @property
     def rule(self) -> str:
@@ -53,6 +59,7 @@ def load_case(path: Path) -> Case:
     assert data.get("compiles") in (None, "fewer", "same", "regional"), data
     assert data.get("profile-backend") in (None, "eager", "program"), data
     assert ("outputs" in data) == bool(data.get("why")), f"{path}/case.toml: say outputs and why together"
+    assert set(data.get("requires", ())) <= set(LANE_PACKAGES), f"{path}/case.toml: requires {data['requires']}"
     return Case(
         path=path,
         unsafe_fixes=data.get("unsafe-fixes", False),
@@ -62,6 +69,7 @@ def load_case(path: Path) -> Case:
         compiles=data.get("compiles", "fewer"),
         compiled_once=tuple(data.get("compiled-once", ())),
         profile_backend=data.get("profile-backend", "eager"),
+        requires=tuple(data.get("requires", ())),
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_cli
 from equivalence import assert_same_outputs, run_recorded, total_compiles
-from golden_cases import CASES, case_id
+from golden_cases import CASES, LANE_PACKAGES, case_id
 
 
 def _stage(case: Path, tmp: Path) -> Path:
@@ -76,11 +76,16 @@ TORCH_LANE = {
 }
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [pytest.param(c, marks=pytest.mark.torch_lane) if c.id in TORCH_LANE else c for c in CASES if c.changes],
-    ids=case_id,
-)
+def _lane_marks(case):
+    """The torch 2.14.1 lane runs the cases of TORCH_LANE, and those whose model code only it
+    installs (case.toml's `requires`, each package its own marker: the main lane deselects them)."""
+    marks = [getattr(pytest.mark, LANE_PACKAGES[package]) for package in case.requires]
+    if case.id in TORCH_LANE:
+        marks.append(pytest.mark.torch_lane)
+    return pytest.param(case, marks=marks)
+
+
+@pytest.mark.parametrize("spec", [_lane_marks(c) for c in CASES if c.changes], ids=case_id)
 @pytest.mark.slow
 def test_golden_equivalence(spec, tmp_path):
     case = spec.path

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import run_recorded
-from golden_cases import CASES
+from golden_cases import CASES, LANE_PACKAGES
 from recompile_fix.profile.model import Profile
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,7 @@ class Program:
     run: str  # the script, relative to the copy
     profile: Path | None = None  # a Profile the tool recorded on it, if there is one
     name_as: str | None = None  # the name the Profile knows the file by
+    requires: tuple[str, ...] = ()  # packages only the torch 2.14.1 lane installs (golden_cases)
 
     @property
     def cwd(self) -> str:
@@ -49,7 +50,9 @@ def _programs() -> list:
         Program("examples/train_generate", ROOT / "examples" / "train_generate.py", "train_generate.py"),
     ]
     for case in CASES:  # the Profile golden/ recorded, on the program named program.py
-        found.append(Program(f"golden/{case.id}", case.path, "program.py", case.path / "profile.json", "program.py"))
+        found.append(
+            Program(f"golden/{case.id}", case.path, "program.py", case.path / "profile.json", "program.py", case.requires)
+        )
     found.append(Program("two_files", PROGRAMS / "two_files", "main.py", PROGRAMS / "two_files" / "profile.json"))
     found.append(
         Program(
@@ -114,7 +117,11 @@ def _profile(work: Path, program: Program, output: str) -> int:
     return result.returncode
 
 
-@pytest.mark.parametrize("program", _programs(), ids=lambda p: p.id)
+@pytest.mark.parametrize(
+    "program",
+    [pytest.param(p, marks=[getattr(pytest.mark, LANE_PACKAGES[r]) for r in p.requires]) for p in _programs()],
+    ids=lambda p: p.id,
+)
 def test_safe_fixes_keep_the_program_running(program, tmp_path):
     work = _stage(program, tmp_path)
     before = {p: p.read_text() for p in work.rglob("*.py")}
