@@ -51,7 +51,9 @@ def _programs() -> list:
     ]
     for case in CASES:  # the Profile golden/ recorded, on the program named program.py
         found.append(
-            Program(f"golden/{case.id}", case.path, "program.py", case.path / "profile.json", "program.py", case.requires)
+            Program(
+                f"golden/{case.id}", case.path, "program.py", case.path / "profile.json", "program.py", case.requires
+            )
         )
     found.append(Program("two_files", PROGRAMS / "two_files", "main.py", PROGRAMS / "two_files" / "profile.json"))
     found.append(
