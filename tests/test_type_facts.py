@@ -50,6 +50,14 @@ CODE = textwrap.dedent("""
 
     def metadata(x, g):
         return x.shape[0] * g
+
+
+    def blend(x, alpha):
+        return x * alpha + (1 - alpha) * x.sin() + alpha * torch.tanh(x)
+
+
+    def own_dtype(x, alpha):
+        return alpha * x.softmax(-1, dtype=torch.float64) + alpha * torch.sin(x, out=None)
 """)
 
 
@@ -104,3 +112,16 @@ def test_rf002_offers_the_guidance_scale_fix_as_one_a_run_proves(tmp_path):
     (finding,) = RF002.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
     assert finding.safety.value == "unsafe" and finding.params["param"] == "guidance_scale"
     assert any(".sample` taken for a tensor" in n for n in finding.notes), finding.notes
+
+
+def test_an_elementwise_op_s_result_has_its_input_s_dtype(source):
+    """`x.sin()` and `torch.tanh(x)` are float tensors as `x` is: the run's dtype of `x` decides
+    (the bench's float-argument row: `alpha` meets only float32 `x`, float64 is bit-identical)."""
+    _, uses = _uses(source, "blend", "alpha", {"x"})
+    assert {u.verdict for u in uses} == {TENSOR}
+    assert {m for u in uses for m in u.meets} == {"x"}
+
+
+def test_an_op_that_chooses_its_own_dtype_stands_for_itself(source):
+    _, uses = _uses(source, "own_dtype", "alpha", {"x"})
+    assert {m for u in uses for m in u.meets} == {"x.softmax(-1, dtype=torch.float64)", "torch.sin(x, out=None)"}

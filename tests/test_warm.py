@@ -14,7 +14,7 @@ from conftest import run_cli
 from recompile_fix.profile import warm
 
 PROGRAM = """\
-import os, sys
+import os, random, sys
 import torch
 
 def f(x):
@@ -23,7 +23,7 @@ def f(x):
 g = torch.compile(f, backend="eager")
 for n in (3, 4, 5):
     g(torch.ones(n))
-print("ppid", os.getppid(), "argv", sys.argv, "name", __name__, "path0", sys.path[0], "cwd", os.getcwd(), "file", __file__, f.__code__.co_filename)
+print("ppid", os.getppid(), "argv", sys.argv, "name", __name__, "path0", sys.path[0], "cwd", os.getcwd(), "file", __file__, f.__code__.co_filename, "draws", torch.rand(2).tolist(), random.random())
 print("stdin", sys.stdin.readline().strip() if not sys.stdin.isatty() else "")
 print("err line", file=sys.stderr)
 if "--fail" in sys.argv:
@@ -84,7 +84,9 @@ def test_a_warm_run_is_the_cold_run(project, tmp_path_factory):
             line = next(x for x in done.stdout.splitlines() if x.startswith("ppid"))
             assert int(line.split()[1]) in servers  # the server's child, not a process of our own
             cold_line = next(x for x in cold.stdout.splitlines() if x.startswith("ppid"))
-            assert line.split()[2:] == cold_line.split()[2:]  # argv, __name__, sys.path[0], cwd
+            # argv, __name__, sys.path[0], cwd, and the random numbers an unseeded program draws
+            # (every run the tool makes draws the same: `fix` and `verify` compare their outputs)
+            assert line.split()[2:] == cold_line.split()[2:]
             assert "err line" in done.stderr
     finally:
         warm.stop_servers(Path(warm_dir))

@@ -63,6 +63,7 @@ from recompile_fix.analysis.torch_vocabulary import (
     NOT_VALUE_KEYWORDS,
     NUMBER_SETTING_FUNCTIONS,
     PYTHON_REDUCERS,
+    SAME_DTYPE_ELEMENTWISE,
     SCALAR_SLOTS,
     SHAPE_FUNCTIONS,
     SHAPE_KEYWORDS,
@@ -623,6 +624,16 @@ class ScalarUses:
             return self._roots(expr.expression, scope)
         if isinstance(expr, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in expr.slice):
             return self._roots(expr.value, scope)  # `logits[:, -1, :]`: a slice keeps a dim and the dtype
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            name = expr.func.attr.value  # `x.sin()`, `torch.sin(x)`: the dtype and shape of `x`
+            if any(a.keyword is not None and a.keyword.value in ("dtype", "out") for a in expr.args):
+                return [scope.source.code(expr)]  # `x.softmax(-1, dtype=torch.float32)`: a dtype of its own
+            if name in SAME_DTYPE_ELEMENTWISE and scope.source.qualified_name(expr.func) == f"torch.{name}":
+                first = next((a.value for a in expr.args if a.keyword is None), None)
+                if first is not None and self.tensorish(first, scope):
+                    return self._roots(first, scope)
+            elif name in SAME_DTYPE_ELEMENTWISE and self.tensorish(expr.func.value, scope):
+                return self._roots(expr.func.value, scope)
         return [scope.source.code(expr)]
 
     def _use(

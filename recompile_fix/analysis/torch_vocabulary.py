@@ -107,6 +107,17 @@ SCALAR_SLOTS: dict[str, tuple[int, str, bool]] = {
 WRONG_UNDER_INDUCTOR = frozenset({"full_like", "new_full"})
 
 
+# Elementwise ops whose result has their (floating) input's dtype and shape: ``x.sin()`` and
+# ``torch.sin(x)`` take both from ``x``, so a number that meets the result meets ``x``'s dtype.
+SAME_DTYPE_ELEMENTWISE = frozenset(
+    {
+        "abs", "neg", "sin", "cos", "tan", "tanh", "sigmoid", "exp", "exp2", "expm1", "log", "log1p",
+        "log2", "log10", "sqrt", "rsqrt", "square", "relu", "erf", "sign", "reciprocal", "clone",
+        "contiguous", "detach", "softmax", "log_softmax",
+    }
+)  # fmt: skip
+
+
 # Where a 0-d tensor computes close to, but not bit-identical with, the Python number: a tensor
 # exponent (``x ** c``; measured on the eager backend).
 INEXACT = frozenset({"pow", "pow_"})

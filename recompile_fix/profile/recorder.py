@@ -1004,6 +1004,22 @@ class _RecordingDeque(collections.deque):
 
 
 _RECORDER: _Recorder | None = None
+# Every run recompile-fix makes of a program draws the same random numbers: torch seeds its
+# default generator afresh in each process, so two runs of an unseeded program (`fix`'s before
+# and after, `verify`'s) would differ in their outputs, and a warm runner's forked child would
+# share its server's state while a cold run drew its own. A program that seeds itself overrides
+# this with its first `manual_seed`.
+RUN_SEED = 0
+
+
+def _seed_generators(torch) -> None:
+    import random
+
+    random.seed(RUN_SEED)
+    torch.manual_seed(RUN_SEED)
+    numpy = sys.modules.get("numpy")  # `import torch` imports it where it is installed
+    if numpy is not None and hasattr(numpy, "random"):
+        numpy.random.seed(RUN_SEED)
 
 
 def install() -> _Recorder:
@@ -1015,6 +1031,10 @@ def install() -> _Recorder:
     import torch._dynamo
 
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+    try:
+        _seed_generators(torch)
+    except Exception as exc:  # never break the user's program over it
+        print(f"recompile-fix: random generators not seeded: {exc!r}", file=sys.stderr)
     recorder = _Recorder()
     recorder.torch_version = getattr(torch, "__version__", None)
     _RECORDER = recorder
