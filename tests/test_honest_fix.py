@@ -27,12 +27,12 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import run_recorded, total_compiles
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.profile.model import Location
+from recompile_fix.profile.model import Location, save_profile
 from recompile_fix.rules import ALL_RULES
 from recompile_fix.verify.fixpoint import fix_to_fixed_point
 from recompile_fix.verify.judge import NO_OP
@@ -94,6 +94,11 @@ def test_a_maybe_mark_dynamic_on_a_size_formatted_into_a_message_is_dropped(tmp_
     assert result.runs == 2  # the program as it is, and the one trial: nothing more
     out = render_fix(result)
     assert f"  dropped  size_in_message.py:20:9: RF997 [*] plant\n           - {NO_OP}: compiles 8 -> 8" in out
+    # The Profile `fix` writes marks what did not verify as done (applied: the hash it profiled),
+    # and every command reads it: `apply --check` said "damaged Profile" (exit 2) before.
+    save_profile(result.profile, work / "fixed.json")
+    check = run_cli("apply", ".", "--check", "--profile", str(work / "fixed.json"), cwd=work)
+    assert check.returncode == 0 and "damaged" not in check.stderr, check.stderr
 
 
 def test_the_real_rules_on_a_size_formatted_into_a_message_write_no_useless_edit(tmp_path):

@@ -138,10 +138,6 @@ CASES = {
         lambda d: _frame(d, "fn").update(signature={"positional": ["y"], "keyword_only": []}),
         "inputs['x'] is none of `fn`'s parameters (y)",
     ),
-    "applied set to the profiled hash": (
-        lambda d: d["applied"].update({"main.py": d["sources"]["main.py"]}),
-        "applied['main.py'] is the hash the file was profiled with",
-    ),
     "applied naming a file never profiled": (
         lambda d: d["applied"].update({"other.py": "0" * 64}),
         "applied names 'other.py', a file it records no profiled hash of",

@@ -159,12 +159,11 @@ def _check_inside(path: str) -> None:
 # -- shape ------------------------------------------------------------------------------------------
 def check_agreement(profile: Profile) -> None:
     """Raise UserError where the Profile disagrees with itself."""
-    for path, digest in profile.applied.items():
-        # `apply` records the hash of what it wrote, which is never what was profiled.
+    for path in profile.applied:
+        # `apply` records the hash of what it wrote; `fix` the hash its last run profiled, the
+        # fixed text, so that what did not verify is not offered again: either names a profiled file.
         if path not in profile.sources:
             raise _damaged(f"applied names {path!r}, a file it records no profiled hash of")
-        if digest == profile.sources[path]:
-            raise _damaged(f"applied[{path!r}] is the hash the file was profiled with: no fix was applied to it")
     seen: dict[tuple[str, int, str], int] = {}
     for f, frame in enumerate(profile.frames):
         # The recorder keeps one frame per code object (merge.py): a second is a damaged (or
