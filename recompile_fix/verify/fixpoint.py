@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from recompile_fix.edits.rewrite import FileRewrite
@@ -228,7 +228,7 @@ def _fixed_profile(state: Run, findings: list[Finding], result: FixPoint, unsafe
     """The last run's Profile, for the user's tree once written: a converged fix leaves nothing
     pending in it (a fix that did not verify stays out: its files are marked as `apply` marks
     the files it fixed), so `apply --check`, the hooks and the editor agree with `fix`."""
-    profile = state.profile
+    profile = replace(state.profile, applied=dict(state.profile.applied))  # the run's own stays as it was
     if result.converged:
         for finding in select_fixes(findings, unsafe_fixes=unsafe_fixes):
             digest = profile.sources.get(finding.file)
