@@ -197,9 +197,8 @@ def report(profile_file, as_json, html_file, output_format) -> None:
     from recompile_fix.analysis.relocate import anchor
     from recompile_fix.config import enter_project, load_config
     from recompile_fix.findings.accounting import account
-    from recompile_fix.findings.plan import plan
     from recompile_fix.output import terminal_width
-    from recompile_fix.pipeline.fix import settle_in
+    from recompile_fix.pipeline.fix import find, finding_order
     from recompile_fix.profile.model import Profile
     from recompile_fix.profile.validate import check_against_sources
     from recompile_fix.report import render_json, render_text
@@ -215,14 +214,16 @@ def report(profile_file, as_json, html_file, output_format) -> None:
     for note in anchored.notes:
         click.echo(f"recompile-fix: {note}", err=True)
     project = Project(".", expected_hashes=anchored.profile.sources, interpreter=loaded.interpreter)
-    planned = plan(anchored.profile, project, ALL_RULES)
     shown = anchored.profile
     if anchored.stale:
         shown = copy.copy(anchored.profile)
         shown.frames = anchored.profile.frames + anchored.stale
-    # Fixes already in the code (an earlier round's, or written by hand) are not offered again;
-    # the accounting is of the Profile's recompiles, so it counts them as fixes.
-    findings, _ = settle_in(".", planned, ALL_RULES, anchored.profile)
+    # The Findings `apply` finds (one pipeline: the configuration, per-file-ignores, suppression
+    # comments, staleness); fixes already in the code are not offered again, and the accounting,
+    # of the Profile's recompiles, counts them as fixes.
+    found = find(["."], loaded, ALL_RULES, root=Path.cwd().resolve(), config=load_config())
+    findings = sorted([*found.findings, *found.outside], key=finding_order)
+    planned = [*findings, *(f for f, _ in found.present)]
     accounting = account(shown, planned, deliberate_static=static_compile_site(anchored.profile, project))
     if as_json:
         click.echo(json.dumps(render_json(shown, findings, accounting=accounting), indent=1))

@@ -306,3 +306,37 @@ def test_config_file_flag(static_tree):
     assert run_cli("apply", ".", "--check", "--config", "other.toml", cwd=static_tree, check=0).stdout == ""
     result = run_cli("apply", ".", "--check", "--config", "missing.toml", cwd=static_tree, check=2)
     assert "missing.toml" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "body, comment, count",
+    [
+        ("", "", 2),
+        ('ignore = ["RF001"]\n', "", 0),
+        ('per-file-ignores = { "helpers.py" = ["RF001"] }\n', "", 1),
+        ("", "  # recompile-fix: ignore[RF001]", 1),
+    ],
+    ids=["plain", "ignore", "per-file-ignores", "suppression-comment"],
+)
+def test_report_apply_and_the_language_server_find_the_same(project, body, comment, count):
+    """One pipeline: `report` planned on its own, without the configuration or the suppression
+    comments (with `ignore`, it offered the fix `apply` said it would not make)."""
+    from recompile_fix.lsp.engine import Engine
+
+    if body:
+        _write_config(project, body)
+    if comment:
+        main = (project / "main.py").read_text().replace("    fn(torch.ones(n))", "    fn(torch.ones(n))" + comment)
+        (project / "main.py").write_text(main)
+    listed = run_cli("apply", ".", "--check", "--exit-zero", "--output-format", "json", cwd=project, check=0)
+    by_apply = {(f["code"], f["filename"], f["location"]["row"]) for f in json.loads(listed.stdout)}
+    reported = json.loads(run_cli("report", "--json", cwd=project, check=0).stdout)
+    by_report = {(f["rule"], f["file"], f["location"]["line"]) for f in reported["findings"]}
+    engine = Engine(project, encoding="utf-8")
+    by_editor = set()
+    for name in ("main.py", "helpers.py"):
+        for item in engine.analyze(name, (project / name).read_text()).items:
+            if item.rule is not None:
+                by_editor.add((item.rule, name, item.range[0][0] + 1))
+    assert len(by_apply) == count
+    assert by_report == by_apply == by_editor
