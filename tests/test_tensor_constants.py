@@ -504,6 +504,26 @@ def test_rf006_two_global_counters_share_one_config_statement(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "rebinding, what",
+    [
+        ("for N in (1, 2, 3):\n    scaled(torch.ones(3))", "`for N in (1, 2, 3):` binds it as a loop variable"),
+        ("with open(__file__) as N:\n    pass", "`with open(__file__) as N:` binds it with `as`"),
+        ("if (N := 5):\n    pass", "`if (N := 5):` assigns a new value (`:=`)"),
+        ("N: int = 4", "`N: int = 4` assigns a new value"),
+    ],
+)
+def test_rf006_a_global_rebound_other_than_by_assignment_is_no_tensor(tmp_path, rebinding, what):
+    """A tensor at `N = 0` changes nothing where the program rebinds `N` to each int (a safe fix
+    that changed nothing: rf005/uses_after_prefix.py, 9 -> 9 for its `gn`): the config instead."""
+    code = "import torch\n\nN = 0\n\n\n@torch.compile\ndef scaled(x):\n    return x * N\n\n\n" + rebinding + "\n"
+    frame = counter_frame("g.py", "scaled", 7, "G['N']", [1, 2], kind="global_value", inputs=X)
+    profile, project = project_of(tmp_path, {"g.py": code}, [frame])
+    (finding,) = RF006.plan(profile, project)
+    assert f"not a tensor: {what} at g.py:11" in finding.notes
+    assert "torch.tensor" not in fixed(RF006, [finding], project, "g.py")
+
+
 def test_rf006_old_torch_has_no_config_for_a_global(tmp_path):
     frame = counter_frame("g.py", "scaled", 7, "G['STEP']", [1, 2], kind="global_value", inputs=X)
     profile, project = project_of(tmp_path, {"g.py": GLOBALS}, [frame], torch_version="2.6.0")

@@ -278,6 +278,9 @@ class GlobalState(CounterState):
                     state.bad_writes.append(
                         (f"`{_line(source, node)}` assigns a new value", _where(source, frame.file, node))
                     )
+        for node, what in _other_bindings(source, name):
+            if _binds_global(source, node, name):  # `for N in (1, 2, 3):` rebinds it to each int
+                state.bad_writes.append((f"`{_line(source, node)}` {what}", _where(source, frame.file, node)))
         for node in source.nodes(cst.AugAssign):
             if is_name(node.target, name) and _binds_global(source, node, name):
                 if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
@@ -457,6 +460,36 @@ def _super_init(init: cst.FunctionDef) -> cst.SimpleStatementLine | None:
             if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
                 return statement
     return None
+
+
+def _other_bindings(source: SourceFile, name: str) -> list[tuple[cst.CSTNode, str]]:
+    """Statements other than ``name = ...`` and ``name += ...`` that bind ``name`` anew: a loop
+    target, ``with ... as name``, ``(name := ...)``, an annotated assignment, ``del name``."""
+    found: list[tuple[cst.CSTNode, str]] = []
+    for loop in source.nodes(cst.For):
+        if any(is_name(n, name) for n in _target_names(loop.target)):
+            found.append((loop, "binds it as a loop variable"))
+    for item in source.nodes(cst.WithItem):
+        if item.asname is not None and any(is_name(n, name) for n in _target_names(item.asname.name)):
+            found.append((item, "binds it with `as`"))
+    for walrus in source.nodes(cst.NamedExpr):
+        if is_name(walrus.target, name):
+            found.append((walrus, "assigns a new value (`:=`)"))
+    for annotated in source.nodes(cst.AnnAssign):
+        if is_name(annotated.target, name) and annotated.value is not None:
+            found.append((annotated, "assigns a new value"))
+    for deleted in source.nodes(cst.Del):
+        if any(is_name(n, name) for n in _target_names(deleted.target)):
+            found.append((deleted, "deletes it"))
+    return found
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return [target]
 
 
 def _binds_global(source: SourceFile, node: cst.CSTNode, name: str) -> bool:
