@@ -102,8 +102,12 @@ class MarkDynamic(Rule):
     dimensions; where it compares one for equality (`if x.shape[0] == 3`), matches on it
     (`match x.shape[0]:`), looks it up in a dict or list (`TABLE[n]`), calls code the
     analysis cannot read (a model from a package), is library code, or a tied tensor is out of
-    the call's reach, the mark is `torch._dynamo.maybe_mark_dynamic`, which cannot raise. A
-    dimension the compiled code loops over (`range(x.size(1))`, a loop over the tensor,
+    the call's reach, the mark is `torch._dynamo.maybe_mark_dynamic`, which cannot raise. Where
+    the code tests the size for equality, a call whose size takes the equal branch still compiles
+    on its own: the mark is safe only where the literals it is compared with and the recorded
+    sizes show it merges compiles (sizes 2, 3, 4, 5 and `== 4`: 3 -> 2); else it is unproven,
+    and `fix` keeps it only where a run shows fewer compiles (`case 4:` with 4 as the first
+    size merges nothing). A dimension the compiled code loops over (`range(x.size(1))`, a loop over the tensor,
     `x.unbind(1)`) gets no mark, nor do the dimensions tied to it: torch must specialise it,
     so a mark raises or changes nothing. Where the call passed size 0 or 1, which torch
     specialises even when marked, and the compiled code calls nothing (`x + c`), the fix uses
@@ -529,6 +533,15 @@ class _SitePlan:
 
         finding = self.finding("", Safety.SAFE, notes)
         self._fill(finding, source, call, statement, entries, loops, mark)
+        if compared and not self._merges_despite_equality(kept, located, func, func_source):
+            # A size the code tests for equality (`if x.shape[0] == 4`, `case 4:`) still compiles
+            # apart where a call's size takes the equal branch: unless the recorded sizes and the
+            # literals show the mark merges compiles, a run proves it (verify/planted.py: 2 -> 2).
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+            finding.notes.append(
+                "unproven: the compiled code tests the size for equality, so a size that takes the equal "
+                "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
+            )
         return [finding]
 
     def _opaque_params(self, signature: dict[str, Any] | None) -> frozenset[str]:
@@ -614,6 +627,37 @@ class _SitePlan:
             if target.param and d in self.size_uses(func, target.param, func_source).compared_dims():
                 return True
         return False
+
+    def _merges_despite_equality(
+        self,
+        kept: list[tuple[str, int]],
+        located: dict[str, Any],
+        func: cst.FunctionDef | None,
+        func_source: SourceFile | None,
+    ) -> bool:
+        """With the sizes compared only to literals: each recorded size equal to one (or 0 or 1)
+        still compiles on its own, the others share one graph; do fewer classes than compiles
+        remain?"""
+        if func is None:
+            return False
+        special: dict[tuple[str, int], set[int]] = {}
+        for src, d in kept:
+            target = located[src][0]
+            uses = self.size_uses(func, target.param, func_source) if target.param else None
+            values = uses.compared_values(d) if uses is not None and d in uses.compared_dims() else set()
+            if values is None:
+                return False
+            special[(src, d)] = values
+        compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
+        classes = set()
+        for compile_ in compiles:
+            key = []
+            for src, d in kept:
+                shape = compile_.inputs.get(src, {}).get("shape")
+                size = shape[d] if isinstance(shape, list) and d < len(shape) else None
+                key.append(size if size is None or size <= 1 or size in special[(src, d)] else "n")
+            classes.add(tuple(key))
+        return bool(compiles) and len(classes) < len(compiles)
 
     def _why_maybe(self, func: cst.FunctionDef | None, compared: bool, unseen: str | None) -> str:
         if self.library:

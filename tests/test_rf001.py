@@ -91,3 +91,31 @@ def test_library_code_between_the_call_and_the_compiled_frame(findings):
     copied = by_line[19]  # shift_compiled = torch.compile(shift)
     assert copied.safety is Safety.UNSAFE and copied.params["dynamic"] == "add"
     assert "`run_copy` at " in copied.message and "does not hold it" in " ".join(copied.notes)
+
+
+@pytest.mark.parametrize(
+    "body, values",
+    [
+        ("if x.shape[0] == 4:\n        return x\n    return -x", {4}),
+        ("n = x.size(0)\n    if n in (4, 8):\n        return x\n    return -x", {4, 8}),
+        (
+            "match x.shape[0]:\n        case 4 | 6:\n            return x\n        case _:\n            return -x",
+            {4, 6},
+        ),
+        ("if x.shape[0] == y.shape[0]:\n        return x\n    return -x", None),  # not a literal
+        ("if x.shape[0] == 4 or x.shape[0] > 9:\n        return x\n    return -x", {4}),
+    ],
+)
+def test_the_literals_a_size_is_compared_with(body, values):
+    """RF001 keeps a mark safe on a size the code tests for equality only where the recorded sizes
+    and these literals show it merges compiles (golden RF001/specialized_dim: 2, 3, 4, 5 with
+    `== 4`); else `fix` proves it (tests/programs/verify/planted.py: `case 4:` at the first size)."""
+    import libcst as cst
+
+    from recompile_fix.analysis.size_uses import SizeUses
+    from recompile_fix.analysis.source import SourceFile
+
+    source = SourceFile.parse("m.py", f"def f(x, y):\n    {body}\n")
+    func = next(iter(source.nodes(cst.FunctionDef)))
+    uses = SizeUses(func, "x", source)
+    assert 0 in uses.compared_dims() and uses.compared_values(0) == values

@@ -30,7 +30,6 @@ from recompile_fix.profile.compiled_outputs import load as load_outputs
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Profile
 from recompile_fix.rules.rf001_mark_dynamic import RULE as RF001
 from recompile_fix.verify.compare import Tolerance, allowances, compare_outputs, compare_runs, compare_tensors
-from recompile_fix.verify.judge import NO_OP
 from recompile_fix.verify.prove import apply_verified, verify
 from recompile_fix.verify.render import frame_table, render_text
 from recompile_fix.verify.runs import CallableOutputs, Run, _outputs, run_command
@@ -187,9 +186,13 @@ def planted(tmp_path_factory):
     run_cli("profile", "--backend", "eager", "--", "python", "planted.py", cwd=work, check=0)
     diff = run_cli("apply", ".", "--diff", cwd=work, check=1).stdout
     # What RF001 plans: a hard mark for `scale`, and for `head`, which matches on the size, a
-    # `maybe_mark_dynamic`, which cannot raise. The wrong fix below is PlantMark's.
-    assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.maybe_mark_dynamic(x, 0)" in diff
-    assert "torch._dynamo.mark_dynamic(x" not in diff
+    # `maybe_mark_dynamic`, which cannot raise, and is unproven: `case 4:` takes the first call's
+    # size, so the mark may merge nothing (only --unsafe-fixes, or `fix`'s run, tries it). The
+    # wrong fix below is PlantMark's.
+    assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.mark_dynamic(x" not in diff
+    assert "maybe_mark_dynamic" not in diff
+    unsafe = run_cli("apply", ".", "--diff", "--unsafe-fixes", cwd=work, check=1).stdout
+    assert "torch._dynamo.maybe_mark_dynamic(x, 0)" in unsafe
     return work
 
 
@@ -212,7 +215,7 @@ def test_verify_flags_the_wrong_fix(planted, tmp_path):
     assert any("ConstraintViolationError" in r and "specialized it to be a constant (4)" in r for r in v.regressions), (
         v.regressions
     )
-    assert sorted((f.rule, f.location.line) for f in v.fixes) == [("RF001", 39), ("RF001", 42), ("RF998", 39)]
+    assert sorted((f.rule, f.location.line) for f in v.fixes) == [("RF001", 42), ("RF998", 39)]
     assert _hashes(work) == before  # verify never writes the user's files
 
 
@@ -224,15 +227,14 @@ def test_apply_verify_drops_the_wrong_fix_and_applies_the_good_one(planted, tmp_
     assert "torch._dynamo.mark_dynamic(y, 0)" in text  # the good one
     assert "torch._dynamo.mark_dynamic(x" not in text  # the wrong one is left out
     dropped = {(f.rule, f.location.line): why for f, why in result.dropped}
-    assert sorted(dropped) == [("RF001", 39), ("RF998", 39)]
+    assert sorted(dropped) == [("RF998", 39)]
     why = dropped[("RF998", 39)]
     assert why[0].startswith("the command failed after the fix: exit code 1 (ConstraintViolationError"), why
-    # `head`'s maybe_mark_dynamic cannot raise, and it changes nothing: the match statement
-    # specialises the size, so `head` compiles twice with it too (issue 30, cause 3). Kept:
-    # `scale`'s mark. Runs: before, all three together, then each on top of those kept.
-    assert dropped[("RF001", 39)] == [f"{NO_OP}: compiles 7 -> 7, the same recompile reasons"]
+    # `head`'s maybe_mark_dynamic is unproven (the match statement's `case 4:` takes the first
+    # call's size, so the mark merges nothing: issue 30, cause 3): `apply --verify` leaves it to
+    # `fix`. Kept: `scale`'s mark. Runs: before, both together, then each on top of those kept.
     assert [(f.rule, f.location.line) for f in result.kept] == [("RF001", 42)]
-    assert "torch._dynamo.maybe_mark_dynamic" not in text and result.runs == 5
+    assert "torch._dynamo.maybe_mark_dynamic" not in text and result.runs == 4
     assert result.verification is not None and result.verification.verified
     assert re.search(r"scale \(planted.py:23\)\s+2 -> 1\s+1 -> 0", "\n".join(frame_table(result.verification)))
     # What was applied is recorded (`apply --verify` saves the Profile): a second one has

@@ -44,6 +44,8 @@ class SizeUses:
         self.aliases: dict[str, int] = {}  # local name -> the dimension it holds
         self.loops: dict[int, str] = {}  # dimension -> the code that loops over it
         self.compared: set[int] = set()
+        # dimension -> the integer literals it is compared with; None: not only literals
+        self.values: dict[int, set[int] | None] = {}
         self._read_aliases()
         self._read_uses()
         if source is not None and depth > 0:
@@ -54,6 +56,17 @@ class SizeUses:
 
     def compared_dims(self) -> set[int]:
         return set(self.compared)
+
+    def compared_values(self, dim: int) -> set[int] | None:
+        """The integers the code compares ``dim``'s size with (``== 4``, ``in (4, 8)``, ``case
+        4:``), where it compares it only with integer literals; else None."""
+        found = self.values.get(dim) if dim in self.compared else None
+        return set(found) if found is not None else None
+
+    def _note_values(self, dim: int, values: set[int] | None) -> None:
+        self.compared.add(dim)
+        known = self.values.get(dim, set())
+        self.values[dim] = None if known is None or values is None else known | values
 
     # -- sizes ---------------------------------------------------------------------------
     def size_dim(self, node: cst.CSTNode) -> int | None:
@@ -117,13 +130,47 @@ class SizeUses:
                 if any(isinstance(c.operator, _EQUALITY) for c in node.comparisons):
                     dim = self._contains_size(node)
                     if dim is not None:
-                        self.compared.add(dim)
+                        self._note_values(dim, self._literal_comparison(node, dim))
             elif isinstance(node, cst.Match):
-                self.compared |= self._matched_dims(node)
+                literal = self._literal_match(node)
+                for dim in self._matched_dims(node):
+                    self._note_values(dim, literal[1] if literal is not None and literal[0] == dim else None)
             elif isinstance(node, (cst.Subscript, cst.Call)):
                 dim = self._looked_up_dim(node)
                 if dim is not None:
-                    self.compared.add(dim)
+                    self._note_values(dim, None)
+
+    def _literal_comparison(self, node: cst.Comparison, dim: int) -> set[int] | None:
+        """``x.shape[0] == 4``, ``n != 4``, ``n in (4, 8)``: the literals; else None."""
+        if len(node.comparisons) != 1 or self.size_dim(node.left) != dim:
+            return None
+        target = node.comparisons[0]
+        if isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+            value = _integer(target.comparator)
+            return {value} if value is not None else None
+        if isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
+            values = [_integer(e.value) for e in target.comparator.elements]
+            return {v for v in values if v is not None} if None not in values else None
+        return None
+
+    def _literal_match(self, match: cst.Match) -> tuple[int, set[int]] | None:
+        """``match x.shape[0]:`` whose cases are integer literals or captures: (dim, literals)."""
+        dim = self.size_dim(match.subject)
+        if dim is None:
+            return None
+        values: set[int] = set()
+        for case in match.cases:
+            patterns = (
+                [e.pattern for e in case.pattern.patterns] if isinstance(case.pattern, cst.MatchOr) else [case.pattern]
+            )
+            for pattern in patterns:
+                if _captures(pattern):
+                    continue
+                value = _integer(pattern.value) if isinstance(pattern, cst.MatchValue) else None
+                if value is None:
+                    return None
+                values.add(value)
+        return dim, values
 
     def _matched_dims(self, match: cst.Match) -> set[int]:
         """The sizes a ``match`` statement tests: every size in its subject (``match n:``,
@@ -202,7 +249,8 @@ class SizeUses:
                 where = f" in `{func.name.value}` (line {source.positions[func].start.line})"
                 for dim, what in inner.loops.items():
                     self.loops.setdefault(dim, what if " in `" in what else what + where)
-                self.compared |= inner.compared
+                for dim in inner.compared:
+                    self._note_values(dim, inner.compared_values(dim))
 
     def _iterated_dim(self, iterable: cst.BaseExpression) -> int | None:
         """The dimension a ``for`` loop runs over: the tensor itself (dim 0), ``enumerate(x)``,
@@ -252,6 +300,15 @@ def _shape_pattern_dims(pattern: cst.MatchPattern) -> set[int]:
             if not _captures(element.value):
                 dims.add(i)
     return dims
+
+
+def _integer(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _integer(node.expression)
+        return -inner if inner is not None else None
+    return None
 
 
 def _captures(pattern: cst.MatchPattern) -> bool:
