@@ -519,6 +519,13 @@ class _SitePlan:
         plain = all(located[src][0].param for src, _ in kept)  # type: ignore[union-attr]
         compared = self._compared(kept, located, func, func_source)
         hard = func is not None and not self.library and not partial and plain and not compared and unseen is None
+        # The program hard-marks these dims at another call of this frame (a warm-up call before
+        # a marked loop): a `maybe_mark_dynamic` graph would not serve its marked tensors
+        # ("_dynamo_dynamic_indices should be absent"); the same mark, which ran, serves both.
+        # Not for a size 0 or 1 here: torch specialises it, and a hard mark raises there.
+        hard = hard or (
+            not partial and self._marked_by_program(kept) and not any(self.ev.small(src, [d]) for src, d in kept)
+        )
         small = any(self.ev.small(src, [d]) for src, d in kept)
         mark = "mark_dynamic" if hard else "maybe_mark_dynamic"
         if hard and small and MARK_UNBACKED.runs_on(self.release) and calls_nothing(func):
@@ -543,6 +550,13 @@ class _SitePlan:
                 "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
             )
         return [finding]
+
+    def _marked_by_program(self, kept: list[tuple[str, int]]) -> bool:
+        """Did the program itself `mark_dynamic` each of these dims at a recorded compile?"""
+        compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
+        return bool(kept) and all(
+            any(d in (c.inputs.get(src) or {}).get("marked", ()) for c in compiles) for src, d in kept
+        )
 
     def _opaque_params(self, signature: dict[str, Any] | None) -> frozenset[str]:
         """Parameters never recorded as a tensor or a number at this call (a cache object passed

@@ -138,6 +138,10 @@ CASES = {
         lambda d: _frame(d, "fn").update(signature={"positional": ["y"], "keyword_only": []}),
         "inputs['x'] is none of `fn`'s parameters (y)",
     ),
+    "a marked dimension beyond the shape": (
+        lambda d: _frame(d, "fn")["compiles"][0]["inputs"]["x"].update(marked=[3]),
+        "marked[0] is 3, outside 0..0",
+    ),
     "applied naming a file never profiled": (
         lambda d: d["applied"].update({"other.py": "0" * 64}),
         "applied names 'other.py', a file it records no profiled hash of",

@@ -114,13 +114,19 @@ def _describe_value(value) -> dict | None:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return {
+        entry = {
             "type": "Tensor",
             "shape": list(value.shape),
             "stride": list(value.stride()),
             "dtype": str(value.dtype).replace("torch.", ""),
             "device": str(value.device),
         }
+        # The dims the program marked with `mark_dynamic` (a hard mark): another call of the same
+        # frame must mark them so too, or the graphs do not match (`_dynamo_dynamic_indices`).
+        marked = getattr(value, "_dynamo_dynamic_indices", None)
+        if marked and len(marked) <= value.dim():
+            entry["marked"] = sorted(int(d) for d in marked if isinstance(d, int) and 0 <= d < value.dim())
+        return entry
     if isinstance(value, (bool, int, float)) and not isinstance(value, type):
         return {"type": type(value).__name__, "value": value}
     return None
