@@ -39,6 +39,9 @@ ISOLATE_RECOMPILES = TorchApi(
 )
 
 
+_REPEATING = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
 def per_wrapper_sizes(group: list[tuple[str, int]], compiles: list[Compile]) -> dict[str, set[int]]:
     """{parameter: sizes} where the run specialised a dim of ``group`` to a parameter's size, at
     two or more different sizes (so: different parameters behind one frame)."""
@@ -51,10 +54,14 @@ def per_wrapper_sizes(group: list[tuple[str, int]], compiles: list[Compile]) -> 
     return {p: s for p, s in sizes.items() if len(s) >= 2}
 
 
-def isolate_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
+def isolate_finding(
+    plan: Any, source: SourceFile, call: cst.Call, notes: list[str], repeated_only: bool = False
+) -> list[Finding] | None:
     """The unsafe fix ``isolate_recompiles=True`` at the program's one ``torch.compile`` call for
     what ``call`` calls; None where the frame did not hit the limit, the torch that ran has no
-    such option, or the compile call is not found (``plan``: RF001's ``_SitePlan``)."""
+    such option, or the compile call is not found (``plan``: RF001's ``_SitePlan``).
+    ``repeated_only``: only where that call makes several wrappers (in a loop or comprehension);
+    one wrapper whose parameter is swapped (a LoRA rank) has one cache either way."""
     frame = plan.frame
     if not frame.limit_hits or not ISOLATE_RECOMPILES.runs_on(plan.release):
         return None
@@ -63,6 +70,8 @@ def isolate_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[s
     if found is None:
         return None
     compile_source, node, _ = found
+    if repeated_only and not any(isinstance(a, _REPEATING) for a in compile_source.ancestors(node)):
+        return None
     if isinstance(node, cst.Call) and any(
         a.keyword is not None and a.keyword.value == "isolate_recompiles" for a in node.args
     ):
@@ -77,8 +86,9 @@ def isolate_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[s
     )
     compiled = frame.compile_count
     finding = plan.finding(
-        f"compiled `{frame.name}` serves several compiled wrappers, each fixing the size to its own "
-        f"weight ({compiled} compiles, then {frame.limit_hits} recompile-limit hit): compile each "
+        f"compiled `{frame.name}` serves several compiled wrappers, each "
+        + ("with parameters of its own shapes" if repeated_only else "fixing the size to its own weight")
+        + f" ({compiled} compiles, then {frame.limit_hits} recompile-limit hit): compile each "
         "with `isolate_recompiles=True`",
         Safety.UNSAFE,
         [

@@ -25,7 +25,7 @@ from recompile_fix.analysis.call_site_code import (
     squeezed_code,
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
-from recompile_fix.analysis.graph_dims import refused_by_run
+from recompile_fix.analysis.graph_dims import parameter_of, refused_by_run
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
 from recompile_fix.analysis.size_uses import SizeUses, unseen_call
@@ -134,8 +134,10 @@ class MarkDynamic(Rule):
     `maybe_mark_dynamic` would change nothing), nor does a parameter replaced by one of another
     shape (a LoRA rank swap: the object the call holds may have no such parameter). Where such
     a size is tied to the weights of several compiled wrappers that share one frame and hit the
-    recompile limit, the fix (unsafe: a trade-off, one compile per wrapper) is
-    `torch.compile(..., isolate_recompiles=True)` at the compile call (torch >= 2.13).
+    recompile limit, or the wrappers' own parameters differ in shape (ten heads of different
+    widths, each compiled in a loop or comprehension), the fix (unsafe: a trade-off, one compile
+    per wrapper, none run eagerly at the limit) is `torch.compile(..., isolate_recompiles=True)`
+    at the compile call (torch >= 2.13); one module whose parameter was swapped gets none.
 
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
@@ -448,8 +450,8 @@ class _SitePlan:
         if source is None or call is None:
             return self.none([f"no call found at {site.file}:{site.line}"])
         statement, why = source.statement_of(call)
-        if why:
-            return self.none([why])
+        if why:  # no mark can go before this call; a fix at the compile call still can
+            return self._isolated(source, call, [why]) or self.none([why])
         signature = signature_of(self.frame, self.project)
         located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
         func, func_source = self._compiled_function()
@@ -482,11 +484,7 @@ class _SitePlan:
         if not kept:
             if self.library and lost:
                 return library_call_finding(self, source, call, lost)
-            if any(per_wrapper_sizes(group, self.ev.compiles) for group in self.ev.groups):
-                isolated = isolate_finding(self, source, call, notes + lost)
-                if isolated is not None:
-                    return isolated
-            return self.none(notes + lost)
+            return self._isolated(source, call, notes + lost) or self.none(notes + lost)
 
         entries, loops, names = self._layout(source, call, kept, located)
         if not self._marking_helps(kept):
@@ -550,6 +548,16 @@ class _SitePlan:
                 "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
             )
         return [finding]
+
+    def _isolated(self, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
+        """`isolate_recompiles=True` where sizes are tied to each wrapper's weights, or parameters
+        of another shape sit behind one frame: several compiled modules (ten heads of different
+        widths, each compiled) share its cache (not one module whose parameter was swapped)."""
+        tied = any(per_wrapper_sizes(group, self.ev.compiles) for group in self.ev.groups)
+        swapped = any(parameter_of(src) for group in self.ev.groups for src, _ in group)
+        if not (tied or swapped):
+            return None
+        return isolate_finding(self, source, call, notes, repeated_only=not tied)
 
     def _marked_by_program(self, kept: list[tuple[str, int]]) -> bool:
         """Did the program itself `mark_dynamic` each of these dims at a recorded compile?"""

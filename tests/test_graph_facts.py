@@ -18,7 +18,7 @@ from recompile_fix.analysis.graph_dims import refused_by_run
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.errors import UserError
-from recompile_fix.profile.model import Compile, Profile
+from recompile_fix.profile.model import Compile, Profile, sha256_bytes
 from recompile_fix.profile.sources import module_path_code
 
 HERE = PROGRAMS / "shapes"
@@ -103,13 +103,20 @@ def test_a_swapped_parameter_or_a_specialised_size_is_refused_with_the_reason():
 
 
 # -- cause 2: no safe fix for sizes tied to each wrapper's weight -------------------------------------
-def test_tied_heads_get_no_safe_fix_and_isolate_recompiles_as_unsafe(tmp_path):
-    work = _stage("tied_heads", tmp_path)
+@pytest.mark.parametrize(
+    "case, guarded",
+    [
+        ("tied_heads", "fn._parameters['weight']"),  # the input's width is tied to each weight
+        ("heads_of_other_widths", "fn._parameters['bias']"),  # each head's parameters differ in shape
+    ],
+)
+def test_tied_heads_get_no_safe_fix_and_isolate_recompiles_as_unsafe(tmp_path, case, guarded):
+    work = _stage(case, tmp_path)
     report = run_cli("report", "profile.json", cwd=work, check=0)
     assert "[*]" not in report.stdout and "mark_dynamic(" not in report.stdout
-    assert "isolate_recompiles=True" in report.stdout and "fn._parameters['weight']" in report.stdout
+    assert "isolate_recompiles=True" in report.stdout and guarded in report.stdout
     run_cli("apply", ".", "--profile", "profile.json", cwd=work, check=0)
-    assert (work / "program.py").read_text() == (GOLDEN / "RF001/tied_heads/program.in.py").read_text()
+    assert (work / "program.py").read_text() == (GOLDEN / "RF001" / case / "program.in.py").read_text()
     run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
     text = (work / "program.py").read_text()
     assert 'torch.compile(head, backend="eager", isolate_recompiles=True)' in text
@@ -124,11 +131,31 @@ def test_isolate_recompiles_is_never_written_for_a_torch_without_it(tmp_path):
     assert "isolate_recompiles" not in (work / "program.py").read_text()
 
 
+def test_one_module_whose_parameter_is_swapped_gets_no_isolate_recompiles(tmp_path):
+    """A LoRA rank swap: one compiled wrapper, so one cache whatever the option says."""
+    data = _profile_json("heads_of_other_widths")
+    work = _stage("heads_of_other_widths", tmp_path, data)
+    text = (
+        (work / "program.py")
+        .read_text()
+        .replace(
+            'compiled_heads = [torch.compile(head, backend="eager") for head in heads]',
+            'compiled_heads = [torch.compile(heads[0], backend="eager")] * 10',  # one wrapper, line for line
+        )
+    )
+    (work / "program.py").write_text(text)
+    data["sources"]["program.py"] = sha256_bytes(text.encode())
+    (work / "profile.json").write_text(json.dumps(data))
+    report = run_cli("report", "profile.json", cwd=work, check=0)
+    assert "isolate_recompiles" not in report.stdout and "RF001 [no fix]" in report.stdout
+
+
 @pytest.mark.slow
-def test_isolated_heads_compile_once_each_with_the_same_outputs(tmp_path):
-    work = _stage("tied_heads", tmp_path)
+@pytest.mark.parametrize("case", ["tied_heads", "heads_of_other_widths"])
+def test_isolated_heads_compile_once_each_with_the_same_outputs(tmp_path, case):
+    work = _stage(case, tmp_path)
     run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
-    shutil.copy(GOLDEN / "RF001/tied_heads/program.in.py", tmp_path / "before.py")
+    shutil.copy(GOLDEN / "RF001" / case / "program.in.py", tmp_path / "before.py")
     before = run_recorded(tmp_path / "before.py", tmp_path)
     after = run_recorded(work / "program.py", tmp_path)
     assert_same_outputs(before, after, exact=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from recompile_fix.profile.model import Compile
 from recompile_fix.profile.sources import parse_source
 
-__all__ = ["refused_by_run"]
+__all__ = ["parameter_of", "refused_by_run"]
 
 
 def refused_by_run(
@@ -28,7 +28,7 @@ def refused_by_run(
     filled, dynamic once decoding)."""
     served = [c for c in (frame_compiles or []) + compiles if c.dims]
     for src, dim in group:
-        parameter = _parameter(src)
+        parameter = parameter_of(src)
         if parameter is not None:
             return (
                 f"`{src}` dim {dim} gets no mark: it is the module's parameter `{parameter}`, replaced by "
@@ -67,7 +67,7 @@ def _dynamic(compile_: Compile, src: str, dim: int) -> bool:
     return any(d.get("dim") == dim and d.get("state") == "dynamic" for d in (compile_.dims or {}).get(src, []))
 
 
-def _parameter(src: str) -> str | None:
+def parameter_of(src: str) -> str | None:
     """``self._parameters['lora_a']`` -> that spelling; None for a tensor that is no parameter."""
     path = parse_source(src)
     if path is None:
