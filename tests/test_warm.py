@@ -135,3 +135,32 @@ def test_per_run_variables_do_not_pick_another_server():
     two = warm._server_env({**base, "RECOMPILE_FIX_PARTS_DIR": "/b", "PYTEST_CURRENT_TEST": "t2"}, "/boot")
     assert one == two == {"PATH": base["PATH"], "PYTHONPATH": "/user"}
     assert warm._server_env({**base, "TORCH_LOGS": "+dynamo"}, "/boot") != one
+
+
+SEEDED_FIRST = """\
+import random
+random.seed(7)
+import numpy as np
+np.random.seed(3)
+import torch
+print("draws", random.random(), np.random.rand())
+"""
+
+
+@pytest.mark.slow
+def test_a_program_that_seeds_before_importing_torch_draws_its_own_numbers(tmp_path, tmp_path_factory):
+    """The tool seeds the generators an unseeded program would draw afresh (test above); one the
+    program seeded before `import torch` keeps the program's seed, cold or warm."""
+    import subprocess
+
+    (tmp_path / "prog.py").write_text(SEEDED_FIRST)
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    warm_dir = str(tmp_path_factory.mktemp("warm"))
+    try:
+        for env in ({warm.OFF_ENV: "0"}, {warm.WARM_DIR_ENV: warm_dir}, {warm.WARM_DIR_ENV: warm_dir}):
+            done = run_cli("profile", "--", "python", "prog.py", cwd=tmp_path, env=env)
+            assert done.returncode == 0, done.stderr
+            line = next(x for x in done.stdout.splitlines() if x.startswith("draws"))
+            assert line == plain.stdout.strip()
+    finally:
+        warm.stop_servers(Path(warm_dir))

@@ -1013,23 +1013,34 @@ _RECORDER: _Recorder | None = None
 # Every run recompile-fix makes of a program draws the same random numbers: torch seeds its
 # default generator afresh in each process, so two runs of an unseeded program (`fix`'s before
 # and after, `verify`'s) would differ in their outputs, and a warm runner's forked child would
-# share its server's state while a cold run drew its own. A program that seeds itself overrides
-# this with its first `manual_seed`.
+# share its server's state while a cold run drew its own. A generator the program already used
+# or seeded before `import torch` is left as the program set it; a later seed of its own wins.
 RUN_SEED = 0
+_UNTOUCHED: dict[str, object] = {}  # what the program had not touched: "random" -> its state then
 
 
-def _seed_generators(torch) -> None:
+def _note_untouched_generators() -> None:
+    """Before the program runs (sitecustomize): the state of `random`, which our own imports
+    loaded; at `import torch`, a different state means the program seeded or used it."""
     import random
 
-    random.seed(RUN_SEED)
+    _UNTOUCHED["random"] = random.getstate()
+
+
+def _seed_generators(torch, numpy_before_torch: bool) -> None:
+    import random
+
+    if "random" not in _UNTOUCHED or random.getstate() == _UNTOUCHED["random"]:
+        random.seed(RUN_SEED)
     torch.manual_seed(RUN_SEED)
-    numpy = sys.modules.get("numpy")  # `import torch` imports it where it is installed
-    if numpy is not None and hasattr(numpy, "random"):
+    numpy = sys.modules.get("numpy")  # imported by `import torch` itself, unless the program did first
+    if numpy is not None and not numpy_before_torch and hasattr(numpy, "random"):
         numpy.random.seed(RUN_SEED)
 
 
-def install() -> _Recorder:
-    """Start recording in this process. Idempotent."""
+def install(numpy_before_torch: bool = False) -> _Recorder:
+    """Start recording in this process. Idempotent. ``numpy_before_torch``: the program imported
+    numpy before torch (it may have seeded it: left alone)."""
     global _RECORDER, _TORCH_DIR
     if _RECORDER is not None:
         return _RECORDER
@@ -1038,7 +1049,7 @@ def install() -> _Recorder:
 
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
     try:
-        _seed_generators(torch)
+        _seed_generators(torch, numpy_before_torch)
     except Exception as exc:  # never break the user's program over it
         print(f"recompile-fix: random generators not seeded: {exc!r}", file=sys.stderr)
     recorder = _Recorder()
@@ -1238,10 +1249,11 @@ class _TorchImportWatcher(importlib.abc.MetaPathFinder):
             return spec
         loader = spec.loader
         original_exec = loader.exec_module
+        numpy_before_torch = "numpy" in sys.modules
 
         def exec_module(module):
             original_exec(module)
-            install()
+            install(numpy_before_torch)
 
         loader.exec_module = exec_module
         return spec
@@ -1251,7 +1263,8 @@ def install_when_torch_imported() -> None:
     global _previous_excepthook
     _previous_excepthook = sys.excepthook
     sys.excepthook = _note_uncaught
-    if "torch" in sys.modules:
+    if "torch" in sys.modules:  # before the program's first line (a warm runner's child)
         install()
     else:
+        _note_untouched_generators()
         sys.meta_path.insert(0, _TorchImportWatcher())
