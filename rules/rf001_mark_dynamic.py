@@ -578,9 +578,10 @@ class _SitePlan:
                 found.add(param)
         return frozenset(found)
 
-    def _marking_helps(self, kept: list[tuple[str, int]]) -> bool:
+    def _marking_helps(self, kept: list[tuple[str, int]], apart: dict[tuple[str, int], set[int]] | None = None) -> bool:
         """Would the marks merge any compiles? After marking, the calls still differ where a
-        marked size was 0 or 1 (specialised) or the tensor was None: count those classes."""
+        marked size was 0 or 1 (specialised), one of ``apart``'s sizes (a literal the code tests
+        it against), or the tensor was None: count those classes."""
         compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
         if not compiles:
             return True  # no shapes recorded: the guards alone say it changed
@@ -590,7 +591,7 @@ class _SitePlan:
             for src, d in kept:
                 shape = compile_.inputs.get(src, {}).get("shape")
                 size = shape[d] if isinstance(shape, list) and d < len(shape) else None
-                key.append(size if size is None or size <= 1 else "n")
+                key.append(size if size is None or size <= 1 or size in (apart or {}).get((src, d), ()) else "n")
             classes.add(tuple(key))
         return len(classes) < len(compiles)
 
@@ -670,16 +671,8 @@ class _SitePlan:
             if values is None:
                 return False
             special[(src, d)] = values
-        compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
-        classes = set()
-        for compile_ in compiles:
-            key = []
-            for src, d in kept:
-                shape = compile_.inputs.get(src, {}).get("shape")
-                size = shape[d] if isinstance(shape, list) and d < len(shape) else None
-                key.append(size if size is None or size <= 1 or size in special[(src, d)] else "n")
-            classes.add(tuple(key))
-        return bool(compiles) and len(classes) < len(compiles)
+        recorded = any(c.inputs for c in self.ev.compiles + self.ev.linked)  # no sizes: nothing shown
+        return recorded and self._marking_helps(kept, special)
 
     def _why_maybe(self, func: cst.FunctionDef | None, compared: bool, unseen: str | None) -> str:
         if self.library:

@@ -5,7 +5,7 @@ It runs inside the user's interpreter, so it imports only the standard library (
 run that asks for it gets a child that looks like ``python script.py ARGS`` started afresh: its
 own process group, the caller's stdin/stdout/stderr (passed over the socket), the caller's
 environment, working directory, argv and ``sys.path[0]``, fresh stdio objects, the random
-seeds every run the tool makes gets (the recorder's ``RUN_SEED``), default signal handlers, and the recorder installed as ``sitecustomize`` would install it
+seeds every run the tool makes gets (``profile.run_seed``), default signal handlers, and the recorder installed as ``sitecustomize`` would install it
 (torch is imported already: ``install_when_torch_imported`` installs at once). What it saves is
 what every run would pay before the program's first line: ``import torch`` and
 ``torch._dynamo`` (about 5 s of CPU on a 2-core machine).

@@ -52,6 +52,7 @@ from recompile_fix.profile.graph_breaks import parse_graph_break  # standard lib
 from recompile_fix.profile.graph_facts import compiled_graph_dims, spellable_module_path
 from recompile_fix.profile.libraries import interpreter_record  # standard library only
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
+from recompile_fix.profile.run_seed import note_untouched_generators, seed_generators  # standard library only
 
 __all__ = ["BACKEND_ENV", "MAX_STRINGS", "PARTS_DIR_ENV", "install", "install_when_torch_imported", "user_stack"]
 
@@ -1010,32 +1011,6 @@ class _RecordingDeque(collections.deque):
 
 
 _RECORDER: _Recorder | None = None
-# Every run recompile-fix makes of a program draws the same random numbers: torch seeds its
-# default generator afresh in each process, so two runs of an unseeded program (`fix`'s before
-# and after, `verify`'s) would differ in their outputs, and a warm runner's forked child would
-# share its server's state while a cold run drew its own. A generator the program already used
-# or seeded before `import torch` is left as the program set it; a later seed of its own wins.
-RUN_SEED = 0
-_UNTOUCHED: dict[str, object] = {}  # what the program had not touched: "random" -> its state then
-
-
-def _note_untouched_generators() -> None:
-    """Before the program runs (sitecustomize): the state of `random`, which our own imports
-    loaded; at `import torch`, a different state means the program seeded or used it."""
-    import random
-
-    _UNTOUCHED["random"] = random.getstate()
-
-
-def _seed_generators(torch, numpy_before_torch: bool) -> None:
-    import random
-
-    if "random" not in _UNTOUCHED or random.getstate() == _UNTOUCHED["random"]:
-        random.seed(RUN_SEED)
-    torch.manual_seed(RUN_SEED)
-    numpy = sys.modules.get("numpy")  # imported by `import torch` itself, unless the program did first
-    if numpy is not None and not numpy_before_torch and hasattr(numpy, "random"):
-        numpy.random.seed(RUN_SEED)
 
 
 def install(numpy_before_torch: bool = False) -> _Recorder:
@@ -1049,7 +1024,7 @@ def install(numpy_before_torch: bool = False) -> _Recorder:
 
     _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
     try:
-        _seed_generators(torch, numpy_before_torch)
+        seed_generators(torch, numpy_before_torch)
     except Exception as exc:  # never break the user's program over it
         print(f"recompile-fix: random generators not seeded: {exc!r}", file=sys.stderr)
     recorder = _Recorder()
@@ -1266,5 +1241,5 @@ def install_when_torch_imported() -> None:
     if "torch" in sys.modules:  # before the program's first line (a warm runner's child)
         install()
     else:
-        _note_untouched_generators()
+        note_untouched_generators()
         sys.meta_path.insert(0, _TorchImportWatcher())
