@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from recompile_fix.analysis.classes import ClassIndex, ClassRef, qualified_classes
-from recompile_fix.analysis.cst_names import is_load
+from recompile_fix.analysis.cst_names import is_load, target_names
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
@@ -467,10 +467,10 @@ def _other_bindings(source: SourceFile, name: str) -> list[tuple[cst.CSTNode, st
     target, ``with ... as name``, ``(name := ...)``, an annotated assignment, ``del name``."""
     found: list[tuple[cst.CSTNode, str]] = []
     for loop in source.nodes(cst.For):
-        if any(is_name(n, name) for n in _target_names(loop.target)):
+        if name in target_names(loop.target):
             found.append((loop, "binds it as a loop variable"))
     for item in source.nodes(cst.WithItem):
-        if item.asname is not None and any(is_name(n, name) for n in _target_names(item.asname.name)):
+        if item.asname is not None and name in target_names(item.asname.name):
             found.append((item, "binds it with `as`"))
     for walrus in source.nodes(cst.NamedExpr):
         if is_name(walrus.target, name):
@@ -479,17 +479,9 @@ def _other_bindings(source: SourceFile, name: str) -> list[tuple[cst.CSTNode, st
         if is_name(annotated.target, name) and annotated.value is not None:
             found.append((annotated, "assigns a new value"))
     for deleted in source.nodes(cst.Del):
-        if any(is_name(n, name) for n in _target_names(deleted.target)):
+        if name in target_names(deleted.target):
             found.append((deleted, "deletes it"))
     return found
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _target_names(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return [target]
 
 
 def _binds_global(source: SourceFile, node: cst.CSTNode, name: str) -> bool:

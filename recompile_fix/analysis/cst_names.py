@@ -11,6 +11,7 @@ from recompile_fix.analysis.source import SourceFile, is_name, walk
 __all__ = [
     "annotated_tensors",
     "function_named",
+    "number_literal",
     "is_load",
     "name_loads",
     "one_line",
@@ -153,7 +154,21 @@ def target_names(target: cst.CSTNode) -> list[str]:
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in target_names(e.value)]
+    if isinstance(target, cst.StarredElement):  # `for first, *rest in ...`
+        return target_names(target.value)
     return []
+
+
+def number_literal(node: cst.BaseExpression) -> int | float | None:
+    """The value of a numeric literal (``1e-5``, ``-1``), else None."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = number_literal(node.expression)
+        return None if inner is None else (-inner if isinstance(node.operator, cst.Minus) else inner)
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Float):
+        return float(node.evaluated_value)
+    return None
 
 
 def one_line(code: str) -> str:

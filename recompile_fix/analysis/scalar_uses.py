@@ -43,6 +43,7 @@ from recompile_fix.analysis.cst_names import (
     annotated_tensors,
     function_named,
     name_loads,
+    number_literal,
     one_line,
     parameter_for,
     submodule_class,
@@ -457,7 +458,7 @@ class ScalarUses:
             return [self._use("type", f"is type-checked by {label}", call, scope, path)]
         if qualified in ("max", "min"):
             others = [a for a in call.args if a is not arg]
-            constants = [_number(a.value) for a in others if a.keyword is None and not a.star]
+            constants = [number_literal(a.value) for a in others if a.keyword is None and not a.star]
             if others and len(constants) == len(others) and all(c is not None for c in constants):
                 # `max(c, 1e-5)`: a 0-d tensor compiles once, bit-identical (measured).
                 exact = path.int_exact and all(isinstance(c, int) for c in constants)
@@ -688,22 +689,10 @@ def _is_none_test(comparison: cst.Comparison) -> bool:
     )
 
 
-def _number(node: cst.BaseExpression) -> int | float | None:
-    """The value of a numeric literal (``1e-5``, ``-1``), else None."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        inner = _number(node.expression)
-        return None if inner is None else (-inner if isinstance(node.operator, cst.Minus) else inner)
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.Float):
-        return float(node.evaluated_value)
-    return None
-
-
 def _constant_index(subscript: cst.Subscript) -> int | None:
     if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
         return None
-    value = _number(subscript.slice[0].slice.value)
+    value = number_literal(subscript.slice[0].slice.value)
     return value if isinstance(value, int) else None
 
 

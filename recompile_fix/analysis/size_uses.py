@@ -22,6 +22,7 @@ import builtins
 
 import libcst as cst
 
+from recompile_fix.analysis.cst_names import number_literal
 from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
 
 __all__ = ["SizeUses", "unseen_call"]
@@ -146,10 +147,10 @@ class SizeUses:
             return None
         target = node.comparisons[0]
         if isinstance(target.operator, (cst.Equal, cst.NotEqual)):
-            value = _integer(target.comparator)
+            value = _int_literal(target.comparator)
             return {value} if value is not None else None
         if isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
-            values = [_integer(e.value) for e in target.comparator.elements]
+            values = [_int_literal(e.value) for e in target.comparator.elements]
             return {v for v in values if v is not None} if None not in values else None
         return None
 
@@ -166,7 +167,7 @@ class SizeUses:
             for pattern in patterns:
                 if _captures(pattern):
                     continue
-                value = _integer(pattern.value) if isinstance(pattern, cst.MatchValue) else None
+                value = _int_literal(pattern.value) if isinstance(pattern, cst.MatchValue) else None
                 if value is None:
                     return None
                 values.add(value)
@@ -302,13 +303,9 @@ def _shape_pattern_dims(pattern: cst.MatchPattern) -> set[int]:
     return dims
 
 
-def _integer(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = _integer(node.expression)
-        return -inner if inner is not None else None
-    return None
+def _int_literal(node: cst.BaseExpression) -> int | None:
+    value = number_literal(node)
+    return value if isinstance(value, int) else None
 
 
 def _captures(pattern: cst.MatchPattern) -> bool:
