@@ -1,6 +1,6 @@
 """What each compiled callable returned: recorded in the user's process for `recompile-fix verify`.
 
-The recorder (``recorder.py``) installs this when ``RECOMPILE_FIX_RECORD_OUTPUTS=DIR`` is set. It
+The recorder (``recorder/install.py``) installs this when ``RECOMPILE_FIX_RECORD_OUTPUTS=DIR`` is set. It
 wraps what ``torch.compile`` returns, outside the compiled region:
 
 * a function (``torch.compile(fn)``, ``@torch.compile``, ``@torch.compile(...)``): a
