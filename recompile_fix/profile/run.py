@@ -320,7 +320,7 @@ def _hand_terminal(fd: int, pgid: int) -> None:
 def _read_parts(parts: Path) -> list[dict]:
     """One raw record per process: its ``part-<pid>.json`` (written at exit), else what its
     ``part-<pid>.jsonl`` holds (written as it went; the process never reached atexit)."""
-    records = []
+    records: list[dict] = []
     if not parts.is_dir():
         return records
     finished = set()
