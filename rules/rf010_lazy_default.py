@@ -22,7 +22,7 @@ from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, resolve
-from recompile_fix.profile.recorder import MAX_STRINGS
+from recompile_fix.profile.recorder.inputs import MAX_STRINGS
 
 __all__ = ["RULE", "LazyDefault"]
 

@@ -485,7 +485,7 @@ class Net(nn.Module):
 def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
     import torch
 
-    from recompile_fix.profile.recorder import _InputWalk, _signature
+    from recompile_fix.profile.recorder.inputs import InputWalk, signature
 
     class Layer:
         def __init__(self, length):
@@ -502,7 +502,7 @@ def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
             self.proj = torch.nn.Linear(4, 4)  # parameters and submodules are not walked
             self.cache = Cache(5)
 
-    walk = _InputWalk(torch)
+    walk = InputWalk(torch)
     walk.visit("self", Holder(), 0)
     kwargs = {"input_ids": torch.zeros(2, 6, dtype=torch.long), "past_key_values": Cache(None), "use_cache": True}
     for key, value in kwargs.items():
@@ -528,7 +528,7 @@ def test_the_recorder_walks_arguments_as_torch_spells_guard_sources():
     def wrapper(self, *args, **kwargs):
         return args, kwargs
 
-    assert _signature(wrapper.__code__) == {
+    assert signature(wrapper.__code__) == {
         "positional": ["self"],
         "keyword_only": [],
         "varargs": "args",
@@ -541,7 +541,7 @@ def test_the_recorder_keeps_short_strings_of_attribute_chains():
     # it was given is what RF010 sets before the model is compiled.
     import torch
 
-    from recompile_fix.profile.recorder import MAX_STRINGS, _InputWalk
+    from recompile_fix.profile.recorder.inputs import MAX_STRINGS, InputWalk
 
     class Config:
         def __init__(self):
@@ -555,7 +555,7 @@ def test_the_recorder_keeps_short_strings_of_attribute_chains():
             self.config = Config()
             self.mode = "train"
 
-    walk = _InputWalk(torch)
+    walk = InputWalk(torch)
     walk.visit("self", Model(), 0)
     walk.visit("reduction", "mean", 0)  # an argument: torch guards it as a constant anyway
     strings = {k: v["value"] for k, v in walk.entries.items() if v["type"] == "str"}
@@ -567,7 +567,7 @@ def test_the_recorder_keeps_short_strings_of_attribute_chains():
             for i in range(2 * MAX_STRINGS):
                 setattr(self, f"s{i}", "v")
 
-    many = _InputWalk(torch)
+    many = InputWalk(torch)
     many.visit("self.config", Many(), 1)
     assert sum(e["type"] == "str" for e in many.entries.values()) == MAX_STRINGS
 

@@ -411,7 +411,7 @@ def test_rf007_reads_the_blocks_class_in_its_own_file_only(ref_file, problem):
 def test_the_recorder_records_a_modules_class_by_identity():
     import torch
 
-    from recompile_fix.profile.recorder import _InputWalk
+    from recompile_fix.profile.recorder.inputs import InputWalk
 
     def build():
         class Net(torch.nn.Module):
@@ -419,7 +419,7 @@ def test_the_recorder_records_a_modules_class_by_identity():
 
         return Net()
 
-    walk = _InputWalk(torch)
+    walk = InputWalk(torch)
     walk.visit("self", build(), 0)
     assert walk.entries["self"]["qualname"].endswith("build.<locals>.Net")
     assert walk.entries["self"]["class"] == "Net" and walk.entries["self"]["file"] == __file__

@@ -159,14 +159,19 @@ def test_stage_packages_import_nothing_on_their_own():
 
 
 def test_recorder_loads_only_the_standard_library():
-    """The bootstrap, the warm runner's server, the recorder and the outputs recorder run inside the user's process, with
-    the user's interpreter, whose environment has none of the tool's dependencies (libcst, click,
-    black): loading them must load nothing outside the standard library (torch is the user's own
-    and is imported by the program; tests/test_user_install.py runs it all in such a process)."""
+    """The bootstrap, the warm runner's server, the recorder (every module of its package) and the
+    outputs recorder run inside the user's process, with the user's interpreter, whose environment
+    has none of the tool's dependencies (libcst, click, black): loading them must load nothing
+    outside the standard library (torch is the user's own and is imported by the program;
+    tests/test_user_install.py runs it all in such a process)."""
     code = (
         "import sys; before = set(sys.modules)\n"
         "import runpy; runpy.run_path('recompile_fix/_bootstrap/sitecustomize.py')\n"
-        "import recompile_fix.profile.recorder, recompile_fix.profile.compiled_outputs\n"
+        "import importlib, pkgutil, recompile_fix.profile.recorder as recorder\n"
+        "loaded = [importlib.import_module(f'{recorder.__name__}.{m.name}')\n"
+        "          for m in pkgutil.iter_modules(recorder.__path__)]\n"
+        "assert len(loaded) > 1, loaded  # every module of the recorder's package\n"
+        "import recompile_fix.profile.compiled_outputs\n"
         "runpy.run_path('recompile_fix/_bootstrap/zygote.py')\n"
         "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] != 'recompile_fix'\n"
         "             and m.split('.')[0] not in sys.stdlib_module_names)\n"

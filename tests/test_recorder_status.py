@@ -6,8 +6,8 @@ import json
 import sys
 import types
 
-from recompile_fix.profile import recorder as recorder_module
 from recompile_fix.profile.merge import build_profile
+from recompile_fix.profile.recorder import part_files, recording
 from recompile_fix.profile.run import _read_parts, recorder_warnings, recording_summary
 
 
@@ -25,15 +25,15 @@ def _fake_torch(monkeypatch, counter: dict):
     utils.guard_failures = {}
     monkeypatch.setitem(sys.modules, "torch._dynamo.convert_frame", convert_frame)
     monkeypatch.setitem(sys.modules, "torch._dynamo.utils", utils)
-    monkeypatch.setattr(recorder_module, "_compiled_frame_inputs", lambda: {})
-    monkeypatch.setattr(recorder_module._Recorder, "ensure_hooks", lambda self: None)  # no real loggers touched
+    monkeypatch.setattr(recording, "compiled_frame_inputs", lambda: {})
+    monkeypatch.setattr(recording.Recorder, "ensure_hooks", lambda self: None)  # no real loggers touched
     return convert_frame, utils
 
 
 def test_fewer_compiles_than_torch_handed_out_is_incomplete(monkeypatch):
     counter = {0: 2}
     _fake_torch(monkeypatch, counter)
-    rec = recorder_module._Recorder()
+    rec = recording.Recorder()
     rec.on_metrics(_metrics("0/0", 1), source="deque")
     counter[0] = 3  # two more compiles torch made; the recorder saw one of them
     rec.on_metrics(_metrics("0/1", 2), source="metrics_context")
@@ -48,7 +48,7 @@ def test_fewer_compiles_than_torch_handed_out_is_incomplete(monkeypatch):
 def test_compile_ids_given_out_again_start_a_generation(monkeypatch):
     counter = {0: 1}
     _fake_torch(monkeypatch, counter)
-    rec = recorder_module._Recorder()
+    rec = recording.Recorder()
     rec.on_metrics(_metrics("0/0", 1), source="deque")
     counter[0] = 2
     rec.on_metrics(_metrics("0/1", 2), source="deque")
@@ -92,8 +92,8 @@ def test_a_process_without_atexit_leaves_its_journal(tmp_path):
 
 def test_the_journal_is_written_as_compiles_are_recorded(tmp_path, monkeypatch):
     _fake_torch(monkeypatch, {0: 1})
-    monkeypatch.setenv(recorder_module.PARTS_DIR_ENV, str(tmp_path))
-    rec = recorder_module._Recorder()
+    monkeypatch.setenv(part_files.PARTS_DIR_ENV, str(tmp_path))
+    rec = recording.Recorder()
     rec.torch_version = "2.15.0"
     rec.on_metrics(_metrics("0/0", 1), source="metrics_context")
     (journal,) = tmp_path.glob("part-*.jsonl")

@@ -25,7 +25,7 @@ def _chain_to_shadowed_sitecustomize() -> None:
 try:
     # A warm runner's server (profile/warm.py) installs the recorder in each run it forks, not in itself.
     if not os.environ.get("RECOMPILE_FIX_ZYGOTE"):
-        from recompile_fix.profile.recorder import install_when_torch_imported
+        from recompile_fix.profile.recorder.install import install_when_torch_imported
 
         install_when_torch_imported()
         from recompile_fix._bootstrap.watchdog import watch

@@ -198,7 +198,7 @@ def _run(argv: list[str], recorder: bool) -> None:
         print(f"recompile-fix: watchdog not started: {exc!r}", file=sys.stderr)
     if recorder:
         try:
-            from recompile_fix.profile.recorder import install_when_torch_imported
+            from recompile_fix.profile.recorder.install import install_when_torch_imported
 
             install_when_torch_imported()
         except Exception as exc:  # the program must run even if the recorder cannot

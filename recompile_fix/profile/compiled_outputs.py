@@ -1,6 +1,6 @@
 """What each compiled callable returned: recorded in the user's process for `recompile-fix verify`.
 
-The recorder (``recorder.py``) installs this when ``RECOMPILE_FIX_RECORD_OUTPUTS=DIR`` is set. It
+The recorder (``recorder/install.py``) installs this when ``RECOMPILE_FIX_RECORD_OUTPUTS=DIR`` is set. It
 wraps what ``torch.compile`` returns, outside the compiled region:
 
 * a function (``torch.compile(fn)``, ``@torch.compile``, ``@torch.compile(...)``): a
@@ -37,7 +37,8 @@ import json
 import os
 import sys
 import weakref
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 __all__ = [
     "CALLS_ENV",
@@ -85,7 +86,7 @@ class OutputRecorder:
         self.bytes = 0
         self.truncated = False
         self._seen: collections.Counter = collections.Counter()
-        self._stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+        self._stance: Callable[[str], Any] | None = getattr(getattr(torch, "compiler", None), "set_stance", None)
         self.fail_on_recompile = fail_on_recompile and self._stance is not None
         self.warm = False
         if fail_on_recompile and self._stance is None:
@@ -125,12 +126,13 @@ class OutputRecorder:
             return fn(*args, **kwargs)  # traced from inside another compiled region: not ours
         first = entry["calls"] == 0
         entry["calls"] += 1
-        if self.fail_on_recompile and first:
-            with self._stance("default"):
+        stance = self._stance  # never None where fail_on_recompile is on
+        if self.fail_on_recompile and first and stance is not None:
+            with stance("default"):
                 result = fn(*args, **kwargs)
             if not self.warm:
                 self.warm = True
-                self._stance("fail_on_recompile")
+                stance("fail_on_recompile")
         else:
             result = fn(*args, **kwargs)
         try:
@@ -268,7 +270,7 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
 
         return call_recording
 
-    compile_recording.__wrapped__ = original
+    compile_recording.__wrapped__ = original  # type: ignore[attr-defined]
     torch.compile = compile_recording
 
     optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
@@ -315,18 +317,18 @@ def _sidecar(path: str) -> str:
 
 class TensorRef(NamedTuple):
     """A recorded tensor, not loaded: call ``call`` of callable ``callable`` in the file ``path``
-    wrote, its ``index``-th tensor. ``judge_main`` loads it, where torch is."""
+    wrote, its ``position``-th tensor. ``judge_main`` loads it, where torch is."""
 
     path: str
     callable: int
     call: int
-    index: int
+    position: int  # not ``index``, which would hide tuple.index
 
 
 def load_refs(directory: str) -> list[dict]:
     """As ``load``, with each tensor a ``TensorRef``: the standard library only, for a
     recompile-fix that runs without torch (installed in an environment of its own)."""
-    records = []
+    records: list[dict] = []
     if not os.path.isdir(directory):
         return records
     for name in sorted(os.listdir(directory)):
@@ -370,7 +372,7 @@ def compare(before, after, *, exact: bool = False, rtol: float | None = None, at
     if exact:
         same = bool(torch.equal(before, after)) or (diff == 0.0)
     else:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if rtol is not None or atol is not None:
             kwargs = {"rtol": rtol or 0.0, "atol": atol or 0.0}
         try:
@@ -407,7 +409,7 @@ def load(directory: str) -> list[dict]:
     """Every process's record in ``directory`` (what ``OutputRecorder.saveable`` wrote)."""
     import torch
 
-    records = []
+    records: list[dict] = []
     if not os.path.isdir(directory):
         return records
     for name in sorted(os.listdir(directory)):

@@ -47,34 +47,48 @@ def _location(raw: dict, spell: Callable[[str], str]) -> Location:
 
 def build_profile(records: list[dict], *, command: list[str], root: str) -> Profile:
     """Type and merge the recorder's raw records (one per process) into a Profile."""
-    torch_version = next((r.get("torch_version") for r in records if r.get("torch_version")), None)
-    profile = Profile(
-        command=command,
-        torch_version=torch_version,
-        python_version=platform.python_version(),
-        tool_version=recompile_fix.__version__,
-    )
-    # Library files by import path, decided by the directories of the interpreter that ran.
-    interpreter = next((i for i in map(Interpreter.from_record, (r.get("interpreter") for r in records)) if i), None)
-    if interpreter is not None:
-        profile.interpreter = interpreter.relative_to(root)
-
-    def spell(path: str) -> str:
-        return relative_to_root(path, root, interpreter)
-
-    frames: dict[tuple, Frame] = {}
-    named: set[str] = set()
-    project_files = _ProjectFiles(root)
+    merge = _Merge(records, command=command, root=root)
     ranked = sorted(records, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, r.get("pid", 0)))
     any_rank = any(r.get("rank") is not None for r in records)
     for record in ranked:
-        rank = record.get("rank")
-        if any_rank and rank is None and not record.get("compiles") and not record.get("graph_breaks"):
+        if any_rank and record.get("rank") is None and not record.get("compiles") and not record.get("graph_breaks"):
             continue  # the launcher (torchrun imports torch too): it compiled nothing
-        profile.processes.append(
+        merge.add_process(record)
+    return merge.finish(records, ranked)
+
+
+class _Merge:
+    """One Profile being built from the processes' raw records: its frames by (file, first line,
+    name), and every file the records name (hashed into ``sources`` at the end)."""
+
+    def __init__(self, records: list[dict], *, command: list[str], root: str) -> None:
+        torch_version = next((r.get("torch_version") for r in records if r.get("torch_version")), None)
+        self.profile = Profile(
+            command=command,
+            torch_version=torch_version,
+            python_version=platform.python_version(),
+            tool_version=recompile_fix.__version__,
+        )
+        self.root = root
+        # Library files by import path, decided by the directories of the interpreter that ran.
+        self.interpreter = next(
+            (i for i in map(Interpreter.from_record, (r.get("interpreter") for r in records)) if i), None
+        )
+        if self.interpreter is not None:
+            self.profile.interpreter = self.interpreter.relative_to(root)
+        self.frames: dict[tuple, Frame] = {}
+        self.named: set[str] = set()
+        self.project_files = _ProjectFiles(root)
+
+    def spell(self, path: str) -> str:
+        return relative_to_root(path, self.root, self.interpreter)
+
+    def add_process(self, record: dict) -> None:
+        """One process: its entry in ``processes``, then its compiles, graph breaks and steady calls."""
+        self.profile.processes.append(
             {
                 "pid": record.get("pid"),
-                "rank": rank,
+                "rank": record.get("rank"),
                 "exit": record.get("exit", {}).get("status"),
                 "exception": record.get("exit", {}).get("exception"),
                 "compiles": len(record.get("compiles", [])),
@@ -83,20 +97,20 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                 "recorder": record.get("recorder") or {"path": record.get("source", "in-process")},
             }
         )
+        frame_of_id = self._add_compiles(record)
+        self._add_graph_breaks(record, frame_of_id)
+        for raw in record.get("steady", []):
+            _add_steady(self.frames, raw, self.spell)
+
+    def _add_compiles(self, record: dict) -> dict[str, Frame]:
+        """The process's compiles, each on its frame; returns its frames by frame id (``0`` of
+        ``0/1``, per generation), which its graph breaks name."""
         frame_of_id: dict[str, Frame] = {}
         compile_of_id: dict[str, Compile] = {}
         for raw in record.get("compiles", []):
             compile_id = _generation_id(raw)
             frame_id = compile_id.rsplit("/", 1)[0]
-            frame = None
-            if raw.get("frame"):
-                f = raw["frame"]
-                key = (spell(f["file"]), f["line"], f["name"])
-                frame = frames.get(key)
-                if frame is None:
-                    frame = frames[key] = Frame(file=key[0], first_line=key[1], name=key[2])
-                    named.add(f["file"])
-            frame = frame or frame_of_id.get(frame_id)
+            frame = self._named_frame(raw) or frame_of_id.get(frame_id)
             if frame is None:
                 continue  # a failure before torch named the frame: nothing to attach it to
             frame_of_id[frame_id] = frame
@@ -104,64 +118,96 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
             if existing is not None:  # a later record of the same compile (e.g. lazy backward)
                 _add_seconds(existing, raw.get("seconds", {}))
                 continue
-            # A module's class file: a library's by import path, the program's as recorded; and
-            # ``defined_in``, spelled as the Profile spells every path (relative to the root when
-            # under it), beside its ``qualname``: the class by identity, wherever the tree is.
-            inputs = {
-                name: {
-                    **entry,
-                    "file": spell_library_file(entry["file"], interpreter) or entry["file"],
-                    **({"defined_in": spell(entry["file"])} if isinstance(entry.get("qualname"), str) else {}),
-                }
-                if isinstance(entry, dict) and isinstance(entry.get("file"), str)
-                else entry
-                for name, entry in raw.get("inputs", {}).items()
-            }
-            signature = inputs.pop("__signature__", None)
-            if frame.signature is None and isinstance(signature, dict):
-                frame.signature = signature
-            compile_ = Compile(
-                id=compile_id,
-                rank=rank,
-                seconds=dict(raw.get("seconds", {})),
-                inputs=inputs,
-                fail_type=raw.get("fail_type"),
-                backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
-                dims=_dims(raw.get("dims")),
-            )
-            texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
-            for text in texts:
-                compile_.reasons.extend(parse_reasons(text))
-            if not compile_.reasons and raw.get("recompile_reason"):
-                compile_.reasons.append(parse_reason(raw["recompile_reason"]))
-            fail_reason = raw.get("fail_reason")
-            if fail_reason:
-                compile_.fail_reason = spell_library_paths_in(fail_reason.split("\n", 1)[0], interpreter)
+            compile_ = self._compile(raw, compile_id, record.get("rank"), frame)
+            frame.compiles.append(compile_)
+            compile_of_id[compile_id] = compile_
+        return frame_of_id
+
+    def _named_frame(self, raw: dict) -> Frame | None:
+        """The frame a compile's record names, made on first sight; None where it names none."""
+        if not raw.get("frame"):
+            return None
+        f = raw["frame"]
+        key = (self.spell(f["file"]), f["line"], f["name"])
+        frame = self.frames.get(key)
+        if frame is None:
+            frame = self.frames[key] = Frame(file=key[0], first_line=key[1], name=key[2])
+            self.named.add(f["file"])
+        return frame
+
+    def _compile(self, raw: dict, compile_id: str, rank: int | None, frame: Frame) -> Compile:
+        """One compile typed: its inputs (the signature goes to its frame), reasons, failure,
+        stack and block stacks, every path spelled as the Profile spells paths."""
+        inputs = self._spelled_inputs(raw.get("inputs", {}))
+        signature = inputs.pop("__signature__", None)
+        if frame.signature is None and isinstance(signature, dict):
+            frame.signature = signature
+        compile_ = Compile(
+            id=compile_id,
+            rank=rank,
+            seconds=dict(raw.get("seconds", {})),
+            inputs=inputs,
+            fail_type=raw.get("fail_type"),
+            backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
+            dims=_dims(raw.get("dims")),
+        )
+        texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
+        for text in texts:
+            compile_.reasons.extend(parse_reasons(text))
+        if not compile_.reasons and raw.get("recompile_reason"):
+            compile_.reasons.append(parse_reason(raw["recompile_reason"]))
+        fail_reason = raw.get("fail_reason")
+        if fail_reason:
+            compile_.fail_reason = spell_library_paths_in(fail_reason.split("\n", 1)[0], self.interpreter)
             if is_limit_hit(fail_reason):
                 compile_.limit_hit = True
                 compile_.reasons.insert(0, limit_hit_reason(fail_reason))
-            compile_.stack = [_location(s, spell) for s in raw.get("stack", [])]
-            if raw.get("blocks"):
-                compile_.blocks = [BlockStack(**{**b, "file": spell(b["file"])}) for b in raw["blocks"]]
-                named.update(b["file"] for b in raw["blocks"])
-            named.update(s["file"] for s in raw.get("stack", []))
-            places = [f["file"] for f in [raw.get("frame") or {}] if f] + [s["file"] for s in raw.get("stack", [])]
-            for reason in compile_.reasons:
-                reason.text = spell_library_paths_in(reason.text, interpreter)
-                if reason.first_use is not None and first_use_is_tail(reason.first_use):
-                    reason.first_use = _resolve_tail(reason.first_use, places + sorted(named), project_files)
-                if reason.first_use is not None:
-                    named.add(reason.first_use.file)
-                    reason.first_use = Location(**{**reason.first_use.__dict__, "file": spell(reason.first_use.file)})
-            frame.compiles.append(compile_)
-            compile_of_id[compile_id] = compile_
+        compile_.stack = [_location(s, self.spell) for s in raw.get("stack", [])]
+        if raw.get("blocks"):
+            compile_.blocks = [BlockStack(**{**b, "file": self.spell(b["file"])}) for b in raw["blocks"]]
+            self.named.update(b["file"] for b in raw["blocks"])
+        self.named.update(s["file"] for s in raw.get("stack", []))
+        self._place_reasons(compile_, raw)
+        return compile_
+
+    def _spelled_inputs(self, raw_inputs: dict) -> dict:
+        """A module's class file: a library's by import path, the program's as recorded; and
+        ``defined_in``, spelled as the Profile spells every path (relative to the root when
+        under it), beside its ``qualname``: the class by identity, wherever the tree is."""
+        return {
+            name: {
+                **entry,
+                "file": spell_library_file(entry["file"], self.interpreter) or entry["file"],
+                **({"defined_in": self.spell(entry["file"])} if isinstance(entry.get("qualname"), str) else {}),
+            }
+            if isinstance(entry, dict) and isinstance(entry.get("file"), str)
+            else entry
+            for name, entry in raw_inputs.items()
+        }
+
+    def _place_reasons(self, compile_: Compile, raw: dict) -> None:
+        """Each reason's text with library paths spelled, and its first use in the file a guard's
+        path tail names (the compiled frame's, a stack's, another of the Profile's or the project's)."""
+        places = [f["file"] for f in [raw.get("frame") or {}] if f] + [s["file"] for s in raw.get("stack", [])]
+        for reason in compile_.reasons:
+            reason.text = spell_library_paths_in(reason.text, self.interpreter)
+            if reason.first_use is not None and first_use_is_tail(reason.first_use):
+                reason.first_use = _resolve_tail(reason.first_use, places + sorted(self.named), self.project_files)
+            if reason.first_use is not None:
+                self.named.add(reason.first_use.file)
+                reason.first_use = Location(**{**reason.first_use.__dict__, "file": self.spell(reason.first_use.file)})
+
+    def _add_graph_breaks(self, record: dict, frame_of_id: dict[str, Frame]) -> None:
+        """The process's graph breaks, counted per (file, line, reason) on their frame; the same
+        break on another rank adds to its count."""
         breaks: dict[tuple, tuple[Frame, Counter]] = {}
         for raw in record.get("graph_breaks", []):
             frame = frame_of_id.get(_generation_id(raw).rsplit("/", 1)[0])
             if frame is None:
                 continue
-            named.add(raw["file"])
-            key = (spell(raw["file"]), raw["line"], spell_library_paths_in(raw.get("reason", ""), interpreter))
+            self.named.add(raw["file"])
+            file = self.spell(raw["file"])
+            key = (file, raw["line"], spell_library_paths_in(raw.get("reason", ""), self.interpreter))
             breaks.setdefault(frame.key, (frame, Counter()))[1][key] += 1
         for frame, counts in breaks.values():
             for (file, line, reason), count in counts.items():
@@ -179,21 +225,24 @@ def build_profile(records: list[dict], *, command: list[str], root: str) -> Prof
                     frame.graph_breaks.append(
                         GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
                     )
-        for raw in record.get("steady", []):
-            _add_steady(frames, raw, spell)
-    if any("backward_ran" in r for r in records):  # a trace does not say
-        profile.trains = any(r.get("backward_ran") for r in records)
-    for record in ranked:
-        for entry in record.get("import_paths", []):
-            spelled = spell(entry)
-            if spelled not in profile.import_paths:
-                profile.import_paths.append(spelled)
-    profile.frames = sorted(frames.values(), key=lambda f: (f.file, f.first_line, f.name))
-    for path in sorted(named):
-        digest = sha256_file(path)
-        if digest is not None:
-            profile.sources[spell(path)] = digest
-    return profile
+
+    def finish(self, records: list[dict], ranked: list[dict]) -> Profile:
+        """Whether the program trained, its import paths, the frames in order, and the hashes of
+        every source the Profile names."""
+        profile = self.profile
+        if any("backward_ran" in r for r in records):  # a trace does not say
+            profile.trains = any(r.get("backward_ran") for r in records)
+        for record in ranked:
+            for entry in record.get("import_paths", []):
+                spelled = self.spell(entry)
+                if spelled not in profile.import_paths:
+                    profile.import_paths.append(spelled)
+        profile.frames = sorted(self.frames.values(), key=lambda f: (f.file, f.first_line, f.name))
+        for path in sorted(self.named):
+            digest = sha256_file(path)
+            if digest is not None:
+                profile.sources[self.spell(path)] = digest
+        return profile
 
 
 def _resolve_tail(first_use: Location, files: list[str], project: _ProjectFiles | None = None) -> Location | None:

@@ -1,7 +1,7 @@
 """The tensors a compiled module holds itself, for the recorder (standard library only: it runs
 inside the user's process, and is handed torch's own objects).
 
-The argument walk (``recorder._InputWalk``) looks into a module's plain attributes only; its
+The argument walk (``recorder.inputs.InputWalk``) looks into a module's plain attributes only; its
 buffers and parameters live in ``_buffers`` and ``_parameters``, so a rule that met
 ``self.scale`` (a registered buffer) could not tell its dtype, rank or device, and filed a fix
 that is bit-identical for a float32 buffer as unsafe (RF009's schedule tensor). These are the

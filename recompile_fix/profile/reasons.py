@@ -145,7 +145,9 @@ def limit_hit_reason(fail_reason: str, entry: str | None = None) -> Reason:
 
 
 def is_limit_hit(fail_reason: str | None) -> bool:
-    return bool(fail_reason) and (_LIMIT in fail_reason.lower() or bool(_LIMIT_REACHED.search(fail_reason)))
+    if not fail_reason:
+        return False
+    return _LIMIT in fail_reason.lower() or bool(_LIMIT_REACHED.search(fail_reason))
 
 
 def first_use_is_tail(location: Location) -> bool:
@@ -209,10 +211,10 @@ def _parse_guard(guard: str, body: str) -> Reason:
                 if expected.group(2) is not None:
                     reason.actual = _literal(expected.group(2))
         if kind == "dispatch_key_mismatch":
-            backends = [_BACKEND_KEY.match(str(v)) for v in (reason.expected, reason.actual)]
-            if all(backends) and backends[0].group(1) != backends[1].group(1):
+            expected_key, actual_key = (_BACKEND_KEY.match(str(v)) for v in (reason.expected, reason.actual))
+            if expected_key and actual_key and expected_key.group(1) != actual_key.group(1):
                 reason.kind = "device_mismatch"
-                reason.expected, reason.actual = (b.group(1).lower() for b in backends)
+                reason.expected, reason.actual = expected_key.group(1).lower(), actual_key.group(1).lower()
         return reason
 
     not_tensor = _NOT_TENSOR.match(guard)

@@ -29,7 +29,8 @@ from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import Profile
 from recompile_fix.profile.notebook_run import prepare_notebook, rename_to_notebook
-from recompile_fix.profile.recorder import BACKEND_ENV, PARTS_DIR_ENV
+from recompile_fix.profile.recorder.install import BACKEND_ENV
+from recompile_fix.profile.recorder.part_files import PARTS_DIR_ENV
 
 __all__ = ["check_torch", "recorder_warnings", "recording_summary", "resolve_command", "run_profiled"]
 
@@ -319,7 +320,7 @@ def _hand_terminal(fd: int, pgid: int) -> None:
 def _read_parts(parts: Path) -> list[dict]:
     """One raw record per process: its ``part-<pid>.json`` (written at exit), else what its
     ``part-<pid>.jsonl`` holds (written as it went; the process never reached atexit)."""
-    records = []
+    records: list[dict] = []
     if not parts.is_dir():
         return records
     finished = set()

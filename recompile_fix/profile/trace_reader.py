@@ -40,6 +40,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import overload
 
 from recompile_fix.errors import UserError
 from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder's reading too
@@ -472,6 +473,10 @@ def _compile_id(meta: dict) -> str | None:
     return f"!{autograd}/{base}" if autograd is not None else base
 
 
+@overload
+def _qualified(generation: int, compile_id: str) -> str: ...
+@overload
+def _qualified(generation: int, compile_id: str | None) -> str | None: ...
 def _qualified(generation: int, compile_id: str | None) -> str | None:
     """A compile id unique in the process: ids of later generations are prefixed (``g1:0/0``)."""
     return f"g{generation}:{compile_id}" if generation and compile_id else compile_id
@@ -584,6 +589,8 @@ def _call_span(file: str, line: int, name: str | None) -> tuple[int, int, int, i
     if len(calls) != 1:
         return None
     call = calls[0]
+    if call.end_lineno is None or call.end_col_offset is None:  # a node the parser made has both
+        return None
     return (call.lineno, call.end_lineno, call.col_offset, call.end_col_offset)
 
 
