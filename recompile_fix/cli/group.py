@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -38,13 +38,21 @@ class _Group(click.Group):
         except UserError as exc:
             _fail(str(exc))
 
-    def main(self, *args: Any, **kwargs: Any) -> NoReturn:  # type: ignore[override]
+    # No standalone_mode parameter: like click's standalone mode, this main always exits (with
+    # the errors in our one-line form), so it overrides neither of click's overloads exactly.
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        **extra: Any,
+    ) -> NoReturn:
         # SIGTERM unwinds like Ctrl-C (temp directories removed, locks released), then exits
         # with 143; while a program runs, profile/run.py passes both on to it instead.
         previous = _raise_on_sigterm()
         # Usage errors in one line, like every other error (click prints three).
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "recompile-fix"
             _fail(f"{exc.format_message()} (see `{command} --help`)")
