@@ -230,7 +230,7 @@ def sarif(
     texts = texts or _Texts(Path.cwd())
     fixes = fixes if fixes is not None else [None] * len(findings)
     names = {rule.id: rule.name for rule in rules}
-    rule_entries = []
+    rule_entries: list[dict[str, Any]] = []
     index = {}
     for rule in rules:
         index[rule.id] = len(rule_entries)

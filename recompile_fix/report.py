@@ -135,24 +135,11 @@ def render_text(
         lines.append("No torch.compile compilation was recorded: nothing recompiles.")
         return "\n".join(lines) + "\n"
     header = ("frame", "compiles", "recompiles", "compile s", "limit hits", "graph breaks")
-    rows = []
-    for frame in sorted(profile.frames, key=lambda f: (-f.compile_count, -f.compile_seconds)):
-        rows.append(
-            (
-                frame,
-                (
-                    frame_label(frame),
-                    str(frame.compile_count),
-                    str(frame.recompiles),
-                    f"{frame.compile_seconds:.2f}",
-                    str(frame.limit_hits),
-                    str(sum(b.count for b in frame.graph_breaks)),
-                ),
-            )
-        )
+    frames = sorted(profile.frames, key=lambda f: (-f.compile_count, -f.compile_seconds))
+    rows = [(frame, _table_cells(frame)) for frame in frames]
     widths = [max(len(header[i]), *(len(r[1][i]) for r in rows)) for i in range(len(header))]
 
-    def fmt(cells):
+    def fmt(cells: tuple[str, ...]) -> str:
         first = cells[0].ljust(widths[0])
         return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
 
@@ -163,39 +150,73 @@ def render_text(
     for frame, cells in rows:
         aligned.add(len(lines))
         lines.append(fmt(cells))
-        if len(ranks) > 1:
-            counts = rank_counts(frame, ranks)
-            uneven = " (not the same on every rank)" if len(set(counts.values())) > 1 else ""
-            lines.append(f"    per rank: {_rank_line(counts)}{uneven}")
-        sites = frame.call_sites()
-        if len(sites) > 1:
-            # Per call site: a recompile at one call says nothing about what another passes.
-            for site, compiles in sites:
-                recompiles = sum(1 for c in compiles if c.is_recompile and not c.limit_hit)
-                lines.append(
-                    f"    {call_site_label(site, compiles)}: {len(compiles)} compile{'s' if len(compiles) != 1 else ''}"
-                    f", {recompiles} recompile{'s' if recompiles != 1 else ''}"
-                )
-                for phrase, count, example in grouped_reasons(frame, compiles):
-                    suffix = f" ({example})" if example else ""
-                    lines.append(f"        {count}x {phrase}{suffix}")
-        else:
-            for phrase, count, example in grouped_reasons(frame):
-                suffix = f" ({example})" if example else ""
-                lines.append(f"    {count}x {phrase}{suffix}")
-        for gb in frame.graph_breaks:
+        lines.extend(_frame_lines(frame, ranks))
+    lines.extend(_closing_lines(profile, ranks, findings, accounting, concise=concise))
+    return (
+        "\n".join(line if i in aligned else wrap(line, width, indent="      ") for i, line in enumerate(lines)) + "\n"
+    )
+
+
+def _table_cells(frame: Frame) -> tuple[str, ...]:
+    return (
+        frame_label(frame),
+        str(frame.compile_count),
+        str(frame.recompiles),
+        f"{frame.compile_seconds:.2f}",
+        str(frame.limit_hits),
+        str(sum(b.count for b in frame.graph_breaks)),
+    )
+
+
+def _frame_lines(frame: Frame, ranks: list[int]) -> list[str]:
+    """Under a frame's row: its compiles per rank, its reasons (per call site where it has more
+    than one) and its graph breaks."""
+    lines = []
+    if len(ranks) > 1:
+        counts = rank_counts(frame, ranks)
+        uneven = " (not the same on every rank)" if len(set(counts.values())) > 1 else ""
+        lines.append(f"    per rank: {_rank_line(counts)}{uneven}")
+    sites = frame.call_sites()
+    if len(sites) > 1:
+        # Per call site: a recompile at one call says nothing about what another passes.
+        for site, compiles in sites:
+            recompiles = sum(1 for c in compiles if c.is_recompile and not c.limit_hit)
             lines.append(
-                f"    graph break x{gb.count} at {display_location(short_path(gb.location.file), gb.location.line)}: "
-                f"{gb.reason}"
+                f"    {call_site_label(site, compiles)}: {len(compiles)} compile{'s' if len(compiles) != 1 else ''}"
+                f", {recompiles} recompile{'s' if recompiles != 1 else ''}"
             )
+            for phrase, count, example in grouped_reasons(frame, compiles):
+                suffix = f" ({example})" if example else ""
+                lines.append(f"        {count}x {phrase}{suffix}")
+    else:
+        for phrase, count, example in grouped_reasons(frame):
+            suffix = f" ({example})" if example else ""
+            lines.append(f"    {count}x {phrase}{suffix}")
+    for gb in frame.graph_breaks:
+        lines.append(
+            f"    graph break x{gb.count} at {display_location(short_path(gb.location.file), gb.location.line)}: "
+            f"{gb.reason}"
+        )
+    return lines
+
+
+def _closing_lines(
+    profile: Profile,
+    ranks: list[int],
+    findings: list[Finding] | None,
+    accounting: Accounting | None,
+    *,
+    concise: bool,
+) -> list[str]:
+    """After the table: the totals, the fixes, and where every recompile ends."""
     total_recompiles = sum(f.recompiles for f in profile.frames)
     total_seconds = sum(f.compile_seconds for f in profile.frames)
-    lines.append("")
-    lines.append(
+    lines = [
+        "",
         f"{len(profile.frames)} frames, {profile.total_compiles} compiles, "
         f"{total_recompiles} recompiles, {total_seconds:.2f} s compiling, "
-        f"{sum(f.limit_hits for f in profile.frames)} limit hits"
-    )
+        f"{sum(f.limit_hits for f in profile.frames)} limit hits",
+    ]
     if len(ranks) > 1:
         totals = {rank: sum(rank_counts(f, ranks)[rank] for f in profile.frames) for rank in ranks}
         lines.append(f"{len(ranks)} ranks: {_rank_line(totals)}")
@@ -208,9 +229,7 @@ def render_text(
         lines.append(f"Every recompile accounted for: {accounting.summary()}")
         for line, count in accounting.unexplained(frame_label):
             lines.append(f"    {count}x {line}")
-    return (
-        "\n".join(line if i in aligned else wrap(line, width, indent="      ") for i, line in enumerate(lines)) + "\n"
-    )
+    return lines
 
 
 def render_json(

@@ -340,3 +340,31 @@ def test_report_apply_and_the_language_server_find_the_same(project, body, comme
                 by_editor.add((item.rule, name, item.range[0][0] + 1))
     assert len(by_apply) == count
     assert by_report == by_apply == by_editor
+
+
+def test_help_ends_with_the_reference_docs():
+    help_text = " ".join(run_cli("--help", check=0).stdout.split())  # as click wrapped it, unwrapped
+    assert "Reference: https://github.com/recompile-fix/recompile-fix/tree/main/docs" in help_text
+    for page in ("commands.md", "configuration.md", "profile.md", "rules/", "editors.md", "torch-releases.md"):
+        assert page in help_text, page
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["lsp", "--help"], ["rules", "--help"]])
+def test_help_loads_click_alone(argv):
+    """The commands import what they need when they run: `--help` (and the editor's `lsp`, up to
+    the server) loads none of libcst, black, torch, pygls or the pipeline."""
+    code = (
+        "import sys\n"
+        "from recompile_fix.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "ours = {'recompile_fix', 'recompile_fix.errors'}\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in {'libcst', 'black', 'torch', 'pygls'}\n"
+        "                or (m.startswith('recompile_fix') and m not in ours and not m.startswith('recompile_fix.cli')))\n"
+        "print(loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]", done.stderr

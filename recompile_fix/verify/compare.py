@@ -3,6 +3,7 @@ compared call by call, and what got worse."""
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import asdict, dataclass, field
 
 from recompile_fix.findings.finding import Finding
@@ -55,7 +56,7 @@ def compare_outputs(
     judged = iter(judge_pairs(pairs, tolerance, _interpreter(before, after)))
     for key in list(before) + [k for k in after if k not in before]:
         b, a = before.get(key), after.get(key)
-        some = b or a
+        some = b if b is not None else after[key]
         row = OutputRow(
             key=key,
             label=some.label,
@@ -158,7 +159,7 @@ def match_frames(before: Profile, after: Profile) -> list[FrameRow]:
         for i in range(max(len(b_list), len(a_list))):
             b = b_list[i] if i < len(b_list) else None
             a = a_list[i] if i < len(a_list) else None
-            some = b or a
+            some = b if b is not None else a_list[i]
             rows.append(
                 FrameRow(
                     name=some.name,
@@ -293,7 +294,7 @@ def compare_runs(
     command: list[str],
     fixes: list[Finding],
     tolerance: Tolerance,
-    allows: set[str] = frozenset(),
+    allows: Set[str] = frozenset(),
 ) -> Verification:
     """``allows``: "graph_breaks", "resume_frames" and/or "regional" (RF007: the whole model's
     frame and callable give way to its blocks'), not counted against the fixes; "same_compiles"
@@ -318,6 +319,26 @@ def compare_runs(
         )
     v.frames = match_frames(before.profile, after.profile)
     v.outputs = compare_outputs(before.outputs, after.outputs, tolerance)
+    new_frames = _judge_frames(v, allows)
+    if "regional" in allows and v.total("limit_hits", "after") > v.total("limit_hits", "before"):
+        # Blocks that each compile on their own reach the recompile limit and run eagerly.
+        v.regressions.append(
+            f"more recompile-limit hits: {v.total('limit_hits', 'before')} -> {v.total('limit_hits', 'after')}"
+        )
+    v.regressions.extend(_new_frames(v, new_frames, strict=bool(unproven)))
+    _judge_outputs(v, before, after, allows)
+    if before.truncated or after.truncated:
+        v.notes.append("some outputs were not kept (over 256 MiB in one process): fewer calls compared")
+    if not any(o.compared for o in v.outputs):
+        v.notes.append("no compiled callable returned a tensor: outputs were not compared")
+    if not v.regressions and fixes and after.exit_code == before.exit_code:
+        _judge_effect(v, before, after, unproven, allows)
+    return v
+
+
+def _judge_frames(v: Verification, allows: Set[str]) -> list[FrameRow]:
+    """Add a regression for each stat a frame got worse in; return the frames compiled only after
+    the fixes (``_new_frames`` weighs them)."""
     new_frames = []
     for row in v.frames:
         if is_resume(row.name) and "resume_frames" in allows:
@@ -339,37 +360,31 @@ def compare_runs(
             b, a = row.value(stat, "before"), row.value(stat, "after")
             if a > b:
                 v.regressions.append(f"{_STAT_WORDS[stat]}: {row.label}: {b} -> {a}")
-    if "regional" in allows and v.total("limit_hits", "after") > v.total("limit_hits", "before"):
-        # Blocks that each compile on their own reach the recompile limit and run eagerly.
-        v.regressions.append(
-            f"more recompile-limit hits: {v.total('limit_hits', 'before')} -> {v.total('limit_hits', 'after')}"
-        )
-    v.regressions.extend(_new_frames(v, new_frames, strict=bool(unproven)))
+    return new_frames
+
+
+def _judge_outputs(v: Verification, before: Run, after: Run, allows: Set[str]) -> None:
+    """Mark each frame's outputs same or differ, and add a regression for each compiled callable
+    whose outputs differ."""
     compiled = {**after.outputs, **before.outputs}
     for row in v.frames:
         # The outputs of the callables compiled as this frame (a function, or a module's forward).
         mine = [o for o in v.outputs if (compiled[o.key].file, compiled[o.key].name) == (row.file, row.name)]
         if mine:
             row.outputs = "same" if all(o.same for o in mine) else "differ"
-    if after.exit_code == before.exit_code:  # after a crash, missing outputs say nothing more
-        for out in v.outputs:
-            one_sided = out.calls_before is None or out.calls_after is None
-            if not out.same and one_sided and "regional" in allows:
-                note = f"outputs not compared: {out.label}: {out.detail} (RF007 compiles the blocks instead)"
-                if note not in v.notes:
-                    v.notes.append(note)
-            elif not out.same:
-                v.regressions.append(f"outputs differ: {out.label}: {out.detail}")
-    if before.truncated or after.truncated:
-        v.notes.append("some outputs were not kept (over 256 MiB in one process): fewer calls compared")
-    if not any(o.compared for o in v.outputs):
-        v.notes.append("no compiled callable returned a tensor: outputs were not compared")
-    if not v.regressions and fixes and after.exit_code == before.exit_code:
-        _judge_effect(v, before, after, unproven, allows)
-    return v
+    if after.exit_code != before.exit_code:  # after a crash, missing outputs say nothing more
+        return
+    for out in v.outputs:
+        one_sided = out.calls_before is None or out.calls_after is None
+        if not out.same and one_sided and "regional" in allows:
+            note = f"outputs not compared: {out.label}: {out.detail} (RF007 compiles the blocks instead)"
+            if note not in v.notes:
+                v.notes.append(note)
+        elif not out.same:
+            v.regressions.append(f"outputs differ: {out.label}: {out.detail}")
 
 
-def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Finding], allows: set[str]) -> None:
+def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Finding], allows: Set[str]) -> None:
     """Nothing got worse: did the fixes do anything? The same compiles and recompile reasons is
     a fix that changes nothing; an unproven fix must also remove compiles and show equal outputs."""
     c_before, c_after = v.total("compiles", "before"), v.total("compiles", "after")

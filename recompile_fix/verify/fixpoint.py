@@ -26,7 +26,7 @@ from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import source_bytes
-from recompile_fix.pipeline.fix import is_selected, select_fixes, write_rewrites
+from recompile_fix.pipeline.fix import ApplyResult, is_selected, select_fixes, write_rewrites
 from recompile_fix.profile import scratch as scratch_dirs
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason, resolve, sha256_bytes
@@ -133,34 +133,17 @@ def fix_to_fixed_point(
         trials = Trials(command, work, user, rules, scratch, backend=backend, calls=calls, progress=progress)
         trials.runs, trials.planned = opening.runs, opening.planned
         result = FixPoint(command=list(command), first=first, last=first)
-        state, tried = first, set()
-        plan = None
-        for number in range(1, rounds + 1):
-            plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
-            result.errors.extend(e for e in plan.errors if e not in result.errors)
-            candidates = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
-            if not candidates:
-                result.converged = True
-                break
-            tried.update(_key(f, work) for f in candidates)
-            progress.say(f"round {number}: {len(candidates)} fix(es) to try")
-            trials.prefix = f"round {number}, "
-            trials.expect(1)
-            selection = select_verified(
-                state, candidates, trials, rules, command=command, tolerance=tolerance, expect=trials.expect
-            )
-            result.rounds.append(Round(number, candidates, selection.kept, selection.dropped, selection.verification))
-            if not selection.kept or selection.last is None:
-                result.converged = True
-                break
-            progress.say(f"round {number}: kept {len(selection.kept)}, dropped {len(selection.dropped)}")
-            apply_fixes(work.cwd, selection.kept, rules)
-            state = selection.last
-            plan = None
-        if plan is None:  # the last round kept fixes: is anything new left to try?
-            plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
-            left = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
-            result.converged, result.pending = not left, left
+        state, plan = _run_rounds(
+            result,
+            trials,
+            work,
+            rules,
+            rounds=rounds,
+            unsafe_fixes=unsafe_fixes,
+            tolerance=tolerance,
+            apply_options=apply_options,
+            progress=progress,
+        )
         result.last, result.runs = state, trials.runs
         if state is not first:
             kept = result.kept
@@ -174,15 +157,68 @@ def fix_to_fixed_point(
         if not unsafe_fixes:
             result.not_tried = _trade_offs(state.profile, plan.findings)
         if write and result.rewrites:
-            moved = [
-                r.path
-                for r in result.rewrites
-                if sha256_bytes(source_bytes(resolve(r.path, user.cwd))) != sha256_bytes(r.before.encode("utf-8"))
-            ]
-            if moved:
-                raise UserError(f"{moved[0]}: changed while the fixes were being verified; not changed")
-            write_rewrites(user.cwd, result.rewrites)
+            _write_back(user, result.rewrites)
     return result
+
+
+def _run_rounds(
+    result: FixPoint,
+    trials: Trials,
+    work: Checkout,
+    rules: tuple[Rule, ...],
+    *,
+    rounds: int,
+    unsafe_fixes: bool,
+    tolerance: Tolerance,
+    apply_options: dict | None,
+    progress: Progress,
+) -> tuple[Run, ApplyResult]:
+    """Round after round in the working copy, from ``result.first``, until nothing new is left to
+    try, nothing verifies, or ``rounds`` ran (``result``'s rounds, errors, converged and pending
+    are filled in). Returns the last kept run and the plan of the working copy after it."""
+    command = result.command
+    state = result.first
+    tried: set[tuple] = set()
+    plan: ApplyResult | None = None
+    for number in range(1, rounds + 1):
+        plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
+        result.errors.extend(e for e in plan.errors if e not in result.errors)
+        candidates = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
+        if not candidates:
+            result.converged = True
+            break
+        tried.update(_key(f, work) for f in candidates)
+        progress.say(f"round {number}: {len(candidates)} fix(es) to try")
+        trials.prefix = f"round {number}, "
+        trials.expect(1)
+        selection = select_verified(
+            state, candidates, trials, rules, command=command, tolerance=tolerance, expect=trials.expect
+        )
+        result.rounds.append(Round(number, candidates, selection.kept, selection.dropped, selection.verification))
+        if not selection.kept or selection.last is None:
+            result.converged = True
+            break
+        progress.say(f"round {number}: kept {len(selection.kept)}, dropped {len(selection.dropped)}")
+        apply_fixes(work.cwd, selection.kept, rules)
+        state = selection.last
+        plan = None
+    if plan is None:  # the last round kept fixes: is anything new left to try?
+        plan = plan_result(work.cwd, state.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
+        left = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
+        result.converged, result.pending = not left, left
+    return state, plan
+
+
+def _write_back(user: Checkout, rewrites: list[FileRewrite]) -> None:
+    """Write the kept fixes into the user's files, unless one changed while they were verified."""
+    moved = [
+        r.path
+        for r in rewrites
+        if sha256_bytes(source_bytes(resolve(r.path, user.cwd))) != sha256_bytes(r.before.encode("utf-8"))
+    ]
+    if moved:
+        raise UserError(f"{moved[0]}: changed while the fixes were being verified; not changed")
+    write_rewrites(user.cwd, rewrites)
 
 
 def _candidates(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
@@ -255,6 +291,7 @@ def _site_counts(frame: Frame | None, tree: Checkout, moved: Callable[[str, int]
         if compile_.limit_hit:
             continue
         site = compile_.call_site
+        key: tuple[str | int, ...]
         if site is None:
             key, label = ("?",), "(no call site recorded)"
         else:
