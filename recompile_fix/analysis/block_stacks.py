@@ -502,7 +502,9 @@ class Analysis:
     def check(self, site: Site) -> Verdict:
         verdict = Verdict()
         target = self.target_function(site)
-        assert target is not None  # the rules check only a site whose function they found
+        # RF004 checks only a site whose function it found; RF007 (regional.stack_checks) also a
+        # block whose forward is inherited, which fails here (as it did on `None.args` before).
+        assert target is not None, f"`{site.block}` has no forward of its own to check"
         if site.function is None:
             RegionWalker(self, verdict, site.block, target, top=True, seen=set()).run()
         else:
