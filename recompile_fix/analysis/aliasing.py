@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from recompile_fix.analysis.ast_tree import FORS, arguments, code_of, dotted, in_place, parameters, self_attr
+from recompile_fix.analysis.ast_tree import FORS, Def, arguments, code_of, dotted, in_place, parameters, self_attr
 
 if TYPE_CHECKING:
     from recompile_fix.analysis.block_stacks import Analysis
@@ -148,9 +148,7 @@ def _only_parameters(shape: Shape, params: set[str]) -> Shape:
 class AliasFlow:
     """The flow through one function: what each name may be, what each ``return`` returns."""
 
-    def __init__(
-        self, aliases: Aliases, owner: str | None, func: ast.FunctionDef, modules: dict[str, str] | None = None
-    ):
+    def __init__(self, aliases: Aliases, owner: str | None, func: Def, modules: dict[str, str] | None = None):
         self.aliases, self.a, self.owner, self.func = aliases, aliases.a, owner, func
         self.modules = modules or {}  # parameters that hold a block (a per-layer function's)
         every = [p.arg for p, _ in parameters(func.args)]
@@ -362,8 +360,9 @@ class AliasFlow:
         if index is not None and path in members["containers"]:
             order = members["ordered"].get(path) or []
             known = order[: index + 1] if index >= 0 else []
-            if len(known) == index + 1 and None not in known and known[index] in self.a.classes:
-                return self._forward_of(known[index])
+            block = known[index] if len(known) == index + 1 and None not in known else None
+            if block is not None and block in self.a.classes:
+                return self._forward_of(block)
             return None
         if index is None and len(parts) == 1 and parts[0] in members["modules"]:
             kind, detail = members["modules"][parts[0]]

@@ -8,12 +8,16 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeAlias
 
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.source import Positioned, SourceFile
 
 __all__ = [
+    "Def",
     "DEFS",
     "FORS",
+    "Loop",
     "arguments",
     "class_name",
     "code_of",
@@ -21,7 +25,7 @@ __all__ = [
     "eager_compile",
     "identifiers",
     "in_place",
-    "is_int",
+    "int_value",
     "parameter_receiving",
     "parameters",
     "self_attr",
@@ -33,7 +37,13 @@ __all__ = [
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+Def: TypeAlias = ast.FunctionDef | ast.AsyncFunctionDef
+
+
 FORS = (ast.For, ast.AsyncFor)
+
+
+Loop: TypeAlias = ast.For | ast.AsyncFor
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -55,7 +65,7 @@ class Tree:
         stack: list[ast.AST | int] = [module]
         while stack:
             node = stack.pop()
-            if type(node) is int:  # the subtree of order[node] is complete
+            if isinstance(node, int):  # the subtree of order[node] is complete
                 end[node] = len(order)
                 continue
             i = len(order)
@@ -69,30 +79,30 @@ class Tree:
                     parents[id(child)] = node
                     stack.append(child)
 
-    def walk(self, root: ast.AST, skip_defs: bool = False):
+    def walk(self, root: ast.AST, skip_defs: bool = False) -> Iterator[ast.AST]:
         """Every node under ``root`` (not ``root`` itself), in order; with ``skip_defs``, not into
         nested functions, classes and lambdas."""
         i = self.index[id(root)]
         return self._span(i + 1, self.end[i], skip_defs)
 
-    def walk_body(self, body: list[ast.stmt], skip_defs: bool = False):
+    def walk_body(self, body: list[ast.stmt], skip_defs: bool = False) -> Iterator[ast.AST]:
         """The statements of a block and every node under them (a block is no node in ast)."""
         return self._span(self.index[id(body[0])], self.end[self.index[id(body[-1])]], skip_defs)
 
-    def _span(self, i: int, stop: int, skip_defs: bool):
+    def _span(self, i: int, stop: int, skip_defs: bool) -> Iterator[ast.AST]:
         order, end = self.order, self.end
         while i < stop:
             node = order[i]
             yield node
             i = end[i] if skip_defs and isinstance(node, _SCOPES) else i + 1
 
-    def ancestors(self, node: ast.AST):
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parent.get(id(node))
         while parent is not None:
             yield parent
             parent = self.parent.get(id(parent))
 
-    def enclosing_class(self, func: ast.FunctionDef) -> ast.ClassDef | None:
+    def enclosing_class(self, func: Def) -> ast.ClassDef | None:
         for parent in self.ancestors(func):
             if isinstance(parent, ast.ClassDef):
                 return parent
@@ -126,7 +136,7 @@ def _children(node: ast.AST) -> list[ast.AST]:
     if names is None:
         names = _LIBCST_ORDER.get(kind, kind._fields)
         names = _FIELDS[kind] = tuple(n for n in names if n in kind._fields and n not in _NOT_CHILDREN)
-    children = []
+    children: list[ast.AST] = []
     for name in names:
         value = getattr(node, name)
         if type(value) is list:
@@ -142,7 +152,7 @@ def _call_children(node: ast.Call) -> list[ast.AST]:
 
 
 def _dict_children(node: ast.Dict) -> list[ast.AST]:
-    children = []
+    children: list[ast.AST] = []
     for key, value in zip(node.keys, node.values):
         if key is not None:  # None: `**other`
             children.append(key)
@@ -155,7 +165,7 @@ def _parameter_children(node: ast.arguments) -> list[ast.AST]:
     positional-only."""
     named = parameters(node)
     plain, kwonly = len(node.posonlyargs), len(node.posonlyargs) + len(node.args)
-    children = []
+    children: list[ast.AST] = []
     for arg, default in [
         *named[plain:kwonly],
         (node.vararg, None),
@@ -170,20 +180,26 @@ def _parameter_children(node: ast.arguments) -> list[ast.AST]:
     return children
 
 
-_SPECIAL_CHILDREN = {ast.Call: _call_children, ast.Dict: _dict_children, ast.arguments: _parameter_children}
+# Each takes the node kind it is listed under.
+_SPECIAL_CHILDREN: dict[type[ast.AST], Callable[[Any], list[ast.AST]]] = {
+    ast.Call: _call_children,
+    ast.Dict: _dict_children,
+    ast.arguments: _parameter_children,
+}
 
 
-def _in_source_order(args: list[ast.expr], keywords: list[ast.keyword]) -> list[ast.AST]:
+def _in_source_order(args: list[ast.expr], keywords: list[ast.keyword]) -> list[ast.expr | ast.keyword]:
     """A call's positional and keyword arguments as written (ast lists ``f(a=1, *b)``'s ``*b`` first)."""
+    written: list[ast.expr | ast.keyword] = [*args, *keywords]
     if args and keywords and (keywords[0].lineno, keywords[0].col_offset) < (args[-1].lineno, args[-1].col_offset):
-        return sorted([*args, *keywords], key=lambda n: (n.lineno, n.col_offset))
-    return [*args, *keywords]
+        return sorted(written, key=lambda n: (n.lineno, n.col_offset))
+    return written
 
 
 def arguments(call: ast.Call) -> list[tuple[str | None, ast.expr, str]]:
     """A call's arguments as (keyword, value, star), as written: ``*x`` is (None, x, "*"),
     ``**x`` is (None, x, "**")."""
-    found = []
+    found: list[tuple[str | None, ast.expr, str]] = []
     for arg in _in_source_order(call.args, call.keywords):
         if isinstance(arg, ast.keyword):
             found.append((arg.arg, arg.value, "" if arg.arg else "**"))
@@ -198,11 +214,12 @@ def parameters(args: ast.arguments) -> list[tuple[ast.arg, ast.expr | None]]:
     """The named parameters (positional-only, plain, keyword-only; not ``*args`` or ``**kwargs``)
     with their defaults."""
     positional = [*args.posonlyargs, *args.args]
-    defaults = [None] * (len(positional) - len(args.defaults)) + args.defaults
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += args.defaults
     return [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
 
 
-def parameter_receiving(func: ast.FunctionDef, call: ast.Call, var: str) -> str | None:
+def parameter_receiving(func: Def, call: ast.Call, var: str) -> str | None:
     """The parameter of ``func`` that ``call`` passes the name ``var`` to."""
     positional = [p.arg for p in (*func.args.posonlyargs, *func.args.args)]
     index = 0
@@ -228,7 +245,7 @@ def dotted(node: ast.AST) -> str:
     return ""
 
 
-def self_attr(node) -> str | None:
+def self_attr(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
     return None
@@ -242,15 +259,18 @@ def unstarred(node: ast.expr) -> ast.expr:
     return node.value if isinstance(node, ast.Starred) else node
 
 
-def is_int(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int  # not True / False
+def int_value(node: ast.AST | None) -> int | None:
+    """The value of an int literal (not ``True`` / ``False``), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
 
 
 def in_place(method: str) -> bool:
     return method.endswith("_") and not method.startswith("_")
 
 
-def code_of(source: SourceFile, node: ast.AST) -> str:
+def code_of(source: SourceFile, node: Positioned) -> str:
     """A node's text without its own parentheses, which ast counts in a tuple's and a generator
     expression's extent (and nowhere else)."""
     text = source.segment(node)
@@ -305,7 +325,7 @@ def eager_compile(source: SourceFile, node: ast.AST) -> bool:
     )
 
 
-def identifiers(nodes) -> set[str]:
+def identifiers(nodes: Iterable[ast.AST]) -> set[str]:
     """The identifiers among ``nodes``: names, attribute and keyword names, parameters, and what a
     def, class, import, ``global`` or ``except ... as`` names."""
     found: set[str] = set()

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from recompile_fix.analysis.aliasing import Aliases
 from recompile_fix.analysis.ast_tree import (
     DEFS,
     FORS,
+    Def,
+    Loop,
     Tree,
     arguments,
     code_of,
     dotted,
     eager_compile,
     identifiers,
-    is_int,
+    int_value,
     parameter_receiving,
     self_attr,
     simple_string,
@@ -31,7 +35,7 @@ from recompile_fix.analysis.ast_tree import (
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
 from recompile_fix.analysis.source import SourceFile
 
-__all__ = ["already_marked", "Analysis", "MIN_BLOCKS", "Site", "training_in"]
+__all__ = ["already_marked", "Analysis", "Members", "MIN_BLOCKS", "Site", "training_in"]
 
 # Below this the saving (about one block's compile per block) is not worth a region (RF004) or
 # compiling the blocks one by one (RF007).
@@ -69,6 +73,17 @@ _BATCHNORMS = {
 _INSTANCENORMS = {"InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 
 
+class Members(TypedDict):
+    """What a class's ``__init__`` sets on ``self`` (``Analysis.members``)."""
+
+    modules: dict[str, tuple[str, Any]]  # attr -> (kind, detail), as _module_kind says
+    tensors: set[str]
+    buffers: set[str]
+    # attribute path -> [kind, classes, count, (element call, loop variable), built with the loop variable]
+    containers: dict[str, list[Any]]
+    ordered: dict[str, list[str | None]]  # attribute path -> the blocks' classes in order (None: not known)
+
+
 class Analysis:
     """What one file says about its modules: containers of blocks, submodules, and whether a
     block's forward can be traced whole."""
@@ -86,10 +101,10 @@ class Analysis:
         self.loggers: set[str] = set()
         for statement in body:
             self._read_top_level(statement)
-        self._members: dict[str, dict] = {}
-        self._methods: dict[str, dict[str, ast.FunctionDef]] = {}
+        self._members: dict[str, Members] = {}
+        self._methods: dict[str, dict[str, Def]] = {}
         # What _module_kind saw, by the id() of the call that builds it.
-        self._containers_built: dict[int, list] = {}
+        self._containers_built: dict[int, list[Any]] = {}
         self._ordered_built: dict[int, list[str | None]] = {}
         self._dict_values: dict[tuple[int, str], ast.expr] = {}
 
@@ -107,8 +122,9 @@ class Analysis:
                 if not isinstance(target, ast.Name):
                     continue
                 self.globals.add(target.id)
-                if is_int(statement.value):
-                    self.constants[target.id] = statement.value.value
+                value = int_value(statement.value)
+                if value is not None:
+                    self.constants[target.id] = value
                 if isinstance(statement.value, ast.Call) and dotted(statement.value.func).endswith("getLogger"):
                     self.loggers.add(target.id)
 
@@ -118,7 +134,7 @@ class Analysis:
         else:
             self.imports[bound] = what
 
-    def function_def(self, first_line: int, name: str) -> ast.FunctionDef | None:
+    def function_def(self, first_line: int, name: str) -> Def | None:
         """The def a code object came from (``co_firstlineno`` counts decorators)."""
         for node in self.tree.order:
             if (
@@ -130,7 +146,7 @@ class Analysis:
         return None
 
     # -- classes ----------------------------------------------------------------------
-    def methods(self, class_name: str) -> dict[str, ast.FunctionDef]:
+    def methods(self, class_name: str) -> dict[str, Def]:
         found = self._methods.get(class_name)
         if found is None:
             cls_ = self.classes.get(class_name)
@@ -145,28 +161,29 @@ class Analysis:
             return []
         return [dotted(b) for b in cls_.bases if dotted(b) in self.classes and dotted(b) != class_name]
 
-    def all_methods(self, class_name: str, _seen: frozenset[str] = frozenset()) -> dict[str, ast.FunctionDef]:
+    def all_methods(self, class_name: str, _seen: frozenset[str] = frozenset()) -> dict[str, Def]:
         """The class's methods and those it inherits from bases in this file (its own win)."""
-        found: dict[str, ast.FunctionDef] = {}
+        found: dict[str, Def] = {}
         for base in reversed(self.bases(class_name)):
             if base not in _seen:
                 found.update(self.all_methods(base, _seen | {class_name}))
         found.update(self.methods(class_name))
         return found
 
-    def members(self, class_name: str) -> dict:
+    def members(self, class_name: str) -> Members:
         """``self.x = ...`` in ``__init__`` (its own and its bases' in this file): submodules
         (kind, detail), parameters and buffers, and containers of blocks by attribute path
         (``blocks``, or ``transformer.h`` for a ModuleList held in a ModuleDict). A container is
         [kind, classes, count, (element call, loop variable), built with the loop variable]."""
         if class_name in self._members:
             return self._members[class_name]
-        info = {"modules": {}, "tensors": set(), "buffers": set(), "containers": {}, "ordered": {}}
+        info: Members = {"modules": {}, "tensors": set(), "buffers": set(), "containers": {}, "ordered": {}}
         self._members[class_name] = info
         for base in reversed(self.bases(class_name)):
             inherited = self.members(base)
-            for key in ("modules", "containers", "ordered"):
-                info[key].update(inherited[key])
+            info["modules"].update(inherited["modules"])
+            info["containers"].update(inherited["containers"])
+            info["ordered"].update(inherited["ordered"])
             info["tensors"] |= inherited["tensors"]
             info["buffers"] |= inherited["buffers"]
         init = self.methods(class_name).get("__init__")
@@ -181,13 +198,11 @@ class Analysis:
                         self._member(info, attr, node.value)
             elif isinstance(node, ast.Call):
                 name = dotted(node.func)
-                if (
-                    name == "self.register_buffer"
-                    and (args := arguments(node))
-                    and simple_string(self.source, args[0][1])
-                ):
-                    info["buffers"].add(args[0][1].value)
-                    info["tensors"].add(args[0][1].value)
+                if name == "self.register_buffer" and (args := arguments(node)):
+                    buffer = _string_value(self.source, args[0][1])
+                    if buffer is not None:
+                        info["buffers"].add(buffer)
+                        info["tensors"].add(buffer)
                 elif (
                     name.startswith("self.")
                     and name.endswith(".append")
@@ -209,7 +224,7 @@ class Analysis:
                         order.append(block if _unconditional(self, node, init) else None)
         return info
 
-    def _member(self, info: dict, attr: str, value: ast.expr) -> None:
+    def _member(self, info: Members, attr: str, value: ast.expr) -> None:
         kind, detail = self._module_kind(value)
         if kind == "tensor":
             info["tensors"].add(attr)
@@ -225,7 +240,7 @@ class Analysis:
                     info["containers"][f"{attr}.{key}"] = list(self._containers_built[id(call)])
                     info["ordered"][f"{attr}.{key}"] = list(self._ordered_built[id(call)])
 
-    def _module_kind(self, value: ast.expr) -> tuple[str, object]:
+    def _module_kind(self, value: ast.expr) -> tuple[str, Any]:
         """What ``self.x = value`` holds: a tensor, a container of blocks, a ModuleDict, one of
         torch's modules, a class of this file, or something the analysis cannot follow."""
         if not isinstance(value, ast.Call):
@@ -244,7 +259,7 @@ class Analysis:
             self._ordered_built[id(value)] = self._order(value)
             return ("container", blocks)
         if last == "ModuleDict" and root in self.torch_names:
-            entries = {}
+            entries: dict[str, tuple[str, Any]] = {}
             for key, item in _dict_items(value):
                 self._dict_values[(id(value), key)] = item
                 entries[key] = self._module_kind(item)
@@ -357,14 +372,14 @@ class Analysis:
 
     # -- sites ------------------------------------------------------------------------
     def sites(self) -> list[Site]:
-        found = []
+        found: list[Site] = []
         for class_name in self.classes:
             found.extend(self._class_sites(class_name))
         return found
 
     def _class_sites(self, class_name: str) -> list[Site]:
         containers = self.members(class_name)["containers"]
-        found = []
+        found: list[Site] = []
         for method in self.all_methods(class_name).values():
             if method.name == "__init__":
                 continue
@@ -374,13 +389,13 @@ class Analysis:
                     site = self._loop_site(class_name, containers, node)
                 elif isinstance(node, ast.Call):
                     path = self.container_path(class_name, node.func)
-                    if path in containers and containers[path][0] == "Sequential":
+                    if path is not None and path in containers and containers[path][0] == "Sequential":
                         site = self._site(class_name, path, containers[path], node, None)
                 if site is not None:
                     found.append(site)
         return found
 
-    def _loop_site(self, class_name: str, containers: dict, loop: ast.For) -> Site | None:
+    def _loop_site(self, class_name: str, containers: dict[str, list[Any]], loop: Loop) -> Site | None:
         iterable, target = loop.iter, loop.target
         if isinstance(iterable, ast.Call) and dotted(iterable.func) == "enumerate" and (args := arguments(iterable)):
             iterable = args[0][1]
@@ -391,7 +406,7 @@ class Analysis:
         ):
             iterable = iterable.value  # a slice of the container: self.blocks[:4]
         attr = self.container_path(class_name, iterable)
-        if attr not in containers or not isinstance(target, ast.Name):
+        if attr is None or attr not in containers or not isinstance(target, ast.Name):
             return None
         var = target.id
         per_layer = None
@@ -412,11 +427,11 @@ class Analysis:
         self,
         class_name: str,
         attr: str,
-        container,
-        node: ast.AST,
+        container: list[Any],
+        node: ast.stmt | ast.expr,
         function: str | None,
         module_param: str | None = None,
-    ):
+    ) -> Site | None:
         blocks, count = container[1], container[2]
         if len(blocks) != 1:
             return None
@@ -433,7 +448,7 @@ class Analysis:
             module_param=module_param,
         )
 
-    def reachable_sites(self, func: ast.FunctionDef) -> list[Site]:
+    def reachable_sites(self, func: Def) -> list[Site]:
         """Sites whose blocks a compiled frame ``func`` inlines: in its class or a submodule's
         (transitively), or in the class of a module-level object the function uses."""
         owner = self.tree.enclosing_class(func)
@@ -442,7 +457,8 @@ class Analysis:
             start.add(owner.name)
         else:
             start |= self._instances_named(identifiers(self.tree.walk_body(func.body)))
-        reachable, todo = set(), list(start)
+        reachable: set[str] = set()
+        todo = list(start)
         while todo:
             name = todo.pop()
             if name in reachable or name not in self.classes:
@@ -455,10 +471,10 @@ class Analysis:
 
     def _instances_named(self, names: set[str]) -> set[str]:
         """Classes of this file instantiated into one of ``names`` (``model = Net().eval()``)."""
-        classes = set()
+        classes: set[str] = set()
         for node in self.tree.order:
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
-                value = node.value
+                value: ast.expr | None = node.value
                 while isinstance(value, ast.Call):
                     if isinstance(value.func, ast.Name) and value.func.id in self.classes:
                         classes.add(value.func.id)
@@ -466,7 +482,7 @@ class Analysis:
                     value = value.func.value if isinstance(value.func, ast.Attribute) else None
         return classes
 
-    def target_function(self, site: Site) -> ast.FunctionDef | None:
+    def target_function(self, site: Site) -> Def | None:
         if site.function is not None:
             return self.functions.get(site.function)
         return self.methods(site.block).get("forward")
@@ -479,21 +495,26 @@ class Analysis:
     @functools.cached_property
     def eager_backend_line(self) -> int | None:
         """The line of the file's first ``compile(..., backend="eager")``."""
-        return next((node.lineno for node in self.tree.order if eager_compile(self.source, node)), None)
+        calls = (node for node in self.tree.order if isinstance(node, ast.Call))
+        return next((call.lineno for call in calls if eager_compile(self.source, call)), None)
 
     # -- can the block be traced whole? -------------------------------------------------
     def check(self, site: Site) -> Verdict:
         verdict = Verdict()
         target = self.target_function(site)
+        # RF004 checks only a site whose function it found; RF007 (regional.stack_checks) also a
+        # block whose forward is inherited, which fails here (as it did on `None.args` before).
+        assert target is not None, f"`{site.block}` has no forward of its own to check"
         if site.function is None:
             RegionWalker(self, verdict, site.block, target, top=True, seen=set()).run()
         else:
+            assert site.module_param is not None  # _loop_site sets it with the function
             modules = {site.module_param: site.block}
             RegionWalker(self, verdict, None, target, top=True, seen=set(), modules=modules).run()
         return verdict
 
 
-def _classes_in(kind: str, detail) -> list[str]:
+def _classes_in(kind: str, detail: Any) -> list[str]:
     """The classes a member of ``kind`` holds (a ModuleDict's entries included)."""
     if kind == "class":
         return [detail]
@@ -521,6 +542,13 @@ def _dict_items(call: ast.Call) -> list[tuple[str, ast.expr]]:
     return []
 
 
+def _string_value(source: SourceFile, node: ast.expr) -> str | None:
+    """The text of one plain string literal (``simple_string``), else None."""
+    if simple_string(source, node) and isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
 def _passes(element: tuple[ast.Call | None, str | None]) -> bool:
     """Does the element's call pass the loop variable (``Block(cfg, i)``, ``Block(layer_idx=i)``)?"""
     call, variable = element
@@ -529,7 +557,7 @@ def _passes(element: tuple[ast.Call | None, str | None]) -> bool:
     )
 
 
-def _enclosing_loop(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> ast.For | None:
+def _enclosing_loop(analysis: Analysis, node: ast.AST, init: Def) -> Loop | None:
     for parent in analysis.tree.ancestors(node):
         if parent is init:
             return None
@@ -538,7 +566,7 @@ def _enclosing_loop(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) ->
     return None
 
 
-def _unconditional(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> bool:
+def _unconditional(analysis: Analysis, node: ast.AST, init: Def) -> bool:
     """Does ``node`` run exactly once whenever ``init`` runs (no branch or loop around it)?"""
     for parent in analysis.tree.ancestors(node):
         if parent is init:
@@ -557,14 +585,15 @@ def _range_count(analysis: Analysis, generators: list[ast.comprehension]) -> int
 def _count_of(analysis: Analysis, iterable: ast.expr) -> int | None:
     if isinstance(iterable, ast.Call) and dotted(iterable.func) == "range" and len(args := arguments(iterable)) == 1:
         value = args[0][1]
-        if is_int(value):
-            return value.value
+        count = int_value(value)
+        if count is not None:
+            return count
         if isinstance(value, ast.Name):
             return analysis.constants.get(value.id)
     return None
 
 
-def _loop_count(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> int | None:
+def _loop_count(analysis: Analysis, node: ast.AST, init: Def) -> int | None:
     """``for _ in range(N): self.blocks.append(Block())``: N."""
     for parent in analysis.tree.ancestors(node):
         if isinstance(parent, FORS):
@@ -574,7 +603,7 @@ def _loop_count(analysis: Analysis, node: ast.AST, init: ast.FunctionDef) -> int
     return None
 
 
-def already_marked(func: ast.FunctionDef) -> bool:
+def already_marked(func: Def) -> bool:
     for decorator in func.decorator_list:
         expr = decorator.func if isinstance(decorator, ast.Call) else decorator
         if dotted(expr).endswith(("nested_compile_region", "mark_compile_region")):
@@ -582,7 +611,7 @@ def already_marked(func: ast.FunctionDef) -> bool:
     return False
 
 
-def training_in(source: SourceFile, path: str, nodes=None) -> str | None:
+def training_in(source: SourceFile, path: str, nodes: Iterable[ast.AST] | None = None) -> str | None:
     """Where the file runs a backward pass (``loss.backward()``), if it does: of several, the
     call that ends first (an inner call before the one around it). ``nodes``: all of the file's
     nodes, where they are at hand."""

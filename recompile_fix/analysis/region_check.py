@@ -8,11 +8,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from recompile_fix.analysis.aliasing import AliasFlow, check_outputs
 from recompile_fix.analysis.ast_tree import (
     FORS,
+    Def,
     arguments,
     code_of,
     dotted,
@@ -131,10 +132,10 @@ class RegionWalker:
         analysis: Analysis,
         verdict: Verdict,
         owner: str | None,
-        func: ast.FunctionDef,
+        func: Def,
         *,
         top: bool,
-        seen: set,
+        seen: set[int],
         modules: dict[str, str] | None = None,
     ):
         self.a, self.verdict, self.owner, self.func, self.top, self.seen = analysis, verdict, owner, func, top, seen
@@ -149,14 +150,14 @@ class RegionWalker:
         self.params = {p.arg for p, _ in every}
         self.bound = binding_lines(analysis, func)
 
-    def where(self, node: ast.AST) -> str:
+    def where(self, node: ast.expr | ast.stmt) -> str:
         return f"line {node.lineno}"
 
     def run(self) -> None:
         if id(self.func) in self.seen:
             return
         self.seen.add(id(self.func))
-        self.verdict.spans.append((self.func.lineno, self.func.end_lineno))
+        self.verdict.spans.append((self.func.lineno, self.func.end_lineno or self.func.lineno))
         for node in self.a.tree.walk_body(self.func.body, skip_defs=True):
             if isinstance(node, ast.Call):
                 self.call(node)
@@ -180,7 +181,7 @@ class RegionWalker:
             for problem in check_outputs(flow, self.tensors):
                 self.verdict.add(self.verdict.hard, problem)
 
-    def fresh(self, name: str, node: ast.AST) -> bool:
+    def fresh(self, name: str, node: ast.expr | ast.stmt) -> bool:
         """Is ``name`` still the argument the function was called with at ``node``?"""
         return name in self.tensors and not any(line < node.lineno for line in self.bound.get(name, ()))
 
@@ -256,8 +257,9 @@ class RegionWalker:
         index = func.slice.value
         order = members["ordered"].get(path) or []
         known = order[: index + 1] if index >= 0 else []
-        if len(known) == index + 1 and None not in known:
-            classes = [known[index]]
+        block = known[index] if len(known) == index + 1 and None not in known else None
+        if block is not None:
+            classes = [block]
         else:
             classes = sorted(members["containers"][path][1])
         for class_name in classes:
@@ -303,6 +305,7 @@ class RegionWalker:
             verdict.add(verdict.unseen, f"calls `{name}(...)` ({self.where(node)}), which the analysis cannot follow")
 
     def call_self(self, parts: list[str], node: ast.Call) -> None:
+        assert self.owner is not None  # call() sends `self.x(...)` here only in a method
         self.call_instance(self.owner, parts, node, spelled="self")
 
     def call_instance(self, class_name: str, parts: list[str], node: ast.Call, spelled: str) -> None:
@@ -333,7 +336,7 @@ class RegionWalker:
         else:
             verdict.add(verdict.unseen, f"calls `{text}(...)` ({self.where(node)}), which the analysis cannot follow")
 
-    def call_member(self, spelled: str, kind: str, detail, rest: list[str], node: ast.Call) -> None:
+    def call_member(self, spelled: str, kind: str, detail: Any, rest: list[str], node: ast.Call) -> None:
         verdict = self.verdict
         if kind == "torch":
             last, tracks = detail
@@ -367,7 +370,7 @@ class RegionWalker:
             )
 
     # -- values -----------------------------------------------------------------------
-    def branch(self, test: ast.expr, node: ast.AST) -> None:
+    def branch(self, test: ast.expr, node: ast.expr | ast.stmt) -> None:
         if self.data_dependent(test):
             self.verdict.add(
                 self.verdict.hard,
@@ -430,11 +433,11 @@ def _maybe_tensor(source: SourceFile, param: ast.arg, default: ast.expr | None) 
     return True
 
 
-def binding_lines(analysis: Analysis, func: ast.FunctionDef) -> dict[str, list[int]]:
+def binding_lines(analysis: Analysis, func: Def) -> dict[str, list[int]]:
     """Lines where each name is (re)bound in the function: assignments, loops, with-as."""
     bound: dict[str, list[int]] = {}
 
-    def names(target) -> list[str]:
+    def names(target: ast.expr) -> list[str]:
         if isinstance(target, ast.Name):
             return [target.id]
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -444,17 +447,15 @@ def binding_lines(analysis: Analysis, func: ast.FunctionDef) -> dict[str, list[i
         return []
 
     for node in analysis.tree.walk_body(func.body, skip_defs=True):
-        targets = []
+        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
-            targets = node.targets
+            targets, line = node.targets, node.lineno
         elif isinstance(node, (ast.AnnAssign, *FORS, ast.NamedExpr)):
-            targets = [node.target]
+            targets, line = [node.target], node.lineno
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            targets = [node.optional_vars]
-        if targets:
             # A with item has no position of its own: its expression's.
-            line = node.context_expr.lineno if isinstance(node, ast.withitem) else node.lineno
-            for target in targets:
-                for name in names(target):
-                    bound.setdefault(name, []).append(line)
+            targets, line = [node.optional_vars], node.context_expr.lineno
+        for target in targets:
+            for name in names(target):
+                bound.setdefault(name, []).append(line)
     return bound

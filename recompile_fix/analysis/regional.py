@@ -21,7 +21,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from recompile_fix.analysis.ast_tree import DEFS, arguments, code_of, dotted, self_attr
+from recompile_fix.analysis.ast_tree import DEFS, Def, arguments, code_of, dotted, self_attr
 from recompile_fix.analysis.block_stacks import Analysis, Site
 from recompile_fix.analysis.source import SourceFile
 
@@ -309,7 +309,7 @@ def _index_reads(analysis: Analysis, site: Site) -> list[str]:
     return list(dict.fromkeys(reads))
 
 
-def _index_parameters(analysis: Analysis, site: Site, init: ast.FunctionDef) -> set[str]:
+def _index_parameters(analysis: Analysis, site: Site, init: Def) -> set[str]:
     """The block's ``__init__`` parameters that receive the index of the comprehension or loop
     that builds the container."""
     call, variable = analysis.members(site.owner)["containers"][site.attr][3]

@@ -11,20 +11,31 @@ import builtins
 import functools
 import re
 import symtable
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from recompile_fix.errors import UserError
 from recompile_fix.notebook import source_of
 from recompile_fix.profile.files import read_bounded
 
-__all__ = ["dotted_name", "is_name", "SourceError", "SourceFile", "walk"]
+__all__ = ["dotted_name", "is_name", "Positioned", "SourceError", "SourceFile", "walk"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _BUILTIN_NAMES = set(dir(builtins))
+
+
+@runtime_checkable
+class Positioned(Protocol):
+    """An ``ast`` node with a position: a statement, an expression, a parameter, a keyword, ..."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
 
 
 class SourceError(UserError):
@@ -86,15 +97,17 @@ class SourceFile:
             ) from None
         if bom:  # columns of line 1 count the mark's three UTF-8 bytes, as in the file
             for node in ast.walk(tree):
-                if getattr(node, "lineno", None) == 1:
+                if not isinstance(node, Positioned):
+                    continue
+                if node.lineno == 1:
                     node.col_offset += 3
-                if getattr(node, "end_lineno", None) == 1:
+                if node.end_lineno == 1 and node.end_col_offset is not None:
                     node.end_col_offset += 3
         return tree
 
     # -- metadata ---------------------------------------------------------------------
     @functools.cached_property
-    def positions(self):
+    def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
     @functools.cached_property
@@ -147,9 +160,10 @@ class SourceFile:
         """Character offset of an ``ast`` (1-based line, UTF-8 byte column) position."""
         return self.offset(line, self.char_column(line, byte_column))
 
-    def segment(self, node: ast.AST) -> str:
+    def segment(self, node: Positioned) -> str:
         """The source text of an ``ast`` node (``ast.get_source_segment`` re-splits the file on
         every call)."""
+        assert node.end_lineno is not None and node.end_col_offset is not None  # ast.parse sets them
         start = self.byte_offset(node.lineno, node.col_offset)
         end = self.byte_offset(node.end_lineno, node.end_col_offset)
         return self.text[start:end]
@@ -209,13 +223,13 @@ class SourceFile:
             parent = self.parents.get(parent)
         return None
 
-    def ancestors(self, node: cst.CSTNode):
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         parent = self.parents.get(node)
         while parent is not None:
             yield parent
             parent = self.parents.get(parent)
 
-    def statement_of(self, node: cst.CSTNode):
+    def statement_of(self, node: cst.CSTNode) -> tuple[cst.CSTNode | None, str | None]:
         """The statement a fix can be inserted before: (statement, None) or (None, why not)."""
         child = node
         for parent in self.ancestors(node):
@@ -246,7 +260,7 @@ class SourceFile:
             child = parent
         return None, "no enclosing statement"
 
-    def _outside_class_body(self, statement: cst.CSTNode):
+    def _outside_class_body(self, statement: cst.CSTNode) -> tuple[cst.CSTNode | None, str | None]:
         """(statement, None), or (None, why) where the statement is in a class body (its scope is
         the class: a name bound before it becomes a class attribute)."""
         scope = next(
@@ -383,7 +397,7 @@ class SourceFile:
         table = self._symbol_table
         if table is None:
             return True
-        chain: list[ast.AST] = []
+        chain: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda] = []
         stack: list[ast.AST] = [self.syntax]
         while stack:  # the scopes around the line, outermost first
             node = stack.pop()
@@ -478,6 +492,7 @@ class SourceFile:
                 and isinstance(statement.value.value, str)
             )
             if is_docstring or isinstance(statement, (ast.Import, ast.ImportFrom)):
+                assert statement.end_lineno is not None  # ast.parse sets it
                 line = statement.end_lineno
             else:
                 break
@@ -512,7 +527,7 @@ class _AllNames(cst.CSTVisitor):
         self.names.add(name.value)
 
 
-def walk(root: cst.CSTNode):
+def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``root`` (itself first), depth first, in source order."""
     stack = [root]
     while stack:
@@ -521,7 +536,7 @@ def walk(root: cst.CSTNode):
         stack.extend(reversed(node.children))
 
 
-def is_name(node, name: str) -> bool:
+def is_name(node: object, name: str) -> bool:
     return isinstance(node, cst.Name) and node.value == name
 
 
