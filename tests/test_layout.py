@@ -61,10 +61,12 @@ def stage_of(module: str) -> int:
 def modules() -> dict[str, Path]:
     """Every module of the package, rules included (recompile_fix/rules links to rules/)."""
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE).with_suffix("").parts
-        name = ".".join(("recompile_fix",) + (parts[:-1] if parts[-1] == "__init__" else parts))
-        found[name] = path
+    # rglob does not follow the link, so the rules are walked from their real folder.
+    for root, prefix in ((PACKAGE, ("recompile_fix",)), (ROOT / "rules", ("recompile_fix", "rules"))):
+        for path in sorted(root.rglob("*.py")):
+            parts = prefix + path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    assert "recompile_fix.rules" in found and len(found) > 100, sorted(found)
     return found
 
 
