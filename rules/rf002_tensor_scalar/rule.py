@@ -10,13 +10,6 @@ import libcst as cst
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_arguments import (
-    ScalarArgument,
-    changed_scalars,
-    forwards,
-    parameter_function,
-    parameter_inputs,
-)
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
@@ -26,6 +19,13 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
+from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
+    ScalarArgument,
+    changed_scalars,
+    forwards,
+    parameter_function,
+    parameter_inputs,
+)
 
 __all__ = ["RULE", "TensorScalar"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 
-from recompile_fix.analysis.counters import AttributeState, Counter, CounterState, GlobalState, counter_owner
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, distinct
 from recompile_fix.analysis.source import SourceFile
@@ -16,6 +15,13 @@ from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Location, Profile
+from recompile_fix.rules.rf006_counter_buffer.counters import (
+    AttributeState,
+    Counter,
+    CounterState,
+    GlobalState,
+    counter_owner,
+)
 
 __all__ = ["RULE", "CounterBuffer"]
 

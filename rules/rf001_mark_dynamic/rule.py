@@ -25,10 +25,7 @@ from recompile_fix.analysis.call_site_code import (
     squeezed_code,
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
-from recompile_fix.analysis.graph_dims import parameter_of, refused_by_run
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.size_evidence import SiteEvidence, site_evidence
-from recompile_fix.analysis.size_uses import SizeUses, unseen_call
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
@@ -38,13 +35,16 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile, is_library_path
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import Step
-from recompile_fix.rules.rf001_compile_call import (
+from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
     ISOLATE_RECOMPILES,
     fix_compile_call,
     isolate_finding,
     library_call_finding,
     per_wrapper_sizes,
 )
+from recompile_fix.rules.rf001_mark_dynamic.graph_dims import parameter_of, refused_by_run
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence, site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses, unseen_call
 
 __all__ = ["RULE", "MarkDynamic"]
 

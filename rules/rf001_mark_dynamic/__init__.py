@@ -1,0 +1,6 @@
+"""RF001 mark-dynamic, one folder: ``rule`` holds the rule (its docs, examples and logic);
+``compile_call``, ``graph_dims``, ``size_evidence``, ``size_uses`` hold the analyses only it uses."""
+
+from .rule import RULE
+
+__all__ = ["RULE"]
