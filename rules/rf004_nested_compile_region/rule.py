@@ -14,6 +14,7 @@ from recompile_fix.analysis.region_check import Verdict
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.arbitration import Claim
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
@@ -333,6 +334,14 @@ class NestedCompileRegion(Rule):
         except SourceError:
             return finding
         return next((f for f in again if f.params == finding.params), finding)
+
+    def claims(self, finding: Finding) -> list[Claim]:
+        """The stack of blocks whose class the region goes on, by its attribute in the container
+        (``Model.layers``: ``layers``); RF007 claims stacks by the same name."""
+        container = str(finding.evidence.get("container", ""))
+        attr = container.split(".", 1)[1] if "." in container else container
+        block = finding.params.get("class")
+        return [Claim(f"stack of `{block}` blocks", attr, f"marks `{block}.forward` as a nested compile region")]
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The function is already a region (``nested_compile_region``, ours or hand-written)."""

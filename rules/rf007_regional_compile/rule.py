@@ -22,13 +22,14 @@ from recompile_fix.analysis.regional import (
 )
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.block_strategy import boundary_inputs, boundary_share
+from recompile_fix.findings.arbitration import Claim, Preference
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import module_path_code
+from recompile_fix.rules.rf007_regional_compile.block_boundaries import boundary_inputs, boundary_share, preference
 
 __all__ = ["RULE", "RegionalCompile"]
 
@@ -37,6 +38,8 @@ MODULE_COMPILE = TorchApi(
     "torch.nn.Module.compile", (2, 2), "PyTorch 2.2 release (nn.Module.compile added)", in_text=False
 )
 MIN_TORCH = MODULE_COMPILE.since  # nn.Module.compile() is in torch 2.2 and later
+# What the fix does to a stack of blocks, as a nested compile region's note names it when it loses.
+BLOCKS_ONE_BY_ONE = "compiles these blocks one by one"
 
 TRADE_OFF = (
     "trade-off: the blocks compile once for all of them (about one block's compile time), but the "
@@ -362,6 +365,19 @@ class RegionalCompile(Rule):
         else:
             finding.notes = notes
         return finding
+
+    # -- one fix per stack of blocks -------------------------------------------------------
+    def claims(self, finding: Finding) -> list[Claim]:
+        """Every stack of blocks the fix compiles one by one, by its path from the compiled
+        module (RF004 claims a stack by the same name: ``stack of `Block` blocks``)."""
+        return [
+            Claim(f"stack of `{stack.get('block')}` blocks", str(stack.get("path", "")), BLOCKS_ONE_BY_ONE)
+            for stack in finding.params.get("blocks", [])
+        ]
+
+    def prefer(self, finding: Finding, rival: Finding) -> Preference:
+        """Against a nested compile region on the same blocks (RF004): ``block_boundaries``."""
+        return preference(finding, rival)
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
