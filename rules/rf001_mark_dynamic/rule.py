@@ -268,6 +268,7 @@ class MarkDynamic(Rule):
                 bases[base] = base.expr
                 return base.expr
             arg = argument_for_base(call, base)
+            assert arg is not None, "planned where the call passes it"
             value = arg.value
             if isinstance(value, cst.Name):
                 name = value.value
@@ -490,10 +491,10 @@ class _SitePlan:
         if not self._marking_helps(kept):
             if self.here < 2:
                 return []  # nothing recompiled here: no word about another call's compiles
-            small = sorted({f"`{names.get(src, src)}` dim {d}" for src, d in kept if self.ev.small(src, [d])})
+            small_dims = sorted({f"`{names.get(src, src)}` dim {d}" for src, d in kept if self.ev.small(src, [d])})
             return self.none(
                 [
-                    f"no edit: marking {', '.join(small) or 'these dimensions'} would not reduce the "
+                    f"no edit: marking {', '.join(small_dims) or 'these dimensions'} would not reduce the "
                     f"{self.here} compiles at this call (torch makes a dimension dynamic on its own once "
                     "its size changes; what is left is the floor)",
                     *self._still_compiles(kept, "maybe_mark_dynamic", func, None if func else "", names)[:1],

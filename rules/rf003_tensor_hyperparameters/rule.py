@@ -50,14 +50,22 @@ TENSOR_LR_IN_REDUCE_ON_PLATEAU = TorchApi(
 TENSOR_LR_IN_SEQUENTIAL = TorchApi(
     "torch.optim.lr_scheduler.SequentialLR with a tensor lr", (2, 10), "pytorch#162360", in_text=False
 )
-TENSOR_LR_SCHEDULERS_SINCE = TENSOR_LR_IN_SCHEDULERS.since
+
+
+def _since(api: TorchApi) -> tuple[int, int]:
+    """The first release with ``api``, which every API here names."""
+    assert api.since is not None, api.name
+    return api.since
+
+
+TENSOR_LR_SCHEDULERS_SINCE = _since(TENSOR_LR_IN_SCHEDULERS)
 FLOAT_WRITERS = {
     "ReduceLROnPlateau": (
-        TENSOR_LR_IN_REDUCE_ON_PLATEAU.since,
+        _since(TENSOR_LR_IN_REDUCE_ON_PLATEAU),
         "writes a Python float back into `param_groups[i]['lr']`",
     ),
     "SequentialLR": (
-        TENSOR_LR_IN_SEQUENTIAL.since,
+        _since(TENSOR_LR_IN_SEQUENTIAL),
         "aliases the tensor lr with `initial_lr`, corrupting later learning rates",
     ),
 }
@@ -217,7 +225,8 @@ class TensorHyperparameters(Rule):
         files: list[str],
         static_source: SourceFile | None = None,
     ) -> Finding:
-        source = static_source or project.source(built.file)
+        source = static_source or (project.source(built.file) if project is not None else None)
+        assert source is not None, "the construction was read from it"
         compiles = frame.compile_count if frame else "several"
         notes: list[str] = []
         blockers: list[str] = []
@@ -386,7 +395,7 @@ class _Construction:
 
     @classmethod
     def find(cls, source: SourceFile | None, file: str) -> list["_Construction"]:
-        found = []
+        found: list[_Construction] = []
         if source is None or "optim" not in source.text:
             return found
         for call in source.nodes(cst.Call):
@@ -409,7 +418,7 @@ class _Construction:
         return self.name is not None and self.name.split(".")[-1] in {n.split(".")[-1] for n in names}
 
     def schedulers(self, source: SourceFile) -> list[_Scheduler]:
-        found = []
+        found: list[_Scheduler] = []
         if self.name is None:
             return found
         for call in source.nodes(cst.Call):
@@ -569,7 +578,9 @@ def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[
     if source.text[line_start:closing].strip() == "" and line_start > end:
         # One argument per line, closing paren on its own line: one more line per keyword.
         last_line = source.positions[last].start.line
-        indent = re.match(r"\s*", source.lines[last_line - 1]).group(0)
+        leading = re.match(r"\s*", source.lines[last_line - 1])
+        assert leading is not None  # `\s*` matches every line
+        indent = leading.group(0)
         comma = "" if not isinstance(last.comma, cst.MaybeSentinel) else ","
         text = "".join(f"{indent}{k},\n" for k in keywords)
         if comma:

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import os
 import re
+from typing import cast
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
 from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in
@@ -27,6 +28,7 @@ __all__ = ["RULE", "NestedCompileRegion"]
 NESTED_COMPILE_REGION = TorchApi(
     "torch.compiler.nested_compile_region", (2, 8), "measured: absent 2.6.0, present 2.8.0"
 )
+assert NESTED_COMPILE_REGION.since is not None
 MIN_TORCH = NESTED_COMPILE_REGION.since  # public from 2.8
 # Backward through a region compiled with backend="eager" fails before 2.14 ("fake_mode should be
 # enabled for HOPs"; measured on 2.8, 2.10 and 2.13, fixed by pytorch/pytorch#184700, whose fast
@@ -144,7 +146,7 @@ class NestedCompileRegion(Rule):
                 analyses[frame.file] = _analysis_of(project.source(frame.file))
             analysis = analyses[frame.file]
             func = analysis.function_def(frame.first_line, frame.name) if analysis else None
-            if func is None:
+            if analysis is None or func is None:
                 continue
             for site in analysis.reachable_sites(func):
                 key = (frame.file, site.target_key)
@@ -237,7 +239,7 @@ class NestedCompileRegion(Rule):
             if frame is not None
             else "one after another"
         )
-        evidence = {
+        evidence: dict[str, object] = {
             "container": f"{site.owner}{module_path_code(site.attr)}",
             "blocks": site.count,
             "block": site.block,
@@ -253,6 +255,7 @@ class NestedCompileRegion(Rule):
                     "graph_breaks": sum(b.count for b in frame.graph_breaks),
                 }
             )
+            assert profile is not None, "a frame is the Profile's"
             _attribute_graph_breaks(profile, frame, path, verdict)
         finding = Finding(
             rule=self.id,
@@ -376,7 +379,7 @@ def _target_def(tree: Tree, params: dict):
             if isinstance(n, DEFS)
             and n.name == params["function"]
             and n.lineno == params["line"]
-            and class_name(tree.enclosing_class(n)) == params["class"]
+            and class_name(tree.enclosing_class(cast(ast.FunctionDef, n))) == params["class"]
         ),
         None,
     )
@@ -465,7 +468,8 @@ class _ProgramFacts:
             return f"{analysis.source.path}:{analysis.eager_backend_line}"
         for path, source in self.sources:
             try:
-                line = next((n.lineno for n in ast.walk(source.syntax) if eager_compile(source, n)), None)
+                calls = (n for n in ast.walk(source.syntax) if isinstance(n, ast.Call))  # all eager_compile takes
+                line = next((n.lineno for n in calls if eager_compile(source, n)), None)
             except SourceError:
                 continue
             if line:
@@ -510,7 +514,7 @@ def _frame_class(analyses: dict[str, Analysis | None], project: Project, frame: 
         analyses[frame.file] = _analysis_of(project.source(frame.file))
     analysis = analyses[frame.file]
     func = analysis.function_def(frame.first_line, frame.name) if analysis else None
-    return class_name(analysis.tree.enclosing_class(func)) if func is not None else None
+    return class_name(analysis.tree.enclosing_class(func)) if analysis is not None and func is not None else None
 
 
 def _analysis_of(source: SourceFile | None) -> Analysis | None:

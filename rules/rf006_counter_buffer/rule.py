@@ -37,6 +37,7 @@ _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")
 DYNAMIC_SOURCES = TorchApi(
     "torch.compiler.config.dynamic_sources", (2, 7), "measured: absent 2.6.0, present 2.8.0; 2.7 from pytorch#147979"
 )
+assert DYNAMIC_SOURCES.since is not None
 DYNAMIC_SOURCES_SINCE = DYNAMIC_SOURCES.since
 # Not written: before 2.7 there is no allow_unspec_int_on_nn_module either (pytorch#142829, 2.7;
 # 2.6.0 raises AttributeError on it), and from 2.7 dynamic_sources names the one counter.
@@ -126,8 +127,10 @@ class CounterBuffer(Rule):
             for reason in frame.reasons():
                 source = reason.source or ""
                 is_int = reason.value_type == "int"
+                owner: tuple[str, str, str] | None = None  # an attribute's class (a global's file is in its key)
+                key: tuple[str, object, str]
                 if reason.kind == "global_value" and is_int:
-                    key = ("global", frame.file, _GLOBAL_SOURCE.match(source).group("name"))
+                    key = ("global", frame.file, _matched(_GLOBAL_SOURCE, source, "name"))
                 elif (
                     reason.kind in ("module_attribute", "scalar_value", "attribute_presence")
                     and (match := _ATTRIBUTE_SOURCE.match(source))
@@ -137,10 +140,11 @@ class CounterBuffer(Rule):
                     root = match.group("root") + match.group("rest")
                     if (frame.key, root) not in owners:
                         owners[frame.key, root] = counter_owner(frame, root, project)
-                    key = ("attribute", owners[frame.key, root], match.group("attr"))
+                    owner = owners[frame.key, root]
+                    key = ("attribute", owner, match.group("attr"))
                 else:
                     continue
-                counter = counters.setdefault(key, Counter(kind=key[0], name=key[-1], owner=key[1]))
+                counter = counters.setdefault(key, Counter(kind=key[0], name=key[2], owner=owner))
                 counter.add(frame, source, reason.value if is_int else None)
         findings: list[Finding] = []
         configs: dict[str, list[Finding]] = {}
@@ -161,6 +165,7 @@ class CounterBuffer(Rule):
     def _plan_counter(self, counter: "Counter", profile: Profile, project: Project) -> Finding | None:
         frame = counter.frames[0]
         files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
+        state: CounterState
         if counter.kind == "global":
             state = GlobalState.find(counter, project)
         else:
@@ -248,9 +253,12 @@ class CounterBuffer(Rule):
         ):
             notes.append(f"{config_file} already sets this config or cannot be read; no edit")
             return finding("it stays an int", Safety.NONE, fallback, notes)
-        location = state.config_location
+        config_location = state.config_location
+        assert config_location is not None, "set wherever why_not is not"
         params = {"config": statement, "at": config_source.import_insertion_offset()}
-        return finding(f"make it dynamic with `{statement.split(' = ')[0]}`", Safety.SAFE, location, notes, params)
+        return finding(
+            f"make it dynamic with `{statement.split(' = ')[0]}`", Safety.SAFE, config_location, notes, params
+        )
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -312,7 +320,7 @@ def _merge_configs(findings: list[Finding]) -> Finding:
     if len(findings) == 1:
         return findings[0]
     first = findings[0]
-    names = []
+    names: list[str] = []
     for f in findings:
         value = f.params["config"].split(" = ", 1)[1].strip('"')
         names.extend(n for n in value.split(",") if n not in names and not value == "True")
@@ -340,3 +348,12 @@ def _tensor_code(value: str, torch_name: str) -> str:
 
 
 RULE = CounterBuffer()
+
+
+def _matched(pattern: re.Pattern[str], text: str, group: str) -> str:
+    """``group`` of ``pattern`` matched at the start of ``text``, which the Profile's reason kind
+    promises it holds (a ``global_value`` reason's source is ``G['name']``)."""
+    match = pattern.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} does not match {pattern.pattern}")
+    return match.group(group)

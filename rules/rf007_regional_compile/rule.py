@@ -37,6 +37,7 @@ __all__ = ["RULE", "RegionalCompile"]
 MODULE_COMPILE = TorchApi(
     "torch.nn.Module.compile", (2, 2), "PyTorch 2.2 release (nn.Module.compile added)", in_text=False
 )
+assert MODULE_COMPILE.since is not None
 MIN_TORCH = MODULE_COMPILE.since  # nn.Module.compile() is in torch 2.2 and later
 # What the fix does to a stack of blocks, as a nested compile region's note names it when it loses.
 BLOCKS_ONE_BY_ONE = "compiles these blocks one by one"
@@ -167,9 +168,9 @@ class RegionalCompile(Rule):
             if (path, site.line) in findings:
                 continue
             refs = [StackRef(s.path, s.block.rsplit(".", 1)[-1], s.file, s.line, s.count, s.container) for s in stacks]
-            findings[(path, site.line)] = self._finding(
-                project.source(path), path, site, refs, training, profile, project, frame
-            )
+            source = project.source(path)
+            assert source is not None, "its compile sites were read from it"
+            findings[(path, site.line)] = self._finding(source, path, site, refs, training, profile, project, frame)
         return list(findings.values())
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
@@ -287,6 +288,7 @@ class RegionalCompile(Rule):
         )
         what = "the blocks" if len(refs) > 1 else f"the `{refs[0].block}` blocks"
         first = site.line
+        assert site.end_line is not None, "parsed: every statement has its end"
         location = Location(
             file=path,
             line=first,
@@ -396,6 +398,7 @@ class RegionalCompile(Rule):
         if site.kind == "decorator":
             return self._move_decorator(finding, source, site, torch_name, keywords)
         statement = site.statement
+        assert statement is not None and statement.end_lineno is not None and statement.end_col_offset is not None
         line_text = source.lines[statement.lineno - 1]
         indent = line_text[: len(line_text) - len(line_text.lstrip())]
         start_col = source.char_column(statement.lineno, statement.col_offset)
@@ -423,6 +426,7 @@ class RegionalCompile(Rule):
     ) -> list[Edit]:
         """``@torch.compile`` from the model's forward onto each block class's forward."""
         decorator = site.decorator
+        assert decorator is not None and decorator.end_lineno is not None, "a decorator site's"
         first, last = decorator.lineno, decorator.end_lineno
         line_text = source.lines[first - 1]
         if line_text[: source.char_column(first, decorator.col_offset)].strip() != "@":
@@ -509,6 +513,7 @@ def _match(frame: Frame, sites: dict[str, list[CompileSite]], project: Project) 
     for path, found in sites.items():
         for site in found:
             if site.kind == "decorator" and path == frame.file:
+                assert site.decorated is not None, "a decorator site's"
                 lines = [d.lineno for d in site.decorated.decorator_list] + [site.decorated.lineno]
                 if min(lines) <= frame.first_line <= site.decorated.lineno:
                     return path, site

@@ -149,7 +149,7 @@ class ScheduleTensor(Rule):
 
     def _plan(self, frame: Frame, param: str, line: int, project: Project) -> list[Finding]:
         source = project.source(frame.file)
-        function_name = function_of(frame.name)
+        function_name = function_of(frame.name) or frame.name
         func = compiled_function(source, frame, function_name) if source is not None else None
         if source is None or func is None:
             return []
