@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import libcst as cst
 
@@ -230,37 +231,8 @@ class TensorHyperparameters(Rule):
         compiles = frame.compile_count if frame else "several"
         notes: list[str] = []
         blockers: list[str] = []
-        for scheduler in built.schedulers(source):
-            writer = FLOAT_WRITERS.get(scheduler.cls)
-            if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
-                blockers.append(
-                    f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
-                    "floats (tensor lrs arrived in torch 2.4)"
-                )
-            elif writer and version is not None and version < writer[0]:
-                blockers.append(
-                    f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
-                    f"{'.'.join(map(str, writer[0]))}: a tensor does not help"
-                )
-            if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
-                what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
-                text = (
-                    f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
-                    "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
-                    "momentum need not cycle"
-                )
-                (blockers if keys <= {"betas", "momentum"} else notes).append(text)
-        fills: list[list] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
-        for file in files:
-            other = project.source(file) if project else static_source
-            for assignment in _lr_assignments(other, file):
-                if file == built.file and built.name is not None and assignment.owner == built.name:
-                    fills.append([*assignment.span, assignment.target, assignment.value])
-                    continue
-                blockers.append(
-                    f"`{assignment.text}` at {assignment.where} assigns a Python float to the lr: it would "
-                    "replace a tensor lr (write `group['lr'].fill_(...)` to keep it)"
-                )
+        _scheduler_problems(built, source, version, keys, blockers, notes)
+        fills = _program_lr_writes(built, files, project, static_source, blockers)
         if "lr" not in keys:
             blockers.append(
                 f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
@@ -446,6 +418,61 @@ class _Construction:
             "capturable": self.foreach and not self.capturable and self.cls in CAPTURABLE_FOR_FOREACH,
             "optimizer": self.cls,
         }
+
+
+def _scheduler_problems(
+    built: _Construction,
+    source: SourceFile,
+    version: tuple[int, int] | None,
+    keys: set[str],
+    blockers: list[str],
+    notes: list[str],
+) -> None:
+    """What the optimizer's schedulers do to a tensor lr (a release that replaces it with floats,
+    a scheduler that writes floats into the momentum), added to ``blockers`` or ``notes``."""
+    for scheduler in built.schedulers(source):
+        writer = FLOAT_WRITERS.get(scheduler.cls)
+        if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
+            blockers.append(
+                f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
+                "floats (tensor lrs arrived in torch 2.4)"
+            )
+        elif writer and version is not None and version < writer[0]:
+            blockers.append(
+                f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
+                f"{'.'.join(map(str, writer[0]))}: a tensor does not help"
+            )
+        if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
+            what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
+            text = (
+                f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
+                "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
+                "momentum need not cycle"
+            )
+            (blockers if keys <= {"betas", "momentum"} else notes).append(text)
+
+
+def _program_lr_writes(
+    built: _Construction,
+    files: list[str],
+    project: Project | None,
+    static_source: SourceFile | None,
+    blockers: list[str],
+) -> list[list[Any]]:
+    """The program's own ``...['lr'] = value`` on this optimizer, kept as ``fill_``: (start, end,
+    target, value) each; an assignment to another optimizer's lr is a blocker."""
+    fills: list[list[Any]] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
+    for file in files:
+        other = project.source(file) if project else static_source
+        for assignment in _lr_assignments(other, file):
+            if file == built.file and built.name is not None and assignment.owner == built.name:
+                fills.append([*assignment.span, assignment.target, assignment.value])
+                continue
+            blockers.append(
+                f"`{assignment.text}` at {assignment.where} assigns a Python float to the lr: it would "
+                "replace a tensor lr (write `group['lr'].fill_(...)` to keep it)"
+            )
+    return fills
 
 
 def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:

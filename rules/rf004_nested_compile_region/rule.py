@@ -276,47 +276,7 @@ class NestedCompileRegion(Rule):
             },
             evidence=evidence,
         )
-        blockers = list(verdict.hard)
-        risks = list(verdict.unseen) + list(verdict.risks)
-        if version_problem:
-            blockers.insert(0, version_problem)
-        regional = facts.regional_loop(site.attr)
-        if regional:
-            blockers.insert(
-                0,
-                f"the blocks are compiled one by one ({regional}): each is a frame of its own, where "
-                "a nested compile region adds nothing",
-            )
-        if verdict.mutations:
-            if training:
-                blockers.extend(
-                    f"{m}; the program trains ({training}), and nested_compile_region rejects "
-                    "in-place input or buffer mutation in training (RuntimeError)"
-                    for m in verdict.mutations
-                )
-            else:
-                risks.extend(
-                    f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
-                    "no `.backward()` was seen, so the model may be used for inference only"
-                    for m in verdict.mutations
-                )
-        if training:
-            risks.append(
-                f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
-                "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
-                "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
-                "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
-            )
-            eager = facts.eager_backend(analysis, frame)
-            release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
-            if eager and release is not None and release < EAGER_BACKWARD_TORCH:
-                blockers.append(
-                    f'the program trains and compiles with backend="eager" ({eager}): with torch '
-                    f"{release[0]}.{release[1]} backward through the region fails (AssertionError: fake_mode "
-                    "should be enabled for HOPs; fixed in torch 2.14 by pytorch/pytorch#184700), and each "
-                    "region call runs the block twice with grad on (a dropout draws twice); aot_eager and "
-                    "inductor run it"
-                )
+        blockers, risks = _problems(analysis, site, verdict, version_problem, facts, frame, profile)
         if blockers:
             finding.safety = Safety.NONE
             finding.notes = blockers + risks
@@ -383,6 +343,62 @@ def _target_def(tree: Tree, params: dict):
         ),
         None,
     )
+
+
+def _problems(
+    analysis: Analysis,
+    site: Site,
+    verdict: Verdict,
+    version_problem: str | None,
+    facts: _ProgramFacts,
+    frame: Frame | None,
+    profile: Profile | None,
+) -> tuple[list[str], list[str]]:
+    """What stops the region (blockers) and what makes it unsafe (risks): the block's verdict,
+    the torch release, blocks already compiled one by one, in-place mutation, training."""
+    training = facts.training
+    blockers = list(verdict.hard)
+    risks = list(verdict.unseen) + list(verdict.risks)
+    if version_problem:
+        blockers.insert(0, version_problem)
+    regional = facts.regional_loop(site.attr)
+    if regional:
+        blockers.insert(
+            0,
+            f"the blocks are compiled one by one ({regional}): each is a frame of its own, where "
+            "a nested compile region adds nothing",
+        )
+    if verdict.mutations:
+        if training:
+            blockers.extend(
+                f"{m}; the program trains ({training}), and nested_compile_region rejects "
+                "in-place input or buffer mutation in training (RuntimeError)"
+                for m in verdict.mutations
+            )
+        else:
+            risks.extend(
+                f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
+                "no `.backward()` was seen, so the model may be used for inference only"
+                for m in verdict.mutations
+            )
+    if training:
+        risks.append(
+            f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
+            "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
+            "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
+            "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
+        )
+        eager = facts.eager_backend(analysis, frame)
+        release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
+        if eager and release is not None and release < EAGER_BACKWARD_TORCH:
+            blockers.append(
+                f'the program trains and compiles with backend="eager" ({eager}): with torch '
+                f"{release[0]}.{release[1]} backward through the region fails (AssertionError: fake_mode "
+                "should be enabled for HOPs; fixed in torch 2.14 by pytorch/pytorch#184700), and each "
+                "region call runs the block twice with grad on (a dropout draws twice); aot_eager and "
+                "inductor run it"
+            )
+    return blockers, risks
 
 
 def _torch_version(text: str | None) -> tuple[int, int] | None:

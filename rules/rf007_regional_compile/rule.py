@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Any
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, dotted, identifiers
 from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, already_marked, training_in
@@ -218,6 +219,75 @@ class RegionalCompile(Rule):
         version = torch_release(profile.torch_version) if profile is not None else _installed_release()
         if version is not None and version < MIN_TORCH:
             blockers.append(f"torch {'.'.join(map(str, version))} has no `nn.Module.compile()` (added in 2.2)")
+        self._stack_problems(source, path, refs, training, project, frame, analysis, (blockers, risks, notes))
+        if site.target is not None and site.target != site.module:
+            wrapper_api = [w for w in ("_orig_mod", "state_dict") if re.search(rf"\b{w}\b", source.text)]
+            if wrapper_api:
+                risks.append(
+                    f"the program uses `{'`, `'.join(wrapper_api)}`: without `torch.compile`'s wrapper "
+                    f"`{site.target}` is the model itself (no `_orig_mod`, and `state_dict()` keys lose "
+                    "their `_orig_mod.` prefix)"
+                )
+        if site.kind == "decorator" and not blockers:
+            problem = _decorator_target_problem(source, path, refs)
+            if problem:
+                blockers.append(problem)
+        existing = {expr for _, expr in regional_loops(source)}
+        refs_to_compile = [r for r in refs if f"{site.module}{module_path_code(r.path)}" not in existing]
+        if not refs_to_compile:
+            notes.append("the blocks are already compiled one by one here: only the whole-model compile goes")
+        stacks_text = " and ".join(
+            f"{r.count if r.count is not None else 'its'} `{r.block}` blocks (`{r.path}`)" for r in refs
+        )
+        what = "the blocks" if len(refs) > 1 else f"the `{refs[0].block}` blocks"
+        first = site.line
+        assert site.end_line is not None, "parsed: every statement has its end"
+        location = Location(
+            file=path,
+            line=first,
+            end_line=site.end_line,
+            col=0,
+            end_col=len(source.lines[site.end_line - 1]) if site.end_line <= len(source.lines) else None,
+            function=None,
+        )
+        evidence, blocks, inputs = _evidence(path, site, refs, training, frame)
+        finding = Finding(
+            rule=self.id,
+            file=path,
+            location=location,
+            # Never [*]: the whole model's callable stops compiling, so its outputs cannot be
+            # compared by verify, and the steady state is a trade-off (see the docstring).
+            safety=Safety.UNSAFE,
+            message=self.message.format(module=site.called, stacks=stacks_text, what=what),
+            params={
+                "kind": site.kind,
+                "line": site.line,
+                "module": site.module,
+                "target": site.target,
+                "keywords": site.keywords,
+                "paths": [r.path for r in refs_to_compile],
+                "blocks": [{"block": r.block, "path": r.path, "file": r.file} for r in refs],
+            },
+            evidence=evidence,
+        )
+        _weigh(finding, training, frame, blocks, inputs, (blockers, risks, notes))
+        return finding
+
+    def _stack_problems(
+        self,
+        source: SourceFile,
+        path: str,
+        refs: list[StackRef],
+        training: str | None,
+        project: Project | None,
+        frame: Frame | None,
+        analysis: Analysis | None,
+        said: tuple[list[str], list[str], list[str]],
+    ) -> None:
+        """What each stack's blocks say against compiling them one by one, added to ``said``
+        (blockers, risks, notes): a region already, a loop the analysis cannot follow, a per-layer
+        cache, a forward that reads the index the block was built with."""
+        blockers, risks, notes = said
         cache_off = turns_off_cache(source)
         for ref in refs:
             block_analysis = _analysis_for(ref, path, analysis, project)
@@ -267,106 +337,6 @@ class RegionalCompile(Rule):
                     f"{', '.join(checks.index_reads[:3])}: torch guards a module's int attributes by "
                     "value, so each block may compile on its own"
                 )
-        if site.target is not None and site.target != site.module:
-            wrapper_api = [w for w in ("_orig_mod", "state_dict") if re.search(rf"\b{w}\b", source.text)]
-            if wrapper_api:
-                risks.append(
-                    f"the program uses `{'`, `'.join(wrapper_api)}`: without `torch.compile`'s wrapper "
-                    f"`{site.target}` is the model itself (no `_orig_mod`, and `state_dict()` keys lose "
-                    "their `_orig_mod.` prefix)"
-                )
-        if site.kind == "decorator" and not blockers:
-            problem = _decorator_target_problem(source, path, refs)
-            if problem:
-                blockers.append(problem)
-        existing = {expr for _, expr in regional_loops(source)}
-        refs_to_compile = [r for r in refs if f"{site.module}{module_path_code(r.path)}" not in existing]
-        if not refs_to_compile:
-            notes.append("the blocks are already compiled one by one here: only the whole-model compile goes")
-        stacks_text = " and ".join(
-            f"{r.count if r.count is not None else 'its'} `{r.block}` blocks (`{r.path}`)" for r in refs
-        )
-        what = "the blocks" if len(refs) > 1 else f"the `{refs[0].block}` blocks"
-        first = site.line
-        assert site.end_line is not None, "parsed: every statement has its end"
-        location = Location(
-            file=path,
-            line=first,
-            end_line=site.end_line,
-            col=0,
-            end_col=len(source.lines[site.end_line - 1]) if site.end_line <= len(source.lines) else None,
-            function=None,
-        )
-        evidence: dict = {
-            "compile": f"{path}:{site.line}",
-            "module": site.module,
-            "stacks": [
-                {"path": r.path, "block": r.block, "count": r.count, "file": r.file, "line": r.line} for r in refs
-            ],
-            "trains": bool(training),
-        }
-        blocks = sum(r.count or 0 for r in refs)
-        recorded = {s.path: s.graph_inputs for s in frame.block_stacks} if frame is not None else {}
-        inputs = boundary_inputs((r.count or 0, recorded.get(r.path)) for r in refs)
-        if blocks:
-            evidence["blocks"] = blocks
-            evidence["boundary_inputs"] = inputs
-        if frame is not None:
-            evidence.update(
-                {
-                    "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                    "compiles": len(frame.compiles),
-                    "compile_seconds": round(frame.compile_seconds, 3),
-                }
-            )
-            if frame.steady is not None:
-                # The calling thread's CPU time where recorded: a busy machine inflates it far less.
-                evidence["steady_ms"] = round(1000 * frame.steady.step_seconds, 3)
-                evidence["steady_wall_ms"] = round(1000 * frame.steady.seconds, 3)
-                evidence["steady_calls"] = frame.steady.calls
-        finding = Finding(
-            rule=self.id,
-            file=path,
-            location=location,
-            # Never [*]: the whole model's callable stops compiling, so its outputs cannot be
-            # compared by verify, and the steady state is a trade-off (see the docstring).
-            safety=Safety.UNSAFE,
-            message=self.message.format(module=site.called, stacks=stacks_text, what=what),
-            params={
-                "kind": site.kind,
-                "line": site.line,
-                "module": site.module,
-                "target": site.target,
-                "keywords": site.keywords,
-                "paths": [r.path for r in refs_to_compile],
-                "blocks": [{"block": r.block, "path": r.path, "file": r.file} for r in refs],
-            },
-            evidence=evidence,
-        )
-        if training:
-            notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
-        else:
-            # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
-            share = boundary_share(inputs, frame.steady.step_seconds) if frame is not None and frame.steady else None
-            cost = (
-                f"the profiled steady-state call took {1000 * frame.steady.step_seconds:.1f} ms, to which {blocks} "
-                f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {inputs} graph inputs they pass)"
-                if frame is not None and frame.steady is not None and share is not None
-                else "each block boundary adds about 15 us a call for each input of a block's graph (no steady-state call was timed)"
-            )
-            risks.append(
-                f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"
-            )
-        notes.append(TRADE_OFF)
-        if blockers:
-            finding.safety = Safety.NONE
-            finding.notes = blockers + risks + notes
-        elif risks:
-            finding.safety = Safety.UNSAFE
-            finding.notes = risks + notes
-        else:
-            finding.notes = notes
-        return finding
 
     # -- one fix per stack of blocks -------------------------------------------------------
     def claims(self, finding: Finding) -> list[Claim]:
@@ -444,6 +414,75 @@ class RegionalCompile(Rule):
             at = source.offset(forward.lineno, 0)
             edits.append(Edit(finding.file, at, at, f"{indent}{call}{ending}", self.id))
         return edits
+
+
+def _evidence(
+    path: str, site: CompileSite, refs: list[StackRef], training: str | None, frame: Frame | None
+) -> tuple[dict[str, Any], int, int]:
+    """The Finding's evidence (the compile, the stacks, the profiled steady-state call), with the
+    blocks and the graph inputs their boundaries pass."""
+    evidence: dict[str, Any] = {
+        "compile": f"{path}:{site.line}",
+        "module": site.module,
+        "stacks": [{"path": r.path, "block": r.block, "count": r.count, "file": r.file, "line": r.line} for r in refs],
+        "trains": bool(training),
+    }
+    blocks = sum(r.count or 0 for r in refs)
+    recorded = {s.path: s.graph_inputs for s in frame.block_stacks} if frame is not None else {}
+    inputs = boundary_inputs((r.count or 0, recorded.get(r.path)) for r in refs)
+    if blocks:
+        evidence["blocks"] = blocks
+        evidence["boundary_inputs"] = inputs
+    if frame is not None:
+        evidence.update(
+            {
+                "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+                "compiles": len(frame.compiles),
+                "compile_seconds": round(frame.compile_seconds, 3),
+            }
+        )
+        if frame.steady is not None:
+            # The calling thread's CPU time where recorded: a busy machine inflates it far less.
+            evidence["steady_ms"] = round(1000 * frame.steady.step_seconds, 3)
+            evidence["steady_wall_ms"] = round(1000 * frame.steady.seconds, 3)
+            evidence["steady_calls"] = frame.steady.calls
+    return evidence, blocks, inputs
+
+
+def _weigh(
+    finding: Finding,
+    training: str | None,
+    frame: Frame | None,
+    blocks: int,
+    inputs: int,
+    said: tuple[list[str], list[str], list[str]],
+) -> None:
+    """The finding's safety and notes: what training or the steady state says, then no fix with
+    a blocker, unsafe with a risk."""
+    blockers, risks, notes = said
+    if training:
+        notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
+    else:
+        # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
+        share = boundary_share(inputs, frame.steady.step_seconds) if frame is not None and frame.steady else None
+        cost = (
+            f"the profiled steady-state call took {1000 * frame.steady.step_seconds:.1f} ms, to which {blocks} "
+            f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {inputs} graph inputs they pass)"
+            if frame is not None and frame.steady is not None and share is not None
+            else "each block boundary adds about 15 us a call for each input of a block's graph (no steady-state call was timed)"
+        )
+        risks.append(
+            f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"
+        )
+    notes.append(TRADE_OFF)
+    if blockers:
+        finding.safety = Safety.NONE
+        finding.notes = blockers + risks + notes
+    elif risks:
+        finding.safety = Safety.UNSAFE
+        finding.notes = risks + notes
+    else:
+        finding.notes = notes
 
 
 def _shown(path: str) -> str:
