@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import libcst as cst
 
@@ -306,17 +307,7 @@ class MarkDynamic(Rule):
             container = base_text(Base.from_json(loop["base"]), loop["label"]) + steps_code(loop["container"])
             var = fresh_name(singular(loop["container"]), names)
             names.add(var)
-            lines = [f"{mark}({var}{steps_code(leaf['steps'])}, {dims_code(leaf['dims'])})" for leaf in loop["leaves"]]
-            if loop.get("optional") and loop.get("together"):
-                # The items' tensors are all there or all None (an empty cache): one test.
-                first = f"{var}{steps_code(loop['leaves'][0]['steps'])}"
-                lines = [f"if {first} is not None:"] + [f"    {line}" for line in lines]
-            elif loop.get("optional"):
-                lines = [
-                    f"if {var}{steps_code(leaf['steps'])} is not None:\n        {line}"
-                    for leaf, line in zip(loop["leaves"], lines)
-                ]
-            statements.append(f"for {var} in {container}:\n" + "\n".join(f"    {line}" for line in lines))
+            statements.append(_loop_statement(mark, var, container, loop))
         edits.extend(Edit(finding.file, at, at, indented(s, indent), self.id) for s in statements)
         return edits
 
@@ -373,6 +364,21 @@ class MarkDynamic(Rule):
                 p["loops"] = remaining_loops
             return own
         return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
+
+
+def _loop_statement(mark: str, var: str, container: str, loop: dict[str, Any]) -> str:
+    """``for var in container:`` marking each item's leaves, each tested for None where optional."""
+    lines = [f"{mark}({var}{steps_code(leaf['steps'])}, {dims_code(leaf['dims'])})" for leaf in loop["leaves"]]
+    if loop.get("optional") and loop.get("together"):
+        # The items' tensors are all there or all None (an empty cache): one test.
+        first = f"{var}{steps_code(loop['leaves'][0]['steps'])}"
+        lines = [f"if {first} is not None:"] + [f"    {line}" for line in lines]
+    elif loop.get("optional"):
+        lines = [
+            f"if {var}{steps_code(leaf['steps'])} is not None:\n        {line}"
+            for leaf, line in zip(loop["leaves"], lines)
+        ]
+    return f"for {var} in {container}:\n" + "\n".join(f"    {line}" for line in lines)
 
 
 RULE = MarkDynamic()

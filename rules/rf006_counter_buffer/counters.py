@@ -141,42 +141,7 @@ class AttributeState(CounterState):
         attr, source, cls = self.counter.name, self.source, self.cls
         init = _function_named(cls, "__init__")
         class_level = _class_level(cls, attr)
-        init_assigns: list[tuple[cst.Assign, cst.SimpleStatementLine]] = []
-        for file in self.files:
-            other = project.source(file)
-            assert other is not None, f"{file} is profiled and readable"
-            for node in other.nodes(cst.Assign):
-                for target in node.targets:
-                    if (
-                        isinstance(target.target, cst.Attribute)
-                        and target.target.attr.value == attr
-                        and not self._another_class(other, file, target.target)
-                    ):
-                        stmt = other.parents.get(node)
-                        in_init = (
-                            other is source
-                            and isinstance(stmt, cst.SimpleStatementLine)  # an Assign's statement always is
-                            and init is not None
-                            and stmt in init.body.body
-                            and is_name(target.target.value, "self")
-                            and len(node.targets) == 1
-                        )
-                        if in_init and not init_assigns and isinstance(stmt, cst.SimpleStatementLine):
-                            init_assigns.append((node, stmt))
-                        else:
-                            self.bad_writes.append(
-                                (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
-                            )
-            for node in other.nodes(cst.AugAssign):
-                if (
-                    isinstance(node.target, cst.Attribute)
-                    and node.target.attr.value == attr
-                    and not self._another_class(other, file, node.target)
-                ):
-                    if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
-                        self.bad_writes.append(
-                            (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
-                        )
+        init_assigns = self._writes(project, init)
         is_module, why = ClassIndex(project).is_module(ClassRef(self.file, source, cls))
         if is_module is not True:
             self.buffer_why_not = (
@@ -219,6 +184,51 @@ class AttributeState(CounterState):
             params["insert_statement"] = statement
         pos = source.positions[location_node]
         self.buffer = (params, Location(file=self.file, line=pos.start.line, col=pos.start.column, function="__init__"))
+
+    def _writes(
+        self, project: Project, init: cst.FunctionDef | None
+    ) -> list[tuple[cst.Assign, cst.SimpleStatementLine]]:
+        """Every write of the attribute in the profiled files: the first ``self.<attr> = ...`` in
+        the class's ``__init__`` (the initial value, with its statement), returned; any other
+        write that would replace a tensor, added to ``bad_writes``."""
+        attr, source = self.counter.name, self.source
+        init_assigns: list[tuple[cst.Assign, cst.SimpleStatementLine]] = []
+        for file in self.files:
+            other = project.source(file)
+            assert other is not None, f"{file} is profiled and readable"
+            for node in other.nodes(cst.Assign):
+                for target in node.targets:
+                    if (
+                        isinstance(target.target, cst.Attribute)
+                        and target.target.attr.value == attr
+                        and not self._another_class(other, file, target.target)
+                    ):
+                        stmt = other.parents.get(node)
+                        in_init = (
+                            other is source
+                            and isinstance(stmt, cst.SimpleStatementLine)  # an Assign's statement always is
+                            and init is not None
+                            and stmt in init.body.body
+                            and is_name(target.target.value, "self")
+                            and len(node.targets) == 1
+                        )
+                        if in_init and not init_assigns and isinstance(stmt, cst.SimpleStatementLine):
+                            init_assigns.append((node, stmt))
+                        else:
+                            self.bad_writes.append(
+                                (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
+                            )
+            for node in other.nodes(cst.AugAssign):
+                if (
+                    isinstance(node.target, cst.Attribute)
+                    and node.target.attr.value == attr
+                    and not self._another_class(other, file, node.target)
+                ):
+                    if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
+                        self.bad_writes.append(
+                            (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
+                        )
+        return init_assigns
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         attr, uses = self.counter.name, []

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import TENSOR, distinct
+from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
@@ -174,13 +175,7 @@ class CounterBuffer(Rule):
         limit = sum(f.limit_hits for f in counter.frames)
         values = counter.values
         shown = ", ".join(map(repr, values[:3])) + (", ..." if len(values) > 3 else "")
-        evidence = {
-            "frames": [f"{f.name} ({f.file}:{f.first_line})" for f in counter.frames],
-            "compiles": compiles,
-            "limit_hits": limit,
-            "values": values[:10],
-            "sources": sorted(counter.sources),
-        }
+        evidence = _evidence(counter, compiles, limit)
 
         def finding(fix: str, safety: Safety, location: Location, notes: list[str], params=None) -> Finding:
             message = self.message.format(
@@ -215,15 +210,7 @@ class CounterBuffer(Rule):
         uses = state.reads(frame, project)
         specialising = [u for u in uses if u.kind in _SPECIALISING]
         blocking = [u for u in uses if u.verdict != TENSOR]
-        inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
-        reasons = (
-            [f"{w} at {where}" for w, where in state.bad_writes]
-            + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
-            + [
-                f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
-                for u in distinct(inexact)
-            ]
-        )
+        reasons = _not_a_tensor(state, uses, blocking)
         if not reasons and state.buffer is not None:
             params, location = state.buffer
             notes = ["results are bit-identical: every read is int arithmetic with tensors, exact in int64"]
@@ -244,14 +231,9 @@ class CounterBuffer(Rule):
         notes.append(note)
         if any(u.kind in ("branch", "compare") for u in blocking):
             notes.append("a branch on it still compiles once per outcome of the test")
-        config_file = state.config_file
-        config_source = project.source(config_file)
-        if (
-            config_source is None
-            or "dynamic_sources" in config_source.text
-            or "allow_unspec_int_on_nn_module" in config_source.text
-        ):
-            notes.append(f"{config_file} already sets this config or cannot be read; no edit")
+        config_source = project.source(state.config_file)
+        if config_source is None or _sets_config(config_source):
+            notes.append(f"{state.config_file} already sets this config or cannot be read; no edit")
             return finding("it stays an int", Safety.NONE, fallback, notes)
         config_location = state.config_location
         assert config_location is not None, "set wherever why_not is not"
@@ -294,6 +276,36 @@ class CounterBuffer(Rule):
                     return f"line {number}: `{line.strip()}`"
             return None
         return super().already_present(finding, source)
+
+
+def _evidence(counter: Counter, compiles: int, limit: int) -> dict[str, Any]:
+    """The frames the counter recompiles, their compiles and limit hits, its values and sources."""
+    return {
+        "frames": [f"{f.name} ({f.file}:{f.first_line})" for f in counter.frames],
+        "compiles": compiles,
+        "limit_hits": limit,
+        "values": counter.values[:10],
+        "sources": sorted(counter.sources),
+    }
+
+
+def _not_a_tensor(state: CounterState, uses: list[Use], blocking: list[Use]) -> list[str]:
+    """Why a 0-d tensor cannot hold the counter: a write that would replace it, a read that needs
+    an int (``blocking``), a read that float arithmetic makes inexact in int64."""
+    inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
+    return (
+        [f"{w} at {where}" for w, where in state.bad_writes]
+        + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
+        + [
+            f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
+            for u in distinct(inexact)
+        ]
+    )
+
+
+def _sets_config(source: SourceFile) -> bool:
+    """The file sets a config that makes ints dynamic already (its own, or ours from a run before)."""
+    return "dynamic_sources" in source.text or "allow_unspec_int_on_nn_module" in source.text
 
 
 def _config(counter: Counter, state: CounterState, profile: Profile):

@@ -219,11 +219,8 @@ class ScheduleTensor(Rule):
             notes = [f"the value read {u.describe()}: {consequence(u)}" for u in blocked]
             return [finding(no_fix, Safety.NONE, notes + ["a 0-d tensor would not serve there; no edit"])]
         safety, notes = _exactness(value_uses, tensors, func, scope, source)
-        params = _buffer_edits(source, attr, what, assign, subscript, param)
-        notes.append(
-            f"`self.{attr}` becomes a non-persistent buffer (state_dict unchanged; it moves with `.to()`), "
-            f"read with torch.take; the calls pass `{param}` as a 0-d int64 tensor"
-        )
+        params, note = _buffer_edits(source, attr, what, assign, subscript, param)
+        notes.append(note)
         fix = f"hold it in a tensor and pass `{param}` as a 0-d tensor"
         findings = [finding(fix, safety, notes, params)]
         findings.extend(self._call_sites(frame, function_name, func, param, source, project, finding, fix, safety))
@@ -306,17 +303,17 @@ def _index_refusal(
 
 def _buffer_edits(
     source: SourceFile, attr: str, what: str, assign: cst.Assign, subscript: cst.Subscript, param: str
-) -> dict[str, Any]:
-    """The fix's params: the schedule's assignment becomes a buffer, its read a ``torch.take``."""
+) -> tuple[dict[str, Any], str]:
+    """The fix's params: the schedule's assignment becomes a buffer, its read a ``torch.take``;
+    and the note that says so."""
     dtype = ", dtype=torch.float64" if what == "list" else ""
     buffer = f'self.register_buffer("{attr}", torch.tensor({source.code(assign.value)}{dtype}), persistent=False)'
     read = f"torch.take(self.{attr}, torch.as_tensor({param}, device=self.{attr}.device))"
-    return {
-        "replace": [
-            [*source.span(assign), buffer],
-            [*source.span(subscript), read],
-        ]
-    }
+    note = (
+        f"`self.{attr}` becomes a non-persistent buffer (state_dict unchanged; it moves with `.to()`), "
+        f"read with torch.take; the calls pass `{param}` as a 0-d int64 tensor"
+    )
+    return {"replace": [[*source.span(assign), buffer], [*source.span(subscript), read]]}, note
 
 
 def _definition(ref: ClassRef, attr: str, source: SourceFile) -> tuple[cst.Assign, str] | str:
