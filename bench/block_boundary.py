@@ -1,8 +1,9 @@
 """What compiling a model's blocks one by one (RF007) adds to each call, against the constant of
-`recompile_fix.findings.block_strategy` that chooses between RF004 and RF007 for inference:
-`SECONDS_PER_INPUT`, the steady-state cost of a block boundary for each input of the block's
-graph (its parameters and buffers, and its forward's arguments): the block module's call, its
-graph's guards, the compiled code's per-input checks and the buffers it allocates on its own.
+`recompile_fix.rules.rf007_regional_compile.block_boundaries` by which RF007 weighs itself
+against RF004 for inference: `SECONDS_PER_INPUT`, the steady-state cost of a block boundary for
+each input of the block's graph (its parameters and buffers, and its forward's arguments): the
+block module's call, its graph's guards, the compiled code's per-input checks and the buffers it
+allocates on its own.
 
 Two stacks of 32 blocks: tiny blocks (LayerNorm + Linear, width 8: 4 parameters and `x`),
 where the boundaries, not the arithmetic, make the difference, under the eager and the inductor
@@ -89,7 +90,7 @@ def main() -> None:
 
     import torch
 
-    from recompile_fix.findings.block_strategy import SECONDS_PER_INPUT
+    from recompile_fix.rules.rf007_regional_compile.block_boundaries import SECONDS_PER_INPUT
 
     print(f"torch {torch.__version__}, {args.blocks} blocks, median of {args.calls} interleaved calls")
     for backend, width in (("eager", 8), ("inductor", 8), ("inductor", 256)):

@@ -34,8 +34,10 @@ def rule_url(rule_id: str) -> str:
 
 
 def rule_file(rule: Rule) -> str:
-    """The rule's source file, as the repository spells it (``rules/rf001_mark_dynamic.py``)."""
-    return f"rules/{Path(inspect.getfile(type(rule))).name}"
+    """The rule's source file, as the repository spells it (``rules/rf001_mark_dynamic/rule.py``):
+    its folder in ``rules/`` and the file in it."""
+    path = Path(inspect.getfile(type(rule)))
+    return f"rules/{path.parent.name}/{path.name}"
 
 
 def rule_summary(rule: Rule) -> str:

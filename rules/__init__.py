@@ -1,21 +1,29 @@
-"""The rule catalogue: one file per rule, each holding its docs, examples and logic."""
+"""The rule catalogue: one folder per rule (``rfNNN_name/``), each holding the rule's docs, examples
+and logic in ``rule.py`` and the analyses only it uses; a folder exports its rule as ``RULE``.
+
+The rules are found, not listed: every subpackage named ``rfNNN_*``, in id order, so a new folder
+is a new rule."""
+
+import importlib
+import pkgutil
+import re
 
 from recompile_fix.findings.rule import Rule
-from recompile_fix.rules.rf001_mark_dynamic import RULE as RF001
-from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
-from recompile_fix.rules.rf003_tensor_hyperparameters import RULE as RF003
-from recompile_fix.rules.rf004_nested_compile_region import RULE as RF004
-from recompile_fix.rules.rf005_graph_break_shield import RULE as RF005
-from recompile_fix.rules.rf006_counter_buffer import RULE as RF006
-from recompile_fix.rules.rf007_regional_compile import RULE as RF007
-from recompile_fix.rules.rf008_scheduled_dropout import RULE as RF008
-from recompile_fix.rules.rf009_schedule_tensor import RULE as RF009
-from recompile_fix.rules.rf010_lazy_default import RULE as RF010
-from recompile_fix.rules.rf011_guard_dropping import RULE as RF011
 
 __all__ = ["ALL_RULES", "rule_by_id"]
 
-ALL_RULES: tuple[Rule, ...] = (RF001, RF002, RF003, RF004, RF005, RF006, RF007, RF008, RF009, RF010, RF011)
+_RULE_FOLDER = re.compile(r"rf\d{3}_\w+")
+
+
+def _discover() -> tuple[Rule, ...]:
+    folders = sorted(
+        info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and _RULE_FOLDER.fullmatch(info.name)
+    )
+    rules = [importlib.import_module(f"{__name__}.{folder}").RULE for folder in folders]
+    return tuple(sorted(rules, key=lambda rule: rule.id))
+
+
+ALL_RULES: tuple[Rule, ...] = _discover()
 
 
 def rule_by_id(rule_id: str) -> Rule | None:

@@ -14,14 +14,14 @@ import pytest
 
 from recompile_fix.analysis.call_targets import Base, locate
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.size_evidence import site_evidence
-from recompile_fix.analysis.size_uses import SizeUses, unseen_call
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, sha256_file
 from recompile_fix.profile.sources import parse_source
 from recompile_fix.rules import rule_by_id
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses, unseen_call
 
 LIB = "/venv/lib/python3.11/site-packages/transformers/utils/generic.py"
 

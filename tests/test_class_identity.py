@@ -28,8 +28,8 @@ from recompile_fix.findings.finding import Safety
 from recompile_fix.profile.merge import build_profile
 from recompile_fix.profile.model import BlockStack, Compile, Frame, Location, Profile, Reason, sha256_bytes
 from recompile_fix.rules import rule_by_id
-from recompile_fix.rules.rf004_nested_compile_region import _recorded_count
-from recompile_fix.rules.rf007_regional_compile import _decorator_target_problem
+from recompile_fix.rules.rf004_nested_compile_region.rule import _recorded_count
+from recompile_fix.rules.rf007_regional_compile.rule import _decorator_target_problem
 
 RF006 = rule_by_id("RF006")
 

@@ -30,7 +30,7 @@ import torch
 from conftest import PROGRAMS, require_slow
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.rules.rf002_tensor_scalar import _NO_DTYPE, _dtype
+from recompile_fix.rules.rf002_tensor_scalar.rule import _NO_DTYPE, _dtype
 
 _spec = importlib.util.spec_from_file_location("construct_table", PROGRAMS / "constructs" / "table.py")
 table = importlib.util.module_from_spec(_spec)

@@ -14,12 +14,12 @@ import pytest
 from conftest import PROGRAMS, run_cli
 from equivalence import assert_same_outputs, run_recorded, total_compiles
 from golden_cases import GOLDEN
-from recompile_fix.analysis.graph_dims import refused_by_run
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.errors import UserError
 from recompile_fix.profile.model import Compile, Profile, sha256_bytes
 from recompile_fix.profile.sources import module_path_code
+from recompile_fix.rules.rf001_mark_dynamic.graph_dims import refused_by_run
 
 HERE = PROGRAMS / "shapes"
 

@@ -3,6 +3,7 @@ its own folder, no module importing a later stage, no import circle, and the rec
 runs inside the user's process) loading nothing but the standard library."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,9 +78,12 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imports(path: Path, known: set[str]) -> set[str]:
+def imports(path: Path, known: set[str], name: str = "") -> set[str]:
     """The package modules a file imports, at the top or inside functions (a lazy import is still
-    a dependency); imports under ``if TYPE_CHECKING:`` only name types and are left out."""
+    a dependency); imports under ``if TYPE_CHECKING:`` only name types and are left out. A relative
+    import (a rule folder's ``from .rule import RULE``) is resolved against ``name``, the module
+    the file is."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = {
         id(n)
@@ -94,8 +98,10 @@ def imports(path: Path, known: set[str]) -> set[str]:
             continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.level == 0 and node.module or node.level and package):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module) if part)
+            names = [module] + [f"{module}.{alias.name}" for alias in node.names]
         else:
             continue
         for name in names:
@@ -109,7 +115,7 @@ def imports(path: Path, known: set[str]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
-    return {name: imports(path, known) - {name} for name, path in mods.items()}
+    return {name: imports(path, known, name) - {name} for name, path in mods.items()}
 
 
 def test_every_module_has_a_stage():
@@ -152,14 +158,29 @@ def test_no_import_circle():
     assert not circles, "\n".join(circles)
 
 
+def rule_folder(name: str) -> bool:
+    """A rule's folder (``recompile_fix.rules.rf001_mark_dynamic``): a package that exports its rule."""
+    return re.fullmatch(r"recompile_fix\.rules\.rf\d{3}_\w+", name) is not None
+
+
+def test_rule_folders_hold_their_rule():
+    """Every rule folder has a ``rule`` module, and its ``__init__`` imports that alone."""
+    edges = graph()
+    folders = [name for name in modules() if rule_folder(name)]
+    assert folders
+    for name in folders:
+        assert f"{name}.rule" in edges and edges[name] == {f"{name}.rule"}, f"{name} imports {sorted(edges[name])}"
+
+
 def test_stage_packages_import_nothing_on_their_own():
     """Loading one module of a stage loads nothing else of it (the recorder's package included).
     Two packages are registries and gather their modules: the rules (ALL_RULES) and the command
-    line (its group, ``recompile_fix.cli:main``, with every command added)."""
+    line (its group, ``recompile_fix.cli:main``, with every command added); a rule folder's
+    ``__init__`` exports its rule (``test_rule_folders_hold_their_rule``)."""
     edges = graph()
     registries = ("recompile_fix", "recompile_fix.rules", "recompile_fix.cli")
     for name, path in modules().items():
-        if path.name == "__init__.py" and name not in registries:
+        if path.name == "__init__.py" and name not in registries and not rule_folder(name):
             assert not edges[name], f"{name} imports {sorted(edges[name])}"
 
 

@@ -80,7 +80,7 @@ def test_findings_and_every_recompile_covered(case, expected, tmp_path):
 
 def test_rf008_values_stay_below_one_or_the_gate_zeroes():
     """ScheduledDropout's p == 1 path zeroes as F.dropout does (-0.0 kept), without a draw."""
-    from recompile_fix.rules.rf008_scheduled_dropout import HELPER
+    from recompile_fix.rules.rf008_scheduled_dropout.rule import HELPER
 
     assert "if self.drops_all:\n            return input.mul_(0.0) if self.inplace else input * 0.0" in HELPER
     assert "self.drops = bool(value > 0)" in HELPER

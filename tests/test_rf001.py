@@ -112,8 +112,8 @@ def test_the_literals_a_size_is_compared_with(body, values):
     `== 4`); else `fix` proves it (tests/programs/verify/planted.py: `case 4:` at the first size)."""
     import libcst as cst
 
-    from recompile_fix.analysis.size_uses import SizeUses
     from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
 
     source = SourceFile.parse("m.py", f"def f(x, y):\n    {body}\n")
     func = next(iter(source.nodes(cst.FunctionDef)))

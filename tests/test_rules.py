@@ -45,6 +45,6 @@ def test_wheel_ships_the_rules(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("recompile_fix-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "recompile_fix/rules/rf001_mark_dynamic.py" in names
+    assert "recompile_fix/rules/rf001_mark_dynamic/rule.py" in names
     assert "recompile_fix/_bootstrap/sitecustomize.py" in names
     assert "recompile_fix/docs/editors.md" in names  # `recompile-fix lsp --guide`

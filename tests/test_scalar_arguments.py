@@ -1,4 +1,4 @@
-"""recompile_fix.analysis.scalar_arguments: every Python number a compiled frame was specialised on,
+"""recompile_fix.rules.rf002_tensor_scalar.scalar_arguments: every Python number a compiled frame was specialised on,
 from the run (issue 30, cause 4): the ones torch's guards do not name (it names the first failing
 guard), and `kwargs['k']` items of a decorator's wrapper traced to the wrapped function."""
 
@@ -12,9 +12,9 @@ import pytest
 from conftest import run_cli
 from golden_cases import GOLDEN
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_arguments import changed_scalars
 from recompile_fix.profile.model import Location, Profile
 from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
+from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import changed_scalars
 
 
 def _case(name: str, tmp_path: Path) -> tuple[Profile, Project]:

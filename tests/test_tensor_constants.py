@@ -341,7 +341,7 @@ def test_rf003_says_so_when_no_construction_is_in_the_profiled_files(tmp_path):
 
 def test_rf003_default_lrs_are_torchs():
     torch = pytest.importorskip("torch")
-    from recompile_fix.rules.rf003_tensor_hyperparameters import OPTIMIZERS
+    from recompile_fix.rules.rf003_tensor_hyperparameters.rule import OPTIMIZERS
 
     for name, (_, default) in OPTIMIZERS.items():
         cls = getattr(torch.optim, name, None) or getattr(torch.optim, f"_{name.lower()}", None)

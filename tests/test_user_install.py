@@ -119,7 +119,7 @@ def test_the_built_distributions_name_the_project(tool_venv):
     assert "Project-URL: Repository, https://github.com/recompile-fix/recompile-fix\n" in meta
     assert "Provides-Extra: lsp\n" in meta and "Requires-Python: >=3.11\n" in meta
     with tarfile.open(sdist) as archive:  # the rules ship inside the package, the link followed
-        assert f"recompile_fix-{version}/recompile_fix/rules/rf001_mark_dynamic.py" in archive.getnames()
+        assert f"recompile_fix-{version}/recompile_fix/rules/rf001_mark_dynamic/rule.py" in archive.getnames()
     shown = subprocess.run([tool_venv / "bin" / "recompile-fix", "--version"], capture_output=True, text=True)
     assert shown.stdout.strip().endswith(version)
 

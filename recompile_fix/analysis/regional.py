@@ -12,7 +12,7 @@ identical blocks that model runs, so the blocks can be compiled one by one inste
   blocks built with their index whose forward reads what the index sets.
 
 The Profile's side (the stacks the recorder saw in a compiled module, matched to the statement
-that compiled it) is in ``rules/rf007_regional_compile.py``.
+that compiled it) is in ``rules/rf007_regional_compile/rule.py``.
 """
 
 from __future__ import annotations

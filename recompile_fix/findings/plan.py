@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.accounting import infer_covers
-from recompile_fix.findings.block_strategy import choose_block_compile
+from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Profile
@@ -23,7 +23,7 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
             findings.append(finding)
     _drop_splits_another_fix_makes_moot(findings, rules)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
-    return choose_block_compile(findings)
+    return arbitrate(findings, rules)
 
 
 def _drop_splits_another_fix_makes_moot(findings: list[Finding], rules: tuple[Rule, ...]) -> None:

@@ -1,4 +1,4 @@
-"""The shape every rule in rules/ has. A rule is one file: its docs (the class docstring, in the
+"""The shape every rule in rules/ has. A rule is one folder (``rules/rfNNN_name/rule.py``): its docs (the class docstring, in the
 shape What it does / Why is this bad? / Example / Fix safety / Profile evidence), the reasons it
 consumes, how it plans Findings, how it turns one into Edits, and its examples."""
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
+from recompile_fix.findings.arbitration import Claim, Preference
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.profile.model import Profile
@@ -124,6 +125,18 @@ class Rule:
         program (e.g. ``Profile.trains``): static mode must not contradict the Profile, also for a
         file the Profile no longer matches (already fixed, edited since). Default: as it is."""
         return finding
+
+    def claims(self, finding: Finding) -> list[Claim]:
+        """What the finding's fix edits, where another rule's fix could edit the same thing
+        (``findings.arbitration``: of two such fixes one is kept). Default: nothing another
+        rule's fix could."""
+        return []
+
+    def prefer(self, finding: Finding, rival: Finding) -> Preference | None:
+        """Of the finding's fix and ``rival``'s (another rule's, claiming the same thing), which
+        to keep and why, from the two Findings' evidence; None: this rule has no word on it (the
+        rival's rule may)."""
+        return None
 
     @classmethod
     def docs(cls) -> str:

@@ -37,7 +37,7 @@ from recompile_fix.config import Config
 from recompile_fix.edits.edit import Edit, apply_edits, unified_diff
 from recompile_fix.edits.format import configured_line_length
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
-from recompile_fix.findings.block_strategy import choose_block_compile
+from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.releases import installed_torch_version
@@ -258,12 +258,15 @@ def _already_present(rule: Rule, finding: Finding, source: SourceFile, memo: Der
 
 def merge_findings(profiled: list[Finding], static: list[Finding], config: Config | None = None) -> list[Finding]:
     """The Profile's Findings, then the static ones on no (rule, file, line) the Profile covers;
-    those the configuration enables for their file; in position order."""
+    those the configuration enables for their file, one fix kept of two that claim the same thing
+    (``findings.arbitration``); in position order."""
+    from recompile_fix.rules import ALL_RULES
+
     seen = {(f.rule, f.file, f.location.line) for f in profiled}
     merged = profiled + [f for f in static if (f.rule, f.file, f.location.line) not in seen]
     if config is not None:
         merged = [f for f in merged if config.rule_enabled(f.rule, f.file)]
-    return sorted(choose_block_compile(merged), key=finding_order)
+    return sorted(arbitrate(merged, ALL_RULES), key=finding_order)
 
 
 def _one_per_file(findings: list[Finding], root: Path) -> list[Finding]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import libcst as cst
 
@@ -50,14 +51,22 @@ TENSOR_LR_IN_REDUCE_ON_PLATEAU = TorchApi(
 TENSOR_LR_IN_SEQUENTIAL = TorchApi(
     "torch.optim.lr_scheduler.SequentialLR with a tensor lr", (2, 10), "pytorch#162360", in_text=False
 )
-TENSOR_LR_SCHEDULERS_SINCE = TENSOR_LR_IN_SCHEDULERS.since
+
+
+def _since(api: TorchApi) -> tuple[int, int]:
+    """The first release with ``api``, which every API here names."""
+    assert api.since is not None, api.name
+    return api.since
+
+
+TENSOR_LR_SCHEDULERS_SINCE = _since(TENSOR_LR_IN_SCHEDULERS)
 FLOAT_WRITERS = {
     "ReduceLROnPlateau": (
-        TENSOR_LR_IN_REDUCE_ON_PLATEAU.since,
+        _since(TENSOR_LR_IN_REDUCE_ON_PLATEAU),
         "writes a Python float back into `param_groups[i]['lr']`",
     ),
     "SequentialLR": (
-        TENSOR_LR_IN_SEQUENTIAL.since,
+        _since(TENSOR_LR_IN_SEQUENTIAL),
         "aliases the tensor lr with `initial_lr`, corrupting later learning rates",
     ),
 }
@@ -217,41 +226,13 @@ class TensorHyperparameters(Rule):
         files: list[str],
         static_source: SourceFile | None = None,
     ) -> Finding:
-        source = static_source or project.source(built.file)
+        source = static_source or (project.source(built.file) if project is not None else None)
+        assert source is not None, "the construction was read from it"
         compiles = frame.compile_count if frame else "several"
         notes: list[str] = []
         blockers: list[str] = []
-        for scheduler in built.schedulers(source):
-            writer = FLOAT_WRITERS.get(scheduler.cls)
-            if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
-                blockers.append(
-                    f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
-                    "floats (tensor lrs arrived in torch 2.4)"
-                )
-            elif writer and version is not None and version < writer[0]:
-                blockers.append(
-                    f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
-                    f"{'.'.join(map(str, writer[0]))}: a tensor does not help"
-                )
-            if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
-                what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
-                text = (
-                    f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
-                    "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
-                    "momentum need not cycle"
-                )
-                (blockers if keys <= {"betas", "momentum"} else notes).append(text)
-        fills: list[list] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
-        for file in files:
-            other = project.source(file) if project else static_source
-            for assignment in _lr_assignments(other, file):
-                if file == built.file and built.name is not None and assignment.owner == built.name:
-                    fills.append([*assignment.span, assignment.target, assignment.value])
-                    continue
-                blockers.append(
-                    f"`{assignment.text}` at {assignment.where} assigns a Python float to the lr: it would "
-                    "replace a tensor lr (write `group['lr'].fill_(...)` to keep it)"
-                )
+        _scheduler_problems(built, source, version, keys, blockers, notes)
+        fills = _program_lr_writes(built, files, project, static_source, blockers)
         if "lr" not in keys:
             blockers.append(
                 f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
@@ -386,7 +367,7 @@ class _Construction:
 
     @classmethod
     def find(cls, source: SourceFile | None, file: str) -> list["_Construction"]:
-        found = []
+        found: list[_Construction] = []
         if source is None or "optim" not in source.text:
             return found
         for call in source.nodes(cst.Call):
@@ -409,7 +390,7 @@ class _Construction:
         return self.name is not None and self.name.split(".")[-1] in {n.split(".")[-1] for n in names}
 
     def schedulers(self, source: SourceFile) -> list[_Scheduler]:
-        found = []
+        found: list[_Scheduler] = []
         if self.name is None:
             return found
         for call in source.nodes(cst.Call):
@@ -437,6 +418,61 @@ class _Construction:
             "capturable": self.foreach and not self.capturable and self.cls in CAPTURABLE_FOR_FOREACH,
             "optimizer": self.cls,
         }
+
+
+def _scheduler_problems(
+    built: _Construction,
+    source: SourceFile,
+    version: tuple[int, int] | None,
+    keys: set[str],
+    blockers: list[str],
+    notes: list[str],
+) -> None:
+    """What the optimizer's schedulers do to a tensor lr (a release that replaces it with floats,
+    a scheduler that writes floats into the momentum), added to ``blockers`` or ``notes``."""
+    for scheduler in built.schedulers(source):
+        writer = FLOAT_WRITERS.get(scheduler.cls)
+        if version is not None and version < TENSOR_LR_SCHEDULERS_SINCE:
+            blockers.append(
+                f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
+                "floats (tensor lrs arrived in torch 2.4)"
+            )
+        elif writer and version is not None and version < writer[0]:
+            blockers.append(
+                f"`{scheduler.cls}` (line {scheduler.line}) {writer[1]} before torch "
+                f"{'.'.join(map(str, writer[0]))}: a tensor does not help"
+            )
+        if scheduler.cls in MOMENTUM_CYCLERS and scheduler.cycles_momentum:
+            what = "betas" if built.cls in ("Adam", "AdamW", "Adamax", "NAdam", "RAdam") else "momentum"
+            text = (
+                f"`{scheduler.cls}` (line {scheduler.line}) writes Python floats into `{what}` every step "
+                "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
+                "momentum need not cycle"
+            )
+            (blockers if keys <= {"betas", "momentum"} else notes).append(text)
+
+
+def _program_lr_writes(
+    built: _Construction,
+    files: list[str],
+    project: Project | None,
+    static_source: SourceFile | None,
+    blockers: list[str],
+) -> list[list[Any]]:
+    """The program's own ``...['lr'] = value`` on this optimizer, kept as ``fill_``: (start, end,
+    target, value) each; an assignment to another optimizer's lr is a blocker."""
+    fills: list[list[Any]] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
+    for file in files:
+        other = project.source(file) if project else static_source
+        for assignment in _lr_assignments(other, file):
+            if file == built.file and built.name is not None and assignment.owner == built.name:
+                fills.append([*assignment.span, assignment.target, assignment.value])
+                continue
+            blockers.append(
+                f"`{assignment.text}` at {assignment.where} assigns a Python float to the lr: it would "
+                "replace a tensor lr (write `group['lr'].fill_(...)` to keep it)"
+            )
+    return fills
 
 
 def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
@@ -569,7 +605,9 @@ def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[
     if source.text[line_start:closing].strip() == "" and line_start > end:
         # One argument per line, closing paren on its own line: one more line per keyword.
         last_line = source.positions[last].start.line
-        indent = re.match(r"\s*", source.lines[last_line - 1]).group(0)
+        leading = re.match(r"\s*", source.lines[last_line - 1])
+        assert leading is not None  # `\s*` matches every line
+        indent = leading.group(0)
         comma = "" if not isinstance(last.comma, cst.MaybeSentinel) else ","
         text = "".join(f"{indent}{k},\n" for k in keywords)
         if comma:

@@ -224,39 +224,9 @@ class ScheduledDropout(Rule):
         # sets are converted with it, or their recompiles stay (one of four converted: no fewer).
         siblings, schedule = _schedule_siblings(module, profile, project)
         names = {module, *(siblings or ())}
-        sites: dict[str, list[cst.Call]] = {}
-        converted: set[str] = set()
-        other_kinds = []
-        for file in profile.sources:
-            if os.path.isabs(file):
-                continue
-            source = project.source(file)
-            if source is None:
-                continue
-            for node in source.nodes(cst.Assign):
-                targets = [dotted_name(t.target) for t in node.targets]
-                target = next((t for t in targets if t.startswith("self.") and t.count(".") == 1), "")
-                if f"self.{module}" not in targets and not (
-                    target and (siblings is None or target.split(".", 1)[1] in names)
-                ):
-                    continue
-                if not isinstance(node.value, cst.Call):
-                    continue
-                built = source.qualified_name(node.value.func)
-                if built == "torch.nn.Dropout":
-                    sites.setdefault(file, []).append(node.value)
-                    converted.add(target.split(".", 1)[1] if target else module)
-                elif built.startswith("torch.nn.") and "Dropout" in built and f"self.{module}" in targets:
-                    other_kinds.append(f"`{source.code(node.value.func)}`")
+        sites, converted, other_kinds = _dropout_sites(module, siblings, names, profile, project)
         fallback = Location(file=frame.file, line=frame.first_line, function=frame.name)
-        if not sites:
-            why = (
-                f"`self.{module}` is built as {', '.join(other_kinds)}, whose mask is not F.dropout's"
-                if other_kinds
-                else f"no `self.{module} = nn.Dropout(...)` in the profiled files: the fix has no place to go"
-            )
-            return [self._finding(seen, fallback, "it stays as it is", Safety.NONE, [why])]
-        if module not in converted:
+        if not sites or module not in converted:
             why = (
                 f"`self.{module}` is built as {', '.join(other_kinds)}, whose mask is not F.dropout's"
                 if other_kinds
@@ -364,6 +334,39 @@ class ScheduledDropout(Rule):
             return edits
         decorator = f"{p['indent']}@{torch_name}.compiler.disable\n"
         return [Edit(finding.file, p["insert"], p["insert"], decorator, self.id)]
+
+
+def _dropout_sites(
+    module: str, siblings: set[str] | None, names: set[str], profile: Profile, project: Project
+) -> tuple[dict[str, list[cst.Call]], set[str], list[str]]:
+    """Where the profiled files build ``self.<module>`` (and its siblings, the dropouts the same
+    schedule sets) as ``nn.Dropout``: the calls per file, the attributes converted, and the other
+    dropout kinds ``self.<module>`` is built as."""
+    sites: dict[str, list[cst.Call]] = {}
+    converted: set[str] = set()
+    other_kinds: list[str] = []
+    for file in profile.sources:
+        if os.path.isabs(file):
+            continue
+        source = project.source(file)
+        if source is None:
+            continue
+        for node in source.nodes(cst.Assign):
+            targets = [dotted_name(t.target) for t in node.targets]
+            target = next((t for t in targets if t.startswith("self.") and t.count(".") == 1), "")
+            if f"self.{module}" not in targets and not (
+                target and (siblings is None or target.split(".", 1)[1] in names)
+            ):
+                continue
+            if not isinstance(node.value, cst.Call):
+                continue
+            built = source.qualified_name(node.value.func)
+            if built == "torch.nn.Dropout":
+                sites.setdefault(file, []).append(node.value)
+                converted.add(target.split(".", 1)[1] if target else module)
+            elif built.startswith("torch.nn.") and "Dropout" in built and f"self.{module}" in targets:
+                other_kinds.append(f"`{source.code(node.value.func)}`")
+    return sites, converted, other_kinds
 
 
 def _schedule_siblings(module: str, profile: Profile, project: Project) -> tuple[set[str] | None, Location | None]:

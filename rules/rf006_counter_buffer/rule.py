@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-from recompile_fix.analysis.counters import AttributeState, Counter, CounterState, GlobalState, counter_owner
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import TENSOR, distinct
+from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
@@ -16,6 +16,13 @@ from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Location, Profile
+from recompile_fix.rules.rf006_counter_buffer.counters import (
+    AttributeState,
+    Counter,
+    CounterState,
+    GlobalState,
+    counter_owner,
+)
 
 __all__ = ["RULE", "CounterBuffer"]
 
@@ -31,6 +38,7 @@ _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")
 DYNAMIC_SOURCES = TorchApi(
     "torch.compiler.config.dynamic_sources", (2, 7), "measured: absent 2.6.0, present 2.8.0; 2.7 from pytorch#147979"
 )
+assert DYNAMIC_SOURCES.since is not None
 DYNAMIC_SOURCES_SINCE = DYNAMIC_SOURCES.since
 # Not written: before 2.7 there is no allow_unspec_int_on_nn_module either (pytorch#142829, 2.7;
 # 2.6.0 raises AttributeError on it), and from 2.7 dynamic_sources names the one counter.
@@ -120,8 +128,10 @@ class CounterBuffer(Rule):
             for reason in frame.reasons():
                 source = reason.source or ""
                 is_int = reason.value_type == "int"
+                owner: tuple[str, str, str] | None = None  # an attribute's class (a global's file is in its key)
+                key: tuple[str, object, str]
                 if reason.kind == "global_value" and is_int:
-                    key = ("global", frame.file, _GLOBAL_SOURCE.match(source).group("name"))
+                    key = ("global", frame.file, _matched(_GLOBAL_SOURCE, source, "name"))
                 elif (
                     reason.kind in ("module_attribute", "scalar_value", "attribute_presence")
                     and (match := _ATTRIBUTE_SOURCE.match(source))
@@ -131,10 +141,11 @@ class CounterBuffer(Rule):
                     root = match.group("root") + match.group("rest")
                     if (frame.key, root) not in owners:
                         owners[frame.key, root] = counter_owner(frame, root, project)
-                    key = ("attribute", owners[frame.key, root], match.group("attr"))
+                    owner = owners[frame.key, root]
+                    key = ("attribute", owner, match.group("attr"))
                 else:
                     continue
-                counter = counters.setdefault(key, Counter(kind=key[0], name=key[-1], owner=key[1]))
+                counter = counters.setdefault(key, Counter(kind=key[0], name=key[2], owner=owner))
                 counter.add(frame, source, reason.value if is_int else None)
         findings: list[Finding] = []
         configs: dict[str, list[Finding]] = {}
@@ -155,6 +166,7 @@ class CounterBuffer(Rule):
     def _plan_counter(self, counter: "Counter", profile: Profile, project: Project) -> Finding | None:
         frame = counter.frames[0]
         files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
+        state: CounterState
         if counter.kind == "global":
             state = GlobalState.find(counter, project)
         else:
@@ -163,13 +175,7 @@ class CounterBuffer(Rule):
         limit = sum(f.limit_hits for f in counter.frames)
         values = counter.values
         shown = ", ".join(map(repr, values[:3])) + (", ..." if len(values) > 3 else "")
-        evidence = {
-            "frames": [f"{f.name} ({f.file}:{f.first_line})" for f in counter.frames],
-            "compiles": compiles,
-            "limit_hits": limit,
-            "values": values[:10],
-            "sources": sorted(counter.sources),
-        }
+        evidence = _evidence(counter, compiles, limit)
 
         def finding(fix: str, safety: Safety, location: Location, notes: list[str], params=None) -> Finding:
             message = self.message.format(
@@ -204,15 +210,7 @@ class CounterBuffer(Rule):
         uses = state.reads(frame, project)
         specialising = [u for u in uses if u.kind in _SPECIALISING]
         blocking = [u for u in uses if u.verdict != TENSOR]
-        inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
-        reasons = (
-            [f"{w} at {where}" for w, where in state.bad_writes]
-            + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
-            + [
-                f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
-                for u in distinct(inexact)
-            ]
-        )
+        reasons = _not_a_tensor(state, uses, blocking)
         if not reasons and state.buffer is not None:
             params, location = state.buffer
             notes = ["results are bit-identical: every read is int arithmetic with tensors, exact in int64"]
@@ -233,18 +231,16 @@ class CounterBuffer(Rule):
         notes.append(note)
         if any(u.kind in ("branch", "compare") for u in blocking):
             notes.append("a branch on it still compiles once per outcome of the test")
-        config_file = state.config_file
-        config_source = project.source(config_file)
-        if (
-            config_source is None
-            or "dynamic_sources" in config_source.text
-            or "allow_unspec_int_on_nn_module" in config_source.text
-        ):
-            notes.append(f"{config_file} already sets this config or cannot be read; no edit")
+        config_source = project.source(state.config_file)
+        if config_source is None or _sets_config(config_source):
+            notes.append(f"{state.config_file} already sets this config or cannot be read; no edit")
             return finding("it stays an int", Safety.NONE, fallback, notes)
-        location = state.config_location
+        config_location = state.config_location
+        assert config_location is not None, "set wherever why_not is not"
         params = {"config": statement, "at": config_source.import_insertion_offset()}
-        return finding(f"make it dynamic with `{statement.split(' = ')[0]}`", Safety.SAFE, location, notes, params)
+        return finding(
+            f"make it dynamic with `{statement.split(' = ')[0]}`", Safety.SAFE, config_location, notes, params
+        )
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -282,6 +278,36 @@ class CounterBuffer(Rule):
         return super().already_present(finding, source)
 
 
+def _evidence(counter: Counter, compiles: int, limit: int) -> dict[str, Any]:
+    """The frames the counter recompiles, their compiles and limit hits, its values and sources."""
+    return {
+        "frames": [f"{f.name} ({f.file}:{f.first_line})" for f in counter.frames],
+        "compiles": compiles,
+        "limit_hits": limit,
+        "values": counter.values[:10],
+        "sources": sorted(counter.sources),
+    }
+
+
+def _not_a_tensor(state: CounterState, uses: list[Use], blocking: list[Use]) -> list[str]:
+    """Why a 0-d tensor cannot hold the counter: a write that would replace it, a read that needs
+    an int (``blocking``), a read that float arithmetic makes inexact in int64."""
+    inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
+    return (
+        [f"{w} at {where}" for w, where in state.bad_writes]
+        + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
+        + [
+            f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
+            for u in distinct(inexact)
+        ]
+    )
+
+
+def _sets_config(source: SourceFile) -> bool:
+    """The file sets a config that makes ints dynamic already (its own, or ours from a run before)."""
+    return "dynamic_sources" in source.text or "allow_unspec_int_on_nn_module" in source.text
+
+
 def _config(counter: Counter, state: CounterState, profile: Profile):
     """The config statement that makes this one int dynamic, and a note; or why there is none."""
     version = profile.torch_release
@@ -306,7 +332,7 @@ def _merge_configs(findings: list[Finding]) -> Finding:
     if len(findings) == 1:
         return findings[0]
     first = findings[0]
-    names = []
+    names: list[str] = []
     for f in findings:
         value = f.params["config"].split(" = ", 1)[1].strip('"')
         names.extend(n for n in value.split(",") if n not in names and not value == "True")
@@ -334,3 +360,12 @@ def _tensor_code(value: str, torch_name: str) -> str:
 
 
 RULE = CounterBuffer()
+
+
+def _matched(pattern: re.Pattern[str], text: str, group: str) -> str:
+    """``group`` of ``pattern`` matched at the start of ``text``, which the Profile's reason kind
+    promises it holds (a ``global_value`` reason's source is ``G['name']``)."""
+    match = pattern.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} does not match {pattern.pattern}")
+    return match.group(group)

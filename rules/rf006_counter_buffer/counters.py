@@ -57,6 +57,8 @@ class Counter:
 class CounterState:
     """Where a counter is defined and written, and how each edit would look."""
 
+    counter: Counter
+    file: str  # the file the edits go in
     label = ""
     why_not: str | None = None
     why_not_location: Location | None = None  # where the finding that says why_not goes
@@ -74,6 +76,9 @@ class AttributeState(CounterState):
     # The classes whose methods see the counter's object as ``self`` (the project part of its
     # type's MRO), when its exact type is known; None: any class's ``self.<attr>`` may be it.
     lineage: set[ClassRef] | None = None
+    files: list[str]  # the profiled files, where the counter is read and written
+    source: SourceFile  # the file of the class that assigns it, and the class
+    cls: cst.ClassDef
 
     @classmethod
     def find(cls, counter: Counter, frame: Frame, files: list[str], project: Project) -> "AttributeState":
@@ -107,7 +112,9 @@ class AttributeState(CounterState):
             ]
             for file in profiled:
                 source = classes.read(file)
-                for node in source.nodes(cst.ClassDef) if source is not None else ():
+                if source is None:
+                    continue
+                for node in source.nodes(cst.ClassDef):
                     if _assigns(node, attr):
                         owners.append(ClassRef(file, source, node))
             owner = _preferred_owner(owners, counter, frame, project)
@@ -134,40 +141,7 @@ class AttributeState(CounterState):
         attr, source, cls = self.counter.name, self.source, self.cls
         init = _function_named(cls, "__init__")
         class_level = _class_level(cls, attr)
-        init_assigns = []
-        for file in self.files:
-            other = project.source(file)
-            for node in other.nodes(cst.Assign):
-                for target in node.targets:
-                    if (
-                        isinstance(target.target, cst.Attribute)
-                        and target.target.attr.value == attr
-                        and not self._another_class(other, file, target.target)
-                    ):
-                        stmt = other.parents.get(node)
-                        in_init = (
-                            other is source
-                            and init is not None
-                            and stmt in init.body.body
-                            and is_name(target.target.value, "self")
-                            and len(node.targets) == 1
-                        )
-                        if in_init and not init_assigns:
-                            init_assigns.append((node, stmt))
-                        else:
-                            self.bad_writes.append(
-                                (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
-                            )
-            for node in other.nodes(cst.AugAssign):
-                if (
-                    isinstance(node.target, cst.Attribute)
-                    and node.target.attr.value == attr
-                    and not self._another_class(other, file, node.target)
-                ):
-                    if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
-                        self.bad_writes.append(
-                            (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
-                        )
+        init_assigns = self._writes(project, init)
         is_module, why = ClassIndex(project).is_module(ClassRef(self.file, source, cls))
         if is_module is not True:
             self.buffer_why_not = (
@@ -185,7 +159,7 @@ class AttributeState(CounterState):
         if init_assigns:
             value = init_assigns[0][0].value
         elif class_level is not None:
-            value = class_level.body[0].value
+            value = cst.ensure_type(class_level.body[0], cst.Assign).value  # as `_class_level` found it
         else:
             self.buffer_why_not = f"no initial value of `{attr}` found in `{cls.name.value}`"
             return
@@ -211,11 +185,57 @@ class AttributeState(CounterState):
         pos = source.positions[location_node]
         self.buffer = (params, Location(file=self.file, line=pos.start.line, col=pos.start.column, function="__init__"))
 
+    def _writes(
+        self, project: Project, init: cst.FunctionDef | None
+    ) -> list[tuple[cst.Assign, cst.SimpleStatementLine]]:
+        """Every write of the attribute in the profiled files: the first ``self.<attr> = ...`` in
+        the class's ``__init__`` (the initial value, with its statement), returned; any other
+        write that would replace a tensor, added to ``bad_writes``."""
+        attr, source = self.counter.name, self.source
+        init_assigns: list[tuple[cst.Assign, cst.SimpleStatementLine]] = []
+        for file in self.files:
+            other = project.source(file)
+            assert other is not None, f"{file} is profiled and readable"
+            for node in other.nodes(cst.Assign):
+                for target in node.targets:
+                    if (
+                        isinstance(target.target, cst.Attribute)
+                        and target.target.attr.value == attr
+                        and not self._another_class(other, file, target.target)
+                    ):
+                        stmt = other.parents.get(node)
+                        in_init = (
+                            other is source
+                            and isinstance(stmt, cst.SimpleStatementLine)  # an Assign's statement always is
+                            and init is not None
+                            and stmt in init.body.body
+                            and is_name(target.target.value, "self")
+                            and len(node.targets) == 1
+                        )
+                        if in_init and not init_assigns and isinstance(stmt, cst.SimpleStatementLine):
+                            init_assigns.append((node, stmt))
+                        else:
+                            self.bad_writes.append(
+                                (f"`{_line(other, node)}` assigns a new value", _where(other, file, node))
+                            )
+            for node in other.nodes(cst.AugAssign):
+                if (
+                    isinstance(node.target, cst.Attribute)
+                    and node.target.attr.value == attr
+                    and not self._another_class(other, file, node.target)
+                ):
+                    if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
+                        self.bad_writes.append(
+                            (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
+                        )
+        return init_assigns
+
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         attr, uses = self.counter.name, []
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         for file in self.files:
             source = project.source(file)
+            assert source is not None, f"{file} is profiled and readable"
             for node in source.nodes(cst.Attribute):
                 if node.attr.value != attr or not is_load(source, node):
                     continue
@@ -241,6 +261,8 @@ class AttributeState(CounterState):
 
 
 class GlobalState(CounterState):
+    source: SourceFile | None  # the file that defines the global (None: unreadable, why_not says so)
+
     @classmethod
     def find(cls, counter: Counter, project: Project) -> "GlobalState":
         state = cls()
@@ -300,6 +322,7 @@ class GlobalState(CounterState):
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         name, source, uses = self.counter.name, self.source, []
+        assert source is not None, "read only where find() found the file"
         analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
         for node in source.nodes(cst.Name):
             if node.value == name and is_load(source, node) and _binds_global(source, node, name):
@@ -343,13 +366,13 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
         return None
     match = re.fullmatch(r"""G\[['"](\w+)['"]\]""", root)
     if match:  # ``criterion = Loss()`` (or ``models.Loss().to(device)``) at the top of the file
-        built = set()
+        constructed: set[ClassRef | None] = set()
         for statement in source.module.body:
             for node in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                 if isinstance(node, cst.Assign) and any(is_name(t.target, match.group(1)) for t in node.targets):
-                    built.add(_constructed(classes, frame.file, node.value))
-        if len(built) == 1 and None not in built:
-            ref = built.pop()
+                    constructed.add(_constructed(classes, frame.file, node.value))
+        if len(constructed) == 1 and None not in constructed:
+            ref = constructed.pop()
             assert ref is not None
             qualname = _qualname(ref)
             return (ref.file, qualname, "constructed") if qualname is not None else None
@@ -412,7 +435,7 @@ def _preferred_owner(owners: list[ClassRef], counter: Counter, frame: Frame, pro
         return owners[0]
     source = project.source(frame.file)
     func = source.function_def(frame.first_line, frame.name) if source else None
-    enclosing = source.enclosing_class(func) if func is not None else None
+    enclosing = source.enclosing_class(func) if source is not None and func is not None else None
     for owner in owners:
         if owner.node is enclosing and any(s.startswith("self.") for s in counter.sources):
             return owner

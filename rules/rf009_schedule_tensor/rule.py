@@ -4,6 +4,7 @@ code recompiles the frame for every index."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import libcst as cst
 
@@ -149,24 +150,11 @@ class ScheduleTensor(Rule):
 
     def _plan(self, frame: Frame, param: str, line: int, project: Project) -> list[Finding]:
         source = project.source(frame.file)
-        function_name = function_of(frame.name)
+        function_name = function_of(frame.name) or frame.name
         func = compiled_function(source, frame, function_name) if source is not None else None
         if source is None or func is None:
             return []
-        subscript = next(
-            (
-                n
-                for n in walk(func)
-                if isinstance(n, cst.Subscript)
-                and source.positions[n].start.line == line
-                and len(n.slice) == 1
-                and isinstance(n.slice[0].slice, cst.Index)
-                and is_name(n.slice[0].slice.value, param)
-                and isinstance(n.value, cst.Attribute)
-                and is_name(n.value.value, "self")
-            ),
-            None,
-        )
+        subscript = _schedule_read(source, func, param, line)
         if subscript is None:
             return []  # not a schedule read (RF002 says why a tensor cannot replace the int)
         attr = subscript.value.attr.value  # type: ignore[attr-defined]
@@ -221,15 +209,9 @@ class ScheduleTensor(Rule):
             return [finding(no_fix, Safety.NONE, [f"`self.{attr}` is also used as a {what}: {others}"])]
         analysis = ScalarUses(read=project.source, classes=classes)
         tensors = _recorded_tensors(frame)
-        index_uses = [
-            u
-            for u in analysis.of_parameter(source, frame.file, func, param, set(tensors))
-            if not (u.kind == "index" and u.line == line)
-        ]
-        blocking = distinct(u for u in index_uses if u.verdict != TENSOR)
-        if blocking:
-            notes = [f"`{param}` {u.describe()}: {consequence(u)}" for u in blocking]
-            return [finding(no_fix, Safety.NONE, notes + ["a 0-d tensor index would not serve there; no edit"])]
+        refused = _index_refusal(analysis, source, frame.file, func, param, line, set(tensors))
+        if refused:
+            return [finding(no_fix, Safety.NONE, refused)]
         scope = analysis.scope(source, frame.file, func, set(tensors))
         value_uses = analysis.of_expression(subscript, scope)
         blocked = distinct(u for u in value_uses if u.verdict != TENSOR)
@@ -237,19 +219,8 @@ class ScheduleTensor(Rule):
             notes = [f"the value read {u.describe()}: {consequence(u)}" for u in blocked]
             return [finding(no_fix, Safety.NONE, notes + ["a 0-d tensor would not serve there; no edit"])]
         safety, notes = _exactness(value_uses, tensors, func, scope, source)
-        dtype = ", dtype=torch.float64" if what == "list" else ""
-        buffer = f'self.register_buffer("{attr}", torch.tensor({source.code(assign.value)}{dtype}), persistent=False)'
-        read = f"torch.take(self.{attr}, torch.as_tensor({param}, device=self.{attr}.device))"
-        params = {
-            "replace": [
-                [*source.span(assign), buffer],
-                [*source.span(subscript), read],
-            ]
-        }
-        notes.append(
-            f"`self.{attr}` becomes a non-persistent buffer (state_dict unchanged; it moves with `.to()`), "
-            f"read with torch.take; the calls pass `{param}` as a 0-d int64 tensor"
-        )
+        params, note = _buffer_edits(source, attr, what, assign, subscript, param)
+        notes.append(note)
         fix = f"hold it in a tensor and pass `{param}` as a 0-d tensor"
         findings = [finding(fix, safety, notes, params)]
         findings.extend(self._call_sites(frame, function_name, func, param, source, project, finding, fix, safety))
@@ -293,6 +264,56 @@ class ScheduleTensor(Rule):
             start, end = p["wrap"]
             edits.append(Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]})", self.id))
         return edits
+
+
+def _schedule_read(source: SourceFile, func: cst.FunctionDef, param: str, line: int) -> cst.Subscript | None:
+    """``self.<schedule>[param]`` on ``line`` of the compiled function, the read the guard is on."""
+    return next(
+        (
+            n
+            for n in walk(func)
+            if isinstance(n, cst.Subscript)
+            and source.positions[n].start.line == line
+            and len(n.slice) == 1
+            and isinstance(n.slice[0].slice, cst.Index)
+            and is_name(n.slice[0].slice.value, param)
+            and isinstance(n.value, cst.Attribute)
+            and is_name(n.value.value, "self")
+        ),
+        None,
+    )
+
+
+def _index_refusal(
+    analysis: ScalarUses, source: SourceFile, file: str, func: cst.FunctionDef, param: str, line: int, tensors: set[str]
+) -> list[str] | None:
+    """Why a 0-d tensor cannot be the index: its other uses, beyond the schedule read on
+    ``line``; None when every one takes a tensor."""
+    index_uses = [
+        u
+        for u in analysis.of_parameter(source, file, func, param, tensors)
+        if not (u.kind == "index" and u.line == line)
+    ]
+    blocking = distinct(u for u in index_uses if u.verdict != TENSOR)
+    if not blocking:
+        return None
+    notes = [f"`{param}` {u.describe()}: {consequence(u)}" for u in blocking]
+    return notes + ["a 0-d tensor index would not serve there; no edit"]
+
+
+def _buffer_edits(
+    source: SourceFile, attr: str, what: str, assign: cst.Assign, subscript: cst.Subscript, param: str
+) -> tuple[dict[str, Any], str]:
+    """The fix's params: the schedule's assignment becomes a buffer, its read a ``torch.take``;
+    and the note that says so."""
+    dtype = ", dtype=torch.float64" if what == "list" else ""
+    buffer = f'self.register_buffer("{attr}", torch.tensor({source.code(assign.value)}{dtype}), persistent=False)'
+    read = f"torch.take(self.{attr}, torch.as_tensor({param}, device=self.{attr}.device))"
+    note = (
+        f"`self.{attr}` becomes a non-persistent buffer (state_dict unchanged; it moves with `.to()`), "
+        f"read with torch.take; the calls pass `{param}` as a 0-d int64 tensor"
+    )
+    return {"replace": [[*source.span(assign), buffer], [*source.span(subscript), read]]}, note
 
 
 def _definition(ref: ClassRef, attr: str, source: SourceFile) -> tuple[cst.Assign, str] | str:

@@ -377,7 +377,9 @@ def _none_test_line(path: str, attr: str, project: Project) -> int | None:
     except (OSError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
-        test = node.test if isinstance(node, ast.If) else None
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
         if (
             isinstance(test, ast.Compare)
             and len(test.ops) == 1

@@ -110,7 +110,7 @@ class GraphBreakShield(Rule):
                 continue
             source = project.source(frame.file)
             func = source.function_def(frame.first_line, frame.name) if source else None
-            if func is None:
+            if source is None or func is None:
                 continue
             finding = self._plan_frame(frame, uses, source, func)
             if finding is not None:

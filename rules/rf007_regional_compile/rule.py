@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Any
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, dotted, identifiers
 from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, already_marked, training_in
@@ -22,13 +23,14 @@ from recompile_fix.analysis.regional import (
 )
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.block_strategy import boundary_inputs, boundary_share
+from recompile_fix.findings.arbitration import Claim, Preference
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import module_path_code
+from recompile_fix.rules.rf007_regional_compile.block_boundaries import boundary_inputs, boundary_share, preference
 
 __all__ = ["RULE", "RegionalCompile"]
 
@@ -36,7 +38,10 @@ __all__ = ["RULE", "RegionalCompile"]
 MODULE_COMPILE = TorchApi(
     "torch.nn.Module.compile", (2, 2), "PyTorch 2.2 release (nn.Module.compile added)", in_text=False
 )
+assert MODULE_COMPILE.since is not None
 MIN_TORCH = MODULE_COMPILE.since  # nn.Module.compile() is in torch 2.2 and later
+# What the fix does to a stack of blocks, as a nested compile region's note names it when it loses.
+BLOCKS_ONE_BY_ONE = "compiles these blocks one by one"
 
 TRADE_OFF = (
     "trade-off: the blocks compile once for all of them (about one block's compile time), but the "
@@ -164,9 +169,9 @@ class RegionalCompile(Rule):
             if (path, site.line) in findings:
                 continue
             refs = [StackRef(s.path, s.block.rsplit(".", 1)[-1], s.file, s.line, s.count, s.container) for s in stacks]
-            findings[(path, site.line)] = self._finding(
-                project.source(path), path, site, refs, training, profile, project, frame
-            )
+            source = project.source(path)
+            assert source is not None, "its compile sites were read from it"
+            findings[(path, site.line)] = self._finding(source, path, site, refs, training, profile, project, frame)
         return list(findings.values())
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
@@ -214,6 +219,75 @@ class RegionalCompile(Rule):
         version = torch_release(profile.torch_version) if profile is not None else _installed_release()
         if version is not None and version < MIN_TORCH:
             blockers.append(f"torch {'.'.join(map(str, version))} has no `nn.Module.compile()` (added in 2.2)")
+        self._stack_problems(source, path, refs, training, project, frame, analysis, (blockers, risks, notes))
+        if site.target is not None and site.target != site.module:
+            wrapper_api = [w for w in ("_orig_mod", "state_dict") if re.search(rf"\b{w}\b", source.text)]
+            if wrapper_api:
+                risks.append(
+                    f"the program uses `{'`, `'.join(wrapper_api)}`: without `torch.compile`'s wrapper "
+                    f"`{site.target}` is the model itself (no `_orig_mod`, and `state_dict()` keys lose "
+                    "their `_orig_mod.` prefix)"
+                )
+        if site.kind == "decorator" and not blockers:
+            problem = _decorator_target_problem(source, path, refs)
+            if problem:
+                blockers.append(problem)
+        existing = {expr for _, expr in regional_loops(source)}
+        refs_to_compile = [r for r in refs if f"{site.module}{module_path_code(r.path)}" not in existing]
+        if not refs_to_compile:
+            notes.append("the blocks are already compiled one by one here: only the whole-model compile goes")
+        stacks_text = " and ".join(
+            f"{r.count if r.count is not None else 'its'} `{r.block}` blocks (`{r.path}`)" for r in refs
+        )
+        what = "the blocks" if len(refs) > 1 else f"the `{refs[0].block}` blocks"
+        first = site.line
+        assert site.end_line is not None, "parsed: every statement has its end"
+        location = Location(
+            file=path,
+            line=first,
+            end_line=site.end_line,
+            col=0,
+            end_col=len(source.lines[site.end_line - 1]) if site.end_line <= len(source.lines) else None,
+            function=None,
+        )
+        evidence, blocks, inputs = _evidence(path, site, refs, training, frame)
+        finding = Finding(
+            rule=self.id,
+            file=path,
+            location=location,
+            # Never [*]: the whole model's callable stops compiling, so its outputs cannot be
+            # compared by verify, and the steady state is a trade-off (see the docstring).
+            safety=Safety.UNSAFE,
+            message=self.message.format(module=site.called, stacks=stacks_text, what=what),
+            params={
+                "kind": site.kind,
+                "line": site.line,
+                "module": site.module,
+                "target": site.target,
+                "keywords": site.keywords,
+                "paths": [r.path for r in refs_to_compile],
+                "blocks": [{"block": r.block, "path": r.path, "file": r.file} for r in refs],
+            },
+            evidence=evidence,
+        )
+        _weigh(finding, training, frame, blocks, inputs, (blockers, risks, notes))
+        return finding
+
+    def _stack_problems(
+        self,
+        source: SourceFile,
+        path: str,
+        refs: list[StackRef],
+        training: str | None,
+        project: Project | None,
+        frame: Frame | None,
+        analysis: Analysis | None,
+        said: tuple[list[str], list[str], list[str]],
+    ) -> None:
+        """What each stack's blocks say against compiling them one by one, added to ``said``
+        (blockers, risks, notes): a region already, a loop the analysis cannot follow, a per-layer
+        cache, a forward that reads the index the block was built with."""
+        blockers, risks, notes = said
         cache_off = turns_off_cache(source)
         for ref in refs:
             block_analysis = _analysis_for(ref, path, analysis, project)
@@ -263,105 +337,19 @@ class RegionalCompile(Rule):
                     f"{', '.join(checks.index_reads[:3])}: torch guards a module's int attributes by "
                     "value, so each block may compile on its own"
                 )
-        if site.target is not None and site.target != site.module:
-            wrapper_api = [w for w in ("_orig_mod", "state_dict") if re.search(rf"\b{w}\b", source.text)]
-            if wrapper_api:
-                risks.append(
-                    f"the program uses `{'`, `'.join(wrapper_api)}`: without `torch.compile`'s wrapper "
-                    f"`{site.target}` is the model itself (no `_orig_mod`, and `state_dict()` keys lose "
-                    "their `_orig_mod.` prefix)"
-                )
-        if site.kind == "decorator" and not blockers:
-            problem = _decorator_target_problem(source, path, refs)
-            if problem:
-                blockers.append(problem)
-        existing = {expr for _, expr in regional_loops(source)}
-        refs_to_compile = [r for r in refs if f"{site.module}{module_path_code(r.path)}" not in existing]
-        if not refs_to_compile:
-            notes.append("the blocks are already compiled one by one here: only the whole-model compile goes")
-        stacks_text = " and ".join(
-            f"{r.count if r.count is not None else 'its'} `{r.block}` blocks (`{r.path}`)" for r in refs
-        )
-        what = "the blocks" if len(refs) > 1 else f"the `{refs[0].block}` blocks"
-        first = site.line
-        location = Location(
-            file=path,
-            line=first,
-            end_line=site.end_line,
-            col=0,
-            end_col=len(source.lines[site.end_line - 1]) if site.end_line <= len(source.lines) else None,
-            function=None,
-        )
-        evidence: dict = {
-            "compile": f"{path}:{site.line}",
-            "module": site.module,
-            "stacks": [
-                {"path": r.path, "block": r.block, "count": r.count, "file": r.file, "line": r.line} for r in refs
-            ],
-            "trains": bool(training),
-        }
-        blocks = sum(r.count or 0 for r in refs)
-        recorded = {s.path: s.graph_inputs for s in frame.block_stacks} if frame is not None else {}
-        inputs = boundary_inputs((r.count or 0, recorded.get(r.path)) for r in refs)
-        if blocks:
-            evidence["blocks"] = blocks
-            evidence["boundary_inputs"] = inputs
-        if frame is not None:
-            evidence.update(
-                {
-                    "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
-                    "compiles": len(frame.compiles),
-                    "compile_seconds": round(frame.compile_seconds, 3),
-                }
-            )
-            if frame.steady is not None:
-                # The calling thread's CPU time where recorded: a busy machine inflates it far less.
-                evidence["steady_ms"] = round(1000 * frame.steady.step_seconds, 3)
-                evidence["steady_wall_ms"] = round(1000 * frame.steady.seconds, 3)
-                evidence["steady_calls"] = frame.steady.calls
-        finding = Finding(
-            rule=self.id,
-            file=path,
-            location=location,
-            # Never [*]: the whole model's callable stops compiling, so its outputs cannot be
-            # compared by verify, and the steady state is a trade-off (see the docstring).
-            safety=Safety.UNSAFE,
-            message=self.message.format(module=site.called, stacks=stacks_text, what=what),
-            params={
-                "kind": site.kind,
-                "line": site.line,
-                "module": site.module,
-                "target": site.target,
-                "keywords": site.keywords,
-                "paths": [r.path for r in refs_to_compile],
-                "blocks": [{"block": r.block, "path": r.path, "file": r.file} for r in refs],
-            },
-            evidence=evidence,
-        )
-        if training:
-            notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
-        else:
-            # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
-            share = boundary_share(inputs, frame.steady.step_seconds) if frame is not None and frame.steady else None
-            cost = (
-                f"the profiled steady-state call took {1000 * frame.steady.step_seconds:.1f} ms, to which {blocks} "
-                f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {inputs} graph inputs they pass)"
-                if frame is not None and frame.steady is not None and share is not None
-                else "each block boundary adds about 15 us a call for each input of a block's graph (no steady-state call was timed)"
-            )
-            risks.append(
-                f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"
-            )
-        notes.append(TRADE_OFF)
-        if blockers:
-            finding.safety = Safety.NONE
-            finding.notes = blockers + risks + notes
-        elif risks:
-            finding.safety = Safety.UNSAFE
-            finding.notes = risks + notes
-        else:
-            finding.notes = notes
-        return finding
+
+    # -- one fix per stack of blocks -------------------------------------------------------
+    def claims(self, finding: Finding) -> list[Claim]:
+        """Every stack of blocks the fix compiles one by one, by its path from the compiled
+        module (RF004 claims a stack by the same name: ``stack of `Block` blocks``)."""
+        return [
+            Claim(f"stack of `{stack.get('block')}` blocks", str(stack.get("path", "")), BLOCKS_ONE_BY_ONE)
+            for stack in finding.params.get("blocks", [])
+        ]
+
+    def prefer(self, finding: Finding, rival: Finding) -> Preference:
+        """Against a nested compile region on the same blocks (RF004): ``block_boundaries``."""
+        return preference(finding, rival)
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -380,6 +368,7 @@ class RegionalCompile(Rule):
         if site.kind == "decorator":
             return self._move_decorator(finding, source, site, torch_name, keywords)
         statement = site.statement
+        assert statement is not None and statement.end_lineno is not None and statement.end_col_offset is not None
         line_text = source.lines[statement.lineno - 1]
         indent = line_text[: len(line_text) - len(line_text.lstrip())]
         start_col = source.char_column(statement.lineno, statement.col_offset)
@@ -407,6 +396,7 @@ class RegionalCompile(Rule):
     ) -> list[Edit]:
         """``@torch.compile`` from the model's forward onto each block class's forward."""
         decorator = site.decorator
+        assert decorator is not None and decorator.end_lineno is not None, "a decorator site's"
         first, last = decorator.lineno, decorator.end_lineno
         line_text = source.lines[first - 1]
         if line_text[: source.char_column(first, decorator.col_offset)].strip() != "@":
@@ -424,6 +414,75 @@ class RegionalCompile(Rule):
             at = source.offset(forward.lineno, 0)
             edits.append(Edit(finding.file, at, at, f"{indent}{call}{ending}", self.id))
         return edits
+
+
+def _evidence(
+    path: str, site: CompileSite, refs: list[StackRef], training: str | None, frame: Frame | None
+) -> tuple[dict[str, Any], int, int]:
+    """The Finding's evidence (the compile, the stacks, the profiled steady-state call), with the
+    blocks and the graph inputs their boundaries pass."""
+    evidence: dict[str, Any] = {
+        "compile": f"{path}:{site.line}",
+        "module": site.module,
+        "stacks": [{"path": r.path, "block": r.block, "count": r.count, "file": r.file, "line": r.line} for r in refs],
+        "trains": bool(training),
+    }
+    blocks = sum(r.count or 0 for r in refs)
+    recorded = {s.path: s.graph_inputs for s in frame.block_stacks} if frame is not None else {}
+    inputs = boundary_inputs((r.count or 0, recorded.get(r.path)) for r in refs)
+    if blocks:
+        evidence["blocks"] = blocks
+        evidence["boundary_inputs"] = inputs
+    if frame is not None:
+        evidence.update(
+            {
+                "frame": f"{frame.name} ({frame.file}:{frame.first_line})",
+                "compiles": len(frame.compiles),
+                "compile_seconds": round(frame.compile_seconds, 3),
+            }
+        )
+        if frame.steady is not None:
+            # The calling thread's CPU time where recorded: a busy machine inflates it far less.
+            evidence["steady_ms"] = round(1000 * frame.steady.step_seconds, 3)
+            evidence["steady_wall_ms"] = round(1000 * frame.steady.seconds, 3)
+            evidence["steady_calls"] = frame.steady.calls
+    return evidence, blocks, inputs
+
+
+def _weigh(
+    finding: Finding,
+    training: str | None,
+    frame: Frame | None,
+    blocks: int,
+    inputs: int,
+    said: tuple[list[str], list[str], list[str]],
+) -> None:
+    """The finding's safety and notes: what training or the steady state says, then no fix with
+    a blocker, unsafe with a risk."""
+    blockers, risks, notes = said
+    if training:
+        notes.insert(0, f"the program trains ({training}): the blocks compiled one by one train exactly")
+    else:
+        # Inference runs the steady state for as long as it serves: its cost is the user's to weigh.
+        share = boundary_share(inputs, frame.steady.step_seconds) if frame is not None and frame.steady else None
+        cost = (
+            f"the profiled steady-state call took {1000 * frame.steady.step_seconds:.1f} ms, to which {blocks} "
+            f"block boundaries add about {100 * share:.1f}% (about 15 us for each of the {inputs} graph inputs they pass)"
+            if frame is not None and frame.steady is not None and share is not None
+            else "each block boundary adds about 15 us a call for each input of a block's graph (no steady-state call was timed)"
+        )
+        risks.append(
+            f"no training step was seen, and for inference the steady state is what the compile pays for: {cost}"
+        )
+    notes.append(TRADE_OFF)
+    if blockers:
+        finding.safety = Safety.NONE
+        finding.notes = blockers + risks + notes
+    elif risks:
+        finding.safety = Safety.UNSAFE
+        finding.notes = risks + notes
+    else:
+        finding.notes = notes
 
 
 def _shown(path: str) -> str:
@@ -493,6 +552,7 @@ def _match(frame: Frame, sites: dict[str, list[CompileSite]], project: Project) 
     for path, found in sites.items():
         for site in found:
             if site.kind == "decorator" and path == frame.file:
+                assert site.decorated is not None, "a decorator site's"
                 lines = [d.lineno for d in site.decorated.decorator_list] + [site.decorated.lineno]
                 if min(lines) <= frame.first_line <= site.decorated.lineno:
                     return path, site

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import os
 import re
+from typing import cast
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
 from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in
@@ -14,6 +15,7 @@ from recompile_fix.analysis.region_check import Verdict
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.arbitration import Claim
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
@@ -26,6 +28,7 @@ __all__ = ["RULE", "NestedCompileRegion"]
 NESTED_COMPILE_REGION = TorchApi(
     "torch.compiler.nested_compile_region", (2, 8), "measured: absent 2.6.0, present 2.8.0"
 )
+assert NESTED_COMPILE_REGION.since is not None
 MIN_TORCH = NESTED_COMPILE_REGION.since  # public from 2.8
 # Backward through a region compiled with backend="eager" fails before 2.14 ("fake_mode should be
 # enabled for HOPs"; measured on 2.8, 2.10 and 2.13, fixed by pytorch/pytorch#184700, whose fast
@@ -143,7 +146,7 @@ class NestedCompileRegion(Rule):
                 analyses[frame.file] = _analysis_of(project.source(frame.file))
             analysis = analyses[frame.file]
             func = analysis.function_def(frame.first_line, frame.name) if analysis else None
-            if func is None:
+            if analysis is None or func is None:
                 continue
             for site in analysis.reachable_sites(func):
                 key = (frame.file, site.target_key)
@@ -236,7 +239,7 @@ class NestedCompileRegion(Rule):
             if frame is not None
             else "one after another"
         )
-        evidence = {
+        evidence: dict[str, object] = {
             "container": f"{site.owner}{module_path_code(site.attr)}",
             "blocks": site.count,
             "block": site.block,
@@ -252,6 +255,7 @@ class NestedCompileRegion(Rule):
                     "graph_breaks": sum(b.count for b in frame.graph_breaks),
                 }
             )
+            assert profile is not None, "a frame is the Profile's"
             _attribute_graph_breaks(profile, frame, path, verdict)
         finding = Finding(
             rule=self.id,
@@ -272,47 +276,7 @@ class NestedCompileRegion(Rule):
             },
             evidence=evidence,
         )
-        blockers = list(verdict.hard)
-        risks = list(verdict.unseen) + list(verdict.risks)
-        if version_problem:
-            blockers.insert(0, version_problem)
-        regional = facts.regional_loop(site.attr)
-        if regional:
-            blockers.insert(
-                0,
-                f"the blocks are compiled one by one ({regional}): each is a frame of its own, where "
-                "a nested compile region adds nothing",
-            )
-        if verdict.mutations:
-            if training:
-                blockers.extend(
-                    f"{m}; the program trains ({training}), and nested_compile_region rejects "
-                    "in-place input or buffer mutation in training (RuntimeError)"
-                    for m in verdict.mutations
-                )
-            else:
-                risks.extend(
-                    f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
-                    "no `.backward()` was seen, so the model may be used for inference only"
-                    for m in verdict.mutations
-                )
-        if training:
-            risks.append(
-                f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
-                "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
-                "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
-                "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
-            )
-            eager = facts.eager_backend(analysis, frame)
-            release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
-            if eager and release is not None and release < EAGER_BACKWARD_TORCH:
-                blockers.append(
-                    f'the program trains and compiles with backend="eager" ({eager}): with torch '
-                    f"{release[0]}.{release[1]} backward through the region fails (AssertionError: fake_mode "
-                    "should be enabled for HOPs; fixed in torch 2.14 by pytorch/pytorch#184700), and each "
-                    "region call runs the block twice with grad on (a dropout draws twice); aot_eager and "
-                    "inductor run it"
-                )
+        blockers, risks = _problems(analysis, site, verdict, version_problem, facts, frame, profile)
         if blockers:
             finding.safety = Safety.NONE
             finding.notes = blockers + risks
@@ -333,6 +297,14 @@ class NestedCompileRegion(Rule):
         except SourceError:
             return finding
         return next((f for f in again if f.params == finding.params), finding)
+
+    def claims(self, finding: Finding) -> list[Claim]:
+        """The stack of blocks whose class the region goes on, by its attribute in the container
+        (``Model.layers``: ``layers``); RF007 claims stacks by the same name."""
+        container = str(finding.evidence.get("container", ""))
+        attr = container.split(".", 1)[1] if "." in container else container
+        block = finding.params.get("class")
+        return [Claim(f"stack of `{block}` blocks", attr, f"marks `{block}.forward` as a nested compile region")]
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The function is already a region (``nested_compile_region``, ours or hand-written)."""
@@ -367,10 +339,66 @@ def _target_def(tree: Tree, params: dict):
             if isinstance(n, DEFS)
             and n.name == params["function"]
             and n.lineno == params["line"]
-            and class_name(tree.enclosing_class(n)) == params["class"]
+            and class_name(tree.enclosing_class(cast(ast.FunctionDef, n))) == params["class"]
         ),
         None,
     )
+
+
+def _problems(
+    analysis: Analysis,
+    site: Site,
+    verdict: Verdict,
+    version_problem: str | None,
+    facts: _ProgramFacts,
+    frame: Frame | None,
+    profile: Profile | None,
+) -> tuple[list[str], list[str]]:
+    """What stops the region (blockers) and what makes it unsafe (risks): the block's verdict,
+    the torch release, blocks already compiled one by one, in-place mutation, training."""
+    training = facts.training
+    blockers = list(verdict.hard)
+    risks = list(verdict.unseen) + list(verdict.risks)
+    if version_problem:
+        blockers.insert(0, version_problem)
+    regional = facts.regional_loop(site.attr)
+    if regional:
+        blockers.insert(
+            0,
+            f"the blocks are compiled one by one ({regional}): each is a frame of its own, where "
+            "a nested compile region adds nothing",
+        )
+    if verdict.mutations:
+        if training:
+            blockers.extend(
+                f"{m}; the program trains ({training}), and nested_compile_region rejects "
+                "in-place input or buffer mutation in training (RuntimeError)"
+                for m in verdict.mutations
+            )
+        else:
+            risks.extend(
+                f"{m}; nested_compile_region rejects that in training (RuntimeError), and "
+                "no `.backward()` was seen, so the model may be used for inference only"
+                for m in verdict.mutations
+            )
+    if training:
+        risks.append(
+            f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
+            "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
+            "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
+            "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
+        )
+        eager = facts.eager_backend(analysis, frame)
+        release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
+        if eager and release is not None and release < EAGER_BACKWARD_TORCH:
+            blockers.append(
+                f'the program trains and compiles with backend="eager" ({eager}): with torch '
+                f"{release[0]}.{release[1]} backward through the region fails (AssertionError: fake_mode "
+                "should be enabled for HOPs; fixed in torch 2.14 by pytorch/pytorch#184700), and each "
+                "region call runs the block twice with grad on (a dropout draws twice); aot_eager and "
+                "inductor run it"
+            )
+    return blockers, risks
 
 
 def _torch_version(text: str | None) -> tuple[int, int] | None:
@@ -456,7 +484,8 @@ class _ProgramFacts:
             return f"{analysis.source.path}:{analysis.eager_backend_line}"
         for path, source in self.sources:
             try:
-                line = next((n.lineno for n in ast.walk(source.syntax) if eager_compile(source, n)), None)
+                calls = (n for n in ast.walk(source.syntax) if isinstance(n, ast.Call))  # all eager_compile takes
+                line = next((n.lineno for n in calls if eager_compile(source, n)), None)
             except SourceError:
                 continue
             if line:
@@ -501,7 +530,7 @@ def _frame_class(analyses: dict[str, Analysis | None], project: Project, frame: 
         analyses[frame.file] = _analysis_of(project.source(frame.file))
     analysis = analyses[frame.file]
     func = analysis.function_def(frame.first_line, frame.name) if analysis else None
-    return class_name(analysis.tree.enclosing_class(func)) if func is not None else None
+    return class_name(analysis.tree.enclosing_class(func)) if analysis is not None and func is not None else None
 
 
 def _analysis_of(source: SourceFile | None) -> Analysis | None:

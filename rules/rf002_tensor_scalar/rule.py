@@ -4,19 +4,15 @@ frame recompile."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_arguments import (
-    ScalarArgument,
-    changed_scalars,
-    forwards,
-    parameter_function,
-    parameter_inputs,
-)
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
@@ -26,6 +22,13 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
+from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
+    ScalarArgument,
+    changed_scalars,
+    forwards,
+    parameter_function,
+    parameter_inputs,
+)
 
 __all__ = ["RULE", "TensorScalar"]
 
@@ -153,16 +156,14 @@ class TensorScalar(Rule):
 
     def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
         values = argument.values
-        kind = argument.kind
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         reasons = [r for r in frame.reasons() if r.source == argument.source and r.kind in self.consumes]
         evidence = frame_evidence(frame, reasons or _hidden_evidence(frame), values=values[:10])
-        function_name = function_of(frame.name)
+        function_name = function_of(frame.name) or frame.name
         param = argument.name or argument.source
         message = self.message.format(
-            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
+            param=param, frame=function_name, kind=argument.kind, values=shown, compiles=frame.compile_count
         )
-
         covers = [cover(frame, [argument.source], self.consumes)]
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
@@ -198,136 +199,108 @@ class TensorScalar(Rule):
                     ],
                 )
             ]
-        param = argument.name or argument.source
         message = self.message.format(  # `args[2]` is now the parameter it binds
-            param=param, frame=function_name, kind=kind, values=shown, compiles=frame.compile_count
+            param=param, frame=function_name, kind=argument.kind, values=shown, compiles=frame.compile_count
         )
         position = Parameter.of(source, func, param)
         if position is None:
             return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{func.name.value}`"])]
         if argument.keyword:
             position = Parameter(param, None)  # the wrapper got it in **kwargs: the call names it
-        hidden = (
-            []
-            if argument.named
-            else [
-                f"no guard names `{param}`: torch reports the first failing guard, and `{param}` changed in the "
-                f"same compiles ({shown}), so it is guarded on its value too"
-            ]
-        )
         varargs = (frame.signature or {}).get("varargs") or "args"
         tensors = _tensor_inputs(frame, func, argument, forwards(compiled_def, varargs))
-        analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
-        uses = analysis.of_parameter(source, frame.file, func, param, set(tensors))
-        if not _serves(uses):
-            # Refused: would it serve if the fields of a module's output (`unet(x, t).sample`)
-            # held tensors? The source does not say: then the fix is one a run must prove.
-            guessing = ScalarUses(read=project.source, classes=ClassIndex(project), output_fields=True)
-            guessed = guessing.of_parameter(source, frame.file, func, param, set(tensors))
-            if _serves(guessed) and guessing.fields_taken:
-                analysis, uses = guessing, guessed
-        blocking = distinct(u for u in uses if u.verdict == BLOCKS)
-        if blocking:
-            notes = [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
-            return [finding(sites[0], Safety.NONE, notes)]
-        if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
-            return [
-                finding(
-                    sites[0], Safety.NONE, [f"`{param}` reaches no tensor arithmetic in `{func.name.value}`; no edit"]
-                )
-            ]
-        dtype, exact, why = _dtype(kind, [u for u in uses if u.verdict == TENSOR], tensors)
+        analysis, uses = _parameter_uses(project, source, frame.file, func, param, set(tensors))
+        refused = _refusal(param, func, uses)
+        if refused is not None:
+            return [finding(sites[0], Safety.NONE, refused)]
+        dtype, exact, why = _dtype(argument.kind, [u for u in uses if u.verdict == TENSOR], tensors)
         if dtype is _NO_DTYPE:
             return [finding(sites[0], Safety.NONE, [why])]
-        safety = Safety.SAFE if exact else Safety.UNSAFE
-        notes = hidden + [why] + _masked_changes(frame, argument.source)
         optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
-        if optional:
-            notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
-        if analysis.fields_taken:
-            safety = Safety.UNSAFE
-            fields = ", ".join(f"`{f}`" for f in dict.fromkeys(analysis.fields_taken))
-            notes.append(
-                f"{fields} taken for a tensor (a field of a module's output; the source does not say what it "
-                "holds): a run of the program shows whether the 0-d tensor serves"
-            )
-        for where in dict.fromkeys(analysis.device_moves):
-            notes.append(
-                f"`{param}` is tested for a tensor at {where} only to move a tensor to a device: a 0-d tensor "
-                "takes that branch and then computes what the number did"
-            )
-        for use in distinct(u for u in uses if u.verdict == UNKNOWN):
-            safety = Safety.UNSAFE
-            notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
+        safety, notes = _wrap_notes(frame, argument, param, shown, exact, why, optional, analysis, uses)
+        wrap = _Wrap(self.id, message, safety, notes, dtype, exact, param, optional, evidence, covers)
         findings = []
         for site, call, compiled in calls(sites, project, frame):
-            if call is None:
-                findings.append(finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"]))
-                continue
-            arg, why_not = position.argument_of(call)
-            if arg is None:
-                if compiled:
-                    findings.append(finding(site, Safety.NONE, [why_not]))
-                continue
-            if is_tensor_call(arg.value, project.source(site.file)) or is_name(arg.value, "None"):
-                continue
-            file = project.source(site.file)
-            pos = file.positions[call]
-            location = Location(
-                file=site.file,
-                line=pos.start.line,
-                end_line=pos.end.line,
-                col=pos.start.column,
-                end_col=pos.end.column,
-                function=site.function,
-            )
-            site_notes, site_safety = list(notes), safety
-            if optional and not is_number(arg.value) and not isinstance(arg.value, (cst.Name, cst.Attribute)):
-                findings.append(
-                    finding(
-                        location,
-                        Safety.NONE,
-                        [
-                            f"`{param}` may be None and the call passes `{file.code(arg.value)}`, which a "
-                            "None check would evaluate twice"
-                        ],
-                    )
-                )
-                continue
-            if not compiled:
-                site_notes.append(
-                    f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
-                    "wrapped too, so every call passes the same type"
-                )
-                if not is_number(arg.value):
-                    site_safety = Safety.UNSAFE
-                    site_notes.append(
-                        "the profiled run did not show what it passes: if it is a tensor already, "
-                        "`torch.tensor()` would copy it"
-                    )
-            findings.append(
-                Finding(
-                    rule=self.id,
-                    file=site.file,
-                    location=location,
-                    message=message,
-                    safety=site_safety,
-                    params={
-                        "arg": list(file.span(arg.value)),
-                        "dtype": dtype,
-                        "param": param,
-                        **({"optional": True} if optional and not is_number(arg.value) else {}),
-                    },
-                    evidence=evidence,
-                    notes=site_notes,
-                    covers=covers,
-                    # Each unsafe reason here (rounding, a use the analysis cannot type, a call
-                    # the run did not show) is one a run of the program settles.
-                    unsafe_because=UNPROVEN,
-                    tolerance=None if exact else {"why": "a 0-d tensor rounds where the number did not"},
-                )
-            )
+            one = self._at_call(site, call, compiled, position, project, wrap, function_name, finding)
+            if one is not None:
+                findings.append(one)
         return _together(findings, function_name)
+
+    def _at_call(
+        self,
+        site: Location,
+        call: cst.Call | None,
+        compiled: bool,
+        position: Parameter,
+        project: Project,
+        wrap: _Wrap,
+        function_name: str,
+        finding: Callable[[Location, Safety, list[str]], Finding],
+    ) -> Finding | None:
+        """The Finding at one call of the compiled function: the number it passes wrapped, or why
+        not; None where it passes a tensor or None already, or a call that did not compile passes
+        nothing in that position."""
+        if call is None:
+            return finding(site, Safety.NONE, [f"no call found at {site.file}:{site.line}"])
+        arg, why_not = position.argument_of(call)
+        if arg is None:
+            assert why_not is not None  # argument_of says why wherever it finds no argument
+            return finding(site, Safety.NONE, [why_not]) if compiled else None
+        if is_tensor_call(arg.value, project.source(site.file)) or is_name(arg.value, "None"):
+            return None
+        file = project.source(site.file)
+        assert file is not None, "its call was read from it"
+        pos = file.positions[call]
+        location = Location(
+            file=site.file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column,
+            function=site.function,
+        )
+        param = wrap.param
+        site_notes, site_safety = list(wrap.notes), wrap.safety
+        if wrap.optional and not is_number(arg.value) and not isinstance(arg.value, (cst.Name, cst.Attribute)):
+            return finding(
+                location,
+                Safety.NONE,
+                [
+                    f"`{param}` may be None and the call passes `{file.code(arg.value)}`, which a "
+                    "None check would evaluate twice"
+                ],
+            )
+        if not compiled:
+            site_notes.append(
+                f"this call of `{function_name}` did not compile (a cache hit, or not run); it is "
+                "wrapped too, so every call passes the same type"
+            )
+            if not is_number(arg.value):
+                site_safety = Safety.UNSAFE
+                site_notes.append(
+                    "the profiled run did not show what it passes: if it is a tensor already, "
+                    "`torch.tensor()` would copy it"
+                )
+        return Finding(
+            rule=wrap.rule,
+            file=site.file,
+            location=location,
+            message=wrap.message,
+            safety=site_safety,
+            params={
+                "arg": list(file.span(arg.value)),
+                "dtype": wrap.dtype,
+                "param": param,
+                **({"optional": True} if wrap.optional and not is_number(arg.value) else {}),
+            },
+            evidence=wrap.evidence,
+            notes=site_notes,
+            covers=wrap.covers,
+            # Each unsafe reason here (rounding, a use the analysis cannot type, a call
+            # the run did not show) is one a run of the program settles.
+            unsafe_because=UNPROVEN,
+            tolerance=None if wrap.exact else {"why": "a 0-d tensor rounds where the number did not"},
+        )
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -350,6 +323,93 @@ class TensorScalar(Rule):
         if not makes_tensor(optional.group(1) if optional else text):
             return None
         return f"line {source.text.count(chr(10), 0, start) + 1}: `{source.text[start:end]}`"
+
+
+@dataclass(frozen=True)
+class _Wrap:
+    """What every call's Finding for one parameter shares: the rule, message, safety and notes
+    of the fix, the 0-d tensor's dtype and whether results stay exact, and the evidence."""
+
+    rule: str
+    message: str
+    safety: Safety
+    notes: list[str]
+    dtype: str | None
+    exact: bool
+    param: str
+    optional: bool  # the parameter may be None: the wrap keeps None
+    evidence: dict[str, Any]
+    covers: list[dict[str, Any]]
+
+
+def _parameter_uses(
+    project: Project, source: SourceFile, file: str, func: cst.FunctionDef, param: str, tensors: set[str]
+) -> tuple[ScalarUses, list[Use]]:
+    """Every use of ``param`` in ``func``, and the analysis that found them."""
+    analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
+    uses = analysis.of_parameter(source, file, func, param, tensors)
+    if not _serves(uses):
+        # Refused: would it serve if the fields of a module's output (`unet(x, t).sample`)
+        # held tensors? The source does not say: then the fix is one a run must prove.
+        guessing = ScalarUses(read=project.source, classes=ClassIndex(project), output_fields=True)
+        guessed = guessing.of_parameter(source, file, func, param, tensors)
+        if _serves(guessed) and guessing.fields_taken:
+            analysis, uses = guessing, guessed
+    return analysis, uses
+
+
+def _refusal(param: str, func: cst.FunctionDef, uses: list[Use]) -> list[str] | None:
+    """Why no 0-d tensor can take the number's place (a use that blocks one, or no tensor
+    arithmetic at all), as the Finding's notes; None when one may."""
+    blocking = distinct(u for u in uses if u.verdict == BLOCKS)
+    if blocking:
+        return [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
+    if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
+        return [f"`{param}` reaches no tensor arithmetic in `{func.name.value}`; no edit"]
+    return None
+
+
+def _wrap_notes(
+    frame: Frame,
+    argument: ScalarArgument,
+    param: str,
+    shown: str,
+    exact: bool,
+    why: str,
+    optional: bool,
+    analysis: ScalarUses,
+    uses: list[Use],
+) -> tuple[Safety, list[str]]:
+    """The fix's safety and notes, the same at every call: how exact the tensor is, whether the
+    parameter may be None, what the analysis took on trust."""
+    hidden = (
+        []
+        if argument.named
+        else [
+            f"no guard names `{param}`: torch reports the first failing guard, and `{param}` changed in the "
+            f"same compiles ({shown}), so it is guarded on its value too"
+        ]
+    )
+    safety = Safety.SAFE if exact else Safety.UNSAFE
+    notes = hidden + [why] + _masked_changes(frame, argument.source)
+    if optional:
+        notes.append(f"`{param}` may be None (`{param} is None` is tested): calls that pass None keep passing None")
+    if analysis.fields_taken:
+        safety = Safety.UNSAFE
+        fields = ", ".join(f"`{f}`" for f in dict.fromkeys(analysis.fields_taken))
+        notes.append(
+            f"{fields} taken for a tensor (a field of a module's output; the source does not say what it "
+            "holds): a run of the program shows whether the 0-d tensor serves"
+        )
+    for where in dict.fromkeys(analysis.device_moves):
+        notes.append(
+            f"`{param}` is tested for a tensor at {where} only to move a tensor to a device: a 0-d tensor "
+            "takes that branch and then computes what the number did"
+        )
+    for use in distinct(u for u in uses if u.verdict == UNKNOWN):
+        safety = Safety.UNSAFE
+        notes.append(f"`{param}` {use.describe()}: it may need a Python number there")
+    return safety, notes
 
 
 def _together(findings: list[Finding], function_name: str) -> list[Finding]:

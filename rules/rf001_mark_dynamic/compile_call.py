@@ -59,7 +59,7 @@ def isolate_finding(
 ) -> list[Finding] | None:
     """The unsafe fix ``isolate_recompiles=True`` at the program's one ``torch.compile`` call for
     what ``call`` calls; None where the frame did not hit the limit, the torch that ran has no
-    such option, or the compile call is not found (``plan``: RF001's ``_SitePlan``).
+    such option, or the compile call is not found (``plan``: RF001's ``SitePlan``).
     ``repeated_only``: only where that call makes several wrappers (in a loop or comprehension);
     one wrapper whose parameter is swapped (a LoRA rank) has one cache either way."""
     frame = plan.frame

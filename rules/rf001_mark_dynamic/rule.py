@@ -1,0 +1,386 @@
+"""RF001 mark-dynamic: a tensor argument whose size changes makes its compiled frame recompile."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import libcst as cst
+
+from recompile_fix.analysis.call_site_code import (
+    argument_for_base,
+    binding_right_before,
+    fresh_name,
+    is_atomic_expression,
+    is_plain_dotted,
+    loop_marks_before,
+    marks_before,
+    node_at_span,
+    squeezed_code,
+)
+from recompile_fix.analysis.call_targets import Base
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Profile, is_library_path
+from recompile_fix.profile.resume import is_resume
+from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
+    ISOLATE_RECOMPILES,
+    fix_compile_call,
+)
+from recompile_fix.rules.rf001_mark_dynamic.marks import (
+    BACKED_SIZE_OBLIVIOUS,
+    CONTIGUOUS_COPY,
+    MARK_DYNAMIC,
+    MARK_UNBACKED,
+    MAYBE_MARK_DYNAMIC,
+    dim_text,
+    dims_code,
+    indented,
+    marked_expression,
+    merge_same_call,
+    none_message,
+    singular,
+    steps_code,
+)
+from recompile_fix.rules.rf001_mark_dynamic.site_plan import SitePlan
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
+
+__all__ = ["RULE", "MarkDynamic"]
+
+
+class MarkDynamic(Rule):
+    """
+    ## What it does
+    Marks the dimensions of the tensors a call passes to compiled code that changed size between
+    its compiles as dynamic, with `torch._dynamo.mark_dynamic(t, dim)` right before the statement
+    that makes the call, outside the compiled region. The tensors are found wherever the call
+    passes them: a positional or keyword argument, an item of a `**batch` mapping, an attribute
+    or item of an object passed in (each layer's keys and values of a cache, marked in a loop),
+    an attribute of the module called (`self.cache`); through any wrappers between the call and
+    the compiled frame (`functools.wraps` decorators taking `*args, **kwargs`, `nn.Module`).
+
+    ## Why is this bad?
+    `torch.compile` specialises a graph on the sizes it first sees. A growing sequence or a
+    ragged last batch then compiles the frame again (with `dynamic=False`, once per size, until
+    the recompile limit stops compiling it at all). Marking the dimensions before the first call
+    compiles one graph that serves every size. Torch names only the first failing guard of a
+    recompile; the shapes recorded at each compile show every tensor that changed with it (the
+    attention mask beside the ids, a cache's layers), and all of them are marked together.
+
+    ## Example
+    ```python
+    for batch in loader:
+        out = model(batch)
+    ```
+    Use instead:
+    ```python
+    for batch in loader:
+        torch._dynamo.mark_dynamic(batch, 0)
+        out = model(batch)
+    ```
+
+    ## Fix safety
+    Safe: marking changes no value, and a safe mark never makes the program fail. Evidence is
+    per call: a call gets the marks its own compiles show. Dimensions whose sizes moved in
+    lock-step at a call are tied (torch relates them in its guards): they are marked together,
+    with one safety, never half of them, since a hard mark on one half makes torch specialise it
+    through the other and raise `ConstraintViolationError`. The hard `mark_dynamic` is used only
+    where the compiled code is the user's own, fully readable, and specialises none of the
+    dimensions; where it compares one for equality (`if x.shape[0] == 3`), matches on it
+    (`match x.shape[0]:`), looks it up in a dict or list (`TABLE[n]`), calls code the
+    analysis cannot read (a model from a package), is library code, or a tied tensor is out of
+    the call's reach, the mark is `torch._dynamo.maybe_mark_dynamic`, which cannot raise. Where
+    the code tests the size for equality, a call whose size takes the equal branch still compiles
+    on its own: the mark is safe only where the literals it is compared with and the recorded
+    sizes show it merges compiles (sizes 2, 3, 4, 5 and `== 4`: 3 -> 2); else it is unproven,
+    and `fix` keeps it only where a run shows fewer compiles (`case 4:` with 4 as the first
+    size merges nothing). A dimension the compiled code loops over (`range(x.size(1))`, a loop over the tensor,
+    `x.unbind(1)`) gets no mark, nor do the dimensions tied to it: torch must specialise it,
+    so a mark raises or changes nothing. Where the call passed size 0 or 1, which torch
+    specialises even when marked, and the compiled code calls nothing (`x + c`), the fix uses
+    `torch._dynamo.decorators.mark_unbacked` (torch >= 2.4); elsewhere the finding says why torch
+    still compiles twice (a size-1 decode step and a longer prefill are different graphs in
+    model code, and `mark_unbacked` or `backed_size_oblivious` make it graph-break there). An
+    argument that is not a plain name is bound to a new name first; that is unsafe when other
+    parts of the statement run before it and could have side effects. Nothing goes before a call
+    that runs on only some evaluations of its statement (a branch of `a if c else b`, an operand
+    after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
+    skips) or in a class body (a name bound there becomes a class attribute): there, no fix, and
+    the finding says why. Where a parameter or local shadows `torch`, the inserted code names it
+    through a module-level `import torch as _torch`. A stride guard on a sliced
+    view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
+    passes a contiguous copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()`
+    keeps a size-1 batch's odd stride), which changes no value but is unsafe where the name is
+    used again after the call. Where library code makes the compiled call (`model.generate()`)
+    with tensors it makes itself, no mark in the user's code reaches them: the fix (unsafe) is
+    `dynamic=True` at the user's `torch.compile` call, or, where there is none to edit, no fix
+    and what to do instead. What the run recorded comes before what the text suggests: a
+    dimension the compile's graph specialised (traced as a symbol once it changed, then fixed to
+    one value: tied to a parameter's static size, a head's `in_features`, or formatted into a
+    string) gets no mark (`mark_dynamic` would raise ConstraintViolationError,
+    `maybe_mark_dynamic` would change nothing), nor does a parameter replaced by one of another
+    shape (a LoRA rank swap: the object the call holds may have no such parameter). Where such
+    a size is tied to the weights of several compiled wrappers that share one frame and hit the
+    recompile limit, or the wrappers' own parameters differ in shape (ten heads of different
+    widths, each compiled in a loop or comprehension), the fix (unsafe: a trade-off, one compile
+    per wrapper, none run eagerly at the limit) is `torch.compile(..., isolate_recompiles=True)`
+    at the compile call (torch >= 2.13); one module whose parameter was swapped gets none.
+
+    ## Profile evidence
+    `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
+    `kwargs['input_ids']`, `kwargs['past_key_values'].layers[0].keys`), and the shapes of every
+    tensor reachable from the compiled frame's arguments at each compile.
+    """
+
+    id = "RF001"
+    name = "mark-dynamic"
+    message = "{what} passed to compiled `{frame}` change size ({compiles}): mark them dynamic before the call"
+    consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
+    triggers = ("compile",)
+    emits = (
+        MARK_DYNAMIC,
+        MAYBE_MARK_DYNAMIC,
+        MARK_UNBACKED,
+        CONTIGUOUS_COPY,
+        BACKED_SIZE_OBLIVIOUS,
+        ISOLATE_RECOMPILES,
+    )
+    examples = (
+        Example(
+            before="fn(torch.ones(3))\nfn(torch.ones(4))\n",
+            after="x = torch.ones(3)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n"
+            "x = torch.ones(4)\ntorch._dynamo.mark_dynamic(x, 0)\nfn(x)\n",
+            golden="RF001/seed_shape_change",
+        ),
+        # `model(**batch)`: every tensor of the batch, tied in both dimensions (ragged last batch).
+        Example(
+            before="for batch in loader:\n    loss = compiled(**batch)\n",
+            after="for batch in loader:\n"
+            '    torch._dynamo.mark_dynamic(batch["input_ids"], [0, 1])\n'
+            '    torch._dynamo.mark_dynamic(batch["attention_mask"], [0, 1])\n'
+            '    torch._dynamo.mark_dynamic(batch["labels"], [0, 1])\n'
+            "    loss = compiled(**batch)\n",
+            golden="RF001/dict_batch",
+        ),
+        # A cache passed in: at the decode call, each layer's keys and values, in a loop, with the
+        # mask they grow with (maybe_mark_dynamic: not all plain arguments); at the prefill call
+        # (an empty cache), the prompt and its mask, plain arguments of readable code.
+        Example(
+            before="    mask = torch.ones(prompt.shape)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
+            after="    mask = torch.ones(prompt.shape)\n"
+            "    torch._dynamo.mark_dynamic(prompt, 1)\n"
+            "    torch._dynamo.mark_dynamic(mask, 1)\n"
+            "    logits = model(input_ids=prompt, attention_mask=mask, past_key_values=cache)\n"
+            "    next_id = logits[:, -1:].argmax(-1)\n"
+            "    tokens = [next_id]\n"
+            "    for _ in range(new_tokens - 1):\n"
+            "        mask = torch.cat([mask, torch.ones(next_id.shape)], dim=1)\n"
+            "        torch._dynamo.maybe_mark_dynamic(mask, 1)\n"
+            "        for layer in cache.layers:\n"
+            "            torch._dynamo.maybe_mark_dynamic(layer.keys, 2)\n"
+            "            torch._dynamo.maybe_mark_dynamic(layer.values, 2)\n"
+            "        logits = model(input_ids=next_id, attention_mask=mask, past_key_values=cache)\n",
+            golden="RF001/cache_object",
+        ),
+        # The sequence length sets a `range()` loop in the compiled code: only the batch is marked.
+        Example(
+            before="    x = torch.randn(batch, steps, 4)\n    outputs.append(model(x))\n",
+            after="    x = torch.randn(batch, steps, 4)\n    torch._dynamo.mark_dynamic(x, 0)\n    outputs.append(model(x))\n",
+            golden="RF001/range_loop",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings: list[Finding] = []
+        release = profile.torch_release
+        uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] = {}  # one analysis per function
+        # The user's own frames first: a finding merged from several frames speaks of theirs.
+        for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
+            if is_resume(frame.name):
+                findings.extend(self._plan_resume(frame))
+                continue
+            for evidence in site_evidence(frame):
+                if evidence.changed and evidence.site is not None:
+                    findings.extend(SitePlan(self, evidence, project, release, uses).findings())
+        return merge_same_call(findings)
+
+    def _plan_resume(self, frame: Frame) -> list[Finding]:
+        """Code after a graph break takes the live locals as arguments: nothing at a call to mark."""
+        dims: dict[str, set[int]] = {}
+        for reason in frame.reasons():
+            if reason.kind == "size_mismatch" and reason.source and reason.dim is not None:
+                dims.setdefault(reason.source, set()).add(reason.dim)
+        site = next((c.user_call_site for c in frame.compiles if c.user_call_site), None)
+        if site is None:
+            return []
+        return [
+            Finding(
+                rule=self.id,
+                file=site.file,
+                location=site,
+                safety=Safety.NONE,
+                message=none_message(source, sorted(found), frame, len(frame.compiles)),
+                evidence=frame_evidence(frame, [r for r in frame.reasons() if r.source == source]),
+                notes=[f"`{source}` is a local of the code after a graph break, not an argument"],
+            )
+            for source, found in dims.items()
+        ]
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        p = finding.params
+        if "compile_call" in p:
+            return fix_compile_call(finding, source)
+        call = node_at_span(source, cst.Call, p["call"])
+        statement, why = source.statement_of(call)
+        if statement is None:  # planned with a statement: the source changed under the finding
+            raise ValueError(f"no statement to insert the mark before: {why}")
+        indent = source.statement_indent(statement)
+        at = source.offset(source.positions[statement].start.line, 0)
+        mark = f"{torch_name}._dynamo.{p['mark']}"
+        edits: list[Edit] = []
+        statements: list[str] = []
+        names = source.names_in_scope(call)
+        bases: dict[Base, str] = {}
+
+        def base_text(base: Base, label: str, clone: str = "") -> str:
+            if base in bases:
+                return bases[base]
+            if base.expr is not None:
+                bases[base] = base.expr
+                return base.expr
+            arg = argument_for_base(call, base)
+            assert arg is not None, "planned where the call passes it"
+            value = arg.value
+            if isinstance(value, cst.Name):
+                name = value.value
+                if clone:
+                    # Where the statement before binds the name (`idx_cond = idx[:, -n:]`), copy
+                    # there; else in a statement of its own.
+                    binding = binding_right_before(source, statement, name)
+                    if binding is not None:
+                        end = source.span(binding)[1]
+                        edits.append(Edit(finding.file, end, end, clone, self.id))
+                    else:
+                        edits.append(Edit(finding.file, at, at, indented(f"{name} = {name}{clone}", indent), self.id))
+            elif isinstance(value, cst.NamedExpr) and isinstance(value.target, cst.Name):
+                # `f(x := make(), c)`: the statement binds `x` itself (`x = make()`), then passes `x`.
+                name = value.target.value
+                text = source.code(value.value)
+                if clone and not is_atomic_expression(value.value):
+                    text = f"({text})"
+                edits.append(Edit(finding.file, at, at, indented(f"{name} = {text}{clone}", indent), self.id))
+                start, end = source.span(value)
+                edits.append(Edit(finding.file, start, end, name, self.id))
+            elif is_plain_dotted(value) and not clone:
+                name = source.code(value)
+            else:
+                name = fresh_name(label, names)
+                names.add(name)
+                text = source.code(value)
+                if clone and not is_atomic_expression(value):
+                    text = f"({text})"
+                edits.append(Edit(finding.file, at, at, indented(f"{name} = {text}{clone}", indent), self.id))
+                start, end = source.span(value)
+                edits.append(Edit(finding.file, start, end, name, self.id))
+            bases[base] = name
+            return name
+
+        for entry in p["marks"]:
+            base = Base.from_json(entry["base"])
+            clone = f".clone(memory_format={torch_name}.contiguous_format)" if entry.get("contiguous") else ""
+            expr = base_text(base, entry["label"], clone) + steps_code(entry["steps"])
+            line = f"{mark}({expr}, {dims_code(entry['dims'])})"
+            if entry.get("optional"):
+                line = f"if {expr} is not None:\n    {line}"
+            statements.append(line)
+        for loop in p.get("loops", []):
+            container = base_text(Base.from_json(loop["base"]), loop["label"]) + steps_code(loop["container"])
+            var = fresh_name(singular(loop["container"]), names)
+            names.add(var)
+            statements.append(_loop_statement(mark, var, container, loop))
+        edits.extend(Edit(finding.file, at, at, indented(s, indent), self.id) for s in statements)
+        return edits
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """Each tensor's mark before the call (``mark_dynamic``, ``maybe_mark_dynamic`` or
+        ``mark_unbacked``, ours or hand-written, any spelling of the dims), between the statement
+        that binds it and the call, and the contiguous copy where one is needed. Marks of some of
+        the tensors or dims narrow the finding to the rest. Loops over a list's items and the
+        compile-call fix: the rule's own edits made again (the default). A loop over a list's
+        items (``for layer in cache.layers:``, any name for the item) that marks each leaf's dims
+        holds that loop's marks."""
+        p = finding.params
+        if "compile_call" in p or not (p.get("marks") or p.get("loops")):
+            return super().already_present(finding, source)
+        try:
+            call = node_at_span(source, cst.Call, p["call"])
+        except StopIteration:
+            return None
+        statement, _ = source.statement_of(call)
+        if statement is None:
+            return None
+        remaining, lines, named = [], set(), []
+        remaining_loops = []
+        for loop in p.get("loops", []):
+            container = marked_expression(source, call, {"base": loop["base"], "steps": loop["container"]})
+            leaves, line = loop_marks_before(source, statement, container) if container else ({}, None)
+            if line is None or any(
+                not set(leaf["dims"]) <= leaves.get(squeezed_code(steps_code(leaf["steps"])), set())
+                for leaf in loop["leaves"]
+            ):
+                remaining_loops.append(loop)
+                continue
+            lines.add(line)
+            named.append(f"each of `{container}`")
+        for entry in p.get("marks", []):
+            expr = marked_expression(source, call, entry)
+            if expr is None:
+                remaining.append(entry)  # the fix binds it to a new name: nothing of it is there yet
+                continue
+            marked, copied = marks_before(source, statement, expr)
+            if entry.get("contiguous") and copied is None:
+                remaining.append(entry)  # the copy goes first, and the marks must be on it: all of it
+                continue
+            missing = [d for d in entry["dims"] if d not in marked]
+            if missing:
+                remaining.append({**entry, "dims": missing, "contiguous": False})
+                continue
+            lines |= {marked[d] for d in entry["dims"]} | ({copied} if entry.get("contiguous") and copied else set())
+            named.append(f"`{expr}` in dim {dim_text(entry['dims'])}")
+        if remaining or remaining_loops:
+            own = super().already_present(finding, source)  # the fix made again, as it writes it
+            if own is None:
+                p["marks"] = remaining
+                p["loops"] = remaining_loops
+            return own
+        return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
+
+
+def _loop_statement(mark: str, var: str, container: str, loop: dict[str, Any]) -> str:
+    """``for var in container:`` marking each item's leaves, each tested for None where optional."""
+    lines = [f"{mark}({var}{steps_code(leaf['steps'])}, {dims_code(leaf['dims'])})" for leaf in loop["leaves"]]
+    if loop.get("optional") and loop.get("together"):
+        # The items' tensors are all there or all None (an empty cache): one test.
+        first = f"{var}{steps_code(loop['leaves'][0]['steps'])}"
+        lines = [f"if {first} is not None:"] + [f"    {line}" for line in lines]
+    elif loop.get("optional"):
+        lines = [
+            f"if {var}{steps_code(leaf['steps'])} is not None:\n        {line}"
+            for leaf, line in zip(loop["leaves"], lines)
+        ]
+    return f"for {var} in {container}:\n" + "\n".join(f"    {line}" for line in lines)
+
+
+RULE = MarkDynamic()
