@@ -3,7 +3,6 @@ generated (in a copy of the repository, with a fresh id), and it refuses a bad o
 name and a target that exists, in one line with exit 2."""
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +55,7 @@ def scaffolded(tmp_path_factory):
     return copy, rule_id
 
 
-@pytest.mark.slow  # pytest in a copy of the repository: about a minute on one core
+@pytest.mark.slow  # pytest in a copy of the repository: 1-2 minutes
 def test_the_scaffold_passes_the_rule_tests_as_generated(scaffolded):
     copy, rule_id = scaffolded
     folder = copy / "rules" / f"{rule_id.lower()}_{NAME}"
@@ -84,8 +83,8 @@ def test_the_scaffold_passes_the_rule_tests_as_generated(scaffolded):
         capture_output=True,
         text=True,
     )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert re.search(rf"\b{rule_id}\b", run.stdout) or " passed" in run.stdout
+    # The new rule's own node ids are named: a missing one is an error, not a test skipped.
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
 
 
 @pytest.mark.slow  # the copy of the repository
