@@ -2,26 +2,17 @@
 expected; the counts add up to the Profile's recompiles. Hand-written Profiles with torch 2.13's
 guard texts (measured: /work/staging/measure A.6), no torch run."""
 
+import functools
+
+import profiles
 from recompile_fix.findings.accounting import EXPECTED, FIX, NO_FIX, account
 from recompile_fix.findings.finding import Finding, Safety, cover
-from recompile_fix.profile.model import Compile, Frame, Location, Profile
-from recompile_fix.profile.reasons import parse_reasons
+from recompile_fix.profile.model import Frame, Location
 
-
-def frame_of(*failures: list[str], name="forward", file="train.py", limit=False) -> Frame:
-    """A frame whose n-th recompile failed on the guard texts of ``failures[n]`` (one per cache
-    entry, newest first, as torch lists them)."""
-    compiles = [Compile(id="0/0")]
-    for n, texts in enumerate(failures, start=1):
-        reasons = [r for text in texts for r in parse_reasons(text)]
-        compiles.append(Compile(id=f"0/{n}", reasons=reasons))
-    if limit:
-        compiles.append(Compile(id=f"0/{len(failures) + 1}", limit_hit=True))
-    return Frame(file=file, first_line=3, name=name, compiles=compiles)
-
-
-def profile_of(*frames: Frame) -> Profile:
-    return Profile(command=["python", "train.py"], torch_version="2.13.0", python_version="3.11", frames=list(frames))
+# The frames of these Profiles: ``forward`` of train.py, its n-th recompile failing on the guard
+# texts of ``failures[n]`` (one per cache entry, newest first, as torch lists them).
+frame_of = functools.partial(profiles.frame_of, name="forward", file="train.py", first_line=3)
+profile_of = functools.partial(profiles.profile_of, command=("python", "train.py"))
 
 
 def finding(frame: Frame, safety: Safety, sources=(), kinds=()) -> Finding:

@@ -12,12 +12,13 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from profiles import profile_of
 from recompile_fix.analysis.call_targets import Base, locate
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Safety
 from recompile_fix.findings.plan import plan
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, sha256_file
+from recompile_fix.profile.model import Compile, Frame, Location, Reason, is_library_path, sha256_file
 from recompile_fix.profile.sources import parse_source
 from recompile_fix.rules import rule_by_id
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
@@ -419,7 +420,7 @@ def test_a_cache_is_marked_in_a_loop_with_the_mask_it_is_tied_to(tmp_path):
         decode("0/1", 5, [size("kwargs['input_ids']", 1, 5, 1, "0/0")]),
         decode("0/2", 6, [size(keys.format(0, "keys"), 2, 5, 6, "0/1")]),
     ]
-    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    profile = profile_of(frame)
     profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
     (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
     assert finding.location.line == 11 and finding.safety is Safety.SAFE
@@ -636,7 +637,7 @@ def test_library_made_calls_get_dynamic_true_at_the_compile_call_or_say_what_to_
         )
         for i, n in enumerate((6, 10))
     ]
-    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    profile = profile_of(frame)
     profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
     (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
     if compiled_here:

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from golden_cases import GOLDEN, load_case
+from profiles import profile_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.finding import Safety
 from recompile_fix.findings.plan import plan
@@ -150,7 +151,7 @@ def test_rf005_no_fix_where_the_prefix_would_recompile_anyway(tmp_path, guards, 
             GraphBreak(Location(file="m.py", line=line), "TypeError when making fake tensor call") for line in breaks
         ],
     )
-    profile = Profile(command=["python", "m.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    profile = profile_of(frame, command=("python", "m.py"))
     (finding,) = rule_by_id("RF005").plan(profile, Project(tmp_path))
     assert finding.safety is Safety.NONE
     assert finding.notes[0].startswith(why), finding.notes

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from conftest import ROOT
+from profiles import frame_of, profile_of, project_of, write_files
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
 from recompile_fix.findings.finding import Safety
-from recompile_fix.profile.model import Compile, Frame, Profile, sha256_bytes, torch_release
+from recompile_fix.profile.model import Profile, sha256_bytes, torch_release
 from recompile_fix.rules import rule_by_id
 
 RF004 = rule_by_id("RF004")
@@ -229,16 +230,9 @@ EAGER_TRAINING = '\nstep = torch.compile(Model(), backend="eager")\nstep(torch.r
 
 
 def _profile_of(tmp_path, text: str, version: str, backend: str | None = None) -> Profile:
-    (tmp_path / "model.py").write_text(text)
-    line = model_forward_line(text)
-    return Profile(
-        command=["python", "model.py"],
-        torch_version=version,
-        python_version="3.11",
-        frames=[Frame("model.py", line, "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.0})])],
-        sources={"model.py": sha256_bytes(text.encode())},
-        backend=backend,
-    )
+    frame = frame_of(name="forward", file="model.py", first_line=model_forward_line(text), seconds={"dynamo": 1.0})
+    profile, _ = project_of(tmp_path, {"model.py": text}, frame, torch_version=version, backend=backend)
+    return profile
 
 
 @pytest.mark.parametrize("version", ["2.8.0", "2.10.0", "2.13.0+cpu"])
@@ -308,19 +302,14 @@ def test_appended_blocks_enumerate_and_a_slice_are_found():
 
 def test_old_or_unknown_torch_gets_no_edit(tmp_path):
     text = source("return x + self.lin(x)")
-    (tmp_path / "model.py").write_text(text)
+    sources = write_files(tmp_path, {"model.py": text})
     line = model_forward_line(text)  # Model.forward: the frame that inlines the blocks
     for version, why in [
         ("2.7.1+cpu", "has no torch.compiler.nested_compile_region (added in 2.8)"),
         (None, "the torch version of the Profile is unknown"),
     ]:
-        profile = Profile(
-            command=["python", "model.py"],
-            torch_version=version,
-            python_version="3.11",
-            frames=[Frame("model.py", line, "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.5})])],
-            sources={"model.py": sha256_bytes(text.encode())},
-        )
+        frame = frame_of(name="forward", file="model.py", first_line=line, seconds={"dynamo": 1.5})
+        profile = profile_of(frame, command=("python", "model.py"), torch_version=version, sources=sources)
         finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
         assert finding.safety is Safety.NONE and why in notes(finding)
 
@@ -329,18 +318,13 @@ def test_a_block_compiled_on_its_own_gets_no_edit(tmp_path):
     """Regional compilation (`block.compile()`): the Profile shows the block's forward as a frame
     of its own; the decorator would not help, and the Profile's word overrides static mode's."""
     text = source("return x + self.lin(x)")
-    (tmp_path / "model.py").write_text(text)
     frames = [
-        Frame("model.py", model_forward_line(text), "forward", compiles=[Compile(id="0/0", seconds={"dynamo": 1.0})]),
-        Frame("model.py", first_body_line(text) - 1, "forward", compiles=[Compile(id="1/0", seconds={"dynamo": 0.2})]),
+        frame_of(name="forward", file="model.py", first_line=model_forward_line(text), seconds={"dynamo": 1.0}),
+        frame_of(
+            name="forward", file="model.py", first_line=first_body_line(text) - 1, graph=1, seconds={"dynamo": 0.2}
+        ),
     ]
-    profile = Profile(
-        command=["python", "model.py"],
-        torch_version="2.13.0",
-        python_version="3.11",
-        frames=frames,
-        sources={"model.py": sha256_bytes(text.encode())},
-    )
+    profile, _ = project_of(tmp_path, {"model.py": text}, *frames)
     finding = only(RF004.plan(profile, Project(tmp_path, expected_hashes=profile.sources)))
     assert finding.safety is Safety.NONE and finding.notes[0].startswith("`forward` is compiled as a frame of its own")
     assert only(static(text)).location.line == finding.location.line  # apply keeps the Profile's finding

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import run_cli
 from golden_cases import GOLDEN
+from profiles import profile_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.profile.model import Location, Profile
 from recompile_fix.rules.rf002_tensor_scalar import RULE as RF002
@@ -177,7 +178,7 @@ def test_a_changed_number_no_guard_names_and_no_edit_serves_gets_no_finding(tmp_
 
     frame = Frame("program.py", 4, "fn", compiles=[compile_(n) for n in range(3)])
     assert {a.source for a in changed_scalars(frame)} == {"c", "step"}
-    profile = Profile(command=["python", "program.py"], torch_version="2.13.0", python_version="3.11", frames=[frame])
+    profile = profile_of(frame)
     found = RF002.plan(profile, Project(tmp_path))
     assert [f.params.get("param") for f in found] == ["c"], [(f.message, f.notes) for f in found]
 

@@ -12,19 +12,18 @@
 
 import inspect
 import shutil
-import textwrap
 
 import pytest
 import torch
 
+import profiles
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
 from golden_cases import CASES, GOLDEN, case_id, load_case
-from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
 from recompile_fix.findings.finding import Safety
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, sha256_bytes
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason
 from recompile_fix.rules import rule_by_id
 
 OURS = [c for c in CASES if c.rule in ("RF002", "RF003", "RF006")]
@@ -109,18 +108,16 @@ def test_twenty_step_training_loop_with_a_module_counter(tmp_path):
 
 # -- hand-written Profiles ----------------------------------------------------------------------
 def project_of(tmp_path, files: dict[str, str], frames, torch_version="2.13.0+cpu"):
-    files = {name: textwrap.dedent(text).lstrip("\n") for name, text in files.items()}
-    for name, text in files.items():
-        (tmp_path / name).write_text(text)
-    sources = {name: sha256_bytes(text.encode()) for name, text in files.items()}
-    profile = Profile(
-        command=["python", "train.py"],
+    """``files`` (dedented) written under ``tmp_path``, and a Profile of `python train.py` that hashed them."""
+    return profiles.project_of(
+        tmp_path,
+        files,
+        *frames,
+        dedent=True,
+        command=("python", "train.py"),
         torch_version=torch_version,
         python_version="3.11.7",
-        frames=frames,
-        sources=sources,
     )
-    return profile, Project(tmp_path, expected_hashes=sources)
 
 
 def fixed(rule, findings, project, path, unsafe=False):
