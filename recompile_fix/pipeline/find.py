@@ -12,6 +12,9 @@ the language server).
   enabled, per-file-ignores) and suppression comments, in position order (``finding_order``).
 * ``settle``d against the code as it is: a static Finding never contradicts the Profile's facts,
   and one whose fix the code already holds is not pending (``present``).
+
+Every stage reads a file through one reader (``_Files``): the editor's buffer where the
+language server passes one (``texts``), else the bytes on disk.
 """
 
 from __future__ import annotations
