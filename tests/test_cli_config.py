@@ -308,7 +308,9 @@ def test_config_file_flag(static_tree):
     assert "missing.toml" in result.stderr
 
 
-@pytest.mark.parametrize(
+# The configuration and suppression comments every surface must honour alike: (pyproject.toml's
+# table, a comment on main.py's RF001 line, how many findings `apply` lists).
+SAME_FINDINGS = pytest.mark.parametrize(
     "body, comment, count",
     [
         ("", "", 2),
@@ -318,18 +320,29 @@ def test_config_file_flag(static_tree):
     ],
     ids=["plain", "ignore", "per-file-ignores", "suppression-comment"],
 )
-def test_report_apply_and_the_language_server_find_the_same(project, body, comment, count):
-    """One pipeline: `report` planned on its own, without the configuration or the suppression
-    comments (with `ignore`, it offered the fix `apply` said it would not make)."""
-    from recompile_fix.lsp.engine import Engine
 
+
+def _configure(project, body, comment):
     if body:
         _write_config(project, body)
     if comment:
         main = (project / "main.py").read_text().replace("    fn(torch.ones(n))", "    fn(torch.ones(n))" + comment)
         (project / "main.py").write_text(main)
+
+
+def _found_by_apply(project):
     listed = run_cli("apply", ".", "--check", "--exit-zero", "--output-format", "json", cwd=project, check=0)
-    by_apply = {(f["code"], f["filename"], f["location"]["row"]) for f in json.loads(listed.stdout)}
+    return {(f["code"], f["filename"], f["location"]["row"]) for f in json.loads(listed.stdout)}
+
+
+@SAME_FINDINGS
+def test_report_apply_and_the_language_server_find_the_same(project, body, comment, count):
+    """One pipeline: `report` planned on its own, without the configuration or the suppression
+    comments (with `ignore`, it offered the fix `apply` said it would not make)."""
+    from recompile_fix.lsp.engine import Engine
+
+    _configure(project, body, comment)
+    by_apply = _found_by_apply(project)
     reported = json.loads(run_cli("report", "--json", cwd=project, check=0).stdout)
     by_report = {(f["rule"], f["file"], f["location"]["line"]) for f in reported["findings"]}
     engine = Engine(project, encoding="utf-8")
@@ -368,3 +381,25 @@ def test_help_loads_click_alone(argv):
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "[]", done.stderr
+
+
+@pytest.mark.slow
+@SAME_FINDINGS
+def test_fix_tries_what_apply_finds(project, body, comment, count):
+    """`fix` finds through the same pipeline: the fixes its first round tries (each listed as kept
+    or dropped, whatever the runs then show) are the findings `apply` lists, under the same
+    configuration and suppression comments."""
+    _configure(project, body, comment)
+    by_apply = _found_by_apply(project)
+    fixed = run_cli("fix", "--diff", "--backend", "eager", "--", "python", "main.py", cwd=project)
+    assert fixed.returncode in (0, 1), fixed.stdout + fixed.stderr
+    lines = (fixed.stdout + fixed.stderr).splitlines()
+    first_round = []
+    for line in lines[next((i for i, line in enumerate(lines) if line.startswith("Round 1:")), len(lines)) + 1 :]:
+        if not line.startswith(("  kept ", "  dropped ")):
+            break
+        where, rule = line.split()[1], line.split()[2]  # "  kept     main.py:7:5: RF001 [*] ..."
+        file, row = where.split(":")[:2]
+        first_round.append((rule, file, int(row)))
+    assert len(by_apply) == count
+    assert sorted(first_round) == sorted(by_apply)

@@ -267,7 +267,7 @@ def test_a_symlink_out_of_the_project_and_a_hard_link_are_left_alone_with_a_note
 # -- an editor's save while apply writes (issue 32) --------------------------------------------------
 EDITOR_SAVE = """
 import os
-import recompile_fix.pipeline.fix as fix
+import recompile_fix.pipeline.write as fix
 def _save(path):
     if path.name == os.environ["SAVE_INTO"]:
         with open(path, "a") as fh:
@@ -298,7 +298,7 @@ def test_an_editor_save_while_the_temp_file_is_written_is_kept(project, tmp_path
 
 
 def test_a_save_racing_the_write_in_process_keeps_the_users_bytes(project, monkeypatch):
-    import recompile_fix.pipeline.fix as fix
+    import recompile_fix.pipeline.write as fix
 
     monkeypatch.chdir(project)
     profile = Profile.load(project / ".recompile-fix" / "profile.json")

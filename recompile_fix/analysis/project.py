@@ -4,6 +4,7 @@ hashed (a rule must never place a fix by line numbers that no longer hold)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceFile
@@ -22,9 +23,12 @@ class Project:
         root: str | os.PathLike[str],
         expected_hashes: dict[str, str] | None = None,
         interpreter: Interpreter | None = None,
+        read: Callable[[str], bytes] | None = None,
     ):
         self.root = Path(root)
         self.interpreter = interpreter  # where the Profile's library files (/site-packages/...) are
+        # A file's bytes by its Profile path (an editor's unsaved buffer, where it has one).
+        self.read = read or (lambda path: read_named_file(path, self.root, self.interpreter))
         self.expected_hashes = expected_hashes
         self.stale: set[str] = set()  # files whose bytes are not the ones the Profile saw
         self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
@@ -39,7 +43,7 @@ class Project:
                 if self.expected_hashes is not None and path not in self.expected_hashes:
                     # Never hashed: it cannot be the file the Profile saw (nor is it an error).
                     raise LookupError(f"{path} was not seen by the Profile")
-                data = read_named_file(path, self.root, self.interpreter)
+                data = self.read(path)
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
@@ -64,7 +68,7 @@ class Project:
             file = resolve(path, self.root)
             try:
                 if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
-                    found = SourceFile.read(Path(path), read_named_file(path, self.root))
+                    found = SourceFile.read(Path(path), self.read(path))
             except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
                 found = None
             self._read_only[path] = found

@@ -19,6 +19,8 @@ would write for the whole set, so fixing one by one ends where `apply` ends.
 
 Modules: ``positions`` (character offsets <-> LSP positions), ``items`` (what the engine
 hands the server: diagnostics, actions, hover text), ``engine`` (``Engine``: Findings and fixes
-per buffer; knows nothing of LSP messages) and ``server`` (``build_server`` wires the engine to
-pygls, which is imported only there: ``pip install 'recompile-fix[lsp]'``).
+per buffer, found by the fix pipeline's ``find`` with the editor's buffers as its texts; knows
+nothing of LSP messages), ``server`` (``build_server`` wires the engine to pygls, which is
+imported only there and in ``transport``: ``pip install 'recompile-fix[lsp]'``) and
+``transport`` (reading messages on stdio, the LSP lifecycle).
 """

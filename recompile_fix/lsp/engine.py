@@ -1,6 +1,8 @@
 """The language server's engine: for the files of one project root, the Findings of a buffer
-(saved or not) and the Edits of its fixes, exactly as `apply` makes them (the fix pipeline's
-merge and selection, the same ``rewrite``). It knows nothing of LSP messages."""
+(saved or not) and the Edits of its fixes, exactly as `apply` finds and makes them: the fix
+pipeline's ``find`` (configuration, suppression comments, staleness, the Profile's evidence
+mapped onto an edited text, arbitration) with the editor's buffers as its texts, its selection,
+the same ``rewrite``. It knows nothing of LSP messages."""
 
 from __future__ import annotations
 
@@ -10,17 +12,14 @@ import traceback
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
-from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.relocate import anchor
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.config import DEFAULT_PROFILE
+from recompile_fix.config import DEFAULT_PROFILE, Config, find_pyproject, load_config
 from recompile_fix.edits.edit import Edit, apply_edits
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
 from recompile_fix.lsp.items import (
     FIX_ALL_KIND,
@@ -39,7 +38,7 @@ from recompile_fix.lsp.items import (
     text_sha,
 )
 from recompile_fix.lsp.positions import LineIndex, Range, code_units, diff_edit, map_offset
-from recompile_fix.pipeline.fix import is_selected, merge_findings, settle
+from recompile_fix.pipeline.fix import ApplyResult, find, is_selected
 from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.model import Profile, relative_to_root, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources
@@ -48,37 +47,6 @@ from recompile_fix.suppression import is_suppressed, strip_suppressions, with_su
 __all__ = ["Engine"]
 
 log = logging.getLogger("recompile_fix.lsp")
-
-
-class _BufferProject(Project):
-    """A Project that reads the profiled text of an open file from the editor's buffer (which
-    may be unsaved), and every other file from disk (hash-checked as usual)."""
-
-    def __init__(self, root, expected_hashes, interpreter=None):
-        super().__init__(root, expected_hashes=expected_hashes, interpreter=interpreter)
-        self.overlay: dict[str, str] = {}
-
-    def add(self, path: str, text: str) -> bool:
-        """Use ``text`` for ``path``; True when that changes what a rule would read."""
-        if path in self.overlay:
-            return False
-        self.overlay[path] = text
-        cached = self._cache.get(path)
-        if cached is not None and not isinstance(cached, Exception):
-            return False  # the disk held these very bytes: nothing changes
-        self._cache.pop(path, None)
-        self.stale.discard(path)
-        self.errors.pop(path, None)
-        return cached is not None
-
-    def source(self, path: str) -> SourceFile | None:
-        if path in self.overlay and path not in self._cache:
-            try:
-                self._cache[path] = SourceFile.parse(Path(path), self.overlay[path])
-            except Exception as exc:  # noqa: BLE001 - a file that does not parse: no source
-                self.errors[path] = str(exc)
-                self._cache[path] = exc
-        return super().source(path)
 
 
 @dataclass
@@ -123,25 +91,20 @@ class Engine:
         self.explicit_profile = profile
         self.encoding = encoding
         self._log = logger or log.warning
-        self.config = None
+        self.config = Config(root=self.root)
         self._config_stamp: Any = object()
         self.profile: Profile | None = None
         self.profile_path: Path | None = None
         self._profile_stamp: Any = object()
         self.rules: tuple[Rule, ...] = ()
-        self._project: _BufferProject | None = None
-        self._planned: list[Finding] | None = None
         self._bases: dict[str, Base] = {}
         self._static_bases: OrderedDict[tuple[str, str], Base] = OrderedDict()
         self._anchored: OrderedDict[tuple[str, str], _AnchoredBase | None] = OrderedDict()
         self._analyses: OrderedDict[tuple[str, str], Analysis] = OrderedDict()
 
     # -- configuration and Profile ----------------------------------------------------------
-    def _load_config(self):
-        try:
-            from recompile_fix.config import Config, find_pyproject, load_config
-        except ImportError:  # pragma: no cover - an older tree without configuration support
-            return None, None
+    def _load_config(self) -> tuple[Config, Any]:
+        """The configuration (the defaults, said in one line, where it is wrong) and its stamp."""
         pyproject = find_pyproject(self.root)
         stamp = (str(pyproject), _stamp(pyproject)) if pyproject else None
         if stamp == self._config_stamp:
@@ -164,13 +127,13 @@ class Engine:
             self.config, self._config_stamp = config, config_stamp
             from recompile_fix.rules import ALL_RULES
 
-            self.rules = tuple(r for r in ALL_RULES if self.config is None or self.config.rule_enabled(r.id))
+            self.rules = tuple(r for r in ALL_RULES if self.config.rule_enabled(r.id))
         # initializationOptions' "profile", else [tool.recompile-fix] profile (relative to its
         # pyproject.toml), else .recompile-fix/profile.json under the workspace root
         if self.explicit_profile:
             path = Path(self.explicit_profile)
             path = path if path.is_absolute() else self.root / path
-        elif self.config is not None and getattr(self.config, "source", None) is not None:
+        elif self.config.source is not None:
             path = Path(self.config.profile)
             path = path if path.is_absolute() else Path(self.config.root) / path
         else:
@@ -189,10 +152,6 @@ class Engine:
                     self._log(f"recompile-fix: {why}; showing only the rules that need no Profile")
             changed = True
         if changed:
-            self._project = (
-                _BufferProject(self.root, self.profile.sources, self.profile.interpreter) if self.profile else None
-            )
-            self._planned = None
             self._bases.clear()
             self._static_bases.clear()
             self._anchored.clear()
@@ -209,86 +168,81 @@ class Engine:
     def relative(self, file: str | os.PathLike) -> str:
         return relative_to_root(str(file), str(self.root))
 
-    # -- planning -------------------------------------------------------------------------
-    def _plan(self) -> list[Finding]:
-        if self._planned is None:
-            try:
-                self._planned = plan(self.profile, self._project, self.rules)
-            except Exception:  # noqa: BLE001 - a broken rule must not take the editor down
-                self._log(f"recompile-fix: planning failed:\n{traceback.format_exc()}")
-                self._planned = []
-        return self._planned
+    # -- finding: the fix pipeline's find, the editor's buffers as its texts ----------------
+    def _find(self, path: str, text: str) -> tuple[list[Finding], ApplyResult | None]:
+        """``pipeline.find`` for ``path`` as `apply` finds it (configuration, suppression comments,
+        staleness, the Profile's evidence mapped onto an edited text, arbitration), its text
+        ``text`` and every other profiled file open in the editor read from its buffer; nothing
+        written (no cache). ([], None) when it fails: a broken rule never takes the editor down."""
+        if self.config.excluded(path):
+            return [], None  # the configuration's exclude: `apply .` never reads it either
+        texts = {other: base.text for other, base in self._bases.items()}
+        texts[path] = text
+        try:
+            result = find(
+                [str(self.root / path)],
+                self.profile,
+                self.rules,
+                root=self.root,
+                config=self.config,
+                jobs=1,
+                use_cache=False,
+                texts=texts,
+                profile_path=self.profile_path,
+            )
+        except Exception:  # noqa: BLE001
+            self._log(f"recompile-fix: finding in {path} failed:\n{traceback.format_exc()}")
+            return [], None
+        return [f for f in result.findings if f.file == path], result
 
-    def _static_findings(self, source: SourceFile | None, path: str) -> list[Finding]:
-        if source is None or (self.config is not None and self.config.excluded(path)):
-            return []
-        found: list[Finding] = []
-        for rule in self._static_rules(source.text):
-            try:
-                found.extend(rule.plan_static(source, path))
-            except Exception:  # noqa: BLE001
-                self._log(f"recompile-fix: {rule.id} failed on {path}:\n{traceback.format_exc()}")
-        return found
-
-    def _settled(self, findings: list[Finding], path: str, source: SourceFile | None) -> list[Finding]:
-        """As `apply` has them: static ones in the light of the Profile's facts, and none whose
-        fix the text already holds."""
-        pending, _ = settle(
-            findings, self.rules, profile=self.profile, source_of=lambda file: source if file == path else None
-        )
-        return pending
+    def _source(self, path: str, text: str, result: ApplyResult | None) -> SourceFile | None:
+        """``text`` parsed (as find parsed it, where it did); None when it does not parse."""
+        known = result.parsed.get(path) if result is not None else None
+        if known is not None and known.text == text:
+            return known
+        try:
+            return SourceFile.parse(Path(path), text)
+        except Exception:  # noqa: BLE001 - does not parse: nothing to say, nothing to fix
+            return None
 
     def _static_rules(self, text: str) -> list[Rule]:
         data = text.encode("utf-8")
         return [r for r in self.rules if type(r).plan_static is not Rule.plan_static and r.may_fire(data)]
 
     def _profiled_base(self, path: str, text: str) -> Base:
-        replan = self._project.add(path, text)
-        if replan:
-            self._planned = None  # a rule may now read a file it could not before
-        source = self._project.source(path)
-        findings = self._settled(
-            merge_findings(
-                [f for f in self._plan() if f.file == path], self._static_findings(source, path), self.config
-            ),
-            path,
-            source,
-        )
-        base = Base(path, text, source, findings, profiled=True)
+        """The profiled text of ``path``; a buffer that gives a rule bytes the disk did not (an
+        unsaved profiled text) may change what the other open files' rules read: found again."""
+        findings, result = self._find(path, text)
+        base = Base(path, text, self._source(path, text, result), findings, profiled=True)
         base.states[text_sha(strip_suppressions(text))] = frozenset()
         self._bases[path] = base
-        if replan:
-            self._replan_others(path)
+        if _read_or_none(path, self.root, self.profile) != text.encode("utf-8"):
+            self._find_others_again(path)
         return base
 
-    def _replan_others(self, path: str) -> None:
+    def _find_others_again(self, path: str) -> None:
         for other, base in list(self._bases.items()):
             if other == path:
                 continue
-            findings = self._settled(
-                merge_findings(
-                    [f for f in self._plan() if f.file == other], self._static_findings(base.source, other), self.config
-                ),
-                other,
-                base.source,
-            )
+            findings, result = self._find(other, base.text)
             if [f.to_json() for f in findings] != [f.to_json() for f in base.findings]:
                 self._bases[other] = fresh = Base(other, base.text, base.source, findings, profiled=True)
                 fresh.states[text_sha(strip_suppressions(base.text))] = frozenset()
                 self._analyses.clear()
 
     def _static_base(self, path: str, text: str, sha: str) -> Base:
+        """A text the Profile does not describe (none loaded, a file it did not see, one `apply`
+        fixed, or one edited past mapping): the rules that need no Profile (``find`` arbitrates
+        them with the Profile's facts); none can fire where no rule's pattern occurs."""
         key = (path, sha)
         if key in self._static_bases:
             self._static_bases.move_to_end(key)
             return self._static_bases[key]
+        findings: list[Finding] = []
         source = None
         if self._static_rules(text):
-            try:
-                source = SourceFile.parse(Path(path), text)
-            except Exception:  # noqa: BLE001 - does not parse: nothing to say, nothing to fix
-                source = None
-        findings = self._settled(merge_findings([], self._static_findings(source, path), self.config), path, source)
+            findings, result = self._find(path, text)
+            source = self._source(path, text, result)
         base = Base(path, text, source, findings, profiled=False)
         self._static_bases[key] = base
         while len(self._static_bases) > 16:
@@ -298,7 +252,7 @@ class Engine:
     def _locate(self, path: str, text: str, sha: str) -> tuple[Base | None, frozenset, bool]:
         """(profiled base, findings already fixed in ``text``, stale?)."""
         profile = self.profile
-        if profile is None or path not in profile.sources:
+        if profile is None or path not in profile.sources or self.config.excluded(path):
             return None, frozenset(), False
         expected = profile.sources[path]
         stripped_sha = text_sha(strip_suppressions(text))
@@ -327,8 +281,8 @@ class Engine:
 
     def _anchored_base(self, path: str, text: str, stripped_sha: str) -> tuple[Base | None, frozenset, bool]:
         """A text edited since profiling: the Profile's evidence mapped onto it, as `apply` maps
-        it onto a saved file (``analysis.relocate.anchor``); (None, _, True) where it cannot be
-        (no profiled text kept, a file that does not parse)."""
+        it onto a saved file (``find`` relocates it); (None, _, True) where it cannot be (no
+        profiled text kept, a file that does not parse)."""
         for (other, _), known in reversed(self._anchored.items()):  # a text this server fixed
             if other == path and known is not None:
                 state = known.states.get(stripped_sha)
@@ -344,26 +298,15 @@ class Engine:
         return (base, frozenset(), False) if base is not None else (None, frozenset(), True)
 
     def _plan_anchored(self, path: str, text: str, stripped_sha: str) -> _AnchoredBase | None:
-        profile = self.profile
-        if profile is None:
+        findings, result = self._find(path, text)
+        if result is None or path in result.stale or result.profile is None:
             return None
-        try:
-            anchored = anchor(profile, self.root, self.profile_path, texts={path: text})
-            if path not in anchored.moved:
-                return None
-            project = _BufferProject(self.root, anchored.profile.sources, profile.interpreter)
-            project.add(path, text)
-            source = project.source(path)
-            if source is None:
-                return None
-            planned = [f for f in plan(anchored.profile, project, self.rules) if f.file == path]
-            findings = self._settled(
-                merge_findings(planned, self._static_findings(source, path), self.config), path, source
-            )
-        except Exception:  # noqa: BLE001 - a broken rule or mapping must not take the editor down
-            self._log(f"recompile-fix: mapping the Profile onto {path} failed:\n{traceback.format_exc()}")
+        if result.profile.sources.get(path) != sha256_bytes(text.encode("utf-8")):
+            return None  # not mapped: the file's frames stay as profiled (stale)
+        source = self._source(path, text, result)
+        if source is None:
             return None
-        notes = [note for note in anchored.notes if note.startswith(f"{path}:")]
+        notes = [note for note in result.stale_frames if note.startswith(f"{path}:")]
         base = _AnchoredBase(path, text, source, findings, profiled=True, notes=notes)
         base.states[stripped_sha] = frozenset()
         return base
@@ -477,14 +420,18 @@ class Engine:
         Edits are computed once per base (a rule's ``fix`` depends on the Finding and the
         source alone), so growing sets of fixes cost one ``fix`` each."""
         cached = base.rewrites.get(indices)
-        if cached is None:
-            by_rule = {r.id: _OnceFix(r, base) for r in self.rules}
-            findings = [base.findings[i] for i in sorted(indices)]
-            cached = rewrite(base.path, base.source, findings, by_rule, root=self.root)
-            base.rewrites[indices] = cached
-            done = {id(f) for f in cached.applied}
-            fixed = frozenset(i for i in indices if id(base.findings[i]) in done)
-            base.states.setdefault(text_sha(strip_suppressions(cached.after)), fixed)
+        if cached is not None:
+            return cached
+        if base.source is None:  # a text that does not parse: nothing is fixed
+            cached = base.rewrites[indices] = FileRewrite(path=base.path, before=base.text, after=base.text)
+            return cached
+        # Each a Rule in all but its fix, which it remembers (rewrite() asks nothing else).
+        by_rule = cast("dict[str, Rule]", {r.id: _OnceFix(r, base) for r in self.rules})
+        findings = [base.findings[i] for i in sorted(indices)]
+        cached = base.rewrites[indices] = rewrite(base.path, base.source, findings, by_rule, root=self.root)
+        done = {id(f) for f in cached.applied}
+        fixed = frozenset(i for i in indices if id(base.findings[i]) in done)
+        base.states.setdefault(text_sha(strip_suppressions(cached.after)), fixed)
         return cached
 
     def _edits_to(self, analysis: Analysis, target: frozenset, require: int | None = None):
@@ -550,7 +497,9 @@ class Engine:
             analysis._fix_all = [edits]
         return analysis._fix_all[0]
 
-    def suppress_edit(self, analysis: Analysis, item: Item):
+    def suppress_edit(self, analysis: Analysis, item: Item) -> list[tuple[Range, str]] | None:
+        if item.rule is None:
+            return None  # the stale-Profile note: no rule to suppress
         line = item.range[0][0]
         old = analysis.lines.line_text(line)
         new = with_suppression(old, item.rule)
@@ -566,7 +515,7 @@ class Engine:
     def actions(
         self, analysis: Analysis, rng: Range, only: list[str] | None = None, *, lazy_fix_all: bool = False
     ) -> list[Action]:
-        if not analysis.parses or analysis.base is None or analysis.base.source is None:
+        if not analysis.parses or analysis.base.source is None:
             return []
         actions: list[Action] = []
         rules = {r.id: r for r in self.rules}

@@ -84,7 +84,7 @@ class Analysis:
     path: str
     text: str
     sha: str
-    base: Base | None
+    base: Base  # the text its Findings were planned on
     applied: frozenset  # findings of ``base`` already fixed in this text
     current: str  # the text the positions refer to: rewrite(base, applied), before suppressions
     items: list[Item]

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -104,12 +104,14 @@ def _init_worker(rule_ids: list[str], rules: Iterable[Rule] | None = None) -> No
     _RULES = list(rules)
 
 
-def _scan_one(path: str, relative: str) -> Scanned:
-    """(relative path, content hash, findings as JSON, error) for one file."""
+def _scan_one(path: str, relative: str, text: str | None = None) -> Scanned:
+    """(relative path, content hash, findings as JSON, error) for one file; ``text``: its source
+    where it is not the file on disk (an editor's buffer)."""
     from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
-        data = source_of(path, read_bounded(path))  # a .py link to /dev/zero in the tree: refused
+        # A .py link to /dev/zero in the tree: refused.
+        data = text.encode("utf-8") if text is not None else source_of(path, read_bounded(path))
     except OSError as exc:
         return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
     except UserError as exc:  # a notebook that is not one
@@ -186,15 +188,23 @@ class StaticScan:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def run(self, files: list[Path], progress: bool | None = None) -> list[Finding]:
+    def run(
+        self, files: list[Path], progress: bool | None = None, texts: Mapping[str, str] | None = None
+    ) -> list[Finding]:
+        """The static Findings of ``files``; ``texts``: a file's source where it is not the bytes on
+        disk (an editor's buffer), by its path relative to the root: scanned here, never cached."""
         if not self.rules or not files:
             return []
         cache = self._load_cache()
         fresh: dict[str, CacheEntry] = {}
         results: dict[str, list[dict[str, Any]]] = {}
         todo: list[tuple[str, str]] = []
+        buffers = []
         for path in files:
             rel = os.path.relpath(path, self.root)
+            if texts is not None and rel in texts:
+                buffers.append((str(path), rel, texts[rel]))
+                continue
             try:
                 digest = content_digest(source_of(path, read_bounded(path)))
             except UserError:  # a notebook that is not one: scanning it says so
@@ -222,8 +232,27 @@ class StaticScan:
                 if scanned_digest is not None:
                     self.digests[rel] = scanned_digest
         self._save_cache(fresh)
+        if buffers:
+            self.parsed += len(buffers)
+            for rel, scanned_digest, found, error in self._scan_buffers(buffers):
+                if error:
+                    self.errors.append(error)
+                    continue
+                results[rel] = found
+                if scanned_digest is not None:
+                    self.digests[rel] = scanned_digest
         findings = [Finding.from_json(f) for rel in sorted(results) for f in results[rel]]
         return findings
+
+    def _scan_buffers(self, buffers: list[tuple[str, str, str]]) -> list[Scanned]:
+        """The open buffers, in this process (a few files, which the editor is waiting on)."""
+        thresholds = gc.get_threshold()
+        _init_worker([r.id for r in self.rules], self.rules)
+        try:
+            return [_scan_one(*buffer) for buffer in buffers]
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
 
     def _scan(self, todo: list[tuple[str, str]], show_progress: bool) -> Iterator[Scanned]:
         rule_ids = [r.id for r in self.rules]
