@@ -1,0 +1,118 @@
+"""Start-up latency of the editor and of a small project: what a user waits for before anything.
+
+Best of ``--runs`` (5) of each, on a one-file project in a temp dir:
+
+* `recompile-fix lsp`: spawn -> ``initialized`` sent (the ``initialize`` answer read), and
+  ``didOpen`` -> the first ``publishDiagnostics`` for a small file, with a recorded Profile
+  (golden/RF002/range_count: its program and Profile) and without one (static mode);
+* `recompile-fix apply --check` and `recompile-fix report` wall time on that project without a
+  Profile (a process start, the import, the scan).
+
+Prints each with the bar issue 29 sets (200 ms, 100 ms, 0.2 s). Other work on the machine
+inflates every figure: compare runs made under the same load.
+
+    python bench/editor_startup.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+from pygls.uris import from_fs_path
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "RF002" / "range_count"
+
+
+class Client(LanguageClient):
+    def __init__(self) -> None:
+        super().__init__("editor-startup-bench", "1")
+        self.first = asyncio.Event()
+
+        @self.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def publish(params: lsp.PublishDiagnosticsParams) -> None:
+            self.first.set()
+
+
+async def lsp_once(work: Path) -> tuple[float, float]:
+    """Seconds from spawn to ``initialized``, and from ``didOpen`` to the first diagnostics."""
+    client = Client()
+    started = time.perf_counter()
+    await client.start_io(sys.executable, "-m", "recompile_fix", "lsp", cwd=str(work))
+    await client.initialize_async(
+        lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), root_uri=from_fs_path(str(work)))
+    )
+    client.initialized(lsp.InitializedParams())
+    initialized = time.perf_counter() - started
+    program = work / "program.py"
+    opened = time.perf_counter()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(
+                uri=from_fs_path(str(program)), language_id="python", version=1, text=program.read_text()
+            )
+        )
+    )
+    await asyncio.wait_for(client.first.wait(), 60)
+    diagnosed = time.perf_counter() - opened
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return initialized, diagnosed
+
+
+def command_once(work: Path, *argv: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "recompile_fix", *argv], cwd=work, capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+def project(root: Path, with_profile: bool) -> Path:
+    root.mkdir()
+    shutil.copy(GOLDEN / "program.in.py", root / "program.py")
+    if with_profile:
+        (root / ".recompile-fix").mkdir()
+        shutil.copy(GOLDEN / "profile.json", root / ".recompile-fix" / "profile.json")
+    return root
+
+
+def line(name: str, seconds: float, bar: float) -> str:
+    verdict = "met" if seconds < bar else "NOT met"
+    return f"  {name + ':':<44} {seconds * 1000:7.1f} ms   (bar < {bar * 1000:.0f} ms: {verdict})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="editor-startup-") as tmp:
+        profiled = project(Path(tmp) / "profiled", with_profile=True)
+        static = project(Path(tmp) / "static", with_profile=False)
+        spawn, open_profiled, open_static = [], [], []
+        for _ in range(args.runs):
+            init, diag = asyncio.run(lsp_once(profiled))
+            spawn.append(init)
+            open_profiled.append(diag)
+            init, diag = asyncio.run(lsp_once(static))
+            spawn.append(init)
+            open_static.append(diag)
+        check = [command_once(static, "apply", "--check") for _ in range(args.runs)]
+        report = [command_once(static, "report") for _ in range(args.runs)]
+    print(f"recompile-fix start-up, best of {args.runs} (one-file project: golden/RF002/range_count)")
+    print(line("lsp: spawn -> initialized", min(spawn), 0.2))
+    print(line("lsp: didOpen -> diagnostics (with a Profile)", min(open_profiled), 0.1))
+    print(line("lsp: didOpen -> diagnostics (no Profile)", min(open_static), 0.1))
+    print(line("apply --check (no Profile)", min(check), 0.2))
+    print(line("report (no Profile)", min(report), 0.2))
+
+
+if __name__ == "__main__":
+    main()
