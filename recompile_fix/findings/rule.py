@@ -9,17 +9,18 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.arbitration import Claim, Preference
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import TorchApi
-from recompile_fix.profile.model import Profile
 
 __all__ = ["Example", "Rule"]
 
-if TYPE_CHECKING:  # a rule's fix makes Edits (the next stage); only its signature names them
+if TYPE_CHECKING:  # named only in signatures: Edits are the next stage, and the parsed
+    # source (libcst) loads when a rule first runs, not with the Rule class
+    from recompile_fix.analysis.project import Project
+    from recompile_fix.analysis.source import SourceFile
     from recompile_fix.edits.edit import Edit
+    from recompile_fix.profile.model import Profile
 
 
 @dataclass(frozen=True)

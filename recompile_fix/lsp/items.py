@@ -5,14 +5,16 @@ how a Finding reads as a diagnostic and in hover."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from recompile_fix.analysis.source import SourceFile
-from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.findings.rule import Rule
 from recompile_fix.lsp.positions import LineIndex, Range
 from recompile_fix.profile.model import sha256_bytes
+
+if TYPE_CHECKING:  # libcst and black load with the engine, not with the server
+    from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.edits.rewrite import FileRewrite
+    from recompile_fix.findings.rule import Rule
 
 __all__ = [
     "FIX_ALL_KIND",

@@ -21,16 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recompile_fix.lsp.engine import Engine
 from recompile_fix.lsp.items import FIX_ALL_KIND, SOURCE, Action, Analysis, Item
 from recompile_fix.lsp.positions import Range
 from recompile_fix.lsp.transport import protocol_class, read_messages
 from recompile_fix.rule_docs import rule_url
 
-if TYPE_CHECKING:  # pygls and lsprotocol are imported when the server is built, not before
+if TYPE_CHECKING:  # pygls and lsprotocol are imported when the server is built, not before;
+    # the engine (libcst, black, the rules) on the worker thread, after `initialized`
     from lsprotocol import types as lsp_types
     from pygls.lsp.server import LanguageServer
     from pygls.workspace import TextDocument
+
+    from recompile_fix.lsp.engine import Engine
 
 __all__ = ["DEFAULT_DEBOUNCE", "POLL_INTERVAL", "build_server", "serve"]
 
@@ -183,6 +185,8 @@ def _engine_for(session: _Session, file: Path) -> Engine:
         )
     engine = session.engines.get(root)
     if engine is None:
+        from recompile_fix.lsp.engine import Engine
+
         engine = session.engines[root] = Engine(
             root,
             profile=session.options.get("profile"),
@@ -340,7 +344,7 @@ async def _initialized(session: _Session, params: lsp_types.InitializedParams) -
     server = session.server
     session.loop = asyncio.get_running_loop()
     session.poll = asyncio.ensure_future(_poll_profiles(session))
-    session.worker.submit(_warm_black, priority=_Worker.BACKGROUND)
+    session.worker.submit(_warm_engine, priority=_Worker.BACKGROUND)
     if not _get(server.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
         return
     watchers = [
@@ -491,7 +495,10 @@ def _shutdown(session: _Session, params: None) -> None:
     session.worker.stop()
 
 
-def _warm_black() -> None:
+def _warm_engine() -> None:
+    """Background, after `initialized`: load the engine (libcst, the rules, the pipeline) and
+    black, so that the server answered `initialize` before paying for them."""
+    import recompile_fix.lsp.engine  # noqa: F401
     from recompile_fix.edits.format import format_statement
 
     format_statement("x = 1")
