@@ -497,11 +497,19 @@ def _shutdown(session: _Session, params: None) -> None:
 
 def _warm_engine() -> None:
     """Background, after `initialized`: load the engine (libcst, the rules, the pipeline) and
-    black, so that the server answered `initialize` before paying for them."""
-    import recompile_fix.lsp.engine  # noqa: F401
+    black, and what a first analysis loads (libcst's parser, the package metadata that names
+    this tool's torch), so that the server answered `initialize` before paying for them and
+    the first buffer opened is analysed at once."""
+    import libcst
+
+    import recompile_fix.lsp.engine
+    import recompile_fix.rules  # noqa: F401
     from recompile_fix.edits.format import format_statement
+    from recompile_fix.findings.releases import _own_torch_version
 
     format_statement("x = 1")
+    libcst.parse_module("x = 1\n")
+    _own_torch_version()
 
 
 def _get(obj, *names):
