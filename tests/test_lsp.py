@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -586,3 +587,19 @@ def test_positions_in_each_encoding_and_suppression_round_trip():
     twice = with_suppression(once, "RF002")
     assert twice == "    fn(x)  # keep this  # recompile-fix: ignore[RF001, RF002]\n"
     assert strip_suppressions(once) == strip_suppressions(twice) == line
+
+
+def test_server_answers_before_loading_the_engine():
+    """The server is built (and answers `initialize`) before libcst, black, the rules or the
+    pipeline are imported: they load on the worker thread after `initialized` (issue 29). A
+    structural check, not a timing one."""
+    code = (
+        "import sys\n"
+        "from recompile_fix.lsp.server import build_server\n"
+        "build_server()\n"
+        "heavy = ('libcst', 'black', 'torch', 'recompile_fix.rules', 'recompile_fix.pipeline', 'recompile_fix.lsp.engine')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
