@@ -419,3 +419,20 @@ def test_temp_directories_of_a_killed_run_are_removed_at_the_next_start(tmp_path
         assert Path(made).name.startswith(f"recompile-fix-verify-{os.getpid()}-")
         assert scratch.owned() == [made] and scratch._owned_now(Path(made), -1)
     assert not Path(made).exists() and scratch.owned() == []
+
+
+def test_a_kept_directory_is_not_swept_by_another_process():
+    """`verify` without torch keeps the recorded tensors past the run for the user's interpreter
+    to compare: another recompile-fix process starting meanwhile must not take them for a dead
+    run's (it did, when the copy carried an unheld `.owner` lock file)."""
+    from recompile_fix.profile import scratch
+
+    with scratch.scratch_dir("outputs") as out:
+        Path(out, "outputs-1.json").write_text("{}")
+        kept = scratch.KeptDir("outputs")
+        shutil.copytree(out, kept.name, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".owner"))
+    other = "from recompile_fix.profile import scratch; print(scratch.sweep())"
+    swept = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, check=True)
+    assert Path(kept.name).name not in swept.stdout and Path(kept.name, "outputs-1.json").exists()
+    kept.cleanup()
+    assert not Path(kept.name).exists()

@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -26,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["owned", "register", "scratch_dir", "sweep", "unregister"]
+__all__ = ["KeptDir", "owned", "register", "scratch_dir", "sweep", "unregister"]
 
 _OURS = re.compile(r"^(?:recompile-fix-[a-z]+|rfw)-(?P<pid>\d+)-")
 _OWNER_FILE = ".owner"
@@ -52,6 +53,26 @@ def scratch_dir(kind: str) -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
         if owner is not None:
             os.close(owner)
+
+
+class KeptDir:
+    """A temp directory of this process's that outlives a ``with`` block (as
+    ``tempfile.TemporaryDirectory``: removed by ``cleanup`` or when collected), locked as a
+    ``scratch_dir`` is until then, so that no other process's ``sweep`` takes it for a dead one."""
+
+    def __init__(self, kind: str) -> None:
+        sweep()
+        self.name = tempfile.mkdtemp(prefix=prefix(kind))
+        self._finalizer = weakref.finalize(self, _remove, self.name, _hold(self.name))
+
+    def cleanup(self) -> None:
+        self._finalizer()
+
+
+def _remove(path: str, owner: int | None) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if owner is not None:
+        os.close(owner)
 
 
 def register(path: str) -> None:

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,8 +193,10 @@ def run_command(
             run.outputs, run.truncated = _outputs(load_outputs(out), spell)
         else:
             # Installed without torch: keep the files; the user's interpreter compares them.
-            kept = tempfile.TemporaryDirectory(prefix=scratch.prefix("outputs"))
-            shutil.copytree(out, kept.name, dirs_exist_ok=True)
+            # Not the `.owner` file: a copy of it no one holds reads as a dead owner's to another
+            # recompile-fix process's sweep, which would remove the files before they are judged.
+            kept = scratch.KeptDir("outputs")
+            shutil.copytree(out, kept.name, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".owner"))
             run.outputs, run.truncated = _outputs(load_refs(kept.name), spell, interpreter=_interpreter_of(command))
     run.kept = kept
     run.checkout, run.original_sources = at, list(run.profile.sources)
