@@ -211,6 +211,12 @@ def measured(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+def _as_measured_here(recorded: str, measured: str) -> str:
+    """A recorded "close" cell also matches "exact": whether a close result is bit-identical too
+    depends on the CPU's kernels (`power` was close on the machine that recorded the table, is exact on an AVX-512 one)."""
+    return measured if recorded.replace("close", "exact") == measured else recorded
+
+
 def _runs(measured: dict, name: str) -> list[dict]:
     return [run for spec, modes in measured.items() if spec.split(":")[0] == name for run in modes.values()]
 
@@ -249,7 +255,7 @@ def test_recorded_numbers(measured):
     for name in table.CONSTRUCTS:
         modes = measured[f"{name}:{verdict(name)[1]}:eager"]
         got[name] = "; ".join(_cell(modes[m]) for m in ("None", "False"))
-    assert got == RECORDED
+    assert got == {name: _as_measured_here(RECORDED[name], got.get(name, "")) for name in RECORDED}
     inductor = {name: _cell(measured[f"{name}:{verdict(name)[1]}:inductor:None"]["None"]) for name in RECORDED_INDUCTOR}
     assert inductor == RECORDED_INDUCTOR
     float32 = {

@@ -69,13 +69,13 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
 
 @pytest.mark.parametrize(
     "spec",
-    # a "close" case runs both programs (slow): their outputs must really differ
+    # a "close" case runs both programs (slow)
     [pytest.param(c, marks=[pytest.mark.slow] if c.outputs == "close" else []) for c in OURS if c.changes],
     ids=case_id,
 )
 def test_positive_case_states_exact_or_close_and_why(spec, tmp_path):
-    """ "exact": test_golden compares the outputs bit for bit; "close": within assert_close only,
-    and here they must really differ (else the case should say "exact")."""
+    """ "exact": test_golden compares the outputs bit for bit; "close": within assert_close only
+    (bit for bit on some CPUs, not on all), run here side by side."""
     case = spec.path
     assert spec.outputs in ("exact", "close"), 'say outputs = "exact" or "close" (with why) in case.toml'
     assert len(spec.why) > 40, "say why"
@@ -88,7 +88,11 @@ def test_positive_case_states_exact_or_close_and_why(spec, tmp_path):
             for bc, ac in zip(before["outputs"][key], after["outputs"][key])
             for b, a in zip(bc, ac)
         ]
-        assert any(not b.equal(a) for b, a in pairs), 'the outputs are bit-identical: say outputs = "exact"'
+        # Whether they are also bit-identical depends on the CPU's kernels (the train_step case
+        # differed by 5e-10 on the machine that recorded it, not at all on an AVX-512 one): "close" is the promise.
+        assert pairs, "the programs recorded no outputs to compare"
+        for b, a in pairs:
+            torch.testing.assert_close(a, b)
 
 
 @pytest.mark.slow
