@@ -530,3 +530,33 @@ def test_the_profile_times_the_steady_state_that_chooses_for_inference(tmp_path,
     assert fixes[chosen]["fix"] is not None, fixes
     other = "RF004" if chosen == "RF007" else "RF007"
     assert fixes[other]["fix"] is None
+
+
+# -- a block whose forward is inherited ------------------------------------------------------
+TRAINS = "net = Model()\ncompiled = torch.compile(net)\ncompiled(torch.randn(2, 8)).sum().backward()\n"
+INHERITED = (
+    model(program=TRAINS)
+    .replace(
+        "class Block(nn.Module):",
+        "class Base(nn.Module):",
+    )
+    .replace("\n\nclass Model(", "\n\nclass Block(Base):\n    pass\n\n\nclass Model(", 1)
+)
+
+
+def test_a_block_that_inherits_its_forward_from_the_file_is_checked_there():
+    """`class Block(Base): pass`: the forward that runs is Base's, checked as the block's own
+    (this crashed RF007 on an assertion before)."""
+    own = rf007(static(model(program=TRAINS)))
+    found = rf007(static(INHERITED))
+    assert found.safety is own.safety and "outside this file" not in notes(found)
+    assert "for block in net.blocks:\n    block.compile()\n" in applied(INHERITED, static(INHERITED))
+
+
+def test_a_block_that_inherits_its_forward_from_a_library_is_a_risk_named():
+    text = INHERITED.replace("class Block(Base):", "class Block(nn.TransformerEncoderLayer):").replace(
+        "Block(8)", "Block(8, 2)"
+    )
+    found = rf007(static(text))
+    assert found.safety is Safety.UNSAFE
+    assert "`Block` inherits its forward from a class outside this file" in notes(found)

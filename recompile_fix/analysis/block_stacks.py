@@ -501,10 +501,10 @@ class Analysis:
     # -- can the block be traced whole? -------------------------------------------------
     def check(self, site: Site) -> Verdict:
         verdict = Verdict()
-        target = self.target_function(site)
-        # RF004 checks only a site whose function it found; RF007 (regional.stack_checks) also a
-        # block whose forward is inherited, which fails here (as it did on `None.args` before).
-        assert target is not None, f"`{site.block}` has no forward of its own to check"
+        # The forward that runs: the block's own, or one it inherits from a class of this file
+        # (RF007 checks `class Block(Base): pass`; RF004 checks only a forward of the block's own).
+        target = self.target_function(site) if site.function is not None else self.all_methods(site.block).get("forward")
+        assert target is not None, f"`{site.block}` has no forward in this file to check"
         if site.function is None:
             RegionWalker(self, verdict, site.block, target, top=True, seen=set()).run()
         else:

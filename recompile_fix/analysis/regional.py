@@ -264,6 +264,7 @@ class StackChecks:
     per_layer_cache: list[str] = field(default_factory=list)
     index_reads: list[str] = field(default_factory=list)
     loop_problem: str | None = None
+    unchecked: str | None = None  # why the block's code could not be checked (a risk, not a blocker)
 
 
 def stack_checks(analysis: Analysis, block: str, site: Site | None) -> StackChecks:
@@ -276,6 +277,12 @@ def stack_checks(analysis: Analysis, block: str, site: Site | None) -> StackChec
         checks.loop_problem = (
             f"the model runs its blocks through `{probe.function}(...)`, not by calling them: compiling "
             "each block's forward would not compile what the loop runs"
+        )
+        return checks
+    if analysis.all_methods(block).get("forward") is None:  # `class Layer(nn.TransformerEncoderLayer): ...`
+        checks.unchecked = (
+            f"`{block}` inherits its forward from a class outside this file, whose code was not "
+            "checked for what compiling each block on its own would change"
         )
         return checks
     verdict = analysis.check(Site(owner=probe.owner, attr=probe.attr, block=block, count=probe.count, line=probe.line))

@@ -306,6 +306,8 @@ class RegionalCompile(Rule):
             checks = stack_checks(block_analysis, ref.block, site_in_file)
             if checks.loop_problem:
                 blockers.append(checks.loop_problem)
+            if checks.unchecked:
+                risks.append(checks.unchecked)
             if checks.per_layer_cache:
                 calls = ", ".join(checks.per_layer_cache[:2])
                 if ref.file != path:
