@@ -5,6 +5,7 @@ eager backend on torch before 2.14 a training program gets no region at all (bac
 fails), and a stack built from a config gets its recorded count."""
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -185,3 +186,69 @@ def test_a_training_script_with_backend_from_its_arguments_gets_no_crashing_regi
     result = run_cli("apply", ".", "--unsafe-fixes", "--select", "RF004", cwd=tmp_path, check=0)
     assert (tmp_path / "model.py").read_text() == TRAINING
     assert "RF004 [no fix]" in result.stdout and "backward through the region fails" in result.stdout
+
+
+SAME_TENSOR_TWICE = """
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.name_or_path = ""  # as a transformers model built from a config has it
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, inputs, labels):
+        return (self.lin(inputs) - labels).pow(2).mean()
+
+
+tag = ""
+model = torch.compile(Head())
+for n in (2, 3, 4, 5):
+    ids = torch.randn(n, 4)
+    model(inputs=ids, labels=ids)
+"""
+
+
+@pytest.mark.slow
+def test_a_tensor_passed_twice_is_marked_once_and_an_empty_string_keeps_the_profile_valid(tmp_path):
+    """`model(input_ids=ids, labels=ids)` (a transformers training step): one mark for `ids`,
+    not one per argument it was seen through. The model's `name_or_path = ""` is the same object
+    as every other "": the Profile the run wrote loads (it was "damaged" before)."""
+    (tmp_path / "train.py").write_text(SAME_TENSOR_TWICE)
+    run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
+    diff = run_cli("apply", "--diff", ".", cwd=tmp_path, check=1).stdout
+    assert diff.count("mark_dynamic(ids, 0)") == 1, diff
+
+
+def test_a_string_is_never_said_to_be_held_by_the_users_frame(monkeypatch):
+    """Every "" is one object: the user's `tag = ""` is not what holds a model's `name_or_path`
+    (the recorder wrote `{"type": "str", "held_by": "tag"}`, with no value, which failed
+    validation: every command after `profile` refused the Profile as damaged)."""
+    import torch
+
+    from recompile_fix.profile.recorder import inputs
+
+    tag, ids = "", torch.ones(2)
+    walk = inputs.InputWalk(torch)
+    walk.visit("self.name_or_path", tag, 1)
+    walk.visit("ids", ids, 0)
+    monkeypatch.setattr(inputs, "user_frame_past_library", lambda frame: frame)
+    inputs._note_holders(walk, sys._getframe())
+    assert "self.name_or_path" not in walk.entries and walk.entries["ids"]["held_by"] == "ids"
+
+
+def test_a_profile_recorded_with_a_held_string_and_no_value_still_loads(tmp_path):
+    """Profiles the recorder wrote that way are committed in users' projects: they load."""
+    from recompile_fix.profile.model import Profile
+
+    data = json.loads((Path(__file__).parent / "programs" / "two_files" / "profile.json").read_text())
+    inputs = next(c for f in data["frames"] for c in f["compiles"] if c.get("inputs"))["inputs"]
+    inputs["self.name_or_path"] = {"type": "str", "held_by": "tag"}
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    assert Profile.load(tmp_path / "profile.json").frames
+    inputs["self.name_or_path"]["value"] = ""  # a value, when there is one, is still checked
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match="name_or_path"):
+        Profile.load(tmp_path / "profile.json")

@@ -503,7 +503,9 @@ class Analysis:
         verdict = Verdict()
         # The forward that runs: the block's own, or one it inherits from a class of this file
         # (RF007 checks `class Block(Base): pass`; RF004 checks only a forward of the block's own).
-        target = self.target_function(site) if site.function is not None else self.all_methods(site.block).get("forward")
+        target = (
+            self.target_function(site) if site.function is not None else self.all_methods(site.block).get("forward")
+        )
         assert target is not None, f"`{site.block}` has no forward in this file to check"
         if site.function is None:
             RegionWalker(self, verdict, site.block, target, top=True, seen=set()).run()

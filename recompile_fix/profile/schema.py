@@ -298,7 +298,7 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
             _fail(f"{where}.value", f"is {value!r}, not a{'n' if entry['type'] == 'int' else ''} {entry['type']}")
         if isinstance(value, float) and not math.isfinite(value):
             _fail(f"{where}.value", f"is {value!r}")
-    elif entry["type"] == "str":
+    elif entry["type"] == "str" and "value" in entry:  # (without one: `held_by` alone, as 0.1.0 wrote)
         # What the recorder keeps: a short word-like setting, never a path or text (it is written
         # into the program as a literal).
         value = entry.get("value")

@@ -297,12 +297,18 @@ class MarkDynamic(Rule):
             bases[base] = name
             return name
 
+        # One mark per tensor: one passed twice (`model(input_ids=ids, labels=ids)`) is one
+        # expression here, seen through as many arguments and frames.
+        dims_of: dict[tuple[str, bool], list[int]] = {}
         for entry in p["marks"]:
             base = Base.from_json(entry["base"])
             clone = f".clone(memory_format={torch_name}.contiguous_format)" if entry.get("contiguous") else ""
             expr = base_text(base, entry["label"], clone) + steps_code(entry["steps"])
-            line = f"{mark}({expr}, {dims_code(entry['dims'])})"
-            if entry.get("optional"):
+            dims = dims_of.setdefault((expr, bool(entry.get("optional"))), [])
+            dims.extend(d for d in entry["dims"] if d not in dims)
+        for (expr, optional), dims in dims_of.items():
+            line = f"{mark}({expr}, {dims_code(dims)})"
+            if optional:
                 line = f"if {expr} is not None:\n    {line}"
             statements.append(line)
         for loop in p.get("loops", []):

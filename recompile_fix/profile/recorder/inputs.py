@@ -246,5 +246,7 @@ def _note_holders(walk: InputWalk, compile_frame: types.FrameType) -> None:
     except Exception:  # the user's frame could not be read: no held_by, the shapes stay
         held = {}
     for source, value in walk.roots.items():
-        if id(value) in held and value is not None and not isinstance(value, (bool, int, float)):
+        # Not for numbers and strings: small ones are shared objects (every "" is one), so the
+        # same id says nothing of who holds this one (a config's `name_or_path = ""`).
+        if id(value) in held and value is not None and not isinstance(value, (bool, int, float, str, bytes)):
             walk.entries.setdefault(source, {"type": type(value).__name__})["held_by"] = held[id(value)]
