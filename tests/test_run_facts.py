@@ -252,3 +252,30 @@ def test_a_profile_recorded_with_a_held_string_and_no_value_still_loads(tmp_path
     (tmp_path / "profile.json").write_text(json.dumps(data))
     with pytest.raises(UserError, match="name_or_path"):
         Profile.load(tmp_path / "profile.json")
+
+
+ONE_SIZE_BESIDES_ONE = """
+import torch
+
+
+@torch.compile
+def denoise(sample, timestep):
+    return sample * 2 + timestep
+
+
+for batch, timestep in ((2, 750), (2, 500), (1, 500)):
+    x = torch.randn(batch, 3)
+    denoise(x, timestep)
+"""
+
+
+@pytest.mark.slow
+def test_a_mark_that_would_merge_no_compile_is_not_offered(tmp_path):
+    """Batches of 2, 2 and 1 with a `timestep` that changes between the first two: the second
+    compile is the int's, the third size 1's (specialised even when marked): a mark removes
+    neither (verify measured 3 -> 3 on a diffusers UNet), so RF001 offers no fix and says why."""
+    (tmp_path / "infer.py").write_text(ONE_SIZE_BESIDES_ONE)
+    run_cli("profile", "--backend", "eager", "--", "python", "infer.py", cwd=tmp_path, check=0)
+    report = run_cli("report", "--output-format", "full", cwd=tmp_path).stdout
+    (rf001,) = [line for line in report.splitlines() if "RF001" in line]
+    assert "[no fix]" in rf001 and "would not reduce the 3 compiles" in report, report

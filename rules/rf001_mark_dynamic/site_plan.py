@@ -271,15 +271,23 @@ class SitePlan:
         compiles = [c for c in self.ev.compiles + self.ev.linked if c.inputs]
         if not compiles:
             return True  # no shapes recorded: the guards alone say it changed
-        classes = set()
+        classes: set[tuple[Any, ...]] = set()
+        varying: dict[tuple[str, int], set[int]] = {}  # sizes a mark makes one graph of
         for compile_ in compiles:
-            key = []
+            key: list[Any] = []
             for src, d in kept:
                 shape = compile_.inputs.get(src, {}).get("shape")
                 size = shape[d] if isinstance(shape, list) and d < len(shape) else None
-                key.append(size if size is None or size <= 1 or size in (apart or {}).get((src, d), ()) else "n")
+                apart_here = size is None or size <= 1 or size in (apart or {}).get((src, d), ())
+                key.append(size if apart_here else "n")
+                if not apart_here:
+                    varying.setdefault((src, d), set()).add(size)
             classes.add(tuple(key))
-        return len(classes) < len(compiles)
+        # One size besides 0/1 (a UNet's batch 2, 2, 1): the compiles differ for another reason
+        # (a changed `timestep`), which no mark merges.
+        # Sizes not recorded for these sources: the guards alone say they changed.
+        recorded = any(isinstance(c.inputs.get(src, {}).get("shape"), list) for c in compiles for src, _ in kept)
+        return len(classes) < len(compiles) and (not recorded or any(len(s) > 1 for s in varying.values()))
 
     # -- what the compiled code does with the sizes ----------------------------------------
     def _compiled_function(self) -> tuple[cst.FunctionDef | None, SourceFile | None]:
