@@ -280,7 +280,7 @@ class SitePlan:
                 size = shape[d] if isinstance(shape, list) and d < len(shape) else None
                 apart_here = size is None or size <= 1 or size in (apart or {}).get((src, d), ())
                 key.append(size if apart_here else "n")
-                if not apart_here:
+                if size is not None and not apart_here:
                     varying.setdefault((src, d), set()).add(size)
             classes.add(tuple(key))
         # One size besides 0/1 (a UNet's batch 2, 2, 1): the compiles differ for another reason
