@@ -521,7 +521,7 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
         return (
             "float64",
             not inexact,
-            f"it only fills Scalar arguments ({slots}): float64 keeps the number exact" + close,
+            f"it only fills Scalar arguments{f' ({slots})' if slots else ''}: float64 keeps the number exact" + close,
         )
     if met and len(known) == len(met) and all(t.get("dtype") in FLOATING and t.get("shape") for t in known.values()):
         return (
