@@ -105,8 +105,9 @@ def test_fix_shows_each_run(fixed_example):
     for number, tried in re.findall(r"^Round (\d+): tried (\d+) fix", result.stdout, re.M):
         if int(tried):
             assert re.search(rf"^round {number}, run \d+/\d+: a copy", shown, re.M), (number, shown)
-    # While a run goes on: its seconds so far and the program's last output line.
-    assert re.search(r"run \d+/\d+: .* \.\.\. \d+ s  \| (losses|sampled) \[", result.stderr)
+    # While a run goes on, its seconds so far and the program's last output line are redrawn every
+    # half second: whether a redraw falls after the program's output depends on how fast the run
+    # is (since runs end 0.8 s sooner, often not); tests/test_progress.py checks it by the clock.
     # A fix that crashed the program is dropped, and its run reads as crashed.
     if "dropped  " in result.stdout:
         assert re.search(r"^round 1, run \d+/\d+: a copy \+ RF001 .*: CRASHED \(exit code 1\) after \d+ s", shown, re.M)
