@@ -33,9 +33,9 @@ from recompile_fix.analysis.ast_tree import (
     unstarred,
 )
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.source import SourceError, SourceFile
 
-__all__ = ["already_marked", "Analysis", "Members", "MIN_BLOCKS", "Site", "training_in"]
+__all__ = ["already_marked", "Analysis", "Members", "MIN_BLOCKS", "Site", "training_in", "training_in_any"]
 
 # Below this the saving (about one block's compile per block) is not worth a region (RF004) or
 # compiling the blocks one by one (RF007).
@@ -631,3 +631,18 @@ def training_in(source: SourceFile, path: str, nodes: Iterable[ast.AST] | None =
         return None
     node = min(calls, key=lambda n: (n.end_lineno, n.end_col_offset, -n.lineno, -n.col_offset))
     return f"`{code_of(source, node)}` at {path}:{node.lineno}"
+
+
+def training_in_any(sources: Iterable[tuple[str, SourceFile | None]]) -> str | None:
+    """``training_in`` of the first of the (path, source) files that trains; a file missing or
+    that does not parse is skipped."""
+    for path, source in sources:
+        if source is None:
+            continue
+        try:
+            found = training_in(source, path)
+        except SourceError:
+            continue
+        if found:
+            return found
+    return None

@@ -21,6 +21,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from recompile_fix.errors import UserError
 from recompile_fix.notebook import source_of
 from recompile_fix.profile.files import read_bounded
+from recompile_fix.profile.model import Location
 
 __all__ = ["dotted_name", "is_name", "Positioned", "SourceError", "SourceFile", "walk"]
 
@@ -151,6 +152,18 @@ class SourceFile:
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         pos = self.positions[node]
         return self.offset(pos.start.line, pos.start.column), self.offset(pos.end.line, pos.end.column)
+
+    def location_of(self, node: cst.CSTNode, file: str, function: str | None = None) -> Location:
+        """Where ``node`` is, as a Finding names it: its whole span in ``file`` (the Profile's spelling)."""
+        pos = self.positions[node]
+        return Location(
+            file=file,
+            line=pos.start.line,
+            end_line=pos.end.line,
+            col=pos.start.column,
+            end_col=pos.end.column,
+            function=function,
+        )
 
     def code(self, node: cst.CSTNode) -> str:
         start, end = self.span(node)

@@ -23,7 +23,7 @@ from recompile_fix.analysis.call_targets import library_frame
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
-from recompile_fix.profile.model import Compile, Location
+from recompile_fix.profile.model import Compile
 
 if TYPE_CHECKING:
     from recompile_fix.analysis.source import SourceFile
@@ -77,13 +77,7 @@ def isolate_finding(
     ):
         return None  # already chosen there, one way or the other: the user's call
     pos = compile_source.positions[node]
-    location = Location(
-        file=plan.site.file,
-        line=pos.start.line,
-        end_line=pos.end.line,
-        col=pos.start.column,
-        end_col=pos.end.column,
-    )
+    location = compile_source.location_of(node, plan.site.file)
     compiled = frame.compile_count
     finding = plan.finding(
         f"compiled `{frame.name}` serves several compiled wrappers, each "
@@ -159,13 +153,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         )
     compile_source, node, existing = compile_call
     pos = compile_source.positions[node]
-    location = Location(
-        file=plan.site.file,
-        line=pos.start.line,
-        end_line=pos.end.line,
-        col=pos.start.column,
-        end_col=pos.end.column,
-    )
+    location = compile_source.location_of(node, plan.site.file)
     finding = plan.finding(
         f"compiled `{plan.frame.name}` recompiles for sizes library code ({where}) picks "
         f"({plan.here} compiles at {plan.site.file}:{plan.site.line}): compile it with `dynamic=True`",

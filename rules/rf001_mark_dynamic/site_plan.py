@@ -529,14 +529,7 @@ class SitePlan:
         mark: str,
     ) -> None:
         pos = source.positions[call]
-        finding.location = Location(
-            file=self.site.file,
-            line=pos.start.line,
-            end_line=pos.end.line,
-            col=pos.start.column,
-            end_col=pos.end.column,
-            function=self.site.function,
-        )
+        finding.location = source.location_of(call, self.site.file, self.site.function)
         finding.params = {
             "call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
             "mark": mark,

@@ -250,15 +250,7 @@ class TensorScalar(Rule):
             return None
         file = project.source(site.file)
         assert file is not None, "its call was read from it"
-        pos = file.positions[call]
-        location = Location(
-            file=site.file,
-            line=pos.start.line,
-            end_line=pos.end.line,
-            col=pos.start.column,
-            end_col=pos.end.column,
-            function=site.function,
-        )
+        location = file.location_of(call, site.file, site.function)
         param = wrap.param
         site_notes, site_safety = list(wrap.notes), wrap.safety
         if wrap.optional and not is_number(arg.value) and not isinstance(arg.value, (cst.Name, cst.Attribute)):

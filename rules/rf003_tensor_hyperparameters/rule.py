@@ -337,9 +337,7 @@ class _Construction:
         self.source, self.file, self.call, self.cls = source, file, call, cls
         pos = source.positions[call]
         self.line = pos.start.line
-        self.location = Location(
-            file=file, line=pos.start.line, end_line=pos.end.line, col=pos.start.column, end_col=pos.end.column
-        )
+        self.location = source.location_of(call, file)
         self.default = OPTIMIZERS[cls][1]
         args = call.args
         self.lr = next((a for a in args if a.keyword is not None and a.keyword.value == "lr"), None)

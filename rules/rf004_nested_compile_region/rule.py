@@ -9,7 +9,7 @@ import re
 from typing import cast
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
-from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in
+from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in, training_in_any
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.region_check import Verdict
 from recompile_fix.analysis.regional import regional_loops
@@ -449,7 +449,7 @@ class _ProgramFacts:
         self.recorded_backends: dict[str, list[str]] = (
             {f.label: f.backends for f in profile.frames if f.backends} if profile is not None else {}
         )
-        self.training = self._training()
+        self.training = training_in_any(self.sources)
 
     @classmethod
     def of_file(cls, source: SourceFile, path: str, analysis: Analysis) -> "_ProgramFacts":
@@ -457,16 +457,6 @@ class _ProgramFacts:
         facts.sources = [(path, source)]
         facts.training = training_in(source, path, analysis.tree.order)
         return facts
-
-    def _training(self) -> str | None:
-        for path, source in self.sources:
-            try:
-                found = training_in(source, path)
-            except SourceError:
-                continue
-            if found:
-                return found
-        return None
 
     def eager_backend(self, analysis: Analysis, frame: Frame | None = None) -> str | None:
         """Where the program compiles with backend="eager" (the Profile's forced backend too): the

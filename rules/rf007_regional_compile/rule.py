@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, dotted, identifiers
-from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, already_marked, training_in
+from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, already_marked, training_in, training_in_any
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.regional import (
     CompileSite,
@@ -156,7 +156,7 @@ class RegionalCompile(Rule):
                 continue
         if not any(sites.values()):
             return []
-        training = _training(project, user_files)
+        training = training_in_any((path, project.source(path)) for path in user_files)
         findings: dict[tuple[str, int], Finding] = {}
         for frame in sorted(profile.frames, key=lambda f: -f.compile_seconds):
             stacks = _outermost([s for s in frame.block_stacks if s.argument == "self" and s.count >= MIN_BLOCKS])
@@ -622,20 +622,6 @@ def _analysis_for(ref: StackRef, path: str, analysis: Analysis | None, project: 
         return Analysis(source)
     except SourceError:
         return None
-
-
-def _training(project: Project, paths: list[str]) -> str | None:
-    for path in paths:
-        source = project.source(path)
-        if source is None:
-            continue
-        try:
-            found = training_in(source, path)
-        except SourceError:
-            continue
-        if found:
-            return found
-    return None
 
 
 def _installed_release() -> tuple[int, int] | None:

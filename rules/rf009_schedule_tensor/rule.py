@@ -240,15 +240,7 @@ class ScheduleTensor(Rule):
             file = project.source(site.file)
             if arg is None or file is None or is_tensor_call(arg.value, file):
                 continue
-            pos = file.positions[call]
-            where = Location(
-                file=site.file,
-                line=pos.start.line,
-                end_line=pos.end.line,
-                col=pos.start.column,
-                end_col=pos.end.column,
-                function=site.function,
-            )
+            where = file.location_of(call, site.file, site.function)
             notes = [f"the call passes `{param}` as a 0-d int64 tensor, which `torch.take` indexes with"]
             if not compiled:
                 notes.append(f"this call of `{function_name}` did not compile; it is wrapped too")
