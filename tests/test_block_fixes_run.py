@@ -5,13 +5,11 @@ examples/, golden/ and tests/programs/ that holds a stack of blocks is planned w
 with; it must exit 0."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_python
 from golden_cases import CASES
 
 HARNESS = ROOT / "tests" / "programs" / "run_recording.py"
@@ -77,10 +75,5 @@ def test_every_block_fix_runs(name, program, profile, eager, tmp_path):
         return  # unchanged: running it again would prove nothing about a fix (12 of 27 runs)
     # The harness runs it with the eager backend, as recorded; else the program's own backend.
     command = [str(HARNESS), str(tmp_path / "run.pt"), str(target)] if eager else [str(target)]
-    done = subprocess.run(
-        [sys.executable, *command],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
+    done = run_python(*command, cwd=work)
     assert done.returncode == 0, f"{name} fails after its RF004/RF007 fixes:\n{done.stderr[-3000:]}"

@@ -6,6 +6,8 @@ not seconds (bench/scan_throughput.py times it)."""
 import ast
 import json
 import shutil
+import subprocess
+import sys
 
 import libcst
 import pytest
@@ -100,3 +102,16 @@ def test_a_damaged_cache_is_started_over(tmp_path, monkeypatch):
     cache.write_text(json.dumps(data))
     again = _apply(root, monkeypatch, "--check")
     assert (again.exit_code, again.output) == (cold.exit_code, cold.output)
+
+
+def test_a_warm_run_does_not_import_libcst(tmp_path):
+    """What a small project waits for is mostly imports: a warm `apply --check` (a process, as a
+    user runs it) answers from the caches and never loads libcst (bench/editor_startup.py times it)."""
+    root = _project(tmp_path)
+    command = [sys.executable, "-X", "importtime", "-m", "recompile_fix", "apply", "--check", "."]
+    cold = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    warm = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    assert cold.returncode == warm.returncode == 1, warm.stderr[-2000:]
+    assert warm.stdout == cold.stdout
+    assert "libcst._nodes" in cold.stderr  # the cold run parsed: the probe sees the import
+    assert "libcst" not in warm.stderr

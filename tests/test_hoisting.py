@@ -21,13 +21,11 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, run_python
 from fake_torch import run_program
 from fuzz_programs import Program, profile_for
 from test_fuzz_programs import apply_to
@@ -241,11 +239,11 @@ def test_a_shadowed_torch_is_seen_in_every_scope():
 # -- with torch ----------------------------------------------------------------------------------
 def _torch_run(work: Path, text: str, optimize: bool = False) -> tuple[str, dict]:
     (work / "run.py").write_text(text)
-    done = subprocess.run(
-        [sys.executable, *(["-O"] if optimize else []), str(PROGRAMS / "torch_metrics.py"), "run.py"],
+    done = run_python(
+        *(["-O"] if optimize else []),
+        PROGRAMS / "torch_metrics.py",
+        "run.py",
         cwd=work,
-        capture_output=True,
-        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"},
     )
     assert done.returncode == 0, done.stderr[-3000:]

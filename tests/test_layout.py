@@ -208,6 +208,25 @@ def test_recorder_loads_only_the_standard_library():
     assert done.stdout.strip() == "[]", done.stdout
 
 
+def test_importing_the_pipeline_and_the_rules_reads_no_libcst_name():
+    """The command line defers libcst (recompile_fix/cli/deferred_imports.py) so that a warm run,
+    which parses nothing, does not pay its import: no module of the pipeline or a rule may read a
+    libcst name when it is imported (a module-level ``(cst.For, cst.While)``), or every run pays."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "from recompile_fix.cli.deferred_imports import defer_heavy, is_loaded\n"
+        "defer_heavy()\n"
+        "import recompile_fix, recompile_fix.rules\n"
+        "for m in pkgutil.walk_packages(recompile_fix.__path__, 'recompile_fix.'):\n"
+        "    if m.name.split('.')[1] not in ('lsp', '_bootstrap', '__main__') and 'recorder' not in m.name:\n"
+        "        importlib.import_module(m.name)\n"
+        "print(is_loaded('libcst'), len(sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "False", done.stdout
+
+
 # Budgets a reader can hold in their head. They only ever tighten: lower them when the code allows,
 # never raise them to let a change in.
 MODULE_LINES = 700

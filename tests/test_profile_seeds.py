@@ -4,13 +4,11 @@ each compile's call site is the line that called the compiled code."""
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import PROGRAMS, ROOT, seed
+from conftest import PROGRAMS, ROOT, run_python, seed
 from recompile_fix.profile.model import Profile
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # every test here runs a torch program
@@ -36,9 +34,7 @@ EXPECTED = {
 
 
 def torch_metrics(script):
-    out = subprocess.run(
-        [sys.executable, str(PROGRAMS / "torch_metrics.py"), str(script)], capture_output=True, text=True, cwd=ROOT
-    )
+    out = run_python(PROGRAMS / "torch_metrics.py", script, cwd=ROOT)
     line = next(l for l in out.stdout.splitlines() if l.startswith("TORCH_METRICS "))
     return json.loads(line.split(" ", 1)[1])
 

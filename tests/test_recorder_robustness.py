@@ -9,12 +9,10 @@ after dynamo_reset, compiles without arguments after other_tool_callbacks, 1 gra
 after logging_*, and no Profile at all after os_exit."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import PROGRAMS, ROOT
+from conftest import PROGRAMS, ROOT, run_python
 from recompile_fix.profile.model import Profile
 
 ROBUST = PROGRAMS / "robust"
@@ -46,12 +44,7 @@ PROGRAMS_AND_NOTES = {
 
 def torch_truth(script):
     """torch's own compiles per frame ("name:first line") and graph-break count for one run."""
-    done = subprocess.run(
-        [sys.executable, str(PROGRAMS / "torch_metrics.py"), str(script)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = run_python(PROGRAMS / "torch_metrics.py", script, cwd=ROOT)
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith("TORCH_"))
     return json.loads(lines["TORCH_METRICS"]), int(lines["TORCH_GRAPH_BREAKS"])
 

@@ -9,13 +9,12 @@ compiled one by one (RF007) work on all of them."""
 
 import importlib.util
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import run_python
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Safety
 from recompile_fix.rules import rule_by_id
@@ -214,9 +213,7 @@ with torch.no_grad():
 def _prove(tmp_path: Path, which: str, mode: str) -> dict:
     script = tmp_path / "prove.py"
     script.write_text(PROOF)
-    done = subprocess.run(
-        [sys.executable, str(script), which, mode], capture_output=True, text=True, cwd=tmp_path, timeout=600
-    )
+    done = run_python(script, which, mode, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -7,14 +7,12 @@ import hashlib
 import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_python
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.regional import compile_sites
 from recompile_fix.analysis.source import SourceFile
@@ -451,7 +449,8 @@ def test_a_pip_packages_model_is_compiled_by_its_layers_in_the_users_file(tmp_pa
     (tmp_path / "cached.py").write_text(LLAMA.format(backend=', backend="eager"', cache=""))
     library = Path(importlib.util.find_spec("transformers.models.llama.modeling_llama").origin)
     library_hash = hashlib.sha256(library.read_bytes()).hexdigest()
-    before = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    before = run_python("train.py", cwd=tmp_path)
+    assert before.returncode == 0, before.stderr[-3000:]
     run_cli("profile", "-o", "train.json", "--", "python", "train.py", cwd=tmp_path, check=0)
     run_cli("profile", "-o", "cached.json", "--", "python", "cached.py", cwd=tmp_path, check=0)
     # Only the program's own file is planned for an edit (the layers' file is transformers').
@@ -463,7 +462,8 @@ def test_a_pip_packages_model_is_compiled_by_its_layers_in_the_users_file(tmp_pa
     text = (tmp_path / "train.py").read_text()
     assert 'for block in model.model.layers:\n    block.compile(backend="eager")\n' in text, result.stderr
     assert hashlib.sha256(library.read_bytes()).hexdigest() == library_hash
-    after = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    after = run_python("train.py", cwd=tmp_path)
+    assert after.returncode == 0, after.stderr[-3000:]
     losses_before, compiles_before = before.stdout.strip().rsplit(" ", 1)
     losses_after, compiles_after = after.stdout.strip().rsplit(" ", 1)
     assert losses_after == losses_before and (compiles_before, compiles_after) == ("1", "1")

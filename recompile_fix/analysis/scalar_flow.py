@@ -82,14 +82,16 @@ class FlowPath:
 
     def after(self, operator: cst.BaseBinaryOp, other: cst.BaseExpression) -> FlowPath:
         exact = (
-            self.int_exact and isinstance(operator, EXACT_INT_OPS) and not isinstance(other, (cst.Float, cst.Imaginary))
+            self.int_exact
+            and type(operator).__name__ in EXACT_INT_OPS
+            and not isinstance(other, (cst.Float, cst.Imaginary))
         )
         return replace(self, scalar_math=True, int_exact=exact)
 
 
 # A function whose source can be read: its file's source, the file as the Profile spells it, its
 # def, and whether it binds ``self`` (a method called on an instance).
-Callee: TypeAlias = tuple[SourceFile, str, cst.FunctionDef, bool]
+Callee: TypeAlias = "tuple[SourceFile, str, cst.FunctionDef, bool]"
 
 
 class ValueFlow(TensorInference):

@@ -13,10 +13,12 @@ import re
 import symtable
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+if TYPE_CHECKING:
+    from libcst.metadata import CodeRange
 
 from recompile_fix.errors import UserError
 from recompile_fix.notebook import source_of
@@ -109,6 +111,8 @@ class SourceFile:
     # -- metadata ---------------------------------------------------------------------
     @functools.cached_property
     def positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
     @functools.cached_property
@@ -310,7 +314,7 @@ class SourceFile:
         scope.visit(Collect())
         table = self._symbols_of(scope)
         if table is None:  # no symbol table (the file does not compile): every name of the scope
-            scope.visit(_AllNames(names))
+            names.update(n.value for n in walk(scope) if isinstance(n, cst.Name))
         else:
             stack = list(table.get_children())
             while stack:
@@ -529,15 +533,6 @@ def _runs_conditionally(parent: cst.CSTNode, child: cst.CSTNode) -> str | None:
     if isinstance(parent, cst.Comparison) and any(child is c for c in parent.comparisons[1:]):
         return "in a chained comparison after its first test, which may not evaluate it"
     return None
-
-
-class _AllNames(cst.CSTVisitor):
-    def __init__(self, names: set[str]):
-        super().__init__()
-        self.names = names
-
-    def visit_Name(self, name: cst.Name) -> None:
-        self.names.add(name.value)
 
 
 def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -8,8 +8,6 @@ runs every construct with a Python number and with a 0-d tensor and checks the v
 
 from __future__ import annotations
 
-import libcst as cst
-
 __all__ = [
     "ARITH_FUNCTIONS",
     "ARITH_METHODS",
@@ -377,7 +375,9 @@ CONVERTER_WHY = {
 }
 
 
-EXACT_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+# libcst's operators whose result is an exact int for int operands (names, so that importing this
+# module does not load libcst).
+EXACT_INT_OPS = frozenset({"Add", "Subtract", "Multiply", "FloorDivide", "Modulo"})
 
 
 # Calls that make a tensor from a Python number: a value already passed through one is a tensor.

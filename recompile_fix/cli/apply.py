@@ -71,6 +71,9 @@ def apply(**options: Any) -> None:
     import contextlib
     import os
 
+    from recompile_fix.cli.deferred_imports import defer_heavy
+
+    defer_heavy()  # a warm run answers from the caches: libcst loads only if a file is parsed
     from recompile_fix.config import enter_project
     from recompile_fix.pipeline.lock import project_lock
     from recompile_fix.pipeline.scan import skipped_sources

@@ -38,6 +38,9 @@ __all__ = ["report"]
 )
 def report(profile_file: str | None, as_json: bool, html_file: str | None, output_format: str | None) -> None:
     """Show what a Profile recorded: per frame, compiles, recompiles and why."""
+    from recompile_fix.cli.deferred_imports import defer_heavy
+
+    defer_heavy()  # a warm run answers from the caches: libcst loads only if a file is parsed
     from recompile_fix.output import terminal_width
     from recompile_fix.report import render_json, render_text
 

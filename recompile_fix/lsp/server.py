@@ -520,17 +520,37 @@ def _get(obj, *names):
     return obj
 
 
-def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
-    """Run the language server on stdin/stdout until the client says exit."""
+def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> None:
+    """Run the language server on stdin/stdout until the client says exit. ``initialize`` is
+    answered while pygls loads (lsp/early.py); ``answer_early=False`` leaves it to pygls."""
     logging.basicConfig(level=logging.WARNING, format="recompile-fix lsp: %(message)s")
+    prefix, answered_id = b"", None
+    if answer_early:
+        from recompile_fix.lsp import early
+
+        loading = threading.Thread(target=_load_pygls, name="recompile-fix-lsp-load", daemon=True)
+        loading.start()
+        prefix, first = early.read_first_message(sys.stdin.buffer)
+        answer = early.answer_initialize(first, _version())
+        if answer is not None:
+            sys.stdout.buffer.write(answer)
+            sys.stdout.buffer.flush()
+            answered_id = first["id"] if first is not None else None
+        loading.join()
     server = build_server(debounce)
     from pygls.io_ import StdinAsyncReader, StdoutWriter
 
     server._stop_event = threading.Event()
+    setattr(server.protocol, "answered_early", answered_id)  # noqa: B010 - transport.protocol_class's
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+    reader: Any = StdinAsyncReader(sys.stdin.buffer, server.thread_pool)
+    if prefix:
+        from recompile_fix.lsp.early import PrefixedReader
+
+        reader = PrefixedReader(prefix, reader)
     code: int | str | None = None
     try:
-        asyncio.run(read_messages(server, StdinAsyncReader(sys.stdin.buffer, server.thread_pool)))
+        asyncio.run(read_messages(server, reader))
     except BrokenPipeError:
         log.error("the editor closed the connection; exiting")
     except KeyboardInterrupt:
@@ -541,3 +561,16 @@ def serve(debounce: float = DEFAULT_DEBOUNCE) -> None:
         server.shutdown()
     if code:
         sys.exit(code)
+
+
+def _load_pygls() -> None:
+    """Background, while ``initialize`` is read and answered: what ``build_server`` imports."""
+    import lsprotocol.types  # noqa: F401
+    import pygls.io_  # noqa: F401
+    import pygls.lsp.server  # noqa: F401
+
+
+def _version() -> str:
+    import recompile_fix
+
+    return recompile_fix.__version__

@@ -34,6 +34,15 @@ def protocol_class() -> Any:
 
     class Protocol(LanguageServerProtocol):
         initialize_seen = False
+        answered_early: int | str | None = None  # the initialize request lsp/early.py answered
+
+        def _send_response(self, msg_id, result=None, error=None):
+            if msg_id is not None and msg_id == self.answered_early:
+                self.answered_early = None  # answered already: pygls ran it for its own state
+                if error is not None:
+                    log.warning("initialize, answered early, failed in pygls: %s", error)
+                return
+            super()._send_response(msg_id, result, error)
 
         def _refused(self, data) -> bool:
             """Is this message one the lifecycle refuses? A refused request is answered here."""

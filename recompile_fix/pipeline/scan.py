@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +272,8 @@ class StaticScan:
             todo = sorted(todo, key=lambda item: -os.path.getsize(item[0]))
             chunks = [todo[i : i + 8] for i in range(0, total, 8)]
             done = 0
+            from concurrent.futures import ProcessPoolExecutor  # only a scan with work for workers
+
             with ProcessPoolExecutor(self.jobs, initializer=_init_worker, initargs=(rule_ids,)) as pool:
                 for batch in pool.map(_scan_chunk, chunks):
                     yield from batch

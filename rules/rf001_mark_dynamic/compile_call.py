@@ -39,7 +39,8 @@ ISOLATE_RECOMPILES = TorchApi(
 )
 
 
-_REPEATING = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# libcst node classes by name: reading cst.* here would load libcst when the module is imported.
+_REPEATING = frozenset({"For", "While", "ListComp", "SetComp", "DictComp", "GeneratorExp"})
 
 
 def per_wrapper_sizes(group: list[tuple[str, int]], compiles: list[Compile]) -> dict[str, set[int]]:
@@ -70,7 +71,7 @@ def isolate_finding(
     if found is None:
         return None
     compile_source, node, _ = found
-    if repeated_only and not any(isinstance(a, _REPEATING) for a in compile_source.ancestors(node)):
+    if repeated_only and not any(type(a).__name__ in _REPEATING for a in compile_source.ancestors(node)):
         return None
     if isinstance(node, cst.Call) and any(
         a.keyword is not None and a.keyword.value == "isolate_recompiles" for a in node.args

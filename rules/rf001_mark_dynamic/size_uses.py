@@ -128,7 +128,7 @@ class SizeUses:
                 if dim is not None:
                     self.loops.setdefault(dim, f"a Python loop over dim {dim}")
             elif isinstance(node, cst.Comparison):
-                if any(isinstance(c.operator, _EQUALITY) for c in node.comparisons):
+                if any(type(c.operator).__name__ in _EQUALITY for c in node.comparisons):
                     dim = self._contains_size(node)
                     if dim is not None:
                         self._note_values(dim, self._literal_comparison(node, dim))
@@ -276,13 +276,14 @@ class SizeUses:
         return None
 
 
-_EQUALITY = (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)
-_CONTAINERS = (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp, cst.ListComp, cst.SetComp)
+# libcst node classes by name: reading cst.* here would load libcst when the module is imported.
+_EQUALITY = frozenset({"Equal", "NotEqual", "In", "NotIn"})
+_CONTAINERS = frozenset({"Dict", "List", "Tuple", "Set", "DictComp", "ListComp", "SetComp"})
 
 
 def _container_value(node: cst.BaseExpression) -> bool:
     """``{4: a, 8: b}``, ``[...]``, ``(...)``, ``{...}``, a comprehension of one, ``dict(...)``."""
-    if isinstance(node, _CONTAINERS):
+    if type(node).__name__ in _CONTAINERS:
         return True
     return isinstance(node, cst.Call) and any(is_name(node.func, n) for n in ("dict", "list", "tuple", "set"))
 

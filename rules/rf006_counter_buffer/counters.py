@@ -21,7 +21,8 @@ from recompile_fix.profile.model import Frame, Location
 
 __all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner"]
 
-_IN_PLACE = (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.FloorDivideAssign, cst.ModuloAssign)
+# libcst node classes by name: reading cst.* here would load libcst when the module is imported.
+_IN_PLACE = frozenset({"AddAssign", "SubtractAssign", "MultiplyAssign", "FloorDivideAssign", "ModuloAssign"})
 
 
 @dataclass
@@ -224,7 +225,9 @@ class AttributeState(CounterState):
                     and node.target.attr.value == attr
                     and not self._another_class(other, file, node.target)
                 ):
-                    if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
+                    if type(node.operator).__name__ not in _IN_PLACE or isinstance(
+                        node.value, (cst.Float, cst.Imaginary)
+                    ):
                         self.bad_writes.append(
                             (f"`{_line(other, node)}` is not an in-place int update", _where(other, file, node))
                         )
@@ -305,7 +308,7 @@ class GlobalState(CounterState):
                 state.bad_writes.append((f"`{_line(source, node)}` {what}", _where(source, frame.file, node)))
         for node in source.nodes(cst.AugAssign):
             if is_name(node.target, name) and _binds_global(source, node, name):
-                if not isinstance(node.operator, _IN_PLACE) or isinstance(node.value, (cst.Float, cst.Imaginary)):
+                if type(node.operator).__name__ not in _IN_PLACE or isinstance(node.value, (cst.Float, cst.Imaginary)):
                     state.bad_writes.append(
                         (f"`{_line(source, node)}` is not an in-place int update", _where(source, frame.file, node))
                     )

@@ -28,7 +28,8 @@ __all__ = ["RULE", "LazyDefault"]
 
 # The guard ``self.config.scale is None`` names the attribute chain (reasons.py: an id guard).
 _ATTRIBUTE = re.compile(r"^self(?:\.\w+)+$")
-_CONSTANTS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)
+# libcst node classes by name: reading cst.* here would load libcst when the module is imported.
+_CONSTANTS = frozenset({"Integer", "Float", "Imaginary", "SimpleString", "ConcatenatedString"})
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -459,7 +460,7 @@ def _computed(block: cst.If, attr: str, source: SourceFile) -> str:
 
 
 def _is_constant(node: cst.BaseExpression) -> bool:
-    if isinstance(node, _CONSTANTS):
+    if type(node).__name__ in _CONSTANTS:
         return True
     if isinstance(node, cst.Name):
         return node.value in ("None", "True", "False")

@@ -9,6 +9,7 @@ usage: run_recording.py OUT.pt SCRIPT [ARGS...]
 """
 
 import collections
+import io
 import os
 import runpy
 import sys
@@ -27,7 +28,25 @@ torch.manual_seed(0)
 out_path, script = sys.argv[1], sys.argv[2]
 sys.argv = sys.argv[2:]
 sys.path.insert(0, os.path.dirname(script))
+
+
+class Tee(io.TextIOBase):
+    """What the program prints, passed on and kept (compared too: tests/test_proof.py)."""
+
+    def __init__(self, stream):
+        self.stream, self.kept = stream, io.StringIO()
+
+    def write(self, text):
+        self.kept.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+sys.stdout = printed = Tee(sys.stdout)
 program = runpy.run_path(script, run_name="__main__")
+sys.stdout = printed.stream
 
 
 def tensors_of(value) -> list:
@@ -48,4 +67,7 @@ names = {str(m.compile_id).rsplit("/", 1)[0]: m.co_name for m in dynamo_utils.ge
 compiles = collections.Counter()
 for frame_id, ids in frames.items():
     compiles[names.get(frame_id, "?")] += len(ids)
-torch.save({"outputs": recorder.by_key(), "compiles": dict(compiles), "globals": kept}, out_path)
+torch.save(
+    {"outputs": recorder.by_key(), "compiles": dict(compiles), "globals": kept, "stdout": printed.kept.getvalue()},
+    out_path,
+)
