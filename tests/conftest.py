@@ -134,6 +134,27 @@ def cli():
     return run_cli
 
 
+def run_cli_here(*args, cwd, check=None):
+    """`recompile-fix ARGS` in this process (click's runner, from ``cwd``), for a command that
+    runs no program: where the test is what a command writes, a process start and the imports
+    (0.3 s) would be most of its time. Exit code, stdout and stderr as ``run_cli`` gives them."""
+    from click.testing import CliRunner
+
+    from recompile_fix.cli import main
+
+    assert not _runs_torch(args), "a command that runs a program: use run_cli"
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    finally:
+        os.chdir(before)
+    completed = subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+    if check is not None:
+        assert completed.returncode == check, completed.stdout + completed.stderr
+    return completed
+
+
 def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedProcess:
     """``python ARGS`` as ``subprocess.run(capture_output=True, text=True)`` runs it, in the
     session's warm runner where it can be run exactly that way (torch already imported: about

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_here
 from equivalence import assert_same_outputs, run_recorded, total_compiles
 from golden_cases import CASES, LANE_PACKAGES, case_id
 
@@ -51,14 +51,14 @@ def test_golden_apply(spec, tmp_path, request):
     # unsafe-fixes: the case's fix is unsafe (e.g. RF005's graph break): apply it, and only the
     # case's own rule's fixes (other rules' unsafe fixes are their own cases' business).
     flags = ["--unsafe-fixes", "--select", spec.rule] if spec.unsafe_fixes else []
-    run_cli("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
+    run_cli_here("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
     result = (work / "program.py").read_text()
     expected = case / "program.out.py"
     if update:
         expected.write_text(result)
     assert result == expected.read_text()
     assert (result != (case / "program.in.py").read_text()) == spec.changes, "case.toml: changes"
-    again = run_cli("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
+    again = run_cli_here("apply", ".", "--profile", str(profile), *flags, cwd=work, check=0)
     assert (work / "program.py").read_text() == result, "a second apply changed the file"
     assert "already fixed" in again.stderr or "Fixed 0" in again.stderr
 

@@ -92,7 +92,9 @@ def serve(path: str, idle: float) -> tuple[dict, list[int]] | None:
     waiting: dict[int, socket.socket] = {}  # child pid -> its client's connection
     last = time.monotonic()
     while True:
-        readable, _, _ = select.select([server], [], [], 0.05)
+        # A child's end is noticed by polling: often while children run (a run's result waits
+        # on it), rarely while idle.
+        readable, _, _ = select.select([server], [], [], 0.005 if waiting else 0.05)
         while waiting:  # children that ended
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -256,6 +258,14 @@ def main() -> None:
     if _threads() > 1:
         print(f"refused: {_threads()} threads after importing torch", flush=True)
         return
+    # What the preload made is frozen before any fork: a child's collections, and the one its
+    # interpreter's shutdown makes (about 0.8 s with torch loaded, longer than a small program's
+    # run), skip it; the program's own objects are collected as in a cold run. (The recorder
+    # freezes the rest at exit: profile/recorder/install.py.)
+    import gc
+
+    gc.collect()
+    gc.freeze()
     child = serve(path, idle)
     if child is None:
         return
