@@ -443,6 +443,13 @@ X = {"x": {"type": "Tensor", "shape": [3], "stride": [1], "dtype": "float32"}}
         ("return x.repeat(self.calls) if True else x", "2.13.0", None, Safety.SAFE),
         ("return [x for _ in range(self.calls)]", "2.13.0", "specialised on every value there; no edit", Safety.NONE),
         ("return x * (self.calls / 3)", "2.13.0", "dynamic_sources", Safety.SAFE),  # / before the tensor
+        ("return x[: self.calls]", "2.13.0", "dynamic_sources", Safety.SAFE),  # a tensor slices by a SymInt
+        (  # a ModuleList or list does not: Dynamo raises on `self.layers[:n]` with a dynamic n
+            "return [f(x) for f in self.layers[: self.calls]]",
+            "2.13.0",
+            "indexes or slices `self.layers`",
+            Safety.NONE,
+        ),
     ],
 )
 def test_rf006_buffer_or_narrowest_config(tmp_path, use, version, expected, safety):
@@ -457,6 +464,20 @@ def test_rf006_buffer_or_narrowest_config(tmp_path, use, version, expected, safe
         assert expected in " ".join(finding.notes)
     else:
         assert expected in fixed(RF006, [finding], project, "net.py")
+
+
+def test_rf006_is_placed_in_the_users_code_when_torch_read_the_value_in_a_library(tmp_path):
+    """torch names the innermost line that read the value (ModuleList.__getitem__ in
+    site-packages): a finding placed there is outside the project and was never shown, so the
+    recompiles it explains were counted as fixed by another rule's finding in the frame."""
+    files = {"net.py": COUNTER_MODULE.format(use="return [f(x) for f in self.layers[: self.calls]]")}
+    frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2], inputs=X)
+    for compile_ in frame.compiles:
+        for reason in compile_.reasons:
+            reason.first_use = at("/site-packages/torch/nn/modules/container.py", 384, "__getitem__")
+    profile, project = project_of(tmp_path, files, [frame])
+    (finding,) = RF006.plan(profile, project)
+    assert finding.location.file == "net.py" and finding.safety is Safety.NONE
 
 
 def test_rf006_reassigned_counter_names_the_write(tmp_path):

@@ -197,6 +197,12 @@ class ValueFlow(TensorInference):
         if branch is not None:
             return [self._use("branch", "decides a Python branch", node, scope, path)]
         if isinstance(parent, (cst.Index, cst.Slice, cst.SubscriptElement)):
+            indexed = next((a for a in source.ancestors(node) if isinstance(a, cst.Subscript)), None)
+            if indexed is not None and not self.tensorish(indexed.value, scope):
+                # A list, a ModuleList, a dict: Dynamo needs the index's value there (a dynamic
+                # int fails in `self.layers[:n]`; a 0-d tensor graph-breaks).
+                what = f"indexes or slices `{source.code(indexed.value)}`, not known to be a tensor"
+                return [self._use("sequence_index", what, node, scope, path)]
             return [self._use("index", "is used as an index or slice", node, scope, path)]
         if isinstance(parent, cst.Return):
             if scope.caller is not None:

@@ -17,7 +17,7 @@ from recompile_fix.analysis.cst_names import is_load, target_names
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
-from recompile_fix.profile.model import Frame, Location
+from recompile_fix.profile.model import Frame, Location, is_library_path
 
 __all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner"]
 
@@ -50,7 +50,13 @@ class Counter:
             self.values.append(value)
         if self.first_use is None:
             for reason in frame.reasons():
-                if reason.source == source and reason.first_use is not None:
+                # torch names the innermost line that read it, maybe a library's (ModuleList's
+                # __getitem__): a finding placed there would be outside the project, never shown.
+                if (
+                    reason.source == source
+                    and reason.first_use is not None
+                    and not is_library_path(reason.first_use.file)
+                ):
                     self.first_use = reason.first_use
                     break
 

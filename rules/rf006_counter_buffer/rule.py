@@ -43,7 +43,7 @@ DYNAMIC_SOURCES_SINCE = DYNAMIC_SOURCES.since
 # Not written: before 2.7 there is no allow_unspec_int_on_nn_module either (pytorch#142829, 2.7;
 # 2.6.0 raises AttributeError on it), and from 2.7 dynamic_sources names the one counter.
 # Uses where even a dynamic int is specialised on every value: the config cannot help there.
-_SPECIALISING = {"range", "convert", "math", "type"}
+_SPECIALISING = {"range", "convert", "math", "type", "sequence_index"}
 
 
 class CounterBuffer(Rule):
