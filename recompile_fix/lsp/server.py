@@ -345,6 +345,7 @@ async def _initialized(session: _Session, params: lsp_types.InitializedParams) -
     session.loop = asyncio.get_running_loop()
     session.poll = asyncio.ensure_future(_poll_profiles(session))
     session.worker.submit(_warm_engine, priority=_Worker.BACKGROUND)
+    session.worker.submit(_warm_formatter, priority=_Worker.BACKGROUND)
     if not _get(server.client_capabilities, "workspace", "did_change_watched_files", "dynamic_registration"):
         return
     watchers = [
@@ -497,19 +498,24 @@ def _shutdown(session: _Session, params: None) -> None:
 
 def _warm_engine() -> None:
     """Background, after `initialized`: load the engine (libcst, the rules, the pipeline) and
-    black, and what a first analysis loads (libcst's parser, the package metadata that names
-    this tool's torch), so that the server answered `initialize` before paying for them and
-    the first buffer opened is analysed at once."""
+    what a first analysis loads (libcst's parser, this tool's torch version), so that the server
+    answered `initialize` before paying for them and the first buffer opened is analysed at once.
+    black, which only the fixes need, is ``_warm_formatter``'s: a buffer opened meanwhile is
+    analysed between the two (an urgent task runs before a queued background one)."""
     import libcst
 
     import recompile_fix.lsp.engine
     import recompile_fix.rules  # noqa: F401
-    from recompile_fix.edits.format import format_statement
     from recompile_fix.findings.releases import _own_torch_version
 
-    format_statement("x = 1")
     libcst.parse_module("x = 1\n")
     _own_torch_version()
+
+
+def _warm_formatter() -> None:
+    from recompile_fix.edits.format import format_statement
+
+    format_statement("x = 1")
 
 
 def _get(obj, *names):
