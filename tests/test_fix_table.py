@@ -84,3 +84,35 @@ def test_the_recompile_limit():
     assert why_it_stays(_recompile(limit, _size("x", 8, 9), limit_hit=True), FRAME, [], [], False).startswith(
         "the recompile limit"
     )
+
+
+def test_a_finding_is_found_by_what_it_covers_as_the_accounting_reads_it():
+    """RF006's evidence lists its frames (`frames`, not `frame`): the table said "no rule for
+    this reason (module_attribute)" beside RF006's [no fix]. A finding that names the guarded
+    source is preferred to one that covers every reason of the kind in the frame."""
+    attribute = Reason("module_attribute", "self.active_layers == 2", source="self.active_layers", value=2)
+    counter = Finding(
+        "RF006",
+        "train.py",
+        Location("train.py", 12),
+        "`Net.active_layers` is an int that changes between calls of compiled `forward`: it stays an int",
+        Safety.NONE,
+        evidence={"frames": [FRAME]},
+        notes=["not a tensor: `Net.active_layers` indexes or slices `self.layers`"],
+        covers=[{"frame": FRAME, "kinds": ["module_attribute", "scalar_value"]}],
+    )
+    dropout = Finding(
+        "RF008",
+        "train.py",
+        Location("train.py", 9),
+        "`self._modules['drop'].p` is a dropout probability that changes",
+        Safety.UNSAFE,
+        evidence={"frame": FRAME},
+        notes=["bit-identical on CPU"],
+        covers=[{"frame": FRAME, "sources": ["self._modules['drop'].p"], "kinds": ["module_attribute"]}],
+    )
+    assert why_it_stays(_recompile(attribute), FRAME, [dropout, counter], [], False) == (
+        "no fix (RF006): not a tensor: `Net.active_layers` indexes or slices `self.layers`"
+    )
+    p = Reason("module_attribute", "self._modules['drop'].p == 0.1", source="self._modules['drop'].p")
+    assert why_it_stays(_recompile(p), FRAME, [counter, dropout], [], False).startswith("a trade-off fix (RF008")

@@ -26,7 +26,17 @@ from typing import Any
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason
 
-__all__ = ["EXPECTED", "FIX", "NO_FIX", "Accounting", "Outcome", "account", "expected_why", "infer_covers"]
+__all__ = [
+    "EXPECTED",
+    "FIX",
+    "NO_FIX",
+    "Accounting",
+    "Outcome",
+    "account",
+    "covers_reason",
+    "expected_why",
+    "infer_covers",
+]
 
 FIX = "fix"
 NO_FIX = "no fix"
@@ -244,15 +254,22 @@ def _is_none_switch(reason: Reason) -> bool:
 
 
 def _covers(finding: Finding, frame: Frame, reason: Reason) -> bool:
+    return covers_reason(finding, frame.label, reason) > 0
+
+
+def covers_reason(finding: Finding, frame_label: str, reason: Reason) -> int:
+    """How closely ``finding`` covers this reason of the frame: 2 when it names the guarded
+    source, 1 when it covers every reason of the kind there, 0 when not at all."""
+    best = 0
     for entry in finding.covers:
-        if entry.get("frame") != frame.label:
+        if entry.get("frame") != frame_label:
             continue
         if entry.get("sources") and reason.source not in entry["sources"]:
             continue
         if entry.get("kinds") and reason.kind not in entry["kinds"]:
             continue
-        return True
-    return False
+        best = max(best, 2 if entry.get("sources") else 1)
+    return best
 
 
 def infer_covers(finding: Finding, consumes: tuple[str, ...], profile: Profile) -> list[dict[str, Any]]:

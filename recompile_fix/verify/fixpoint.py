@@ -20,9 +20,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
+from recompile_fix.findings.accounting import covers_reason
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import source_bytes
@@ -392,10 +394,11 @@ def why_it_stays(
     reason = blocking[0]
     if reason.kind == "size_specialization" or (reason.kind == "size_mismatch" and reason.expected in (0, 1)):
         return "torch limitation: sizes 0 and 1 are specialised, even when marked dynamic (0/1 specialisation)"
-    failed = next((why for f, why in dropped if _explains(f, frame, reason)), None)
+    failed = _closest([(f, why) for f, why in dropped], frame, reason)
     if failed:
-        return f"a fix did not verify: {_short(failed[0])}"
-    finding = next((f for f in findings if _explains(f, frame, reason)), None)
+        return f"a fix did not verify: {_short(failed[1][0])}"
+    closest = _closest([(f, None) for f in findings], frame, reason)
+    finding = closest[0] if closest else None
     if finding is not None and finding.safety is Safety.UNSAFE and not unsafe_fixes:
         note = f": {_short(finding.notes[0])}" if finding.notes else ""
         if finding.unproven:
@@ -408,6 +411,19 @@ def why_it_stays(
     if finding is not None:
         return f"{finding.rule}'s fix is in the code; torch still recompiles"
     return f"no rule for this reason ({reason.kind})"
+
+
+def _closest(candidates: list[tuple[Finding, Any]], frame: str, reason: Reason) -> tuple[Finding, Any] | None:
+    """The candidate whose Finding is most closely about this reason of the frame: one whose
+    ``covers`` names the guarded source, else one covering its kind there (as the accounting
+    reads them: ``covers_reason``); a Finding that says nothing of what it covers, by its
+    evidence (``_explains``)."""
+    scored = [
+        (covers_reason(c[0], frame, reason) if c[0].covers else int(_explains(c[0], frame, reason)), c)
+        for c in candidates
+    ]
+    best = max((score for score, _ in scored), default=0)
+    return next((c for score, c in scored if score == best), None) if best else None
 
 
 def _explains(finding: Finding, frame: str, reason: Reason) -> bool:
