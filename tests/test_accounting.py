@@ -112,3 +112,20 @@ def test_to_json_lists_each_recompile():
     assert data["items"] == [
         {"frame": "forward (train.py:3)", "compile": "0/1", "category": "expected", "why": data["items"][0]["why"]}
     ]
+
+
+def test_a_module_int_torch_did_not_name_keeps_the_recompile_despite_the_fix():
+    """torch names the first guard an entry failed: here the dropout's p, while the run recorded
+    `self.active_layers` 1 at the entry and 2 now. A fix of p alone leaves that recompile: no fix,
+    for the int; where the int is the same, the fix of p is all it takes."""
+    frame = frame_of(["0/0: self._modules['drop'].p == 0.1  # x = self.drop(x)  # train.py:9 in forward"])
+    p = frame.compiles[1].reasons[0].source
+    fix_p = finding(frame, Safety.SAFE, [p])
+    for compile_, layers in zip(frame.compiles, (1, 2)):
+        compile_.inputs = {"self.active_layers": {"type": "int", "value": layers}, "x": {"type": "Tensor"}}
+    (outcome,) = account(profile_of(frame), [fix_p]).outcomes
+    assert outcome.category == NO_FIX and outcome.reason.source == "self.active_layers"
+    assert "no rule has a fix for this reason (nn.Module attribute changed `self.active_layers`)" == outcome.why
+    frame.compiles[1].inputs["self.active_layers"]["value"] = 1
+    (outcome,) = account(profile_of(frame), [fix_p]).outcomes
+    assert outcome.category == FIX

@@ -179,8 +179,11 @@ def _outcome(
             None,
         )
 
+    # torch records the first guard an entry failed; a module's int that the run recorded with
+    # another value than the entry's would fail too, after a fix of the first.
+    hidden = {id(failures): _hidden_failures(frame, compile_, failures) for failures in entries}
     for failures in entries:
-        fixes = [fixing(r) for r in failures]
+        fixes = [fixing(r) for r in failures + hidden[id(failures)]]
         if all(fixes):
             chosen = fixes[0]
             assert chosen is not None
@@ -193,15 +196,53 @@ def _outcome(
     for failures, why in zip(entries, expected):
         if why is not None:
             continue  # an entry for another state: it was never going to serve this call
-        for reason in failures:
+        for reason in _unfixed(failures + hidden[id(failures)], fixing):
             covering = next((f for f in findings if _covers(f, frame, reason)), None)
             if covering is not None:
                 return Outcome(frame, compile_, reason, NO_FIX, covering.describe(unsafe_fixes=unsafe_fixes), covering)
     failures = next(f for f, why in zip(entries, expected) if why is None)
-    primary = failures[0]
+    primary = _unfixed(failures + hidden[id(failures)], fixing)[0]
     phrase = REASON_KINDS.get(primary.kind, primary.kind)
     source = f" `{primary.source}`" if primary.source else ""
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
+
+
+def _unfixed(reasons: list[Reason], fixing: Callable[[Reason], Finding | None]) -> list[Reason]:
+    """The guards no fix covers: those the recompile stays for (all of them where each has one)."""
+    return [r for r in reasons if fixing(r) is None] or reasons
+
+
+def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) -> list[Reason]:
+    """The guards of the failed entry that torch did not name but the run shows would fail too:
+    an nn.Module int, float or bool attribute (``self.n``: guarded on its value, never made
+    dynamic) recorded at this compile with another value than at the entry's."""
+    entry_id = failures[0].entry if failures else None
+    entry = next((c for c in frame.compiles if c.id == entry_id), None) if entry_id else None
+    if entry is None:
+        return []
+    named = {r.source for r in failures}
+    hidden = []
+    for source, now in compile_.inputs.items():
+        then = entry.inputs.get(source)
+        if not source.startswith("self.") or source in named or not isinstance(then, dict):
+            continue
+        if now.get("type") not in _VALUE_GUARDED or now.get("type") != then.get("type") or "value" not in now:
+            continue
+        if now.get("value") != then.get("value"):
+            hidden.append(
+                Reason(
+                    "training_flag" if source.endswith(".training") else "module_attribute",
+                    f"{source} == {then.get('value')!r}  # not named by torch: recorded as {now.get('value')!r}",
+                    entry=entry_id,
+                    source=source,
+                    value=then.get("value"),
+                    value_type=now.get("type"),
+                )
+            )
+    return hidden
+
+
+_VALUE_GUARDED = ("int", "float", "bool")
 
 
 def _expected(
