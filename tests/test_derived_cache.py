@@ -21,6 +21,7 @@ from recompile_fix.pipeline.memo import DERIVED_CACHE_FILE
 class _Parses:
     def __init__(self, monkeypatch):
         self.count = 0
+        self.trees = 0  # libcst's alone: the parse that loads libcst and costs 100 ms a file
         real_ast, real_cst = ast.parse, libcst.parse_module
 
         def counted_ast(*args, **kwargs):
@@ -29,6 +30,7 @@ class _Parses:
 
         def counted_cst(*args, **kwargs):
             self.count += 1
+            self.trees += 1
             return real_cst(*args, **kwargs)
 
         monkeypatch.setattr(ast, "parse", counted_ast)
@@ -115,3 +117,46 @@ def test_a_warm_run_does_not_import_libcst(tmp_path):
     assert warm.stdout == cold.stdout
     assert "libcst._nodes" in cold.stderr  # the cold run parsed: the probe sees the import
     assert "libcst" not in warm.stderr
+
+
+def _profiled(tmp_path):
+    for name in ("main.py", "helpers.py"):
+        shutil.copy(ROOT / "tests" / "programs" / "two_files" / name, tmp_path / name)
+    (tmp_path / ".recompile-fix").mkdir()
+    shutil.copy(
+        ROOT / "tests" / "programs" / "two_files" / "profile.json", tmp_path / ".recompile-fix" / "profile.json"
+    )
+    return tmp_path
+
+
+def test_a_warm_run_with_a_profile_parses_no_file_and_says_the_same(tmp_path, monkeypatch):
+    """What the rules found from the Profile is kept too (pipeline/find.py: the plan), with the
+    bytes of every file they read: `report` and `apply --check` over the same files build no
+    tree. (Checking the Profile against the files still reads them with `ast`: about a
+    millisecond a file, and what keeps a damaged or stale Profile from being used.)"""
+    root = _profiled(tmp_path)
+    monkeypatch.chdir(root)
+    cold = [CliRunner().invoke(main, ["report"]), _apply(root, monkeypatch, "--check", "--output-format", "json")]
+    assert json.loads(cold[1].stdout)  # findings from the Profile: the plan did the work
+    parses = _Parses(monkeypatch)
+    warm = [CliRunner().invoke(main, ["report"]), _apply(root, monkeypatch, "--check", "--output-format", "json")]
+    assert [(r.exit_code, r.output) for r in warm] == [(r.exit_code, r.output) for r in cold]
+    assert parses.trees == 0
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("helpers.py", "# a comment the Profile never saw\n"),  # a profiled file: stale now
+        ("main.py", "\n# moved down\n"),
+        ("helpers.py", ""),  # the same bytes: nothing changes
+    ],
+)
+def test_the_remembered_plan_answers_as_a_run_without_the_cache_does(tmp_path, monkeypatch, edit):
+    root = _profiled(tmp_path)
+    _apply(root, monkeypatch, "--check", "--output-format", "json")  # remembered
+    name, prefix = edit
+    (root / name).write_text(prefix + (root / name).read_text())
+    warm = _apply(root, monkeypatch, "--check", "--output-format", "json")
+    fresh = _apply(root, monkeypatch, "--check", "--output-format", "json", "--no-cache")
+    assert (warm.exit_code, warm.output) == (fresh.exit_code, fresh.output)

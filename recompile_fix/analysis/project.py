@@ -3,11 +3,12 @@ hashed (a rule must never place a fix by line numbers that no longer hold)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import resolve, same_as_profiled
@@ -34,6 +35,9 @@ class Project:
         self.errors: dict[str, str] = {}  # path -> why it could not be read or parsed
         self._cache: dict[str, SourceFile | Exception] = {}
         self._read_only: dict[str, SourceFile | None] = {}
+        # What the rules read, for a cache of what they found (pipeline/find.py): ("source" or
+        # "read_only", path) -> a digest of the bytes, None when there were none to read.
+        self.reads: dict[tuple[str, str], str | None] = {}
 
     def source(self, path: str) -> SourceFile | None:
         """The parsed file, or None when it is unreadable, unparsable or changed since profiling
@@ -43,7 +47,7 @@ class Project:
                 if self.expected_hashes is not None and path not in self.expected_hashes:
                     # Never hashed: it cannot be the file the Profile saw (nor is it an error).
                     raise LookupError(f"{path} was not seen by the Profile")
-                data = self.read(path)
+                data = self._read_noted("source", path)
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
@@ -66,10 +70,52 @@ class Project:
         if path not in self._read_only:
             found: SourceFile | None = None
             file = resolve(path, self.root)
+            self.reads[("read_only", path)] = None
             try:
                 if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
-                    found = SourceFile.read(Path(path), self.read(path))
+                    found = SourceFile.read(Path(path), self._read_noted("read_only", path))
             except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
                 found = None
             self._read_only[path] = found
         return self._read_only[path]
+
+    def as_is(self, path: str) -> SourceFile | None:
+        """A file as it is on disk now, whether or not the Profile saw it or it changed since (a
+        library's, one a fix changed): for facts, never for placing an edit. None when it cannot
+        be read. Not parsed until a tree is asked for."""
+        self.reads[("as_is", path)] = None
+        try:
+            source = SourceFile.read(resolve(path, self.root, self.interpreter), parse=False)
+        except SourceError:
+            return None
+        self.reads[("as_is", path)] = _digest(source.text.encode("utf-8"))
+        return source
+
+    def _read_noted(self, mode: str, path: str) -> bytes:
+        self.reads[(mode, path)] = None
+        data = self.read(path)
+        self.reads[(mode, path)] = _digest(data)
+        return data
+
+    def unchanged(self, reads: Mapping[tuple[str, str], str | None]) -> bool:
+        """Would the rules read the same bytes as ``reads`` (another run's ``self.reads``) now?"""
+        for (mode, path), digest in reads.items():
+            try:
+                if mode == "as_is":
+                    found = self.as_is(path)
+                    now = _digest(found.text.encode("utf-8")) if found is not None else None
+                elif mode == "read_only":
+                    file = resolve(path, self.root)
+                    inside = not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve())
+                    now = _digest(self.read(path)) if inside and file.is_file() else None
+                else:
+                    now = _digest(self.read(path))
+            except Exception:  # noqa: BLE001 -- unreadable now: as when nothing was read
+                now = None
+            if now != digest:
+                return False
+        return True
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()

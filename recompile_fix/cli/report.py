@@ -98,6 +98,8 @@ def _shown_and_findings(profile_file: str | None) -> tuple[Profile, list[Finding
     # comments, staleness); fixes already in the code are not offered again, and the accounting,
     # of the Profile's recompiles, counts them as fixes.
     found = find(["."], loaded, ALL_RULES, root=Path.cwd().resolve(), config=load_config())
+    if found.memo is not None:
+        found.memo.save()  # what the rules found, for the next run over the same bytes
     findings = sorted([*found.findings, *found.outside], key=finding_order)
     planned = [*findings, *(f for f, _ in found.present)]
     accounting = account(shown, planned, deliberate_static=static_compile_site(anchored.profile, project))

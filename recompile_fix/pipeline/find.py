@@ -301,7 +301,7 @@ def _plan_from_profile(
             error_once(path, "cannot be read; not changed")
 
     planned = []
-    for finding in plan(profile, project, rules):
+    for finding in _plan_remembered(profile, project, rules, result.memo):
         state = file_status(finding.file)
         if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
@@ -331,6 +331,43 @@ def _plan_from_profile(
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     result.parsed = project.parsed()
     return planned
+
+
+def _plan_remembered(
+    profile: Profile, project: Project, rules: tuple[Rule, ...], memo: DerivedCache | None
+) -> list[Finding]:
+    """``plan``, or what it found in an earlier run over the same Profile (as relocated onto the
+    files now), the same rules and tool, when every file the rules read then has the same bytes
+    now (``Project.reads``): a warm `report` or `apply --check` parses nothing."""
+    if memo is None or not memo.enabled:
+        return plan(profile, project, rules)
+    import json
+
+    key = json.dumps(profile.to_json(), sort_keys=True, default=str)
+    inputs = {"rules": [rule.id for rule in rules]}
+    known = memo.get("plan", _PLAN_KEY, key, inputs)
+    if isinstance(known, dict):
+        reads = {(mode, path): digest for mode, path, digest in known.get("reads", [])}
+        if project.unchanged(reads):
+            project.errors.update(known.get("errors", {}))
+            project.stale.update(known.get("stale", []))
+            return [Finding.from_json(f) for f in known.get("findings", [])]
+    findings = plan(profile, project, rules)
+    value = {
+        "reads": [[mode, path, digest] for (mode, path), digest in project.reads.items()],
+        "errors": dict(project.errors),
+        "stale": sorted(project.stale),
+        "findings": [f.to_json() for f in findings],
+    }
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return findings  # something a rule keeps is not JSON: not remembered
+    memo.put("plan", _PLAN_KEY, key, inputs, value)
+    return findings
+
+
+_PLAN_KEY = "<the Profile's plan>"  # the derived cache's "file" for it (entries are per file)
 
 
 def _what_changed(path: str, profile: Profile) -> str:

@@ -19,7 +19,7 @@ from recompile_fix.findings.arbitration import Claim
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Frame, Location, Profile, resolve
+from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import module_path_code
 
@@ -437,10 +437,7 @@ class _ProgramFacts:
         for path in paths:
             source = project.source(path) if project is not None else None
             if source is None and project is not None:  # changed since (e.g. fixed by RF007): read as is
-                try:
-                    source = SourceFile.read(resolve(path, project.root), parse=False)
-                except SourceError:
-                    continue
+                source = project.as_is(path)
             if source is not None:
                 self.sources.append((path, source))
         self.profile_backend = profile.backend if profile is not None else None

@@ -27,7 +27,7 @@ from recompile_fix.findings.arbitration import Claim, Preference
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi, installed_torch_version
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, resolve, torch_release
+from recompile_fix.profile.model import BlockStack, Frame, Location, Profile, torch_release
 from recompile_fix.profile.resume import is_resume
 from recompile_fix.profile.sources import module_path_code
 from recompile_fix.rules.rf007_regional_compile.block_boundaries import boundary_inputs, boundary_share, preference
@@ -612,10 +612,7 @@ def _analysis_for(ref: StackRef, path: str, analysis: Analysis | None, project: 
         return analysis
     source = project.source(ref.file) if project is not None else None
     if source is None and project is not None:
-        try:
-            source = SourceFile.read(resolve(ref.file, project.root), parse=False)
-        except SourceError:
-            return None
+        source = project.as_is(ref.file)
     if source is None:
         return None
     try:

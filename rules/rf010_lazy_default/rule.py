@@ -21,7 +21,7 @@ from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path, resolve
+from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path
 from recompile_fix.profile.recorder.inputs import MAX_STRINGS
 
 __all__ = ["RULE", "LazyDefault"]
@@ -372,10 +372,12 @@ class LazyDefault(Rule):
 
 def _none_test_line(path: str, attr: str, project: Project) -> int | None:
     """The line of ``if <attr> is None:`` in a library file (read, never edited), or None."""
+    source = project.as_is(path)
     try:
-        with open(resolve(path, project.root, project.interpreter), encoding="utf-8") as handle:
-            tree = ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(source.text) if source is not None else None
+    except (SyntaxError, ValueError):
+        return None
+    if tree is None:
         return None
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
