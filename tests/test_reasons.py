@@ -451,3 +451,16 @@ def test_not_a_limit_hit(fail_reason):
 )
 def test_strip_local_scope(text, stripped):
     assert strip_local_scope(text) == stripped
+
+
+def test_an_attribute_read_through_dict_is_spelled_as_an_attribute():
+    """torch 2.13 guards `self.__dict__['_modules']['drop'].p` where a module is reached through a
+    property: the same value as `self._modules['drop'].p`, which the rules match (RF008 missed
+    the scheduled dropout). Profiles recorded with the other spelling read the same way."""
+    from recompile_fix.profile.model import Reason
+    from recompile_fix.profile.reasons import parse_reasons
+
+    (reason,) = parse_reasons("0/0: self.__dict__['_modules']['drop'].p == 0.1  # x = self.drop(x)")
+    assert reason.source == "self._modules['drop'].p"
+    assert Reason("scalar_value", "", source="L['self'].__dict__[\"scale\"]").source == "L['self'].scale"
+    assert Reason("scalar_value", "", source="d['__dict__']").source == "d['__dict__']"

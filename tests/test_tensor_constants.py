@@ -328,6 +328,30 @@ def test_rf003_program_that_anneals_the_lr_itself_keeps_the_tensor_with_fill(tmp
     assert isinstance(lr, torch.Tensor) and lr.item() == 0.01 * (1 - 2 / 3)
 
 
+@pytest.mark.parametrize(
+    "reads, safety",
+    [
+        ("    print(step, round(sched.get_last_lr()[0], 6))", Safety.UNSAFE),  # TypeError with a tensor lr
+        ("    print(opt.param_groups[0]['lr'])", Safety.UNSAFE),  # prints tensor(...)
+        ("    for g in opt.param_groups:\n        log.append(g['lr'])", Safety.UNSAFE),
+        ("    log.append(config['lr'])", Safety.SAFE),  # a dict of the program's own: not the optimizer's lr
+        ("    opt.param_groups[0]['lr'] = 0.01 * 0.9 ** step", Safety.SAFE),  # a write: kept as fill_
+    ],
+)
+def test_rf003_a_program_that_reads_the_lr_back_gets_an_unproven_fix(tmp_path, reads, safety):
+    """`round(sched.get_last_lr()[0], 6)` crashed after the safe fix (a new user's training log):
+    where the program reads the lr back, a run decides (unsafe, unproven), with the lines named."""
+    lines = ["import torch", "", "config = {'lr': 0.01}", "log = []", "model = torch.nn.Linear(3, 3)"]
+    lines += ["opt = torch.optim.Adam(model.parameters(), lr=0.01)", "sched = torch.optim.lr_scheduler.StepLR(opt, 2)"]
+    lines += ["for step in range(3):", "    opt.step()", "    sched.step()", reads, ""]
+    profile, project = project_of(tmp_path, {"train.py": "\n".join(lines)}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is safety, finding.notes
+    if safety is Safety.UNSAFE:
+        assert finding.unproven
+        assert any("reads the lr back at train.py:1" in note for note in finding.notes), finding.notes
+
+
 def test_rf003_says_so_when_no_construction_is_in_the_profiled_files(tmp_path):
     train = """
         import torch
@@ -688,3 +712,28 @@ def test_full_like_left_alone_stays_right_under_inductor(tmp_path):
 
     assert equal_per_call(kept) == [True, True, True]
     assert equal_per_call(wrapped) == [True, False, False]  # 0.5 on every call
+
+
+@pytest.mark.parametrize("lr_recompiled", [False, True])
+def test_rf003_a_run_that_recorded_no_lr_recompile_overrules_the_static_guess(lr_recompiled):
+    """SGD with momentum under ExponentialLR, compiled `step`: the run recorded one recompile, on
+    the optimizer's state (first step), none for the lr. The static finding made an edit that
+    changed nothing (5 -> 5 compiles); where the run saw the lr recompile, it stands."""
+    source = SourceFile.parse(ROOT / "x.py", SEED_LR)
+    (finding,) = RF003.plan_static(source, "x.py")
+    state = Reason(kind="other", text="2/0: len(self.state[list(dict.keys(self.state))[0]]) != 0")
+    frame = (
+        optimizer_frame()
+        if lr_recompiled
+        else Frame(
+            file=ADAM_FILE,
+            first_line=214,
+            name="step",
+            compiles=[Compile(id="2/0"), Compile(id="2/1", reasons=[state])],
+        )
+    )
+    profile = profiles.profile_of(frame, sources={"x.py": "0" * 64})
+    honoured = RF003.honour_facts(finding, profile, source)
+    assert honoured.safety is (Safety.SAFE if lr_recompiled else Safety.NONE), honoured.notes
+    if not lr_recompiled:
+        assert "recorded no recompile for a changing lr" in honoured.notes[0]

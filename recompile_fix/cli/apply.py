@@ -257,10 +257,10 @@ def _print_summary(
         named = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")
         click.echo(f"{len(result.outside)} more finding(s) outside {' '.join(paths)} (not changed): {named}.", err=True)
     if loaded is not None:
-        click.echo(_accounting_line(result.profile or loaded, result, unsafe_fixes), err=True)
+        click.echo(_accounting_line(result.profile or loaded, result), err=True)
 
 
-def _accounting_line(loaded: Profile, result: ApplyResult, unsafe_fixes: bool) -> str:
+def _accounting_line(loaded: Profile, result: ApplyResult) -> str:
     """Where the Profile's recompiles end (findings.accounting), for the end of `apply`."""
     from recompile_fix.analysis.compile_calls import static_compile_site
     from recompile_fix.analysis.project import Project
@@ -272,11 +272,9 @@ def _accounting_line(loaded: Profile, result: ApplyResult, unsafe_fixes: bool) -
             "profile again to see what remains."
         )
     project = Project(".", expected_hashes=loaded.sources, interpreter=loaded.interpreter)
+    # Counted as `report` counts them (an unsafe fix is a proposed fix, said to need the flag).
     accounting = account(
-        loaded,
-        result.findings + result.outside,
-        unsafe_fixes=unsafe_fixes,
-        deliberate_static=static_compile_site(loaded, project),
+        loaded, result.findings + result.outside, deliberate_static=static_compile_site(loaded, project)
     )
     return f"Recompiles in the Profile: {accounting.summary()}."
 

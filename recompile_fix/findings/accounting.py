@@ -74,12 +74,19 @@ class Accounting:
     def count(self, category: str) -> int:
         return sum(1 for o in self.outcomes if o.category == category)
 
+    @property
+    def unsafe(self) -> int:
+        """The recompiles whose proposed fix is an unsafe one (`--unsafe-fixes`, or `fix`'s run)."""
+        return sum(1 for o in self.outcomes if o.category == FIX and o.finding and o.finding.safety is Safety.UNSAFE)
+
     def summary(self) -> str:
-        """``19 recompiles: 10 with a proposed fix, 8 with no fix (why given), 1 expected``."""
+        """``19 recompiles: 10 with a proposed fix, 8 with no fix (why given), 1 expected``, and how
+        many of the fixes are unsafe ones (every surface counts them alike: `report`, `apply`)."""
         noun = "recompile" if self.total == 1 else "recompiles"
+        unsafe = f"; {self.unsafe} of the fixes only with --unsafe-fixes" if self.unsafe else ""
         return (
             f"{self.total} {noun}: {self.count(FIX)} with a proposed fix, {self.count(NO_FIX)} with no fix (why given), "
-            f"{self.count(EXPECTED)} expected"
+            f"{self.count(EXPECTED)} expected{unsafe}"
         )
 
     def unexplained(self, label: Callable[[Frame], str] = _label) -> list[tuple[str, int]]:
@@ -214,17 +221,19 @@ def _unfixed(reasons: list[Reason], fixing: Callable[[Reason], Finding | None]) 
 
 def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) -> list[Reason]:
     """The guards of the failed entry that torch did not name but the run shows would fail too:
-    an nn.Module int, float or bool attribute (``self.n``: guarded on its value, never made
-    dynamic) recorded at this compile with another value than at the entry's."""
+    an nn.Module int, float or bool attribute (``self.n``) recorded at this compile with another
+    value than at the entry's, and guarded on its value: torch named it failing elsewhere in the
+    frame (one made dynamic, by ``dynamic_sources`` say, never fails and is left out)."""
     entry_id = failures[0].entry if failures else None
     entry = next((c for c in frame.compiles if c.id == entry_id), None) if entry_id else None
     if entry is None:
         return []
+    guarded = {r.source for r in frame.reasons()}
     named = {r.source for r in failures}
     hidden = []
     for source, now in compile_.inputs.items():
         then = entry.inputs.get(source)
-        if not source.startswith("self.") or source in named or not isinstance(then, dict):
+        if not source.startswith("self.") or source in named or source not in guarded or not isinstance(then, dict):
             continue
         if now.get("type") not in _VALUE_GUARDED or now.get("type") != then.get("type") or "value" not in now:
             continue
@@ -281,7 +290,14 @@ def expected_why(reason: Reason) -> str | None:
         return "entered `torch.inference_mode()`: inference tensors get a graph of their own"
     if _is_none_switch(reason):
         return f"`{reason.source}` switched between None and a value: the two take different paths, one graph each"
+    if _OPTIMIZER_STATE.search(reason.text.split("\n", 1)[0]):
+        return "the optimizer's state was created by its first step: the next steps take another path, compiled once"
     return None
+
+
+# A compiled optimizer step's guard on its state (`len(self.state[p]) != 0`): empty before the
+# first step, filled after (measured, torch 2.13: SGD with momentum, Adam).
+_OPTIMIZER_STATE = re.compile(r"len\((?:self|L\['self'\])\.state\[.*\]\)\s*[!=]=\s*0")
 
 
 def _is_none_switch(reason: Reason) -> bool:

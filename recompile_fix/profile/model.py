@@ -90,6 +90,20 @@ class Reason:
     value_type: str | None = None  # float / int / bool / str / None
     first_use: Location | None = None  # the user line that first used the guarded value
 
+    def __post_init__(self) -> None:
+        self.source = canonical_source(self.source)
+
+
+# ``self.__dict__['_modules']['drop'].p`` is ``self._modules['drop'].p``: torch spells an
+# instance attribute either way (a module reached through a property, 2.13); the rules match one.
+_DICT_ATTRIBUTE = re.compile(r"""\.__dict__\[(['"])([A-Za-z_]\w*)\1\]""")
+
+
+def canonical_source(source: str | None) -> str | None:
+    """A guarded expression as the rules match it: instance attributes read through
+    ``__dict__`` spelled as attributes (Profiles recorded before this are read the same way)."""
+    return _DICT_ATTRIBUTE.sub(r".\2", source) if source and "__dict__[" in source else source
+
 
 REASON_KINDS = {
     "size_mismatch": "tensor size changed",

@@ -17,6 +17,7 @@ from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evid
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import lr_readbacks, param_group_owner
 
 __all__ = ["RULE", "TensorHyperparameters"]
 
@@ -215,6 +216,25 @@ class TensorHyperparameters(Rule):
             findings.append(finding)
         return findings
 
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
+        """A run of this file that compiled and recorded no recompile of an optimizer's lr
+        contradicts the static guess: no edit (a tensor lr would change nothing it measured)."""
+        ran_here = finding.file in profile.sources and any(frame.compiles for frame in profile.frames)
+        lr_recompiled = any(
+            reason.kind == "optimizer_param_group" and "'lr'" in (reason.source or "").replace('"', "'")
+            for frame in profile.frames
+            for reason in frame.reasons()
+        )
+        if finding.safety is Safety.NONE or not ran_here or lr_recompiled:
+            return finding
+        finding.safety = Safety.NONE
+        finding.notes = [
+            "the Profile's run of this file recorded no recompile for a changing lr: "
+            "a tensor lr would change nothing it measured; no edit"
+        ]
+        finding.message = finding.message.split(": make the lr", 1)[0] + ": no edit"
+        return finding
+
     def _finding(
         self,
         built: "_Construction",
@@ -273,6 +293,15 @@ class TensorHyperparameters(Rule):
             notes.append(
                 f"the program sets the lr itself (line {lines}): written `...['lr'].fill_(value)`, which "
                 "keeps the tensor (an assignment would put a Python float back and recompile)"
+            )
+        reads = [r for file in files for r in lr_readbacks(_source_of(file, project, static_source), file)]
+        if reads and safety is Safety.SAFE:
+            # A run shows whether the program only prints it (kept) or needs a number (it fails).
+            safety = Safety.UNSAFE
+            more = f" and {len(reads) - 2} more" if len(reads) > 2 else ""
+            notes.append(
+                f"the program reads the lr back at {', '.join(reads[:2])}{more}: a 0-d tensor there after this "
+                "fix (`round()` of it raises, `print` shows `tensor(...)`); `float(...)` it where a number is needed"
             )
         if frame is not None and frame.limit_hits:
             notes.append("`step` no longer hits the recompile limit")
@@ -473,6 +502,10 @@ def _program_lr_writes(
     return fills
 
 
+def _source_of(file: str, project: Project | None, static_source: SourceFile | None) -> SourceFile | None:
+    return project.source(file) if project is not None else static_source
+
+
 def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
     """The profiled user files, those on the frame's compile stacks first."""
     on_stack = []
@@ -555,7 +588,7 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]
             ):
                 line = source.positions[node].start.line
                 # Only `x['lr'] = v` (one target) becomes `x['lr'].fill_(v)`; `a = x['lr'] = v` is left.
-                owner = _param_group_owner(source, t.value) if len(node.targets) == 1 else None
+                owner = param_group_owner(source, t.value) if len(node.targets) == 1 else None
                 found.append(
                     _LrAssignment(
                         f"{file}:{line}",
@@ -567,28 +600,6 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]
                     )
                 )
     return found
-
-
-def _param_group_owner(source: SourceFile, group: cst.BaseExpression) -> str | None:
-    """``opt.param_groups[0]`` -> ``opt``; ``g`` bound by ``for g in opt.param_groups:`` -> ``opt``."""
-    if isinstance(group, cst.Subscript):
-        group = group.value
-        if isinstance(group, cst.Attribute) and group.attr.value == "param_groups":
-            return source.code(group.value)
-        return None
-    if not isinstance(group, cst.Name):
-        return None
-    node = source.parents.get(group)
-    while node is not None:
-        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == group.value:
-            it = node.iter
-            if isinstance(it, cst.Attribute) and it.attr.value == "param_groups":
-                return source.code(it.value)
-            return None
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return None
-        node = source.parents.get(node)
-    return None
 
 
 def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:
