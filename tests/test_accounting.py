@@ -153,3 +153,11 @@ def test_the_summary_says_how_many_fixes_need_the_flag():
         "2 recompiles: 2 with a proposed fix, 0 with no fix (why given), 0 expected; 2 of the fixes only with "
         "--unsafe-fixes"
     )
+
+
+def test_a_cache_filled_by_its_first_call_is_expected():
+    """transformers' DynamicCache: prefill sees `layers[0].is_initialized` False, decode True (a
+    tiny Llama's greedy generation, after its size fixes): one graph per state, compiled once."""
+    frame = frame_of(["0/0: kwargs['past_key_values'].layers[0].is_initialized == False"], name="wrapped_func")
+    (outcome,) = account(profile_of(frame), []).outcomes
+    assert outcome.category == EXPECTED and "is now True (decode)" in outcome.why, outcome.why

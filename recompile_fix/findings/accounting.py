@@ -290,11 +290,19 @@ def expected_why(reason: Reason) -> str | None:
         return "entered `torch.inference_mode()`: inference tensors get a graph of their own"
     if _is_none_switch(reason):
         return f"`{reason.source}` switched between None and a value: the two take different paths, one graph each"
+    if reason.value is False and _INITIALIZED.search(reason.source or ""):
+        return (
+            f"`{reason.source}` was False (an empty cache before its first call, prefill) and is now True "
+            "(decode): each state takes its own path, compiled once"
+        )
     if _OPTIMIZER_STATE.search(reason.text.split("\n", 1)[0]):
         return "the optimizer's state was created by its first step: the next steps take another path, compiled once"
     return None
 
 
+# A cache's "filled yet" flag (transformers' DynamicCache layers: `is_initialized`), guarded at
+# the first call (empty) and every call after (filled): two states, each compiled once.
+_INITIALIZED = re.compile(r"(?:^|\.)_?(?:is_)?initiali[sz]ed$")
 # A compiled optimizer step's guard on its state (`len(self.state[p]) != 0`): empty before the
 # first step, filled after (measured, torch 2.13: SGD with momentum, Adam).
 _OPTIMIZER_STATE = re.compile(r"len\((?:self|L\['self'\])\.state\[.*\]\)\s*[!=]=\s*0")
