@@ -113,12 +113,17 @@ class TensorHyperparameters(Rule):
     then round within 3e-8 of the float lr's (measured on golden RF003/ppo_anneal_lr).
     `foreach=True` on Adam/AdamW needs `capturable=True` for a tensor lr: the fix adds it and is
     unsafe (on CPU, eager `capturable` steps raise; use `foreach=False` there). No edit where a
-    tensor does not help: when the changing hyper-parameter is not `lr` (`OneCycleLR` and
+    tensor does not help: when the Profile's run of the file recorded no recompile of the lr (a
+    static finding is then overruled), when the changing hyper-parameter is not `lr` (`OneCycleLR` and
     `CyclicLR` write Python floats into `betas`/`momentum` while `cycle_momentum=True`), when the
     program assigns `group['lr'] = ...` where the fix cannot tell the group is this optimizer's
     (another file, a dict passed around), when `ReduceLROnPlateau` writes floats back
     (torch < 2.10), or when the schedulers cannot keep a tensor lr (torch < 2.4). torch may
-    compile one small extra frame (`_to_scalar`) once: judge by recompiles of `step`.
+    compile one small extra frame (`_to_scalar`) once: judge by recompiles of `step`. Where the
+    program reads the lr back (`sched.get_last_lr()`, `opt.param_groups[0]['lr']`), it gets a 0-d
+    tensor there: `print` shows `tensor(...)` and `round(lr, 6)` raises, so the fix is unsafe and
+    unproven there (`fix` keeps it only if a run of the program succeeds with it), and the note
+    names the lines.
 
     ## Profile evidence
     `self.param_groups[0]['lr'] == 0.01   # for group in self.param_groups:  # optim/adam.py:229

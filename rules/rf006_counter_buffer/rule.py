@@ -90,7 +90,9 @@ class CounterBuffer(Rule):
     from the Profile; it also works under `dynamic=False`); older torch has no such config
     (`allow_unspec_int_on_nn_module` is 2.7+ too): no edit there. A counter that reaches
     `range()`, `int()` or `math.*` is specialised on every value even when dynamic: no edit,
-    and the finding says why.
+    and the finding says why. So is one that indexes or slices what is not a tensor
+    (`self.layers[: self.active_layers]` on a ModuleList): Dynamo needs its value there, and a
+    dynamic int made it raise `TypeError: slice indices must be integers`.
 
     ## Profile evidence
     `self.num_iter == 1` (with torch's hint about `allow_unspec_int_on_nn_module`),
