@@ -34,7 +34,7 @@ from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason, resolve, sha256_bytes
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs, match_frames
-from recompile_fix.verify.judge import covered
+from recompile_fix.verify.judge import NO_OP, covered
 from recompile_fix.verify.prove import Trials, apply_fixes, plan_result, select_verified
 from recompile_fix.verify.runs import Run, check_before
 from recompile_fix.verify.tree import Checkout
@@ -146,6 +146,10 @@ def fix_to_fixed_point(
             apply_options=apply_options,
             progress=progress,
         )
+        if state is not first and _nothing_gained(first, state, result.kept, rules):
+            _drop_every_kept(result, first, state)
+            state, work = first, user  # the user's tree, as the first run ran it
+            plan = plan_result(work.cwd, first.profile, rules, unsafe_fixes=unsafe_fixes, apply_options=apply_options)
         result.last, result.runs = state, trials.runs
         if state is not first:
             kept = result.kept
@@ -209,6 +213,31 @@ def _run_rounds(
         left = [f for f in _candidates(plan.findings, unsafe_fixes) if _key(f, work) not in tried]
         result.converged, result.pending = not left, left
     return state, plan
+
+
+def _nothing_gained(first: Run, last: Run, kept: list[Finding], rules: tuple[Rule, ...]) -> bool:
+    """Did the kept fixes, together, leave the program compiling as often (and hitting the limit
+    as often) as at first? Each round keeps a fix that changes the recompiles' reasons (torch names
+    the first guard that fails: a fix can uncover the next, for a later round); where none pays off
+    in the end, they changed nothing. A compile-time fix (RF004: "same_compiles") is judged on
+    its own terms."""
+    if "same_compiles" in allowances(kept, rules):
+        return False
+
+    def totals(run: Run) -> tuple[int, int]:
+        frames = run.profile.frames
+        return sum(f.compile_count for f in frames), sum(f.limit_hits for f in frames)
+
+    (compiles_first, limits_first), (compiles_last, limits_last) = totals(first), totals(last)
+    return compiles_last >= compiles_first and limits_last >= limits_first
+
+
+def _drop_every_kept(result: FixPoint, first: Run, last: Run) -> None:
+    compiles = [sum(f.compile_count for f in run.profile.frames) for run in (first, last)]
+    why = f"{NO_OP}: with every fix kept, the program compiles {compiles[0]} -> {compiles[1]} times"
+    for round_ in result.rounds:
+        round_.dropped.extend((finding, [why]) for finding in round_.kept)
+        round_.kept = []
 
 
 def _write_back(user: Checkout, rewrites: list[FileRewrite]) -> None:
