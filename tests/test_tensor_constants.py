@@ -737,3 +737,44 @@ def test_rf003_a_run_that_recorded_no_lr_recompile_overrules_the_static_guess(lr
     assert honoured.safety is (Safety.SAFE if lr_recompiled else Safety.NONE), honoured.notes
     if not lr_recompiled:
         assert "recorded no recompile for a changing lr" in honoured.notes[0]
+
+
+ANNEALED_FLOAT64 = """
+    import torch
+
+    pos = torch.randn(8, 3, dtype=torch.float64)
+
+
+    @torch.compile(backend="eager")
+    def energy(x, temperature):
+        e = (1.0 / (torch.cdist(x, x) + 1)).sum()
+        return e / temperature
+
+
+    temperature = 1.0
+    for it in range(3):
+        print(f"{energy(pos, temperature).item():.15e}")
+        temperature *= 0.7
+"""
+
+
+def test_rf002_wraps_a_float_the_run_saw_with_float64_tensors_only_as_float64(tmp_path):
+    """A new user's float64 simulation: `torch.tensor(temperature)` (float32) met the 0-d float64
+    energy, rounded the temperature first, and `fix` kept it within assert_close's tolerance
+    while the printed digits changed. The run passed only float64 tensors: the 0-d tensor is
+    float64 (unproven: a run decides), and the program prints the same digits."""
+    frame = scalar_frame()
+    frame.first_line, frame.name = 7, "energy"
+    for n, compile_ in enumerate(frame.compiles):
+        compile_.stack = [Location("program.py", 14, 14, 13, 36, "<module>")]
+        compile_.inputs = {
+            "x": {"type": "Tensor", "shape": [8, 3], "stride": [3, 1], "dtype": "float64"},
+            "temperature": {"type": "float", "value": 0.7**n},
+        }
+        for reason in compile_.reasons:
+            reason.source = "temperature"
+    profile, project = project_of(tmp_path, {"program.py": ANNEALED_FLOAT64}, [frame])
+    (finding,) = [f for f in RF002.plan(profile, project) if f.params]
+    assert finding.params["dtype"] == "float64" and finding.unproven, finding.notes
+    after = fixed(RF002, [finding], project, "program.py", unsafe=True)
+    assert "energy(pos, torch.tensor(temperature, dtype=torch.float64))" in after

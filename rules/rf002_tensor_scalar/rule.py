@@ -535,6 +535,17 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
             "float64 tensor would turn into float64; no edit",
         )
     dtypes = {t.get("dtype") for t in tensors.values()}
+    if dtypes and dtypes <= {"float64"}:
+        # The run passed only float64 tensors: what the function makes from them is float64, where
+        # a float32 0-d tensor would round the number first (a new user's float64 simulation
+        # printed other digits). Unproven: a float32 or integer tensor made inside the function
+        # would come out float64.
+        return (
+            "float64",
+            False,
+            f"the run passed only float64 tensors ({_names(tensors)}): a float64 0-d tensor computes with "
+            "them as the Python float did; a float32 or integer tensor made inside would come out float64" + close,
+        )
     why = (
         "it meets tensors of unknown or integer dtype, or 0-d ones, where a float64 tensor would make "
         "float64 results: the default float dtype keeps their dtype"
