@@ -161,3 +161,10 @@ def test_a_cache_filled_by_its_first_call_is_expected():
     frame = frame_of(["0/0: kwargs['past_key_values'].layers[0].is_initialized == False"], name="wrapped_func")
     (outcome,) = account(profile_of(frame), []).outcomes
     assert outcome.category == EXPECTED and "is now True (decode)" in outcome.why, outcome.why
+
+
+def test_an_autocast_switch_is_expected():
+    """Mixed precision switched on after warm-up: one graph per autocast state, like grad mode."""
+    frame = frame_of(["0/0: GLOBAL_STATE changed: autocast(cpu)_enabled"])
+    (outcome,) = account(profile_of(frame), []).outcomes
+    assert outcome.category == EXPECTED and "one graph per autocast state" in outcome.why, outcome.why

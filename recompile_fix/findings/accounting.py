@@ -280,6 +280,8 @@ def expected_why(reason: Reason) -> str | None:
     per state, and the states are few (torch 2.13's texts, measured)."""
     if reason.kind == "grad_mode":
         return "grad mode switched (training with grad, then `torch.no_grad()`): one graph per grad mode"
+    if reason.kind == "global_state" and (reason.source or "").startswith("autocast"):
+        return f"`torch.autocast` switched (`{reason.source}`): one graph per autocast state"
     if reason.kind == "training_flag":
         return "`.training` flipped (train/eval): one graph per mode"
     if (

@@ -24,7 +24,7 @@ from typing import Any
 
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
-from recompile_fix.findings.accounting import covers_reason
+from recompile_fix.findings.accounting import covers_reason, expected_why
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import source_bytes
@@ -417,9 +417,10 @@ def why_it_stays(
     if compile_.limit_hit:
         return "the recompile limit: torch stopped compiling this frame (it runs eagerly from here on)"
     legitimate = {"training_flag": "legitimate: train vs eval mode", "grad_mode": "legitimate: grad mode (no_grad)"}
-    blocking = [r for r in reasons if r.kind not in legitimate]
+    blocking = [r for r in reasons if r.kind not in legitimate and expected_why(r) is None]
     if not blocking:
-        return "; ".join(dict.fromkeys(legitimate[r.kind] for r in reasons)) or "no reason recorded"
+        whys = (legitimate.get(r.kind) or f"legitimate: {expected_why(r)}" for r in reasons)
+        return "; ".join(dict.fromkeys(whys)) or "no reason recorded"
     reason = blocking[0]
     if reason.kind == "size_specialization" or (reason.kind == "size_mismatch" and reason.expected in (0, 1)):
         return "torch limitation: sizes 0 and 1 are specialised, even when marked dynamic (0/1 specialisation)"
