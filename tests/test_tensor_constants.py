@@ -778,3 +778,33 @@ def test_rf002_wraps_a_float_the_run_saw_with_float64_tensors_only_as_float64(tm
     assert finding.params["dtype"] == "float64" and finding.unproven, finding.notes
     after = fixed(RF002, [finding], project, "program.py", unsafe=True)
     assert "energy(pos, torch.tensor(temperature, dtype=torch.float64))" in after
+
+
+def test_rf006_a_counter_read_in_a_module_no_compile_ran_through_gets_no_buffer(tmp_path):
+    """A new user's logger module printed `str(m.num_iter)`: it is imported, but no compile ran
+    through it, so the Profile did not hash it, and the buffer made it print `tensor(1)`. A read
+    of the attribute in an imported, unprofiled project file keeps it an int (dynamic_sources)."""
+    text = COUNTER_MODULE.format(use="return x * self.calls") + "\n\n    from logger import log\n"
+    frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2, 3], inputs=X)
+    profile, project = project_of(tmp_path, {"net.py": text}, [frame])
+    (tmp_path / "logger.py").write_text('def log(m):\n    print("it=" + str(m.calls))\n')
+    (finding,) = RF006.plan(profile, project)
+    assert finding.safety is Safety.SAFE and "dynamic_sources" in finding.params["config"], finding.notes
+    assert any("at logger.py:2 reads `.calls` in a file no compile ran through" in n for n in finding.notes)
+    (tmp_path / "logger.py").write_text('def log(m):\n    print("step")\n')  # reads nothing: the buffer
+    profile, project = project_of(tmp_path, {"net.py": text}, [frame])
+    (finding,) = RF006.plan(profile, project)
+    assert "config" not in finding.params and "register_buffer" in fixed(RF006, [finding], project, "net.py")
+
+
+def test_rf006_a_conversion_at_module_level_is_not_traced_and_keeps_the_config(tmp_path):
+    """`print("it=" + str(model.calls))` in the driver loop runs in Python, never traced: it
+    blocks the buffer (a tensor would print `tensor(1)`), not `dynamic_sources` (a new user's
+    counter got no fix, though the config took it 6 -> 1)."""
+    text = (
+        COUNTER_MODULE.format(use="return x * self.calls") + '\n\n    net = Net()\n    print("it=" + str(net.calls))\n'
+    )
+    frame = counter_frame("net.py", "forward", 10, "self.calls", [1, 2, 3], inputs=X)
+    profile, project = project_of(tmp_path, {"net.py": text}, [frame])
+    (finding,) = RF006.plan(profile, project)
+    assert finding.safety is Safety.SAFE and "dynamic_sources" in finding.params["config"], finding.notes

@@ -19,7 +19,7 @@ from recompile_fix.analysis.scalar_uses import ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.profile.model import Frame, Location, is_library_path
 
-__all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner"]
+__all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner", "in_a_function"]
 
 # libcst node classes by name: reading cst.* here would load libcst when the module is imported.
 _IN_PLACE = frozenset({"AddAssign", "SubtractAssign", "MultiplyAssign", "FloorDivideAssign", "ModuloAssign"})
@@ -146,6 +146,13 @@ class AttributeState(CounterState):
 
     def _plan_buffer(self, project: Project) -> None:
         attr, source, cls = self.counter.name, self.source, self.cls
+        elsewhere = read_in_unprofiled_imports(attr, self.files, project)
+        if elsewhere is not None:
+            self.buffer_why_not = (
+                f"{elsewhere} reads `.{attr}` in a file no compile ran through, whose uses the run did not "
+                "see (a buffer would be a tensor there: `str()` of it prints `tensor(...)`)"
+            )
+            return
         init = _function_named(cls, "__init__")
         class_level = _class_level(cls, attr)
         init_assigns = self._writes(project, init)
@@ -560,3 +567,70 @@ def _line(source: SourceFile, node: cst.CSTNode) -> str:
 
 def _where(source: SourceFile, file: str, node: cst.CSTNode) -> str:
     return f"{file}:{source.positions[node].start.line}"
+
+
+def read_in_unprofiled_imports(attr: str, files: list[str], project: Project) -> str | None:
+    """``file:line (`code`)`` of a read of ``.<attr>``, on any object, in a project file that a
+    profiled file imports but the Profile did not hash (no compile ran through it: a logger
+    module that prints the counter), or None."""
+    profiled = set(files)
+    seen: set[str] = set()
+    for file in files:
+        source = project.source(file)
+        if source is None:
+            continue
+        for module in imported_modules(source):
+            for candidate in _module_paths(module, file):
+                if candidate in profiled or candidate in seen:
+                    continue
+                seen.add(candidate)
+                other = project.read_only(candidate)
+                if other is None or f".{attr}" not in other.text:
+                    continue
+                for node in other.nodes(cst.Attribute):
+                    if node.attr.value == attr and is_load(other, node):
+                        line = other.positions[node].start.line
+                        return f"`{other.lines[line - 1].strip()}` at {candidate}:{line}"
+    return None
+
+
+def imported_modules(source: SourceFile) -> list[tuple[int, str]]:
+    """(level, dotted name) of each module an import statement names: ``import a.b`` (0, "a.b"),
+    ``from .c import d`` (1, "c") and (1, "c.d"), ``from e import f`` (0, "e") and (0, "e.f")."""
+    found: list[tuple[int, str]] = []
+    for node in source.nodes(cst.Import):
+        found.extend((0, source.code(alias.name)) for alias in node.names)
+    for node in source.nodes(cst.ImportFrom):
+        level = len(node.relative)
+        base = source.code(node.module) if node.module is not None else ""
+        found.append((level, base))
+        if not isinstance(node.names, cst.ImportStar):
+            found.extend((level, f"{base}.{source.code(a.name)}".strip(".")) for a in node.names)
+    return [(level, name) for level, name in found if name]
+
+
+def _module_paths(module: tuple[int, str], importer: str) -> list[str]:
+    """Where the module's file would be in the project: from the root, and beside the importing
+    file (a script's own folder is on its import path); relative imports from the importer's."""
+    level, name = module
+    parts = name.split(".")
+    bases = [os.path.dirname(importer)] if level else ["", os.path.dirname(importer)]
+    if level > 1:
+        bases = [os.path.normpath(os.path.join(bases[0], *[".."] * (level - 1)))]
+    paths: list[str] = []
+    for base in dict.fromkeys(bases):
+        stem = os.path.join(base, *parts) if base not in ("", ".") else os.path.join(*parts)
+        paths.extend((stem + ".py", os.path.join(stem, "__init__.py")))
+    return paths
+
+
+def in_a_function(project: Project, use: Use) -> bool:
+    """Is the use inside some function (code a compiled frame may trace), not at module level?"""
+    source = project.source(use.file) or project.read_only(use.file)
+    if source is None:
+        return True  # cannot tell: as if traced
+    for func in source.nodes(cst.FunctionDef):
+        position = source.positions[func]
+        if position.start.line <= use.line <= position.end.line:
+            return True
+    return False

@@ -22,6 +22,7 @@ from recompile_fix.rules.rf006_counter_buffer.counters import (
     CounterState,
     GlobalState,
     counter_owner,
+    in_a_function,
 )
 
 __all__ = ["RULE", "CounterBuffer"]
@@ -210,7 +211,8 @@ class CounterBuffer(Rule):
                 [state.why_not if state else f"cannot find where `{counter.name}` is defined"],
             )
         uses = state.reads(frame, project)
-        specialising = [u for u in uses if u.kind in _SPECIALISING]
+        # Module-level code is never traced: `str(model.n)` in the driver loop specialises nothing.
+        specialising = [u for u in uses if u.kind in _SPECIALISING and in_a_function(project, u)]
         blocking = [u for u in uses if u.verdict != TENSOR]
         reasons = _not_a_tensor(state, uses, blocking)
         if not reasons and state.buffer is not None:
