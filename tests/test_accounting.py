@@ -168,3 +168,12 @@ def test_an_autocast_switch_is_expected():
     frame = frame_of(["0/0: GLOBAL_STATE changed: autocast(cpu)_enabled"])
     (outcome,) = account(profile_of(frame), []).outcomes
     assert outcome.category == EXPECTED and "one graph per autocast state" in outcome.why, outcome.why
+
+
+def test_a_mode_string_or_a_flag_is_expected():
+    """`mode == 'fast'`, `cfg['residual'] == True`: each value takes its own path, a bounded set of
+    graphs (a new user's forward with a string mode and a dict config)."""
+    frame = frame_of(["0/0: mode == 'fast'  # if mode == \"slow\":"], ["0/1: cfg['residual'] == True"])
+    outcomes = account(profile_of(frame), []).outcomes
+    assert [o.category for o in outcomes] == [EXPECTED, EXPECTED], [o.why for o in outcomes]
+    assert "mode string" in outcomes[0].why and "a flag" in outcomes[1].why

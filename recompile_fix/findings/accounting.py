@@ -297,6 +297,9 @@ def expected_why(reason: Reason) -> str | None:
             f"`{reason.source}` was False (an empty cache before its first call, prefill) and is now True "
             "(decode): each state takes its own path, compiled once"
         )
+    if reason.kind == "scalar_value" and reason.value_type in ("bool", "str"):
+        what = "a flag" if reason.value_type == "bool" else "a mode string"
+        return f"`{reason.source}` is {what} that picks the code's path: one graph per value, compiled once each"
     if _OPTIMIZER_STATE.search(reason.text.split("\n", 1)[0]):
         return "the optimizer's state was created by its first step: the next steps take another path, compiled once"
     return None
