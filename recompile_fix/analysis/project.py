@@ -69,10 +69,9 @@ class Project:
         is outside the root, unreadable or unparsable."""
         if path not in self._read_only:
             found: SourceFile | None = None
-            file = resolve(path, self.root)
             self.reads[("read_only", path)] = None
             try:
-                if not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file():
+                if self._a_file_here(path):
                     found = SourceFile.read(Path(path), self._read_noted("read_only", path))
             except Exception:  # noqa: BLE001 -- a file we cannot read resolves nothing
                 found = None
@@ -91,6 +90,11 @@ class Project:
         self.reads[("as_is", path)] = _digest(source.text.encode("utf-8"))
         return source
 
+    def _a_file_here(self, path: str) -> bool:
+        """A file under the root (``read_only`` reads nothing else)."""
+        file = resolve(path, self.root)
+        return not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve()) and file.is_file()
+
     def _read_noted(self, mode: str, path: str) -> bytes:
         self.reads[(mode, path)] = None
         data = self.read(path)
@@ -105,9 +109,7 @@ class Project:
                     found = self.as_is(path)
                     now = _digest(found.text.encode("utf-8")) if found is not None else None
                 elif mode == "read_only":
-                    file = resolve(path, self.root)
-                    inside = not os.path.isabs(path) and file.resolve().is_relative_to(self.root.resolve())
-                    now = _digest(self.read(path)) if inside and file.is_file() else None
+                    now = _digest(self.read(path)) if self._a_file_here(path) else None
                 else:
                     now = _digest(self.read(path))
             except Exception:  # noqa: BLE001 -- unreadable now: as when nothing was read

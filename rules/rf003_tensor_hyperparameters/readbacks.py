@@ -9,7 +9,7 @@ import libcst as cst
 
 from recompile_fix.analysis.source import SourceFile
 
-__all__ = ["lr_readbacks", "param_group_owner"]
+__all__ = ["is_lr_key", "lr_readbacks", "param_group_owner"]
 
 _SCHEDULER_READS = ("get_last_lr", "get_lr")
 
@@ -24,7 +24,7 @@ def lr_readbacks(source: SourceFile | None, file: str) -> list[str]:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SCHEDULER_READS
     ]
     for node in source.nodes(cst.Subscript):
-        if _is_lr_key(node) and param_group_owner(source, node.value) is not None and not _is_write(source, node):
+        if is_lr_key(node) and param_group_owner(source, node.value) is not None and not _is_write(source, node):
             found.append(node)
     lines = sorted({source.positions[node].start.line for node in found})
     return [f"{file}:{line} (`{source.lines[line - 1].strip()}`)" for line in lines]
@@ -52,7 +52,7 @@ def param_group_owner(source: SourceFile, group: cst.BaseExpression) -> str | No
     return None
 
 
-def _is_lr_key(node: cst.Subscript) -> bool:
+def is_lr_key(node: cst.Subscript) -> bool:
     return (
         len(node.slice) == 1
         and isinstance(node.slice[0].slice, cst.Index)

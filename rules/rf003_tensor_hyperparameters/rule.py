@@ -17,7 +17,7 @@ from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evid
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
-from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import lr_readbacks, param_group_owner
+from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import is_lr_key, lr_readbacks, param_group_owner
 
 __all__ = ["RULE", "TensorHyperparameters"]
 
@@ -583,14 +583,7 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]
     for node in source.nodes(cst.Assign):
         for target in node.targets:
             t = target.target
-            if (
-                isinstance(t, cst.Subscript)
-                and len(t.slice) == 1
-                and isinstance(t.slice[0].slice, cst.Index)
-                and isinstance(t.slice[0].slice.value, cst.SimpleString)
-                and t.slice[0].slice.value.evaluated_value == "lr"
-                and not _is_tensor(source, node.value)
-            ):
+            if isinstance(t, cst.Subscript) and is_lr_key(t) and not _is_tensor(source, node.value):
                 line = source.positions[node].start.line
                 # Only `x['lr'] = v` (one target) becomes `x['lr'].fill_(v)`; `a = x['lr'] = v` is left.
                 owner = param_group_owner(source, t.value) if len(node.targets) == 1 else None
