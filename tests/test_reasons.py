@@ -51,6 +51,12 @@ REAL_213 = [
     # the 8th entry failing on the 9th size (dynamic=False), right before the limit hit
     case("size-at-limit", "0/7: tensor 'x' size mismatch at index 0. expected 8, actual 9",
          kind="size_mismatch", source="x", dim=0, expected=8, actual=9, entry="0/7"),
+    # a parameter's size: torch adds a sentence, whose full stop is no decimal point (was 12.0)
+    case("size-of-parameter",
+         "0/7: tensor 'fn._parameters['bias']' size mismatch at index 0. expected 11, actual 12. Guard "
+         "failed on a parameter, consider using torch._dynamo.config.force_parameter_static_shapes = "
+         "False to allow dynamism on parameters.",
+         kind="size_mismatch", source="fn._parameters['bias']", dim=0, expected=11, actual=12, entry="0/7"),
     case("dtype", "0/0: tensor 'x' dtype mismatch. expected Float, actual Half",
          kind="dtype_mismatch", source="x", expected="Float", actual="Half", entry="0/0"),
     # cpu -> meta: torch checks dispatch keys before the device index, so a device-type change
@@ -464,3 +470,12 @@ def test_an_attribute_read_through_dict_is_spelled_as_an_attribute():
     assert reason.source == "self._modules['drop'].p"
     assert Reason("scalar_value", "", source="L['self'].__dict__[\"scale\"]").source == "L['self'].scale"
     assert Reason("scalar_value", "", source="d['__dict__']").source == "d['__dict__']"
+
+
+def test_a_size_before_a_full_stop_is_an_int():
+    text = (
+        "0/7: tensor 'fn._parameters['bias']' size mismatch at index 0. expected 11, actual 12. Guard "
+        "failed on a parameter, consider using torch._dynamo.config.force_parameter_static_shapes = False"
+    )
+    reason = parse_reason(text)
+    assert (reason.expected, reason.actual) == (11, 12) and type(reason.actual) is int  # was 12.0

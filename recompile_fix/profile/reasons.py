@@ -33,7 +33,8 @@ _LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
 _USER_STACK = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)(?:\n\s+(?P<code>.*))?')
 _TENSOR = re.compile(r"^tensor '(?P<src>.+?)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$", re.S)
-_AT_INDEX = re.compile(r"at index (\d+)\. expected (\S+), actual (\S+)")
+# The sizes end at the message or at its sentence: ``actual 12. Guard failed on a parameter, ...``.
+_AT_INDEX = re.compile(r"at index (\d+)\. expected (\S+), actual (\S+?)\.?(?:\s|$)")
 # ``Tensor device index mismatch. Expected device index to be 0, actual 1`` (cuda:0 -> cuda:1).
 _DEVICE_INDEX = re.compile(r"Expected device index to be (\S+), actual (\S+)")
 # ``requires_grad mismatch. expected requires_grad=0``: torch prints only the cached flag.

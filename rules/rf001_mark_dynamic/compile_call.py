@@ -28,7 +28,14 @@ from recompile_fix.profile.model import Compile
 if TYPE_CHECKING:
     from recompile_fix.analysis.source import SourceFile
 
-__all__ = ["ISOLATE_RECOMPILES", "fix_compile_call", "isolate_finding", "library_call_finding", "per_wrapper_sizes"]
+__all__ = [
+    "ISOLATE_RECOMPILES",
+    "fix_compile_call",
+    "isolate_finding",
+    "iterables_of",
+    "library_call_finding",
+    "per_wrapper_sizes",
+]
 
 # A keyword of torch.compile, not a name in the text: the rule gates it by release itself.
 ISOLATE_RECOMPILES = TorchApi(
@@ -66,7 +73,7 @@ def isolate_finding(
     frame = plan.frame
     if not frame.limit_hits or not ISOLATE_RECOMPILES.runs_on(plan.release):
         return None
-    names = {root_name(call.func)} | _iterables_of(source, root_name(call.func))
+    names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
     found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
     if found is None:
         return None
@@ -103,13 +110,14 @@ def isolate_finding(
     return [finding]
 
 
-def _iterables_of(source: SourceFile, name: str | None) -> set[str]:
+def iterables_of(source: SourceFile, name: str | None) -> set[str]:
     """The roots of what a ``for`` binding ``name`` iterates over (``for w, head in zip(widths,
-    compiled)``: ``compiled``, ``widths``): a list of compiled wrappers called one by one."""
+    compiled)``: ``compiled``, ``widths``; a comprehension's ``for`` too): a list of compiled
+    wrappers called one by one."""
     found: set[str] = set()
     if not name:
         return found
-    for loop in source.nodes(cst.For):
+    for loop in [*source.nodes(cst.For), *source.nodes(cst.CompFor)]:
         targets = {n.value for n in _names(loop.target)}
         if name not in targets:
             continue

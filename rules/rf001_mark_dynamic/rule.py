@@ -45,6 +45,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
     singular,
     steps_code,
 )
+from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import PARAMETER_SHAPES, fix_parameter_shapes
 from recompile_fix.rules.rf001_mark_dynamic.site_plan import SitePlan
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
@@ -124,11 +125,17 @@ class MarkDynamic(Rule):
     string) gets no mark (`mark_dynamic` would raise ConstraintViolationError,
     `maybe_mark_dynamic` would change nothing), nor does a parameter replaced by one of another
     shape (a LoRA rank swap: the object the call holds may have no such parameter). Where such
-    a size is tied to the weights of several compiled wrappers that share one frame and hit the
-    recompile limit, or the wrappers' own parameters differ in shape (ten heads of different
-    widths, each compiled in a loop or comprehension), the fix (unsafe: a trade-off, one compile
-    per wrapper, none run eagerly at the limit) is `torch.compile(..., isolate_recompiles=True)`
-    at the compile call (torch >= 2.13); one module whose parameter was swapped gets none.
+    sizes are parameters' (ten heads of different widths, each compiled, all running
+    `nn.Linear.forward`; an adapter swapped for one of another rank) or tied to them, and the call
+    compiled three times or more, the fix (safe, torch >= 2.13) turns off
+    `torch._dynamo.config.force_parameter_static_shapes` and
+    `force_nn_module_property_static_shapes` before the statement that compiles: automatic
+    dynamic then treats parameters as it treats inputs, the first shape static, the second a
+    dynamic graph that serves the rest (ten heads: 8 compiles and a recompile-limit hit -> 2; a
+    rank sweep 4 -> 2; the same outputs). The options are process-wide and change only frames
+    whose parameters change shape. Where the program sets them itself, several compiled wrappers
+    that share one frame get `torch.compile(..., isolate_recompiles=True)` (unsafe: a trade-off,
+    one compile per wrapper, none run eagerly at the limit).
 
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
@@ -148,6 +155,7 @@ class MarkDynamic(Rule):
         CONTIGUOUS_COPY,
         BACKED_SIZE_OBLIVIOUS,
         ISOLATE_RECOMPILES,
+        PARAMETER_SHAPES,
     )
     examples = (
         Example(
@@ -242,6 +250,8 @@ class MarkDynamic(Rule):
         p = finding.params
         if "compile_call" in p:
             return fix_compile_call(finding, source)
+        if "config_before" in p:
+            return fix_parameter_shapes(finding, source, torch_name)
         call = node_at_span(source, cst.Call, p["call"])
         statement, why = source.statement_of(call)
         if statement is None:  # planned with a statement: the source changed under the finding
@@ -328,7 +338,7 @@ class MarkDynamic(Rule):
         items (``for layer in cache.layers:``, any name for the item) that marks each leaf's dims
         holds that loop's marks."""
         p = finding.params
-        if "compile_call" in p or not (p.get("marks") or p.get("loops")):
+        if "compile_call" in p or "config_before" in p or not (p.get("marks") or p.get("loops")):
             return super().already_present(finding, source)
         try:
             call = node_at_span(source, cst.Call, p["call"])

@@ -42,6 +42,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
     steps_json,
     target_label,
 )
+from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import parameter_shapes_finding
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses, unseen_call
 
@@ -105,7 +106,7 @@ class SitePlan:
         statement, why = source.statement_of(call)
         if statement is None:  # no mark can go before this call; a fix at the compile call still can
             reasons = [why or "no statement before the call"]
-            return self._isolated(source, call, reasons) or self.none(reasons)
+            return self._isolated(source, call, reasons, about_the_call=True) or self.none(reasons)
         signature = signature_of(self.frame, self.project)
         located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
         func, func_source = self._compiled_function()
@@ -235,15 +236,21 @@ class SitePlan:
             mark = "decorators.mark_unbacked"
         return hard, mark
 
-    def _isolated(self, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
-        """`isolate_recompiles=True` where sizes are tied to each wrapper's weights, or parameters
-        of another shape sit behind one frame: several compiled modules (ten heads of different
-        widths, each compiled) share its cache (not one module whose parameter was swapped)."""
+    def _isolated(
+        self, source: SourceFile, call: cst.Call, notes: list[str], about_the_call: bool = False
+    ) -> list[Finding] | None:
+        """Parameter sizes traced as dynamic where sizes are tied to each wrapper's weights, or
+        parameters of another shape sit behind one frame (ten heads of different widths, each
+        compiled; a LoRA rank sweep); else `isolate_recompiles=True` where several compiled
+        modules share its cache (not one module whose parameter was swapped)."""
         tied = any(per_wrapper_sizes(group, self.ev.compiles) for group in self.ev.groups)
         swapped = any(parameter_of(src) for group in self.ev.groups for src, _ in group)
         if not (tied or swapped):
             return None
-        return isolate_finding(self, source, call, notes, repeated_only=not tied)
+        # Why no mark goes before the call (``about_the_call``) says nothing of a fix elsewhere.
+        return parameter_shapes_finding(self, source, call, [] if about_the_call else notes) or isolate_finding(
+            self, source, call, notes, repeated_only=not tied
+        )
 
     def _marked_by_program(self, kept: list[tuple[str, int]]) -> bool:
         """Did the program itself `mark_dynamic` each of these dims at a recorded compile?"""

@@ -15,6 +15,9 @@ class LoRALinear(nn.Module):
 
 torch.manual_seed(0)
 model = LoRALinear(16, 4)
+# Parameters of several shapes run through one compiled frame: trace their sizes as dynamic.
+torch._dynamo.config.force_parameter_static_shapes = False
+torch._dynamo.config.force_nn_module_property_static_shapes = False
 compiled = torch.compile(model, backend="eager")
 x = torch.randn(8, 16)
 outputs = []

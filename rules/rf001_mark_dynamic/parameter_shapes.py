@@ -1,0 +1,108 @@
+"""RF001's fix where the sizes that change are parameters' (or tied to them), which no mark before
+a call reaches: let Dynamo trace parameter sizes as dynamic.
+
+Dynamo specialises every parameter's shape (``force_parameter_static_shapes``, and for modules
+of ``torch.nn`` inlined as they are called, ``force_nn_module_property_static_shapes``). Where
+several compiled wrappers share one frame (ten heads of different widths, each
+``torch.compile``d, all run ``nn.Linear.forward``) or one module's parameter is replaced by one of
+another shape (a LoRA rank sweep), the frame then compiles once per shape, and past the
+recompile limit the rest run eagerly. With both options off, automatic dynamic does for
+parameters what it does for inputs: the first shape compiles static, the second compiles a graph
+with that size dynamic, which serves every later one. Measured (torch 2.13.0 and 2.14.1, eager
+and inductor): ten heads 8 compiles and a limit hit -> 2; a rank sweep 4, 8, 16, 32: 4 -> 2;
+the same outputs and gradients. PyTorch's PGO removes none of these (its run 2: 8 and 4).
+
+Two config lines before the statement that compiles, in its scope: read when the frame is
+traced, which is at the first call, after that statement.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from recompile_fix.analysis.call_site_code import find_compile_call, root_name
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.releases import TorchApi
+from recompile_fix.rules.rf001_mark_dynamic.compile_call import iterables_of
+
+if TYPE_CHECKING:
+    from recompile_fix.analysis.source import SourceFile
+
+__all__ = ["PARAMETER_SHAPES", "fix_parameter_shapes", "parameter_shapes_finding"]
+
+PARAMETER_SHAPES = TorchApi(
+    "torch._dynamo.config.force_parameter_static_shapes",
+    (2, 13),
+    "measured: 2.13.0, 2.14.1 (ten heads 8 compiles + a limit hit -> 2; both options present)",
+)
+_OPTIONS = ("force_parameter_static_shapes", "force_nn_module_property_static_shapes")
+_COMMENT = "# Parameters of several shapes run through one compiled frame: trace their sizes as dynamic."
+
+
+def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
+    """The safe fix for a frame whose changing sizes are parameters' (or tied to them), where it
+    merges compiles: three or more at this call become two. None where the torch that ran has no
+    such options, the program sets them itself (its call), or the compile call is not found
+    (``plan``: RF001's ``SitePlan``)."""
+    if plan.here < 3 or not PARAMETER_SHAPES.runs_on(plan.release):
+        return None
+    names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
+    found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
+    if found is None:
+        return None
+    compile_source, node, _ = found
+    if any(option in compile_source.text for option in _OPTIONS):
+        return None  # the program chose how Dynamo treats parameter shapes: the user's call
+    statement = _scope_statement(compile_source, node)
+    if statement is None:
+        return None
+    pos = compile_source.positions[statement]
+    location = compile_source.location_of(node, plan.site.file)
+    finding = plan.finding(
+        f"compiled `{plan.frame.name}` compiles once per parameter shape ({plan.frame.compile_count} compiles"
+        + (f", then {plan.frame.limit_hits} recompile-limit hit" if plan.frame.limit_hits else "")
+        + "): let Dynamo trace parameter sizes as dynamic before the compile",
+        Safety.SAFE,
+        [
+            *notes,
+            "with `force_parameter_static_shapes` and `force_nn_module_property_static_shapes` off, "
+            "the first shape compiles static and the second a graph whose changed size is dynamic, "
+            "which serves every later shape: 2 compiles, none left at the recompile limit (measured: "
+            "ten heads of different widths 8 compiles and a limit hit -> 2, a LoRA rank sweep 4 -> 2, "
+            "the same outputs); the options are process-wide, and change only frames whose "
+            "parameters change shape",
+        ],
+        location,
+    )
+    finding.params = {"config_before": [pos.start.line, pos.start.column]}
+    return [finding]
+
+
+def fix_parameter_shapes(finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+    """The two config lines, with why, before the statement that compiles."""
+    line, column = finding.params["config_before"]
+    indent = source.lines[line - 1][:column]
+    if indent.strip():
+        raise ValueError(f"line {line} no longer starts the statement that compiles")
+    text = "".join(
+        f"{indent}{row}\n" for row in [_COMMENT, *(f"{torch_name}._dynamo.config.{o} = False" for o in _OPTIONS)]
+    )
+    at = source.offset(line, 0)
+    return [Edit(finding.file, at, at, text, "RF001")]
+
+
+def _scope_statement(source: SourceFile, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The statement of ``node``'s function (or of the module) that holds it: where a line runs
+    once before the compile, not once per pass of a loop around it."""
+    statement: cst.CSTNode | None = None
+    for parent in source.ancestors(node):
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = parent
+        if isinstance(parent, (cst.FunctionDef, cst.Module)) and statement is not parent:
+            return statement
+        if isinstance(parent, (cst.ClassDef, cst.Lambda)):
+            return None  # a line in a class body binds a class attribute
+    return statement
