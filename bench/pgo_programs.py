@@ -115,6 +115,32 @@ for alpha in (0.1, 0.2, 0.3, 0.4):
         ),
     ),
     BenchProgram(
+        "numpy_schedule",
+        "numpy schedule indexed by the epoch in forward",
+        _program(
+            """
+import numpy as np
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.schedule = np.linspace(1.0, 0.1, 20)
+
+    def forward(self, x, epoch):
+        return self.fc(x) * self.schedule[epoch]
+
+
+model = Model()
+compiled = torch.compile(model)
+x = torch.randn(4, 8)
+for epoch in range(6):
+    outputs.append(compiled(x, epoch))
+"""
+        ),
+    ),
+    BenchProgram(
         "adam_lr",
         "Adam+ExponentialLR, compiled step (5 steps)",
         _program(

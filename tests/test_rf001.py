@@ -119,3 +119,31 @@ def test_the_literals_a_size_is_compared_with(body, values):
     func = next(iter(source.nodes(cst.FunctionDef)))
     uses = SizeUses(func, "x", source)
     assert 0 in uses.compared_dims() and uses.compared_values(0) == values
+
+
+# -- a call that compiled dynamic only because other calls changed the size ----------------------
+def _borrow(dims: dict, inputs: dict | None = None, marked: set | None = None):
+    from recompile_fix.profile.model import Compile, Location
+    from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence, borrow_marks
+
+    site = Location(file="program.py", line=30)
+    ev = SiteEvidence(None, site, [Compile(id="0/2", dims=dims, inputs=inputs or {})])  # type: ignore[arg-type]
+    return borrow_marks([ev], {("ids", 1)} if marked is None else marked)
+
+
+def test_an_eval_call_that_compiled_dynamic_gets_the_mark_the_training_call_gets():
+    [ev] = _borrow({"ids": [{"dim": 1, "state": "dynamic"}]})
+    assert ev.borrowed and ev.changed == {"ids": {1}}
+
+
+@pytest.mark.parametrize(
+    "dims, inputs, marked",
+    [
+        ({"ids": [{"dim": 1, "state": "dynamic"}]}, {"ids": {"type": "Tensor", "marked": [1]}}, None),  # its own mark
+        ({"ids": [{"dim": 1, "state": "specialized", "size": 10}]}, None, None),  # static here anyway
+        ({"ids": [{"dim": 0, "state": "dynamic"}]}, None, None),  # another dim than the fix marks
+        ({"ids": [{"dim": 1, "state": "dynamic"}]}, None, set()),  # the fix marks nothing elsewhere
+    ],
+)
+def test_no_borrowed_mark_where_nothing_is_taken_away(dims, inputs, marked):
+    assert _borrow(dims, inputs, marked) == []

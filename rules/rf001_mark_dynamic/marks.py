@@ -136,6 +136,16 @@ def site_message(
     return f"{', '.join(parts)} passed to compiled `{frame.name}` {verb} size ({compiles}): mark {'it' if verb == 'changes' else 'them'} dynamic before the call"
 
 
+def borrowed_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]], frame: Frame) -> str:
+    """A call that needs the mark because the fix marks the same dims at other calls."""
+    parts = [f"`{e['label']}{steps_code(e['steps'])}` dim {dim_text(e['dims'])}" for e in entries]
+    parts += [f"each of `{loop['label']}{steps_code(loop['container'])}`" for loop in loops]
+    return (
+        f"{', '.join(parts)} passed to compiled `{frame.name}` compiled dynamic here only because other "
+        "calls changed its size: mark it dynamic before this call too, as they are"
+    )
+
+
 def none_message(source: str, dims: list[int], frame: Frame, compiles: int) -> str:
     return f"`{source}` of compiled `{frame.name}` changes size in dim {dim_text(dims)} ({compiles} compiles)"
 

@@ -47,7 +47,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
 )
 from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import PARAMETER_SHAPES, fix_parameter_shapes
 from recompile_fix.rules.rf001_mark_dynamic.site_plan import SitePlan
-from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import borrow_marks, site_evidence
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
 
 __all__ = ["RULE", "MarkDynamic"]
@@ -70,7 +70,11 @@ class MarkDynamic(Rule):
     the recompile limit stops compiling it at all). Marking the dimensions before the first call
     compiles one graph that serves every size. Torch names only the first failing guard of a
     recompile; the shapes recorded at each compile show every tensor that changed with it (the
-    attention mask beside the ids, a cache's layers), and all of them are marked together.
+    attention mask beside the ids, a cache's layers), and all of them are marked together. A
+    call that compiled those dimensions dynamic at once only because other calls had changed
+    them (an eval loop after a training loop at other lengths: automatic dynamic) gets the same
+    mark: with the other calls marked, nothing makes them dynamic there, and it would compile
+    static, then again.
 
     ## Example
     ```python
@@ -218,9 +222,18 @@ class MarkDynamic(Rule):
             if is_resume(frame.name):
                 findings.extend(self._plan_resume(frame))
                 continue
-            for evidence in site_evidence(frame):
-                if evidence.changed and evidence.site is not None:
-                    findings.extend(SitePlan(self, evidence, project, release, uses).findings())
+            evidence = site_evidence(frame)
+            marked: set[tuple[str, int]] = set()
+            for ev in evidence:
+                if ev.changed and ev.site is not None:
+                    found = SitePlan(self, ev, project, release, uses).findings()
+                    findings.extend(found)
+                    marked |= _marked_dims(found)
+            # Calls that got those dims dynamic from the marked calls' changes, after them.
+            for ev in borrow_marks(evidence, marked) if marked else []:
+                findings.extend(
+                    f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
+                )
         return merge_same_call(findings)
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
@@ -382,6 +395,17 @@ class MarkDynamic(Rule):
                 p["loops"] = remaining_loops
             return own
         return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
+
+
+def _marked_dims(findings: list[Finding]) -> set[tuple[str, int]]:
+    """The (source, dim) pairs these findings mark, as the frame names them."""
+    return {
+        (entry["source"], d)
+        for f in findings
+        if f.safety != Safety.NONE
+        for entry in f.params.get("marks", [])
+        for d in entry.get("dims", [])
+    }
 
 
 def _loop_statement(mark: str, var: str, container: str, loop: dict[str, Any]) -> str:

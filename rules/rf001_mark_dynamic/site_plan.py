@@ -34,6 +34,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
     MARK_UNBACKED,
     Mark,
     argument_order,
+    borrowed_message,
     loops_of_marks,
     none_message,
     short_path,
@@ -118,7 +119,7 @@ class SitePlan:
             return self._isolated(source, call, notes + lost) or self.none(notes + lost)
 
         entries, loops, names = self._layout(source, call, kept, located)
-        if not self._marking_helps(kept):
+        if not self.ev.borrowed and not self._marking_helps(kept):
             return self._no_help(kept, func, names)
         for entry in list(entries):
             if entry["optional"] and any(kind == "item" for kind, _ in entry["steps"]):
@@ -544,6 +545,13 @@ class SitePlan:
             "loops": loop_entries,
         }
         finding.message = site_message(entries, loop_entries, self.frame, self.here, len(self.frame.compiles))
+        if self.ev.borrowed:
+            finding.message = borrowed_message(entries, loop_entries, self.frame)
+            finding.notes.append(
+                "the run traced these sizes as dynamic here only because other calls of the frame had "
+                "changed them (automatic dynamic); once those calls are marked nothing does, and this "
+                "call would compile a static graph, then another for its next size"
+            )
         for entry in entries:
             arg = argument_for_base(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
             value = arg.value if arg is not None else None

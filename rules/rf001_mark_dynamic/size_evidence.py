@@ -41,6 +41,9 @@ class SiteEvidence:
     across: list[Reason] = field(default_factory=list)  # ... of them, those against another call's entry
     strided: set[str] = field(default_factory=set)  # sources with a stride guard here
     optional: set[str] = field(default_factory=set)  # tensors some calls here passed as None
+    # Dims this call got dynamic from other calls' size changes (automatic dynamic), which marks
+    # at those calls take away: this call needs its own mark (see ``borrow_marks``).
+    borrowed: bool = False
 
     def small(self, source: str, dims: list[int]) -> bool:
         """Did this call pass size 0 or 1 in one of these dimensions (specialised even when
@@ -174,3 +177,29 @@ def _tied(a: list[int | None] | None, b: list[int | None] | None) -> bool:
         return True
     offset = both[0][0] - both[0][1]
     return all(x - y == offset for x, y in both)
+
+
+def borrow_marks(evidence: list[SiteEvidence], marked: set[Dim]) -> list[SiteEvidence]:
+    """The calls of a frame whose compiles traced one of ``marked`` (dims the fix marks at other
+    calls) as dynamic without a mark of the program's, and saw it change nowhere themselves: an
+    eval loop after a training loop at other lengths. Torch made the dim dynamic there only
+    because the other calls had changed its size; once they are marked, nothing does, and this
+    call compiles static, and again for its next size (measured: train at 8..20 then eval at 10,
+    14, the training call marked: 3 -> 3 compiles; both marked: 2)."""
+    found = []
+    for ev in evidence:
+        if ev.changed or ev.site is None:
+            continue
+        dims: dict[str, set[int]] = {}
+        for compile_ in ev.compiles:
+            marked_here = {src: set((entry or {}).get("marked") or ()) for src, entry in compile_.inputs.items()}
+            for src, records in (compile_.dims or {}).items():
+                for record in records:
+                    d = record.get("dim")
+                    if record.get("state") == "dynamic" and (src, d) in marked and d not in marked_here.get(src, ()):
+                        dims.setdefault(src, set()).add(d)
+        if dims:
+            ev.changed, ev.borrowed = dims, True
+            _tie(ev)
+            found.append(ev)
+    return found
