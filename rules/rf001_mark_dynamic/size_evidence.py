@@ -196,7 +196,9 @@ def borrow_marks(evidence: list[SiteEvidence], marked: set[Dim]) -> list[SiteEvi
             for src, records in (compile_.dims or {}).items():
                 for record in records:
                     d = record.get("dim")
-                    if record.get("state") == "dynamic" and (src, d) in marked and d not in marked_here.get(src, ()):
+                    if not isinstance(d, int) or record.get("state") != "dynamic":
+                        continue
+                    if (src, d) in marked and d not in marked_here.get(src, ()):
                         dims.setdefault(src, set()).add(d)
         if dims:
             ev.changed, ev.borrowed = dims, True
