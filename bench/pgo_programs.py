@@ -7,7 +7,10 @@ The first 13 are the rows of the PGO matrix in /work/shared/reference/anchors-20
 (torch 2.13: PGO's run 2 removes one compile for the first five, nothing for the rest), with the
 shapes row also as a compiled function (torch 2.13's PGO keys a compiled nn.Module's frame by a
 closure hash of the module object, new in every process, so it never carries over for
-`torch.compile(module)`); the last three are classes real projects hand-fix.
+`torch.compile(module)`), and a numpy schedule (issue 27's bar); the rest are classes real
+projects hand-fix: kwargs key sets (one whose keys carry tensors, one that pops keys and adds
+them back as None, as xDiT's PR #781 fixed), ten heads behind one frame, a warm-up call before a
+marked loop, and an eval loop after a training loop at other lengths.
 """
 
 from __future__ import annotations
@@ -360,6 +363,37 @@ for step in range(4):
         ),
     ),
     BenchProgram(
+        "kwargs_key_popped",
+        "kwargs key popped / added back as None (xDiT #781)",
+        _program(
+            """
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, **kwargs):
+        h = self.proj(x)
+        if kwargs.get("cu_seqlens") is not None:
+            h = h * kwargs["cu_seqlens"]
+        return h
+
+
+model = Denoiser()
+compiled = torch.compile(model)
+x = torch.randn(4, 8)
+attention_kwargs = {}
+for step in range(4):
+    if step % 2:
+        attention_kwargs.update(cu_seqlens=None, max_seqlen=None)
+    else:
+        attention_kwargs.pop("cu_seqlens", None)
+        attention_kwargs.pop("max_seqlen", None)
+    outputs.append(compiled(x, **attention_kwargs))
+"""
+        ),
+    ),
+    BenchProgram(
         "ten_heads",
         "ten heads of different widths, one code object",
         _program(
@@ -370,6 +404,29 @@ x = torch.randn(4, 8)
 for _ in range(2):
     for head in compiled_heads:
         outputs.append(head(x))
+"""
+        ),
+    ),
+    BenchProgram(
+        "train_then_eval",
+        "train at lengths 8..20, then eval at 10, 14",
+        _program(
+            """
+model = nn.Sequential(nn.Embedding(100, 16), nn.Dropout(0.1), nn.Linear(16, 2))
+compiled = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for length in (8, 12, 16, 20):
+    model.train()
+    ids = torch.randint(0, 100, (4, length))
+    loss = compiled(ids).logsumexp(-1).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+model.eval()
+with torch.no_grad():
+    for length in (10, 14):
+        ids = torch.randint(0, 100, (4, length))
+        outputs.append(compiled(ids))
 """
         ),
     ),
