@@ -119,6 +119,30 @@ def test_kept_texts_are_never_python_files_of_the_project(tmp_path):
     assert kept_source(tmp_path / "run.json", digest).parent.name == ".run.sources"
 
 
+def test_texts_no_profile_names_any_longer_are_dropped(tmp_path):
+    """Each run after an edit keeps a new text; the old one goes, unless another Profile in
+    `.recompile-fix/` still names it."""
+    folder = tmp_path / ".recompile-fix"
+    folder.mkdir()
+    digests = []
+    for text in ("x = 1\n", "x = 2\n", "x = 3\n"):
+        (tmp_path / "train.py").write_text(text)
+        digests.append(hashlib.sha256(text.encode()).hexdigest())
+        if text == "x = 2\n":  # another Profile recorded on this text, kept beside
+            (folder / "other.json").write_text(json.dumps({"sources": {"train.py": digests[-1]}}))
+        profile = Profile.__new__(Profile)
+        profile.sources = {"train.py": digests[-1]}
+        keep_profiled_sources(profile, folder / "profile.json", tmp_path)
+    kept = sorted(p.stem for p in (folder / "sources").glob("*.txt"))
+    assert kept == sorted(digests[1:])  # the first text no Profile names; the second, other.json
+    run = tmp_path / "run.json"
+    keep_profiled_sources(profile, run, tmp_path)
+    (tmp_path / "train.py").write_text("x = 4\n")
+    profile.sources = {"train.py": hashlib.sha256(b"x = 4\n").hexdigest()}
+    keep_profiled_sources(profile, run, tmp_path)
+    assert [p.read_text() for p in (tmp_path / ".run.sources").glob("*.txt")] == ["x = 4\n"]
+
+
 # -- the language server: the same mapping for an unsaved buffer ---------------------------------
 def _apply_lsp_edits(text: str, edits) -> str:
     """LSP edits ((start, end) as (line, character), new text) on an ASCII text, last first

@@ -7,6 +7,7 @@ so that neither `apply .` nor the user's tools take the copies for the project's
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,3 +47,28 @@ def keep_profiled_sources(profile: Profile, profile_path: Path, root: Path) -> N
         if not target.exists():
             folder.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+    _drop_unreferenced(folder, profile_path, set(profile.sources.values()))
+
+
+def _drop_unreferenced(folder: Path, profile_path: Path, kept: set[str]) -> None:
+    """Texts no Profile that keeps its texts in ``folder`` names any longer (each run after an
+    edit keeps a new one): ``.run.sources/`` is ``run.json``'s own; ``.recompile-fix/sources/``
+    serves every Profile in ``.recompile-fix/``. A file that cannot be read as a Profile there
+    keeps them all."""
+    if not folder.is_dir():
+        return
+    others = (
+        [p for p in profile_path.parent.glob("*.json") if p != profile_path]
+        if profile_path.parent.name == ".recompile-fix"
+        else []
+    )
+    for other in others:
+        try:
+            sources = json.loads(other.read_text(encoding="utf-8")).get("sources")
+        except (OSError, ValueError, AttributeError):
+            return
+        if isinstance(sources, dict):
+            kept |= {d for d in sources.values() if isinstance(d, str)}
+    for text in folder.glob("*.txt"):
+        if text.stem not in kept:
+            text.unlink(missing_ok=True)
