@@ -177,3 +177,15 @@ def test_a_mode_string_or_a_flag_is_expected():
     outcomes = account(profile_of(frame), []).outcomes
     assert [o.category for o in outcomes] == [EXPECTED, EXPECTED], [o.why for o in outcomes]
     assert "mode string" in outcomes[0].why and "a flag" in outcomes[1].why
+
+
+def test_a_parameter_whose_shape_change_compiled_a_dynamic_graph_is_expected():
+    """After RF001's parameter fix: the first head's graph is static, the second's traced the
+    width as a symbol and serves every later head (the fix's own floor, nothing left to fix)."""
+    guard = "0/0: tensor 'fn._parameters['bias']' size mismatch at index 0. expected 4, actual 5"
+    frame = frame_of([guard], name="inner")
+    frame.compiles[1].dims = {"fn._parameters['bias']": [{"dim": 0, "state": "dynamic"}]}
+    result = account(profile_of(frame), [])
+    assert result.count(EXPECTED) == 1 and "traced it dynamic" in result.outcomes[0].why
+    frame.compiles[1].dims = {"fn._parameters['bias']": [{"dim": 0, "state": "specialized", "size": 5}]}
+    assert account(profile_of(frame), []).count(NO_FIX) == 1  # static again: one per shape

@@ -225,3 +225,12 @@ def test_rf007_writes_indexed_stacks_as_python(tmp_path):
     before = run_recorded(tmp_path / "before.py", tmp_path)
     after = run_recorded(tmp_path / "program.py", tmp_path)
     assert_same_outputs(before, after, of="globals")
+
+
+@pytest.mark.slow
+def test_after_the_parameter_fix_the_one_recompile_left_is_expected(tmp_path):
+    shutil.copy(GOLDEN / "RF001" / "heads_of_other_widths" / "program.out.py", tmp_path / "program.py")
+    run_cli("profile", "-o", "profile.json", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    report = run_cli("report", "profile.json", cwd=tmp_path, check=0)
+    assert "2 compiles, 1 recompiles" in report.stdout, report.stdout
+    assert "RF001" not in report.stdout and "0 with no fix (why given), 1 expected" in report.stdout

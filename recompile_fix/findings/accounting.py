@@ -197,7 +197,7 @@ def _outcome(
             return Outcome(frame, compile_, failures[0], FIX, chosen.describe(unsafe_fixes=unsafe_fixes), chosen)
     if not entries:
         return Outcome(frame, compile_, None, NO_FIX, "torch recorded no reason for this recompile")
-    expected = [_expected(frame, failures, deliberate_static) for failures in entries]
+    expected = [_expected(frame, failures, deliberate_static, compile_) for failures in entries]
     if all(expected):
         return Outcome(frame, compile_, entries[0][0], EXPECTED, expected[0] or "")
     for failures, why in zip(entries, expected):
@@ -255,11 +255,19 @@ _VALUE_GUARDED = ("int", "float", "bool")
 
 
 def _expected(
-    frame: Frame, failures: list[Reason], deliberate_static: Callable[[Frame], str | None] | None
+    frame: Frame,
+    failures: list[Reason],
+    deliberate_static: Callable[[Frame], str | None] | None,
+    compile_: Compile | None = None,
 ) -> str | None:
     """Why an entry that failed on these guards is one for another state, or None."""
     for reason in failures:
         why = expected_why(reason)
+        if why is None and compile_ is not None and _parameter_went_dynamic(reason, compile_):
+            why = (
+                f"`{reason.source}` changed shape and this compile traced it dynamic (parameter sizes "
+                "are dynamic in this program): the first shape's graph is static, this one serves the rest"
+            )
         if (
             why is None
             and reason.kind == "type_mismatch"
@@ -273,6 +281,16 @@ def _expected(
         if why is not None:
             return why
     return None
+
+
+def _parameter_went_dynamic(reason: Reason, compile_: Compile) -> bool:
+    """A parameter's size guard failed and the new graph traced that dim as a symbol: automatic
+    dynamic, once ``force_parameter_static_shapes`` is off (RF001's fix for parameters of
+    several shapes behind one frame)."""
+    if reason.kind != "size_mismatch" or not reason.source or "_parameters[" not in reason.source:
+        return False
+    records = (compile_.dims or {}).get(reason.source, [])
+    return any(r.get("dim") == reason.dim and r.get("state") == "dynamic" for r in records)
 
 
 def expected_why(reason: Reason) -> str | None:

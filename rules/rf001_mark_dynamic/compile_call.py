@@ -112,8 +112,8 @@ def isolate_finding(
 
 def iterables_of(source: SourceFile, name: str | None) -> set[str]:
     """The roots of what a ``for`` binding ``name`` iterates over (``for w, head in zip(widths,
-    compiled)``: ``compiled``, ``widths``; a comprehension's ``for`` too): a list of compiled
-    wrappers called one by one."""
+    compiled)``: ``compiled``, ``widths``; ``for name, head in heads.items()``: ``heads``; a
+    comprehension's ``for`` too): a list or dict of compiled wrappers called one by one."""
     found: set[str] = set()
     if not name:
         return found
@@ -122,7 +122,11 @@ def iterables_of(source: SourceFile, name: str | None) -> set[str]:
         if name not in targets:
             continue
         iterable = loop.iter
-        items = [a.value for a in iterable.args] if isinstance(iterable, cst.Call) else [iterable]
+        items: list[cst.BaseExpression] = [iterable]
+        if isinstance(iterable, cst.Call):  # zip(widths, compiled), enumerate(compiled), heads.items()
+            items = [a.value for a in iterable.args]
+            if isinstance(iterable.func, cst.Attribute):
+                items.append(iterable.func.value)
         found |= {r for r in (root_name(i) for i in items) if r}
     return found
 

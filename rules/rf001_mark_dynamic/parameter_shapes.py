@@ -24,7 +24,7 @@ import libcst as cst
 
 from recompile_fix.analysis.call_site_code import find_compile_call, root_name
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.rules.rf001_mark_dynamic.compile_call import iterables_of
 
@@ -44,10 +44,14 @@ _COMMENT = "# Parameters of several shapes run through one compiled frame: trace
 
 def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, notes: list[str]) -> list[Finding] | None:
     """The safe fix for a frame whose changing sizes are parameters' (or tied to them), where it
-    merges compiles: three or more at this call become two. None where the torch that ran has no
+    merges compiles: two or more size recompiles of the frame (three heads, or two widths each
+    compiled with and without grad) leave one. None where the torch that ran has no
     such options, the program sets them itself (its call), or the compile call is not found
     (``plan``: RF001's ``SitePlan``)."""
-    if plan.here < 3 or not PARAMETER_SHAPES.runs_on(plan.release):
+    # Counted over the frame, not this call: each compiled wrapper may be called at a line of its
+    # own (a policy and a value net), and the options serve them all.
+    shape_recompiles = [c for c in plan.frame.compiles if any(r.kind == "size_mismatch" for r in c.reasons)]
+    if len(shape_recompiles) < 2 or not PARAMETER_SHAPES.runs_on(plan.release):
         return None
     names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
     found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
@@ -77,8 +81,28 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
         ],
         location,
     )
+    if _most_sizes(shape_recompiles) < 3:
+        # Two shapes: the one compile it saves is a later state's (each net again under
+        # no_grad), which a size 1 among the parameters the guards do not name (a value head of
+        # width 1, specialised) takes back: a run must show it (measured 4 -> 4 there).
+        finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+        finding.notes.append(
+            "unproven: the run saw two parameter shapes; the compile this saves is a later state's, "
+            "which a parameter of size 1 would take back; `fix` keeps it only where a run shows fewer compiles"
+        )
     finding.params = {"config_before": [pos.start.line, pos.start.column]}
+    finding.covers = [cover(plan.frame, kinds=["size_mismatch"])]
     return [finding]
+
+
+def _most_sizes(recompiles: list[Any]) -> int:
+    """The most sizes one dimension took in the size guards of ``recompiles``."""
+    sizes: dict[tuple[str, int | None], set[Any]] = {}
+    for compile_ in recompiles:
+        for reason in compile_.reasons:
+            if reason.kind == "size_mismatch" and reason.source:
+                sizes.setdefault((reason.source, reason.dim), set()).update({reason.expected, reason.actual})
+    return max((len(s - {None}) for s in sizes.values()), default=0)
 
 
 def fix_parameter_shapes(finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:

@@ -234,7 +234,7 @@ class MarkDynamic(Rule):
                 findings.extend(
                     f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
                 )
-        return merge_same_call(findings)
+        return _one_per_edit(merge_same_call(findings))
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
         """Code after a graph break takes the live locals as arguments: nothing at a call to mark."""
@@ -395,6 +395,21 @@ class MarkDynamic(Rule):
                 p["loops"] = remaining_loops
             return own
         return f"line {', '.join(map(str, sorted(lines)))}: already marked dynamic: {'; '.join(named)}"
+
+
+def _one_per_edit(findings: list[Finding]) -> list[Finding]:
+    """The parameter-shape fix found at several calls of a frame is one edit: the first."""
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    kept = []
+    for finding in findings:
+        at = finding.params.get("config_before")
+        if at is not None:
+            key = (finding.file, tuple(at))
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(finding)
+    return kept
 
 
 def _marked_dims(findings: list[Finding]) -> set[tuple[str, int]]:

@@ -107,7 +107,8 @@ class SitePlan:
         statement, why = source.statement_of(call)
         if statement is None:  # no mark can go before this call; a fix at the compile call still can
             reasons = [why or "no statement before the call"]
-            return self._isolated(source, call, reasons, about_the_call=True) or self.none(reasons)
+            isolated = self._isolated(source, call, reasons, about_the_call=True)
+            return isolated if isolated is not None else self.none(reasons)
         signature = signature_of(self.frame, self.project)
         located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
         func, func_source = self._compiled_function()
@@ -116,7 +117,8 @@ class SitePlan:
         if not kept:
             if self.library and lost:
                 return library_call_finding(self, source, call, lost)
-            return self._isolated(source, call, notes + lost) or self.none(notes + lost)
+            isolated = self._isolated(source, call, notes + lost)
+            return isolated if isolated is not None else self.none(notes + lost)
 
         entries, loops, names = self._layout(source, call, kept, located)
         if not self.ev.borrowed and not self._marking_helps(kept):
@@ -248,9 +250,22 @@ class SitePlan:
         swapped = any(parameter_of(src) for group in self.ev.groups for src, _ in group)
         if not (tied or swapped):
             return None
+        if self._parameters_traced_dynamic():
+            return []  # the program lets them be dynamic already: its one recompile is expected
         # Why no mark goes before the call (``about_the_call``) says nothing of a fix elsewhere.
         return parameter_shapes_finding(self, source, call, [] if about_the_call else notes) or isolate_finding(
             self, source, call, notes, repeated_only=not tied
+        )
+
+    def _parameters_traced_dynamic(self) -> bool:
+        """Did a compile here trace a changed parameter's size as dynamic (the program turned
+        ``force_parameter_static_shapes`` off: the second shape compiled the graph for all)?"""
+        params = {src for group in self.ev.groups for src, _ in group if parameter_of(src)}
+        return any(
+            record.get("state") == "dynamic"
+            for c in self.ev.compiles
+            for src in params
+            for record in (c.dims or {}).get(src, [])
         )
 
     def _marked_by_program(self, kept: list[tuple[str, int]]) -> bool:
