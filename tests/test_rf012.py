@@ -2,6 +2,7 @@
 run), with the program edited line for line where a test needs another reading of the dict."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,29 @@ def test_reads_only_by_get(body, why):
     func = source.function_def(1, "forward")
     got = read_only_by_get(source, func, "kwargs", {"padding"})
     assert (got is None) if why is None else (why in got)
+
+
+@pytest.mark.parametrize(
+    "guard, want",
+    [
+        ("0/0: not ___dict_contains('gate', kwargs)  # if kwargs.get('gate')", ("kwargs", "gate")),
+        ("0/0: len(kwargs) == 1  # return self.mlp(x, **kwargs)", ("kwargs", "")),
+        ("0/0: not kwargs                      # return x + self.mlp(self.norm(x), **kwargs)", ("kwargs", "")),
+        ("0/0: tensor 'x' size mismatch at index 0. expected 3, actual 4", None),
+    ],
+)
+def test_the_guards_on_a_dicts_key_set(guard, want):
+    from profiles import reasons_of
+    from recompile_fix.rules.rf012_stable_key_set.rule import _dict_guard
+
+    [reason] = reasons_of([guard])
+    assert _dict_guard(reason) == want
+
+
+def test_a_dict_passed_on_gets_the_fix_as_unsafe(tmp_path):
+    data = json.loads((GOLDEN / "RF012" / "forwarded_kwargs" / "profile.json").read_text())
+    shutil.copy(GOLDEN / "RF012" / "forwarded_kwargs" / "program.in.py", tmp_path / "program.py")
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    [finding] = _findings(tmp_path)
+    assert finding.safety is Safety.UNSAFE and finding.params["keys"] == ["gate"]
+    assert "whole" in " ".join(finding.notes)  # `**kwargs` handed on

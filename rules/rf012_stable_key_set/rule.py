@@ -3,6 +3,7 @@ recompiles its compiled frame; passing every key, None where it has no value, ke
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import libcst as cst
@@ -12,7 +13,7 @@ from recompile_fix.analysis.call_site_code import node_at_span
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason, is_library_path
 from recompile_fix.rules.rf012_stable_key_set.key_uses import key_of, read_only_by_get
@@ -65,8 +66,11 @@ class StableKeySet(Rule):
 
     ## Profile evidence
     `not ___dict_contains('padding', kwargs)` and `___dict_contains('padding', kwargs)` (an
-    "attribute added or removed" guard on `kwargs['padding']`), and the type each key's value had
-    at each compile (the recorded inputs: `NoneType` where present, absent where not).
+    "attribute added or removed" guard on `kwargs['padding']`), `len(kwargs) == 1` where the code
+    reads the dict's length first (passing it on with `**kwargs`), `not kwargs` where the dict was
+    empty; and the type each key's value had at each compile (the recorded inputs: `NoneType`
+    where present, absent where not), which also name the keys that came and went with the one
+    the guard names.
     """
 
     id = "RF012"
@@ -74,7 +78,7 @@ class StableKeySet(Rule):
     message = (
         "`{param}` of compiled `{frame}` gains and loses keys between calls: pass every key, None where it has none"
     )
-    consumes = ("attribute_presence",)
+    consumes = ("attribute_presence", "container_length", "other")
     triggers = ("**",)
     examples = (
         Example(
@@ -115,8 +119,10 @@ class StableKeySet(Rule):
         param, by_key = next(iter(keys.items()))
         if len(keys) != 1:
             return None
-        changing = set(by_key)
+        changing = set(by_key) - {""}
         merges, valued = _merges(compiles, param, changing)
+        if not changing:
+            return None
         names = ", ".join(f"`{k}`" for k in sorted(changing))
         why = None
         if valued:
@@ -171,6 +177,7 @@ class StableKeySet(Rule):
             "star": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
             "keys": sorted(changing),
         }
+        finding.covers = _covers(frame, param, changing, guards)
         return finding
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -197,15 +204,43 @@ class StableKeySet(Rule):
 
 
 def _changing_keys(frame: Frame) -> dict[str, dict[str, list[Reason]]]:
-    """{dict parameter: {key: its presence guards}} from the frame's guard failures."""
+    """{dict parameter: {key: its guards}} from the frame's guard failures: a key's presence
+    (``___dict_contains('padding', kwargs)``), or the dict's length (``len(kwargs) == 1``) or
+    truth (``not kwargs``, an empty dict), filed under the key "" (the inputs name the keys)."""
     found: dict[str, dict[str, list[Reason]]] = {}
     for reason in frame.reasons():
-        if reason.kind != "attribute_presence" or not reason.source:
-            continue
-        split = key_of(reason.source)
-        if split is not None:
-            found.setdefault(split[0], {}).setdefault(split[1], []).append(reason)
+        about = _dict_guard(reason)
+        if about is not None:
+            found.setdefault(about[0], {}).setdefault(about[1], []).append(reason)
     return found
+
+
+def _covers(frame: Frame, param: str, keys: set[str], guards: list[Reason]) -> list[dict[str, Any]]:
+    """The guards the fix makes pass: each key's presence, the dict's length, and its truth
+    (``not kwargs``: no source to name, so every such guard of the frame)."""
+    entries = [
+        cover(frame, [f"{param}[{k!r}]" for k in keys], ["attribute_presence"]),
+        cover(frame, [param], ["container_length"]),
+    ]
+    if any(r.kind == "other" for r in guards):
+        entries.append(cover(frame, kinds=["other"]))
+    return entries
+
+
+_TRUTH = re.compile(r"^(?:\d+/\d+: )?(?:not )?(?P<name>\w+)\s*(?:#|$)")
+
+
+def _dict_guard(reason: Reason) -> tuple[str, str] | None:
+    """(dict parameter, key or "") where ``reason`` is a guard on a dict's key set."""
+    if reason.kind == "attribute_presence" and reason.source:
+        return key_of(reason.source)
+    if reason.kind == "container_length" and reason.source and reason.source.isidentifier():
+        return reason.source, ""
+    if reason.kind == "other":
+        truth = _TRUTH.match(reason.text.split("\n", 1)[0])
+        if truth:
+            return truth.group("name"), ""
+    return None
 
 
 def _merges(compiles: list[Compile], param: str, keys: set[str]) -> tuple[bool, list[str]]:
@@ -218,8 +253,8 @@ def _merges(compiles: list[Compile], param: str, keys: set[str]) -> tuple[bool, 
         return False, []
     for compile_ in compiles:
         for reason in compile_.reasons:
-            split = key_of(reason.source or "")
-            if reason.kind != "attribute_presence" or split is None or split[0] != param or split[1] not in keys:
+            about = _dict_guard(reason)
+            if about is None or about[0] != param or (about[1] and about[1] not in keys):
                 return False, []
     # Torch names the first key whose guard failed; the inputs show the others that came and
     # went with it (the whole set an `update()` adds).
