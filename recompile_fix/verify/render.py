@@ -107,7 +107,10 @@ def render_text(v: Verification) -> str:
             f"{outputs_verdict(v)}{stance}."
         )
     elif v.no_op:
-        lines.append(f"Not kept: the fixes {v.regressions[-1]}.")
+        why = v.regressions[-1]  # "changes nothing on this program: ...", said of one fix elsewhere
+        lines.append(
+            f"Not kept: the fixes {why.replace('changes', 'change', 1) if why.startswith('changes') else why}."
+        )
     else:
         lines.append("Worse than the recorded run:" if v.against_recorded else "Worse after the fixes:")
         lines.extend(f"  - {r}" for r in v.regressions)

@@ -147,7 +147,8 @@ def borrowed_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]],
 
 
 def none_message(source: str, dims: list[int], frame: Frame, compiles: int) -> str:
-    return f"`{source}` of compiled `{frame.name}` changes size in dim {dim_text(dims)} ({compiles} compiles)"
+    counted = f"{compiles} compile" + ("s" if compiles != 1 else "")
+    return f"`{source}` of compiled `{frame.name}` changes size in dim {dim_text(dims)} ({counted})"
 
 
 def dim_text(dims: list[int]) -> str:
