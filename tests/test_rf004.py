@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_cli, run_python
 from profiles import frame_of, profile_of, project_of, write_files
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
@@ -428,3 +428,28 @@ def test_blocks_the_recorder_saw_in_another_file_are_decorated_there(tmp_path):
     assert (offered.file, offered.safety, offered.location.line) == ("backbone.py", Safety.SAFE, 12)
     edits = RF004.fix(offered, SourceFile.read(tmp_path / "backbone.py"), "torch")
     assert [e.new_text for e in edits] == ["    @torch.compiler.nested_compile_region\n"]
+
+
+@pytest.mark.slow
+def test_the_unsafe_fix_in_training_turns_buffer_reuse_off_and_trains_the_same(tmp_path):
+    """`--unsafe-fixes` on a training step under inductor: the region, and
+    `allow_buffer_reuse = False` before the block's class (inductor can corrupt a reused region's
+    gradients; the bench's rf004_nobufreuse is exact). The weights after two SGD steps equal the
+    program's own, each run under inductor as written."""
+    case = GOLDEN / "train_inductor"
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    shutil.copy(case / "profile.json", tmp_path / "profile.json")
+    run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", "--select", "RF004", cwd=tmp_path, check=0)
+    text = (tmp_path / "program.py").read_text()
+    assert "    @torch.compiler.nested_compile_region\n    def forward" in text
+    assert "\ntorch._inductor.config.allow_buffer_reuse = False\n\n\nclass Block(nn.Module):" in text
+    save = "\nimport sys\ntorch.save([p.detach() for p in model.parameters()], sys.argv[1])\n"
+    weights = {}
+    for name, source in (("before", (case / "program.in.py").read_text()), ("after", text)):
+        script = tmp_path / f"{name}.py"
+        script.write_text(source.replace("model = Net()", "torch.manual_seed(0)\nmodel = Net()") + save)
+        done = run_python(script, tmp_path / f"{name}.pt", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        weights[name] = torch.load(tmp_path / f"{name}.pt")
+    for before, after in zip(weights["before"], weights["after"]):
+        torch.testing.assert_close(after, before)

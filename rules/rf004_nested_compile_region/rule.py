@@ -35,6 +35,14 @@ MIN_TORCH = NESTED_COMPILE_REGION.since  # public from 2.8
 # path is in the 2.14.0 and 2.14.1 sources).
 EAGER_BACKWARD_TORCH = (2, 14)
 DECORATOR = "compiler.nested_compile_region"
+# In training, inductor's buffer reuse can corrupt a reused region's gradients (measured on
+# 2.13.0, 2.14.1, 2.15.0); off, they are exact (bench/compile_time.py's rf004_nobufreuse).
+BUFFER_REUSE = TorchApi(
+    "torch._inductor.config.allow_buffer_reuse",
+    None,
+    "an inductor option of every release the rule writes for (2.8 and later)",
+)
+_BUFFER_REUSE_WHY = "# Inductor's buffer reuse can corrupt the gradients of a nested_compile_region in training."
 
 
 class NestedCompileRegion(Rule):
@@ -84,7 +92,8 @@ class NestedCompileRegion(Rule):
     code the analysis cannot see (another file, a callable kept in an attribute or a variable),
     when it mutates in place and no training was seen, and whenever the program trains:
     inductor can corrupt the gradients of a reused region (measured on torch 2.13.0, 2.14.1 and
-    2.15.0; `torch._inductor.config.allow_buffer_reuse = False` avoids it). Where RF007 could
+    2.15.0), so in a program that trains the fix also sets
+    `torch._inductor.config.allow_buffer_reuse = False`, which avoids it, before the block's class. Where RF007 could
     compile the same blocks one by one instead, RF007 is chosen when the program trains, and for
     inference when the Profile timed the model's steady-state call and the blocks' boundaries
     would add at most 10% to it (RF007 compiles faster; see RF007). Inference-only programs get
@@ -107,7 +116,7 @@ class NestedCompileRegion(Rule):
     # seconds of the frame that inlines the blocks, and it also runs without a Profile.
     consumes = ()
     triggers = ("ModuleList", "Sequential")
-    emits = (NESTED_COMPILE_REGION,)
+    emits = (NESTED_COMPILE_REGION, BUFFER_REUSE)
     # The frame compiles as often with the region as without: each compile gets cheaper.
     verify_allows = ("same_compiles",)
     examples = (
@@ -324,7 +333,28 @@ class NestedCompileRegion(Rule):
         # On the `def` line, below any decorators it has: where the finding points.
         indent = source.lines[func.lineno - 1][: source.char_column(func.lineno, func.col_offset)]
         at = source.offset(func.lineno, 0)
-        return [Edit(finding.file, at, at, f"{indent}@{torch_name}.{DECORATOR}\n", self.id)]
+        edits = [Edit(finding.file, at, at, f"{indent}@{torch_name}.{DECORATOR}\n", self.id)]
+        if finding.evidence.get("trains"):
+            edits.extend(_buffer_reuse_off(source, func, finding.file, torch_name, self.id))
+        return edits
+
+
+def _buffer_reuse_off(source: SourceFile, func: ast.AST, file: str, torch_name: str, rule: str) -> list[Edit]:
+    """``allow_buffer_reuse = False``, with why, before the module-level statement that holds the
+    region (its class, its decorators first); none where the file turns it off already."""
+    if "allow_buffer_reuse" in source.text:
+        return []
+    tree = Tree(source.syntax)
+    top: ast.AST = func
+    for parent in tree.ancestors(func):
+        if isinstance(parent, ast.Module):
+            break
+        top = parent
+    decorators = getattr(top, "decorator_list", [])
+    line = min([top.lineno] + [d.lineno for d in decorators])  # type: ignore[attr-defined]
+    at = source.offset(line, 0)
+    text = f"{_BUFFER_REUSE_WHY}\n{torch_name}._inductor.config.allow_buffer_reuse = False\n\n\n"
+    return [Edit(file, at, at, text, rule)]
 
 
 # The training evidence of a Profile whose files no longer tell (already fixed, or edited since).
@@ -385,8 +415,9 @@ def _problems(
         risks.append(
             f"the program trains ({training}): inductor can corrupt the gradients of a reused region "
             "(measured on torch 2.13.0, 2.14.1 and 2.15.0: LayerNorm weight gradients of a block that "
-            "feeds a LayerNorm 54-65% off; the forward is exact). Check the gradients against eager, "
-            "or set torch._inductor.config.allow_buffer_reuse = False, which avoids it"
+            "feeds a LayerNorm 54-65% off; the forward is exact), so the fix also sets "
+            "torch._inductor.config.allow_buffer_reuse = False, which avoids it (more memory in the "
+            "compiled code); check the gradients against eager"
         )
         eager = facts.eager_backend(analysis, frame)
         release = _torch_version(profile.torch_version if profile is not None else _installed_torch())
