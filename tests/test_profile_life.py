@@ -199,3 +199,23 @@ def test_a_profile_of_nothing_goes_where_nothing_was(tmp_path):
     empty.exit_code = 0
     assert save_profile(empty, tmp_path / "p.json") == tmp_path / "p.empty.json"
     assert Profile.load(tmp_path / "p.json").frames  # still the good one
+
+
+def test_a_fix_in_the_code_the_profile_ran_is_no_fix_for_its_recompile(tmp_path):
+    """The Profile was recorded on the fixed program and the frame still recompiled (a UNet's
+    marked sizes still guarded apart): the report says the fix was there, and counts the
+    recompile as one no fix removes (a Profile that predates the fix counts it as fixed)."""
+    from recompile_fix.profile.model import sha256_bytes
+
+    case = Path(__file__).resolve().parent.parent / "golden" / "RF012" / "stable_key_set"
+    data = json.loads((case / "profile.json").read_text())
+    fixed = (case / "program.out.py").read_bytes()
+    (tmp_path / "program.py").write_bytes(fixed)
+    data["sources"]["program.py"] = sha256_bytes(fixed)  # recorded on the fixed code...
+    line = fixed.decode().splitlines()[35]
+    for compile_ in data["frames"][0]["compiles"]:  # ... where the call ends further right
+        compile_["stack"][-1]["end_col"] = line.index("})", compile_["stack"][-1]["col"]) + 2
+    (tmp_path / "after.json").write_text(json.dumps(data))
+    after = run_cli("report", "after.json", cwd=tmp_path, check=0)
+    assert "[no fix]" in after.stdout and "its fix was in the code the Profile ran" in after.stdout
+    assert "0 with a proposed fix, 1 with no fix" in after.stdout

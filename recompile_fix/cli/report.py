@@ -100,10 +100,37 @@ def _shown_and_findings(profile_file: str | None) -> tuple[Profile, list[Finding
     found = find(["."], loaded, ALL_RULES, root=Path.cwd().resolve(), config=load_config())
     if found.memo is not None:
         found.memo.save()  # what the rules found, for the next run over the same bytes
-    findings = sorted([*found.findings, *found.outside], key=finding_order)
-    planned = [*findings, *(f for f, _ in found.present)]
+    # A fix that was already in the code the Profile ran did not remove its recompile: shown
+    # with no fix and why; one put in since counts as a fix (the Profile predates it).
+    in_run = [(f, where) for f, where in found.present if _profiled_with(f.file, loaded)]
+    kept_anyway = [_still_recompiled(f, where) for f, where in in_run]
+    findings = sorted([*found.findings, *found.outside, *kept_anyway], key=finding_order)
+    planned = [*findings, *(f for f, where in found.present if (f, where) not in in_run)]
     accounting = account(shown, planned, deliberate_static=static_compile_site(anchored.profile, project))
     return shown, findings, accounting
+
+
+def _profiled_with(path: str, profile: Profile) -> bool:
+    """Are the file's bytes now the ones the Profile's run had?"""
+    from recompile_fix.profile.model import sha256_bytes
+
+    try:
+        return profile.sources.get(path) == sha256_bytes(Path(path).read_bytes())
+    except OSError:
+        return False
+
+
+def _still_recompiled(finding: Finding, where: str) -> Finding:
+    import copy
+
+    from recompile_fix.findings.finding import Safety
+
+    shown = copy.copy(finding)
+    shown.safety = Safety.NONE
+    # "...(2 compiles): mark it dynamic before the call" -> what it is, and that the fix is there.
+    shown.message = finding.message.rsplit(": ", 1)[0] + "; its fix was in the code the Profile ran"
+    shown.notes = [f"the fix is in the code the Profile ran ({where}), and the frame still recompiled"]
+    return shown
 
 
 def _read_or_none(path: str, profile: Profile) -> bytes | None:
