@@ -103,12 +103,14 @@ def frame_label(frame: Frame) -> str:
     return f"{frame.name} ({display_location(short_path(frame.file), frame.first_line)})"
 
 
-def call_site_label(site: Location | None, compiles: list[Compile]) -> str:
+def call_site_label(site: Location | None, compiles: list[Compile], with_column: bool = False) -> str:
     """``called at train.py:42 (in main)``, and the library code between where there is some
-    (``via transformers/generation/utils.py:4333 in _prefill``)."""
+    (``via transformers/generation/utils.py:4333 in _prefill``); ``train.py:42:17`` where
+    ``with_column`` (two calls on one line)."""
     if site is None:
         return "called from an unrecorded place"
-    where = f"called at {display_location(site.file, site.line)}" + (f" (in {site.function})" if site.function else "")
+    at = display_location(site.file, site.line) + (f":{site.col + 1}" if with_column and site.col is not None else "")
+    where = f"called at {at}" + (f" (in {site.function})" if site.function else "")
     library = next((c.library_frames for c in compiles if c.library_frames), [])
     if library:
         inner = library[-1]
@@ -179,10 +181,13 @@ def _frame_lines(frame: Frame, ranks: list[int]) -> list[str]:
     sites = frame.call_sites()
     if len(sites) > 1:
         # Per call site: a recompile at one call says nothing about what another passes.
+        lines_seen = [(s.file, s.line) for s, _ in sites if s is not None]
         for site, compiles in sites:
             recompiles = sum(1 for c in compiles if c.is_recompile and not c.limit_hit)
+            shared = site is not None and lines_seen.count((site.file, site.line)) > 1
             lines.append(
-                f"    {call_site_label(site, compiles)}: {len(compiles)} compile{'s' if len(compiles) != 1 else ''}"
+                f"    {call_site_label(site, compiles, with_column=shared)}: "
+                f"{len(compiles)} compile{'s' if len(compiles) != 1 else ''}"
                 f", {recompiles} recompile{'s' if recompiles != 1 else ''}"
             )
             for phrase, count, example in grouped_reasons(frame, compiles):

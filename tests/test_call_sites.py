@@ -677,3 +677,11 @@ class Decoder(nn.Module):
     func = next(f for f in source.nodes(cst.FunctionDef) if f.name.value == "forward" and "cache" in source.code(f))
     assert unseen_call(source, func) is None  # taken for tensor methods without the Profile's word
     assert unseen_call(source, func, frozenset({"cache"})).startswith("`layer.update(...)`")
+
+
+def test_two_calls_on_one_line_are_told_apart_by_column():
+    from recompile_fix.report import call_site_label
+
+    site = Location(file="train.py", line=55, col=43, function="<module>")
+    assert call_site_label(site, []) == "called at train.py:55 (in <module>)"
+    assert call_site_label(site, [], with_column=True) == "called at train.py:55:44 (in <module>)"
