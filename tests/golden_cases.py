@@ -18,6 +18,8 @@ else the case expects. Every key is optional:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +80,19 @@ CASES = [load_case(p) for p in sorted(GOLDEN.glob("RF*/*")) if (p / "program.in.
 
 def case_id(case: Case) -> str:
     return case.id
+
+
+def stage_case(case: Path, work: Path, old: str = "", new: str = "") -> Path:
+    """``case``'s ``program.in.py`` as ``work/program.py`` (``old`` replaced by ``new``, line for
+    line), beside its ``profile.json``, whose digest of the program is made to match: a Profile
+    recorded on the program as edited."""
+    text = (case / "program.in.py").read_text()
+    if old:
+        assert old in text, f"{case}: {old!r} is not in program.in.py"
+        text = text.replace(old, new)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "program.py").write_text(text)
+    data = json.loads((case / "profile.json").read_text())
+    data["sources"]["program.py"] = hashlib.sha256(text.encode()).hexdigest()
+    (work / "profile.json").write_text(json.dumps(data))
+    return work

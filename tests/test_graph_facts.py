@@ -14,11 +14,11 @@ import pytest
 
 from conftest import PROGRAMS, run_cli
 from equivalence import assert_same_outputs, run_recorded, total_compiles
-from golden_cases import GOLDEN
+from golden_cases import GOLDEN, stage_case
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.errors import UserError
-from recompile_fix.profile.model import Compile, Profile, sha256_bytes
+from recompile_fix.profile.model import Compile, Profile
 from recompile_fix.profile.sources import module_path_code
 from recompile_fix.rules.rf001_mark_dynamic.graph_dims import refused_by_run
 
@@ -109,15 +109,7 @@ _CONFIG = "torch._dynamo.config.force_parameter_static_shapes = False"
 
 def _with_text(case: str, tmp_path, old: str, new: str):
     """The case staged with ``old`` replaced, line for line, and the Profile's digest to match."""
-    data = _profile_json(case)
-    work = _stage(case, tmp_path, data)
-    text = (work / "program.py").read_text()
-    assert old in text
-    text = text.replace(old, new)
-    (work / "program.py").write_text(text)
-    data["sources"]["program.py"] = sha256_bytes(text.encode())
-    (work / "profile.json").write_text(json.dumps(data))
-    return work
+    return stage_case(GOLDEN / "RF001" / case, tmp_path / case, old, new)
 
 
 @pytest.mark.parametrize(

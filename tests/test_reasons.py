@@ -57,6 +57,9 @@ REAL_213 = [
          "failed on a parameter, consider using torch._dynamo.config.force_parameter_static_shapes = "
          "False to allow dynamism on parameters.",
          kind="size_mismatch", source="fn._parameters['bias']", dim=0, expected=11, actual=12, entry="0/7"),
+    # `**kwargs` of an empty dict: its truth, which is its length 0
+    case("empty-dict", "0/0: not kwargs                                               # return x + self.mlp(self.norm(x), **kwargs)  # mp/program.py:22 in forward",
+         kind="container_length", source="kwargs", value=0, entry="0/0"),
     case("dtype", "0/0: tensor 'x' dtype mismatch. expected Float, actual Half",
          kind="dtype_mismatch", source="x", expected="Float", actual="Half", entry="0/0"),
     # cpu -> meta: torch checks dispatch keys before the device index, so a device-type change

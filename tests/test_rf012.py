@@ -1,18 +1,16 @@
 """RF012 stable-key-set: the rule's decisions on the golden cases' recorded Profiles (no torch
 run), with the program edited line for line where a test needs another reading of the dict."""
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from golden_cases import GOLDEN
+from golden_cases import GOLDEN, stage_case
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.findings.finding import Safety
-from recompile_fix.profile.model import Profile, sha256_bytes
+from recompile_fix.profile.model import Profile
 from recompile_fix.rules import rule_by_id
 from recompile_fix.rules.rf012_stable_key_set.key_uses import key_of, read_only_by_get
 
@@ -20,15 +18,7 @@ RULE = rule_by_id("RF012")
 
 
 def _stage(tmp_path: Path, case: str, old: str = "", new: str = "") -> Path:
-    data = json.loads((GOLDEN / "RF012" / case / "profile.json").read_text())
-    text = (GOLDEN / "RF012" / case / "program.in.py").read_text()
-    if old:
-        assert old in text
-        text = text.replace(old, new)
-    (tmp_path / "program.py").write_text(text)
-    data["sources"]["program.py"] = sha256_bytes(text.encode())
-    (tmp_path / "profile.json").write_text(json.dumps(data))
-    return tmp_path
+    return stage_case(GOLDEN / "RF012" / case, tmp_path, old, new)
 
 
 def _findings(work: Path):
@@ -117,9 +107,6 @@ def test_the_guards_on_a_dicts_key_set(guard, want):
 
 
 def test_a_dict_passed_on_gets_the_fix_as_unsafe(tmp_path):
-    data = json.loads((GOLDEN / "RF012" / "forwarded_kwargs" / "profile.json").read_text())
-    shutil.copy(GOLDEN / "RF012" / "forwarded_kwargs" / "program.in.py", tmp_path / "program.py")
-    (tmp_path / "profile.json").write_text(json.dumps(data))
-    [finding] = _findings(tmp_path)
+    [finding] = _findings(_stage(tmp_path, "forwarded_kwargs"))
     assert finding.safety is Safety.UNSAFE and finding.params["keys"] == ["gate"]
     assert "whole" in " ".join(finding.notes)  # `**kwargs` handed on

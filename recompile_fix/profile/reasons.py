@@ -50,6 +50,9 @@ _ATTRIBUTE = re.compile(r"^(\w+)((?:\.\w+)+)$")
 _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
 _STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
 _LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
+# An empty dict or list guarded by its truth (`**kwargs` of an empty dict: ``not kwargs``): its
+# length, 0, as ``len(kwargs) == 0`` would say.
+_EMPTY = re.compile(r"^not (?P<src>[A-Za-z_]\w*)$")
 _HASATTR = re.compile(r"""^(?:not )?hasattr\((?P<obj>.+?), ['"](?P<attr>\w+)['"]\)$""")
 # ``___dict_contains('a', o.__dict__)`` is an instance attribute; ``___dict_contains('a', d)`` a dict key.
 _DICT_CONTAINS = re.compile(r"""___dict_contains\((?P<key>.+?), (?P<obj>.+?)(?P<instance>\.__dict__)?\)$""")
@@ -247,6 +250,9 @@ def _parse_guard(guard: str, body: str) -> Reason:
     length = _LEN.match(guard)
     if length:
         return Reason(kind="container_length", text="", source=length.group("src"), value=int(length.group("value")))
+    empty = _EMPTY.match(guard)
+    if empty:
+        return Reason(kind="container_length", text="", source=empty.group("src"), value=0)
 
     presence = _HASATTR.match(guard)
     if presence:

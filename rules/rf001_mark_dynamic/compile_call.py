@@ -33,6 +33,7 @@ __all__ = [
     "fix_compile_call",
     "isolate_finding",
     "iterables_of",
+    "wrapper_compile_call",
     "library_call_finding",
     "per_wrapper_sizes",
 ]
@@ -73,8 +74,7 @@ def isolate_finding(
     frame = plan.frame
     if not frame.limit_hits or not ISOLATE_RECOMPILES.runs_on(plan.release):
         return None
-    names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
-    found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
+    found = wrapper_compile_call(plan, source, call)
     if found is None:
         return None
     compile_source, node, _ = found
@@ -108,6 +108,13 @@ def isolate_finding(
         "dynamic": "decorate" if not isinstance(node, cst.Call) else "add",
     }
     return [finding]
+
+
+def wrapper_compile_call(plan: Any, source: SourceFile, call: cst.Call) -> tuple[SourceFile, cst.CSTNode, bool] | None:
+    """The ``torch.compile`` call that made what ``call`` calls: named by the call, or by what
+    the loop around it iterates (``for head in compiled_heads``); ``find_compile_call``'s answer."""
+    names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
+    return find_compile_call(plan.project, plan.site.file, {n for n in names if n})
 
 
 def iterables_of(source: SourceFile, name: str | None) -> set[str]:

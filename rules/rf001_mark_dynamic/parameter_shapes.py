@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from recompile_fix.analysis.call_site_code import find_compile_call, root_name
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
-from recompile_fix.rules.rf001_mark_dynamic.compile_call import iterables_of
+from recompile_fix.rules.rf001_mark_dynamic.compile_call import wrapper_compile_call
 
 if TYPE_CHECKING:
     from recompile_fix.analysis.source import SourceFile
@@ -53,8 +52,7 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
     shape_recompiles = [c for c in plan.frame.compiles if any(r.kind == "size_mismatch" for r in c.reasons)]
     if len(shape_recompiles) < 2 or not PARAMETER_SHAPES.runs_on(plan.release):
         return None
-    names = {root_name(call.func)} | iterables_of(source, root_name(call.func))
-    found = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
+    found = wrapper_compile_call(plan, source, call)
     if found is None:
         return None
     compile_source, node, _ = found

@@ -3,7 +3,6 @@ recompiles its compiled frame; passing every key, None where it has no value, ke
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import libcst as cst
@@ -78,7 +77,7 @@ class StableKeySet(Rule):
     message = (
         "`{param}` of compiled `{frame}` gains and loses keys between calls: pass every key, None where it has none"
     )
-    consumes = ("attribute_presence", "container_length", "other")
+    consumes = ("attribute_presence", "container_length")
     triggers = ("**",)
     examples = (
         Example(
@@ -177,7 +176,7 @@ class StableKeySet(Rule):
             "star": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
             "keys": sorted(changing),
         }
-        finding.covers = _covers(frame, param, changing, guards)
+        finding.covers = _covers(frame, param, changing)
         return finding
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
@@ -215,19 +214,13 @@ def _changing_keys(frame: Frame) -> dict[str, dict[str, list[Reason]]]:
     return found
 
 
-def _covers(frame: Frame, param: str, keys: set[str], guards: list[Reason]) -> list[dict[str, Any]]:
-    """The guards the fix makes pass: each key's presence, the dict's length, and its truth
-    (``not kwargs``: no source to name, so every such guard of the frame)."""
-    entries = [
+def _covers(frame: Frame, param: str, keys: set[str]) -> list[dict[str, Any]]:
+    """The guards the fix makes pass: each key's presence, and the dict's length (or truth:
+    ``not kwargs``, parsed as its length)."""
+    return [
         cover(frame, [f"{param}[{k!r}]" for k in keys], ["attribute_presence"]),
         cover(frame, [param], ["container_length"]),
     ]
-    if any(r.kind == "other" for r in guards):
-        entries.append(cover(frame, kinds=["other"]))
-    return entries
-
-
-_TRUTH = re.compile(r"^(?:\d+/\d+: )?(?:not )?(?P<name>\w+)\s*(?:#|$)")
 
 
 def _dict_guard(reason: Reason) -> tuple[str, str] | None:
@@ -236,10 +229,6 @@ def _dict_guard(reason: Reason) -> tuple[str, str] | None:
         return key_of(reason.source)
     if reason.kind == "container_length" and reason.source and reason.source.isidentifier():
         return reason.source, ""
-    if reason.kind == "other":
-        truth = _TRUTH.match(reason.text.split("\n", 1)[0])
-        if truth:
-            return truth.group("name"), ""
     return None
 
 
