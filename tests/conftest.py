@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from recompile_fix.lsp.first_open import CACHE_DIR_ENV
 from recompile_fix.profile.warm import OFF_ENV, PRELOAD_ENV, WARM_DIR_ENV, stop_servers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +187,11 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and WARM_DIR_ENV not in os.environ and os.environ.get(OFF_ENV) != "0":
         config.warm_dir = tempfile.mkdtemp(prefix="rfw-", dir="/tmp" if os.path.isdir("/tmp") else None)
         os.environ[WARM_DIR_ENV] = config.warm_dir
+    # The language servers' kept diagnostics (lsp/first_open) in a folder of the session's, not
+    # the user's cache.
+    if not hasattr(config, "workerinput") and CACHE_DIR_ENV not in os.environ:
+        config.cache_dir = tempfile.mkdtemp(prefix="recompile-fix-cache-")
+        os.environ[CACHE_DIR_ENV] = config.cache_dir
 
 
 def pytest_unconfigure(config):
@@ -198,6 +204,10 @@ def pytest_unconfigure(config):
         stop_servers(Path(warm_dir))
         shutil.rmtree(warm_dir, ignore_errors=True)
         os.environ.pop(WARM_DIR_ENV, None)
+    cache_dir = getattr(config, "cache_dir", None)
+    if cache_dir is not None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        os.environ.pop(CACHE_DIR_ENV, None)
 
 
 def pytest_addoption(parser):

@@ -23,6 +23,7 @@ STAGES = [
             "recompile_fix.config",
             "recompile_fix.progress",
             "recompile_fix.notebook",
+            "recompile_fix.tool_code",
         ),
     ),
     ("profile", ("recompile_fix.profile", "recompile_fix._bootstrap")),

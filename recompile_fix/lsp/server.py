@@ -113,10 +113,16 @@ class _Session:
     resolve_edits: bool = False  # the client resolves a code action's edit when it is chosen
     loop: asyncio.AbstractEventLoop | None = None  # the event loop, once initialized
     poll: asyncio.Task[None] | None = None
+    context: str | None = None  # first_open.workspace_context, once initialized
+    # uri -> (version, diagnostics): what ``serve`` published before pygls ran (lsp/first_open)
+    published_early: dict[str, tuple[Any, list[Any]]] = field(default_factory=dict)
 
 
-def build_server(debounce: float = DEFAULT_DEBOUNCE) -> LanguageServer:
-    """The language server (pygls). Imported here so the rest of the tool does not need pygls."""
+def build_server(
+    debounce: float = DEFAULT_DEBOUNCE, published_early: dict[str, tuple[Any, list[Any]]] | None = None
+) -> LanguageServer:
+    """The language server (pygls). Imported here so the rest of the tool does not need pygls.
+    ``published_early``: diagnostics ``serve`` published before it (lsp/first_open)."""
     from lsprotocol import types as lsp
     from pygls.lsp.server import LanguageServer
 
@@ -128,7 +134,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> LanguageServer:
         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
         protocol_cls=protocol_class(),
     )
-    session = _Session(server, _Worker(), debounce)
+    session = _Session(server, _Worker(), debounce, published_early=dict(published_early or {}))
     actions = lsp.CodeActionOptions(
         code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
     )
@@ -276,16 +282,30 @@ async def _run_analysis(session: _Session, uri: str, delay: float) -> None:
         if uri not in session.open or session.server.workspace.get_text_document(uri).version != version:
             return  # a newer change is on its way
         session.latest[uri] = analysis
-        session.server.text_document_publish_diagnostics(
-            lsp.PublishDiagnosticsParams(
-                uri=uri, version=version, diagnostics=[_to_diagnostic(i) for i in analysis.items]
+        diagnostics = [_to_diagnostic(i) for i in analysis.items]
+        published = session.server.protocol._converter.unstructure(diagnostics)
+        if session.published_early.pop(uri, None) != (version, published):
+            session.server.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
             )
-        )
         session.worker.submit(_warm, engine, analysis, priority=_Worker.BACKGROUND)
+        if session.context is not None:  # here, not queued: kept before a shutdown that follows at once
+            _keep_published(engine, uri, text, session.context, published)
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - never take the editor's session down
         _report(session, f"recompile-fix: analysis of {uri} failed:\n{traceback.format_exc()}", _ERROR)
+
+
+def _keep_published(engine: Engine, uri: str, text: str, context: str, published: list[Any]) -> None:
+    """Keep what was published for this text, for the next server's first open (one small file
+    written; the tool's code digest was read by ``_warm_engine``)."""
+    from recompile_fix.config import DEFAULT_PROFILE, find_pyproject
+    from recompile_fix.lsp import first_open
+
+    pyproject = find_pyproject(engine.root) or engine.root / "pyproject.toml"
+    profile = engine.profile_path or engine.root / DEFAULT_PROFILE
+    first_open.store(uri, text, context, published, [str(profile), str(pyproject)])
 
 
 def _schedule(session: _Session, uri: str, delay: float) -> None:
@@ -334,6 +354,15 @@ def _initialize(session: _Session, params: lsp_types.InitializeParams) -> None:
     session.encoding = str(getattr(encoding, "value", encoding) or "utf-16")
     resolve_support = _get(params.capabilities, "text_document", "code_action", "resolve_support")
     session.resolve_edits = bool(resolve_support and "edit" in (resolve_support.properties or []))
+    from recompile_fix.lsp.first_open import workspace_context
+
+    session.context = workspace_context(
+        [f.uri for f in (params.workspace_folders or [])],
+        params.root_uri,
+        params.root_path,
+        params.initialization_options,
+        session.encoding,
+    )
 
 
 async def _initialized(session: _Session, params: lsp_types.InitializedParams) -> None:
@@ -507,9 +536,11 @@ def _warm_engine() -> None:
     import recompile_fix.lsp.engine
     import recompile_fix.rules  # noqa: F401
     from recompile_fix.findings.releases import _own_torch_version
+    from recompile_fix.tool_code import code_digest
 
     libcst.parse_module("x = 1\n")
     _own_torch_version()
+    code_digest()
 
 
 def _warm_formatter() -> None:
@@ -531,6 +562,7 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
     answered while pygls loads (lsp/early.py); ``answer_early=False`` leaves it to pygls."""
     logging.basicConfig(level=logging.WARNING, format="recompile-fix lsp: %(message)s")
     prefix, answered_id = b"", None
+    published_early: dict[str, tuple[Any, list[Any]]] = {}
     if answer_early:
         from recompile_fix.lsp import early
 
@@ -538,12 +570,14 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
         loading.start()
         prefix, first = early.read_first_message(sys.stdin.buffer)
         answer = early.answer_initialize(first, _version())
-        if answer is not None:
+        if answer is not None and first is not None:
             sys.stdout.buffer.write(answer)
             sys.stdout.buffer.flush()
-            answered_id = first["id"] if first is not None else None
+            answered_id = first["id"]
+            more, published_early = _publish_first_open(first["params"])
+            prefix += more
         loading.join()
-    server = build_server(debounce)
+    server = build_server(debounce, published_early)
     from pygls.io_ import StdinAsyncReader, StdoutWriter
 
     server._stop_event = threading.Event()
@@ -567,6 +601,25 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
         server.shutdown()
     if code:
         sys.exit(code)
+
+
+def _publish_first_open(params: dict[str, Any]) -> tuple[bytes, dict[str, tuple[Any, list[Any]]]]:
+    """Before pygls runs: read on to the editor's first ``didOpen`` and publish the diagnostics
+    kept for its text, if any (lsp/first_open). The bytes read, for pygls to read again."""
+    from recompile_fix.lsp import early, first_open
+
+    read, opened = first_open.read_until_open(sys.stdin.buffer, early.read_first_message)
+    document = first_open.file_text(opened) if opened is not None else None
+    if document is None:
+        return read, {}
+    uri, text, version = document
+    context = first_open.context_of_message(params, early.position_encoding(params))
+    diagnostics = first_open.lookup(uri, text, context)
+    if diagnostics is None:
+        return read, {}
+    sys.stdout.buffer.write(first_open.publish_message(uri, version, diagnostics))
+    sys.stdout.buffer.flush()
+    return read, {uri: (version, diagnostics)}
 
 
 def _load_pygls() -> None:

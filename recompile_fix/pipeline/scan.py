@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import json
@@ -27,6 +26,7 @@ from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import NOTEBOOK_SUFFIX, source_of
 from recompile_fix.profile.files import read_bounded
+from recompile_fix.tool_code import code_digest
 
 __all__ = [
     "CACHE_FILE",
@@ -287,22 +287,3 @@ class StaticScan:
 def _progress(done: int, total: int) -> None:
     sys.stderr.write(f"\rrecompile-fix: scanned {done}/{total} files")
     sys.stderr.flush()
-
-
-@functools.cache
-def code_digest() -> str:
-    """A digest of the tool's own source (engine and rules), so a cached result never outlives
-    the code that computed it: an editable install changes without a version bump. Once per
-    process: the code that runs is the code imported (a language server edited under it keeps
-    running the old code, so keeps its old key); it read every file of the tool on every apply."""
-    from recompile_fix import rules
-
-    digest = hashlib.blake2b(digest_size=8)
-    for package in (Path(recompile_fix.__file__).parent, Path(rules.__file__).parent):
-        # Every stage folder; os.walk does not follow the link that puts rules/ in the package.
-        for directory, _, filenames in sorted(os.walk(package)):
-            for name in sorted(f for f in filenames if f.endswith(".py")):
-                path = Path(directory, name)
-                digest.update(str(path.relative_to(package)).encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
