@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import HELPERS, MAIN, run_cli
+from conftest import HELPERS, MAIN, ROOT, run_cli
 from recompile_fix.profile.kept_sources import keep_profiled_sources, kept_source
 from recompile_fix.profile.model import Profile
 
@@ -240,3 +240,25 @@ def test_a_copy_of_the_project_maps_through_the_texts_beside_the_profile(kept, t
         ("helpers.py", inner),
         ("main.py", call),
     ]
+
+
+def test_a_header_line_over_a_guard_that_names_its_first_use(tmp_path):
+    """A scalar's guard text names the line that first used it (`# program.py:40 in forward`);
+    the Profile's copy mapped onto the edited file names the line where it is now. Both are
+    right: a header line over it is no damaged Profile (was exit 2: "says `guidance_scale` was
+    first used at line 41 ...; its text says line 40")."""
+    case = ROOT / "golden" / "RF002" / "dit_guidance_scale"
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    (tmp_path / ".recompile-fix").mkdir()
+    path = tmp_path / ".recompile-fix" / "profile.json"
+    shutil.copy(case / "profile.json", path)
+    keep_profiled_sources(Profile.load(path), path, tmp_path)
+    before = run_cli("apply", ".", "--unsafe-fixes", "--diff", cwd=tmp_path, check=1).stdout
+    program = tmp_path / "program.py"
+    program.write_text("# Copyright the authors.\n" + program.read_text())
+    for argv in (["report"], ["apply", ".", "--check"]):
+        done = run_cli(*argv, cwd=tmp_path, check=None)
+        assert done.returncode in (0, 1) and "damaged" not in done.stderr, done.stderr
+    after = run_cli("apply", ".", "--unsafe-fixes", "--diff", cwd=tmp_path, check=1).stdout
+    changed = [line for line in after.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert changed == [line for line in before.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]

@@ -39,7 +39,7 @@ from recompile_fix.pipeline.scan import StaticScan, content_digest, discover, is
 from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
-from recompile_fix.profile.validate import check_against_sources
+from recompile_fix.profile.validate import check_against_sources, check_agreement
 from recompile_fix.suppression import is_suppressed
 
 __all__ = [
@@ -114,6 +114,7 @@ def find(
     result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
     profiled: list[Finding] = []
     if profile is not None:  # evidence in files edited since profiling, where its code is now
+        check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts
         profile, stale_frames = relocate(profile, root, profile_path or Path(root, config.profile), texts)
         result.errors.extend(stale_frames)
         result.stale_frames = stale_frames
@@ -258,7 +259,7 @@ def _plan_from_profile(
     def read(path: str) -> bytes:
         return files.read(path, profile.interpreter)
 
-    check_against_sources(profile, files.reader_or_none(profile.interpreter), root_dir)
+    check_against_sources(profile, files.reader_or_none(profile.interpreter), root_dir, agreement=False)
     project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter, read=read)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
