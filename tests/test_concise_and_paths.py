@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-CASE = ROOT / "golden" / "RF003" / "seed_lr_scheduler"  # its finding has a note
+CASE = ROOT / "golden" / "RF003" / "seed_lr_scheduler"  # its finding (unsafe: --unsafe-fixes) has a note
 
 
 @pytest.fixture
@@ -28,10 +28,12 @@ def _finding_lines(stdout):
 
 
 def test_concise_is_one_line_a_finding_and_full_adds_the_notes(lr_project):
-    concise = run_cli("apply", ".", "--check", "--output-format", "concise", cwd=lr_project, check=1)
-    full = run_cli("apply", ".", "--check", "--output-format", "full", cwd=lr_project, check=1)
-    text = run_cli("apply", ".", "--check", "--output-format", "text", cwd=lr_project, check=1)
-    piped = run_cli("apply", ".", "--check", cwd=lr_project, check=1)  # not a terminal: full, as before
+    concise = run_cli("apply", ".", "--check", "--unsafe-fixes", "--output-format", "concise", cwd=lr_project, check=1)
+    full = run_cli("apply", ".", "--check", "--unsafe-fixes", "--output-format", "full", cwd=lr_project, check=1)
+    text = run_cli("apply", ".", "--check", "--unsafe-fixes", "--output-format", "text", cwd=lr_project, check=1)
+    piped = run_cli(
+        "apply", ".", "--check", "--unsafe-fixes", cwd=lr_project, check=1
+    )  # not a terminal: full, as before
     lines = concise.stdout.splitlines()
     assert len(lines) == 1 and lines == _finding_lines(full.stdout)
     assert lines[0].startswith("program.py:4:7: RF003 [*] ")
@@ -43,7 +45,7 @@ def test_concise_is_one_line_a_finding_and_full_adds_the_notes(lr_project):
 def test_concise_is_the_default_on_a_terminal(lr_project):
     leader, follower = pty.openpty()
     done = subprocess.run(
-        [sys.executable, "-m", "recompile_fix", "apply", ".", "--check"],
+        [sys.executable, "-m", "recompile_fix", "apply", ".", "--check", "--unsafe-fixes"],
         cwd=lr_project,
         stdout=follower,
         stderr=subprocess.PIPE,

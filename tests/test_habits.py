@@ -49,10 +49,10 @@ def test_noqa_rf003_is_honoured_and_keeps_the_profile_fresh(tmp_path):
     work = _stage(tmp_path, None)
     program = work / "program.py"
     program.write_text(program.read_text().replace(OPT, OPT + "  # noqa: RF003"))
-    done = run_cli("apply", ".", "--check", cwd=work, check=0)
+    done = run_cli("apply", ".", "--check", "--unsafe-fixes", cwd=work, check=0)
     assert "RF003" not in done.stdout and "stale" not in done.stderr
     program.write_text(program.read_text().replace("# noqa: RF003", "# noqa: E501"))
-    assert "RF003" in run_cli("apply", ".", "--check", cwd=work, check=1).stdout
+    assert "RF003" in run_cli("apply", ".", "--check", "--unsafe-fixes", cwd=work, check=1).stdout
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_noqa_rf003_is_honoured_and_keeps_the_profile_fresh(tmp_path):
 def test_a_fixed_statement_follows_the_projects_line_length(tmp_path, config, expected):
     work = _stage(tmp_path, config)
     before = (work / "program.py").read_text()
-    run_cli("apply", ".", cwd=work, check=0)
+    run_cli("apply", ".", "--unsafe-fixes", cwd=work, check=0)
     after = (work / "program.py").read_text()
     assert after == before.replace(OPT + "\n", expected)
     limit = configured_line_length(work / "program.py")

@@ -144,7 +144,7 @@ def test_a_notebook_that_is_not_one_is_one_line(tmp_path, data, why):
 
 def test_apply_diff_shows_one_diff_per_cell(tmp_path):
     project = _project(tmp_path, with_profile=True)
-    done = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    done = run_cli("apply", "--unsafe-fixes", "--diff", "train.ipynb", cwd=project)
     assert done.returncode == 1, done.stderr
     headers = [line for line in done.stdout.splitlines() if line.startswith(("--- ", "+++ "))]
     assert headers == [
@@ -156,7 +156,7 @@ def test_apply_diff_shows_one_diff_per_cell(tmp_path):
     assert "+    torch._dynamo.mark_dynamic(data, 0)" in done.stdout
     assert "+adam = torch.optim.Adam(net.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))" in done.stdout
     assert (project / "train.ipynb").read_bytes() == NOTEBOOK.read_bytes()  # --diff writes nothing
-    check = run_cli("apply", "--check", "train.ipynb", cwd=project)
+    check = run_cli("apply", "--unsafe-fixes", "--check", "train.ipynb", cwd=project)
     assert check.returncode == 1
     # Findings name the cell and the line in it, as ruff does.
     assert "train.ipynb:cell 3:19:" in check.stdout and "train.ipynb:cell 4:2:" in check.stdout
@@ -164,7 +164,7 @@ def test_apply_diff_shows_one_diff_per_cell(tmp_path):
 
 def test_apply_edits_the_cells_and_nothing_else(tmp_path):
     project = _project(tmp_path, with_profile=True)
-    run_cli("apply", "train.ipynb", cwd=project, check=0)
+    run_cli("apply", "--unsafe-fixes", "train.ipynb", cwd=project, check=0)
     data = (project / "train.ipynb").read_bytes()
     after, before = _check_notebook(data), json.loads(NOTEBOOK.read_bytes())
     assert _cells_except_source(after) == _cells_except_source(before)
@@ -181,7 +181,7 @@ def test_apply_edits_the_cells_and_nothing_else(tmp_path):
     ]
     assert len(new_lines) == len(old_lines) + 1
     # Applied: a second run has nothing to do.
-    again = run_cli("apply", "--check", "train.ipynb", cwd=project)
+    again = run_cli("apply", "--unsafe-fixes", "--check", "train.ipynb", cwd=project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "already fixed" in again.stderr
 
@@ -193,11 +193,11 @@ def test_static_mode_scans_notebooks_in_a_folder(tmp_path):
     project = _project(tmp_path, with_profile=False)
     (project / "sub").mkdir()
     shutil.move(project / "train.ipynb", project / "sub" / "train.ipynb")
-    done = run_cli("apply", "--diff", ".", cwd=project)
+    done = run_cli("apply", "--unsafe-fixes", "--diff", ".", cwd=project)
     assert done.returncode == 1, done.stderr
     assert "--- a/sub/train.ipynb:cell 4" in done.stdout
     assert "+adam = torch.optim.Adam(net.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))" in done.stdout
-    run_cli("apply", ".", cwd=project, check=0)
+    run_cli("apply", "--unsafe-fixes", ".", cwd=project, check=0)
     after = _check_notebook((project / "sub" / "train.ipynb").read_bytes())
     assert "lr=torch.tensor(0.01, dtype=torch.float64)" in _source(after, 4)
     assert _cells_except_source(after) == _cells_except_source(json.loads(NOTEBOOK.read_bytes()))
@@ -227,7 +227,7 @@ def test_magics_survive_a_rewrite(tmp_path):
     }
     data = json.dumps(nb, indent=2) + "\n"  # another layout: kept as it is
     (tmp_path / "magic.ipynb").write_text(data)
-    run_cli("apply", "magic.ipynb", cwd=tmp_path, check=0)
+    run_cli("apply", "--unsafe-fixes", "magic.ipynb", cwd=tmp_path, check=0)
     written = (tmp_path / "magic.ipynb").read_text()
     after = _check_notebook(written.encode())
     source = after["cells"][0]["source"]
@@ -277,9 +277,9 @@ def test_profile_apply_and_run_the_notebook_again(tmp_path):
     # `def forward` is line 7 of cell 3.
     assert display_location(str(notebook), recompiling["forward"].first_line) == f"{notebook}:cell 3:7"
 
-    diff = run_cli("apply", "--diff", "train.ipynb", cwd=project)
+    diff = run_cli("apply", "--unsafe-fixes", "--diff", "train.ipynb", cwd=project)
     assert diff.returncode == 1 and "--- a/train.ipynb:cell 3" in diff.stdout and "a/train.ipynb:cell 4" in diff.stdout
-    run_cli("apply", "train.ipynb", cwd=project, check=0)
+    run_cli("apply", "--unsafe-fixes", "train.ipynb", cwd=project, check=0)
     _check_notebook(notebook.read_bytes())
 
     # Run the cells again (the script `profile` runs), beside the original and the hand fix.
@@ -349,6 +349,6 @@ def test_another_kernels_notebook_has_no_python_to_read(tmp_path):
     assert Notebook("r.ipynb", data).text == ""
     (tmp_path / "r.ipynb").write_bytes(data)
     shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
-    done = run_cli("apply", "--check", ".", cwd=tmp_path)
+    done = run_cli("apply", "--unsafe-fixes", "--check", ".", cwd=tmp_path)
     assert done.returncode == 1 and "error" not in done.stderr  # the Python notebook's finding only
     assert "train.ipynb:cell 4:2:" in done.stdout and "r.ipynb" not in done.stdout

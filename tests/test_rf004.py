@@ -226,6 +226,26 @@ def test_training_under_inductor_is_unsafe_for_its_gradients():
     assert "fake_mode" not in notes(finding)
 
 
+def test_a_training_script_beside_the_model_file_makes_the_fix_the_training_one(tmp_path):
+    """The block file trains nowhere itself, and the run profiled may be inference only
+    (`sample.py`); `train.py` beside it runs a backward pass through the same blocks: the fix is
+    the training one (unsafe, buffer reuse off), never [*] (measured: gradients 4-40% off
+    under inductor without `allow_buffer_reuse = False`)."""
+    (tmp_path / "model.py").write_text(source("return x + self.lin(x)"))
+    (tmp_path / "sample.py").write_text("import torch\nfrom model import Model\nprint(Model()(torch.randn(2, 8)))\n")
+    alone = run_cli("apply", ".", "--check", "--output-format", "concise", cwd=tmp_path, check=1).stdout
+    assert "RF004 [*]" in alone, alone
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom model import Model\nmodel = Model()\nloss = model(torch.randn(2, 8)).sum()\nloss.backward()\n"
+    )
+    beside = run_cli("apply", ".", "--check", "--output-format", "concise", cwd=tmp_path, check=0).stdout
+    assert "RF004 [unsafe fix]" in beside, beside
+    diff = run_cli("apply", ".", "--unsafe-fixes", "--diff", cwd=tmp_path, check=1).stdout
+    assert "allow_buffer_reuse = False" in diff and "nested_compile_region" in diff
+    report = run_cli("apply", "model.py", "--check", "--output-format", "full", cwd=tmp_path, check=0).stdout
+    assert "`loss.backward()` at train.py:5" in report, report
+
+
 EAGER_TRAINING = '\nstep = torch.compile(Model(), backend="eager")\nstep(torch.randn(2, 8)).sum().backward()\n'
 
 

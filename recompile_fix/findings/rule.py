@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -125,6 +126,13 @@ class Rule:
         """A static Finding (``plan_static``) in the light of what a Profile established about the
         program (e.g. ``Profile.trains``): static mode must not contradict the Profile, also for a
         file the Profile no longer matches (already fixed, edited since). Default: as it is."""
+        return finding
+
+    def honour_training(self, finding: Finding, source: SourceFile, where: Callable[[], str | None]) -> Finding:
+        """The Finding where a file of the project that neither the Profile nor this file saw
+        runs a backward pass (a training script beside the inference script profiled).
+        ``where()``: that call and its file, or None (found on the first ask, once per run: it
+        reads the project). Default: as it is."""
         return finding
 
     def claims(self, finding: Finding) -> list[Claim]:

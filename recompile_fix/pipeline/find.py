@@ -19,7 +19,9 @@ language server passes one (``texts``), else the bytes on disk.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from pathlib import Path
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.relocate import relocate
 from recompile_fix.analysis.source import SourceError, SourceFile
-from recompile_fix.config import Config
+from recompile_fix.config import Config, load_config
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety
@@ -139,7 +141,14 @@ def find(
         for finding in _one_per_file(merge_findings(profiled, static, config), root)
         if not is_suppressed(files.line(finding.file, finding.location.line), finding.rule)
     ]
-    result.findings, result.present = settle(findings, rules, profile=profile, source_of=files.source, memo=result.memo)
+    result.findings, result.present = settle(
+        findings,
+        rules,
+        profile=profile,
+        source_of=files.source,
+        memo=result.memo,
+        training=TrainingInProject(root, config.excluded, files),
+    )
     return result
 
 
@@ -147,7 +156,56 @@ def settle_in(
     root: str | os.PathLike[str], findings: list[Finding], rules: tuple[Rule, ...], profile: Profile | None
 ) -> tuple[list[Finding], list[tuple[Finding, str]]]:
     """``settle`` against the files as they are under ``root``."""
-    return settle(findings, rules, profile=profile, source_of=_Files(Path(root)).source)
+    files = _Files(Path(root))
+    training = TrainingInProject(Path(root), load_config(Path(root)).excluded, files)
+    return settle(findings, rules, profile=profile, source_of=files.source, training=training)
+
+
+# A backward pass, as text: `loss.backward()`, `torch.autograd.backward(...)`, `autograd.grad(...)`.
+_BACKWARD = re.compile(rb"\.backward\s*\(|\bautograd\.(?:backward|grad)\s*\(")
+
+
+class TrainingInProject:
+    """Where a Python file of the project (``root``, less what the configuration excludes) that
+    imports a given module runs a backward pass: a training script beside the file a finding is
+    in, which neither the Profile nor that file shows. Read by text, once, on the first ask (a
+    parse of every file would cost a warm run its cache)."""
+
+    def __init__(self, root: Path, excluded: Callable[[str], bool], files: "_Files"):
+        self.root, self.excluded, self.files = root, excluded, files
+        self._trainers: list[tuple[str, bytes, str]] | None = None  # (file, text, the call)
+
+    def _scan(self) -> list[tuple[str, bytes, str]]:
+        if self._trainers is None:
+            self._trainers = []
+            for path in discover([str(self.root)], self.root, self.excluded):
+                if path.suffix != ".py":
+                    continue
+                relative = os.path.relpath(path, self.root)
+                try:
+                    data = self.files.read(relative)
+                except OSError:
+                    continue
+                match = _BACKWARD.search(data)
+                if match is not None:
+                    start = data.rfind(b"\n", 0, match.start()) + 1
+                    end = data.find(b"\n", match.start())
+                    call = data[start : end if end >= 0 else len(data)].decode(errors="replace").strip()
+                    line = data.count(b"\n", 0, match.start()) + 1
+                    self._trainers.append((relative, data, f"`{call}` at {relative}:{line}"))
+        return self._trainers
+
+    def of(self, path: str) -> str | None:
+        """The first training file that imports ``path``'s module (``import model``, ``from
+        model import GPT``, ``from .model import``, ``from pkg.model import``), or None."""
+        module = re.escape(Path(path).stem).encode()
+        imports = re.compile(
+            rb"^\s*(?:from\s+[\w.]*?\b" + module + rb"\s+import|import\s+[\w.]*?\b" + module + rb"\b)", re.M
+        )
+        for relative, data, where in self._scan():
+            if os.path.normpath(relative) != os.path.normpath(path) and imports.search(data):
+                return where
+        return None
 
 
 def settle(
@@ -157,10 +215,12 @@ def settle(
     profile: Profile | None,
     source_of: Callable[[str], SourceFile | None],
     memo: DerivedCache | None = None,
+    training: TrainingInProject | None = None,
 ) -> tuple[list[Finding], list[tuple[Finding, str]]]:
     """The Findings still pending in the code as it is, and (finding, where) for those whose fix
-    is already there. Static Findings first take in the Profile's facts. ``memo``: answers kept
-    from an earlier run over the same bytes (``already_present`` may parse the file)."""
+    is already there. Static Findings first take in the Profile's facts, every Finding the
+    project's (``training``: the files of the project that run a backward pass). ``memo``: answers kept from an earlier run over the same bytes (``already_present``
+    may parse the file)."""
     by_id = {rule.id: rule for rule in rules}
     pending: list[Finding] = []
     present: list[tuple[Finding, str]] = []
@@ -174,6 +234,8 @@ def settle(
         try:
             if profile is not None and finding.confidence == "static":
                 finding = rule.honour_facts(finding, profile, source)
+            if training is not None:
+                finding = rule.honour_training(finding, source, functools.partial(training.of, finding.file))
             where = _already_present(rule, finding, source, memo) if finding.fixable else None
         except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
             where = None

@@ -4,6 +4,7 @@ changed there to mark, with which mark (``mark_dynamic``, ``maybe_mark_dynamic``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import libcst as cst
@@ -120,6 +121,9 @@ class SitePlan:
             isolated = self._isolated(source, call, notes + lost)
             return isolated if isolated is not None else self.none(notes + lost)
 
+        tied = self._tied_ints(kept, func, func_source)
+        if tied:
+            return self.none(tied)
         entries, loops, names = self._layout(source, call, kept, located)
         if not self.ev.borrowed and not self._marking_helps(kept):
             return self._no_help(kept, func, names)
@@ -193,6 +197,42 @@ class SitePlan:
                     "still recompile for it"
                 )
         return kept, notes, partial, lost
+
+    def _tied_ints(
+        self, kept: list[tuple[str, int]], func: cst.FunctionDef | None, func_source: SourceFile | None
+    ) -> list[str]:
+        """Why no mark helps where an int argument carries the size along with the tensor (the
+        recorded int equals the dim's size at every compile here, and changes): torch specialises
+        an int at the first compile, so the call compiles again whatever the mark, and a
+        ``mark_dynamic`` raises where the code ties the two (``x.view(shape)``:
+        ConstraintViolationError). An int the compiled function's body never names gets no guard:
+        not counted. Empty where none does."""
+        compiles = [c for c in self.ev.compiles if c.inputs]
+        body = func_source.code(func.body) if func is not None and func_source is not None else None
+        if len(compiles) < 2:
+            return []
+        why = []
+        for src, dim in kept:
+            sizes = [(c.inputs.get(src) or {}).get("shape") for c in compiles]
+            if any(not isinstance(s, list) or len(s) <= dim for s in sizes):
+                continue
+            at = [s[dim] for s in sizes]  # type: ignore[index]
+            if len(set(at)) < 2:
+                continue
+            for name in compiles[0].inputs:
+                root = re.match(r"[A-Za-z_]\w*", name)
+                if body is not None and (root is None or not re.search(rf"\b{root.group()}\b", body)):
+                    continue  # never read in the compiled code: no guard on it
+                values = [(c.inputs.get(name) or {}) for c in compiles]
+                if all(v.get("type") == "int" and v.get("value") == size for v, size in zip(values, at)):
+                    why.append(
+                        f"`{name}`, an int argument, carries `{src}` dim {dim}'s size ({' -> '.join(map(str, at))}): "
+                        "torch specialises an int at the first compile, so the call compiles again whatever "
+                        "the mark (and `mark_dynamic` raises where the code ties the two, as `x.view(shape)` "
+                        "does); pass the size from the tensor instead (`x.shape[1]`, or -1 in a view)"
+                    )
+                    break
+        return why
 
     def _no_help(
         self, kept: list[tuple[str, int]], func: cst.FunctionDef | None, names: dict[str, str]
