@@ -1,6 +1,8 @@
 """RF001 mark-dynamic beyond the golden cases: the notes that say torch will still recompile, and
 the calls it must leave alone (with the reason)."""
 
+import shutil
+
 import pytest
 
 from conftest import PROGRAMS, run_cli
@@ -147,3 +149,18 @@ def test_an_eval_call_that_compiled_dynamic_gets_the_mark_the_training_call_gets
 )
 def test_no_borrowed_mark_where_nothing_is_taken_away(dims, inputs, marked):
     assert _borrow(dims, inputs, marked) == []
+
+
+@pytest.mark.slow
+def test_an_int_argument_that_carries_the_size_gets_no_mark(tmp_path):
+    """`split_heads(x, (2, T, 4, 8))` with `x.view(shape)`: the recorded int `shape[1]` equals
+    `x` dim 1 at every compile. A mark cannot remove the recompile (the int is specialised) and
+    `mark_dynamic` raised ConstraintViolationError: [no fix], with the int named; nothing written."""
+    program = tmp_path / "program.py"
+    shutil.copy(PROGRAMS / "shapes" / "int_carries_size.py", program)
+    before = program.read_text()
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    report = run_cli("report", "--output-format", "full", cwd=tmp_path, check=0).stdout
+    assert "RF001 [no fix]" in report and "`shape[1]`, an int argument, carries `x` dim 1's size (8 -> 16)" in report
+    run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
+    assert program.read_text() == before
