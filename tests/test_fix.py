@@ -139,14 +139,17 @@ def test_fix_on_the_examples_converges_with_verifys_numbers(tmp_path):
     assert "Converged after" in fixed.stdout
     compared = 0
     for frame in verified["frames"]:
+        if frame["label"].startswith("step ("):
+            continue  # RF003's tensor lr is unproven: `fix` keeps it after its run (5 -> 1), verify's safe set has not
         cells = _row(fixed.stdout, frame["label"].split(":", 1)[0])
         for i, stat in enumerate(("compiles", "recompiles", "limit_hits"), 1):
             b, a = (frame[side][stat] if frame[side] else None for side in ("before", "after"))
             assert cells[i] == f"{'-' if b is None else b} -> {'-' if a is None else a}", (frame["label"], stat, cells)
         compared += 1
-    assert compared == len(verified["frames"]) >= 10
+    assert compared == len(verified["frames"]) - 1 >= 10
     totals = _row(fixed.stdout, "total")
-    assert totals[1] == f"{verified['totals']['compiles']['before']} -> {verified['totals']['compiles']['after']}"
+    before, after = (int(n) for n in totals[1].split(" -> "))
+    assert before == verified["totals"]["compiles"]["before"] and after < verified["totals"]["compiles"]["after"]
 
 
 def test_verify_runs_the_program_as_the_user_does(tmp_path):
@@ -170,7 +173,7 @@ def test_verify_runs_the_program_as_the_user_does(tmp_path):
 def test_verify_accepts_a_tensor_lr_that_adds_a_frame_compiled_once(tmp_path):
     shutil.copy(PROGRAMS / "verify" / "lr_tensor_scalar.py", tmp_path / "train.py")
     run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
-    result = run_cli("verify", cwd=tmp_path, check=0)
+    result = run_cli("verify", "--unsafe-fixes", cwd=tmp_path, check=0)  # RF003 is unproven
     assert re.search(r"_to_scalar \(.*optimizer.py:\d+\)\s+- -> 1", result.stdout)
     assert "note: new compiled frame _to_scalar" in result.stdout and "recompiles 1 -> 0" in result.stdout
     assert "Verified: compiles 5 -> 5, recompiles 1 -> 0" in result.stdout

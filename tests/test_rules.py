@@ -21,10 +21,10 @@ def test_rule_docs_have_every_section_in_order(rule):
     positions = [docs.find(s) for s in SECTIONS]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), positions
     assert rule.id.startswith("RF") and rule.name and rule.examples
-    # What drives it: the reason kinds it consumes (each one the Profile knows), or the source
-    # alone (static mode) for a rule no guard failure drives.
+    # What drives it: the reason kinds it consumes (each one the Profile knows), other evidence
+    # the Profile records (graph breaks), or the source alone (static mode).
     assert set(rule.consumes) <= set(REASON_KINDS), rule.consumes
-    assert rule.consumes or type(rule).plan_static is not Rule.plan_static
+    assert rule.consumes or rule.evidence or type(rule).plan_static is not Rule.plan_static
 
 
 def test_rules_command_lists_and_explains(cli):

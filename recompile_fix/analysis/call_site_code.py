@@ -28,6 +28,8 @@ __all__ = [
     "is_atomic_expression",
     "is_contiguous_copy",
     "is_plain_dotted",
+    "scope_statement",
+    "statement_start",
     "marked_dims",
     "loop_marks_before",
     "marks_before",
@@ -332,3 +334,26 @@ def fresh_name(base: str, taken: set[str]) -> str:
     while f"{base}_{n}" in taken:
         n += 1
     return f"{base}_{n}"
+
+
+def scope_statement(source: SourceFile, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The statement of ``node``'s function (or of the module) that holds it: where a line runs
+    once before the compile, not once per pass of a loop around it (a config line before the
+    statement that compiles). None inside a class body or a lambda."""
+    statement: cst.CSTNode | None = None
+    for parent in source.ancestors(node):
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = parent
+        if isinstance(parent, (cst.FunctionDef, cst.Module)) and statement is not parent:
+            return statement
+        if isinstance(parent, (cst.ClassDef, cst.Lambda)):
+            return None  # a line in a class body binds a class attribute
+    return statement
+
+
+def statement_start(source: SourceFile, statement: cst.CSTNode) -> tuple[int, int]:
+    """(line, column) where a line inserted before ``statement`` goes: above its decorators, for
+    a decorated ``def`` or ``class`` (libcst's position of one starts at the keyword)."""
+    decorators = getattr(statement, "decorators", None) or ()
+    pos = source.positions[decorators[0] if decorators else statement]
+    return pos.start.line, pos.start.column

@@ -66,6 +66,9 @@ class Rule:
     # it: the rule's own version gates read these, `rewrite` refuses an edit naming one the
     # Finding's release lacks, and docs/torch-releases.md is rendered from them.
     emits: tuple[TorchApi, ...] = ()
+    # What else of the Profile drives the rule where no reason kind does (e.g. "graph_breaks":
+    # the breaks the run recorded).
+    evidence: tuple[str, ...] = ()
     # A rule that only reports (its Findings are all Safety.NONE and it has no fix): its examples
     # are code it leaves alone (tests/test_rule_examples.py).
     finding_only: bool = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_graph_break"]
+__all__ = ["logging_call", "parse_graph_break"]
 
 _AT = re.compile(r"Graph break (?:\(user stack suppressed[^)]*\) )?in user code at (.+):(\d+)")
 _REASON = re.compile(r"Graph Break Reason: (.+)")
@@ -15,6 +15,11 @@ _REASON = re.compile(r"Graph Break Reason: (.+)")
 # ``User code traceback:`` (no generic first line, no detail line).
 _REASON_2_6 = re.compile(r"^\s*Reason: (.+)", re.M)
 _NOT_DETAIL = ("User code traceback", "Traceback (most recent call last)")
+# "logging.Logger method not supported": the debug context names the logger and its method
+# (``method: <Logger transformers.modeling_utils (WARNING)>.warning_once, args: ...``).
+_LOGGER_CALL = re.compile(
+    r"Developer debug context: method: <(?:Root)?Logger (?P<name>[^<>()]+?) \([^()]*\)>\.(?P<method>[A-Za-z_]\w*)\b"
+)
 
 
 def parse_graph_break(text: str) -> tuple[str, int, str] | None:
@@ -34,3 +39,9 @@ def parse_graph_break(text: str) -> tuple[str, int, str] | None:
         int(where.group(2)),
         " ".join(p for p in [reason.group(1).strip() if reason else "", detail] if p),
     )
+
+
+def logging_call(text: str) -> tuple[str, str] | None:
+    """(logger name, method) of a graph break at a ``logging.Logger`` method call, or None."""
+    match = _LOGGER_CALL.search(text)
+    return (match.group("name").strip(), match.group("method")) if match else None

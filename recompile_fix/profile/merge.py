@@ -207,10 +207,12 @@ class _Merge:
                 continue
             self.named.add(raw["file"])
             file = self.spell(raw["file"])
-            key = (file, raw["line"], spell_library_paths_in(raw.get("reason", ""), self.interpreter))
+            reason = spell_library_paths_in(raw.get("reason", ""), self.interpreter)
+            logger = (raw.get("logger"), raw.get("logger_method")) if isinstance(raw.get("logger"), str) else None
+            key = (file, raw["line"], reason, logger)
             breaks.setdefault(frame.key, (frame, Counter()))[1][key] += 1
         for frame, counts in breaks.values():
-            for (file, line, reason), count in counts.items():
+            for (file, line, reason, logger), count in counts.items():
                 same = next(
                     (
                         b
@@ -223,7 +225,13 @@ class _Merge:
                     same.count += count
                 else:
                     frame.graph_breaks.append(
-                        GraphBreak(location=Location(file=file, line=line), reason=reason, count=count)
+                        GraphBreak(
+                            location=Location(file=file, line=line),
+                            reason=reason,
+                            count=count,
+                            logger=logger[0] if logger else None,
+                            logger_method=logger[1] if logger else None,
+                        )
                     )
 
     def finish(self, records: list[dict], ranked: list[dict]) -> Profile:

@@ -135,6 +135,10 @@ class GraphBreak:
     location: Location
     reason: str
     count: int = 1
+    # A break at a ``logging.Logger`` method call: the logger's name and the method (torch's
+    # debug context names them; None: another break, or an older Profile).
+    logger: str | None = None
+    logger_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -588,7 +592,13 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
         for c in data.get("compiles", [])
     ]
     breaks = [
-        GraphBreak(location=_location_of(b["location"]), reason=b.get("reason", ""), count=b.get("count", 1))
+        GraphBreak(
+            location=_location_of(b["location"]),
+            reason=b.get("reason", ""),
+            count=b.get("count", 1),
+            logger=b.get("logger"),
+            logger_method=b.get("logger_method"),
+        )
         for b in data.get("graph_breaks", [])
     ]
     signature = data.get("signature")

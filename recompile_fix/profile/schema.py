@@ -224,6 +224,11 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
         _location(data.get("location"), f"{where}.graph_breaks[{i}].location")
         _str(data.get("reason", ""), f"{where}.graph_breaks[{i}].reason")
         _int(data.get("count", 1), f"{where}.graph_breaks[{i}].count", 1)
+        if data.get("logger") is not None or data.get("logger_method") is not None:
+            _str(data.get("logger"), f"{where}.graph_breaks[{i}].logger", empty=False)
+            method = data.get("logger_method")
+            if not isinstance(method, str) or not method.isidentifier():  # it is written as code
+                _fail(f"{where}.graph_breaks[{i}].logger_method", f"is {_short(method)}, not a method name")
 
 
 _BLOCK_FIELDS = {"path", "count", "block", "file", "line", "container", "argument", "owner", "graph_inputs"}

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import overload
 
 from recompile_fix.errors import UserError
-from recompile_fix.profile.graph_breaks import parse_graph_break  # the recorder's reading too
+from recompile_fix.profile.graph_breaks import logging_call, parse_graph_break  # the recorder's reading too
 from recompile_fix.profile.libraries import STDLIB_ROOT, spell_library_file
 from recompile_fix.profile.resume import PREFIX as RESUME_PREFIX
 from recompile_fix.profile.resume import function_of, is_resume, parse_resume, resumed_function
@@ -204,9 +204,11 @@ class _Process:
         graph_break = parse_graph_break(text)
         if graph_break is not None:
             file, line, reason = graph_break
-            self.graph_breaks.append(
-                {"compile_id": cid, "generation": self.generation, "file": file, "line": line, "reason": reason}
-            )
+            entry = {"compile_id": cid, "generation": self.generation, "file": file, "line": line, "reason": reason}
+            logger = logging_call(text)
+            if logger is not None:
+                entry["logger"], entry["logger_method"] = logger
+            self.graph_breaks.append(entry)
 
     # -- the raw record ---------------------------------------------------------------------
     def record(self, paths: "_PathMap") -> dict:

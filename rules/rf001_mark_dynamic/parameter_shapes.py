@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from recompile_fix.analysis.call_site_code import scope_statement, statement_start
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
@@ -58,10 +59,9 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
     compile_source, node, _ = found
     if any(option in compile_source.text for option in _OPTIONS):
         return None  # the program chose how Dynamo treats parameter shapes: the user's call
-    statement = _scope_statement(compile_source, node)
+    statement = scope_statement(compile_source, node)
     if statement is None:
         return None
-    pos = compile_source.positions[statement]
     location = compile_source.location_of(node, plan.site.file)
     finding = plan.finding(
         f"compiled `{plan.frame.name}` compiles once per parameter shape ({plan.frame.compile_count} compiles"
@@ -88,7 +88,7 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
             "unproven: the run saw two parameter shapes; the compile this saves is a later state's, "
             "which a parameter of size 1 would take back; `fix` keeps it only where a run shows fewer compiles"
         )
-    finding.params = {"config_before": [pos.start.line, pos.start.column]}
+    finding.params = {"config_before": list(statement_start(compile_source, statement))}
     finding.covers = [cover(plan.frame, kinds=["size_mismatch"])]
     return [finding]
 
@@ -114,17 +114,3 @@ def fix_parameter_shapes(finding: Finding, source: SourceFile, torch_name: str) 
     )
     at = source.offset(line, 0)
     return [Edit(finding.file, at, at, text, "RF001")]
-
-
-def _scope_statement(source: SourceFile, node: cst.CSTNode) -> cst.CSTNode | None:
-    """The statement of ``node``'s function (or of the module) that holds it: where a line runs
-    once before the compile, not once per pass of a loop around it."""
-    statement: cst.CSTNode | None = None
-    for parent in source.ancestors(node):
-        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            statement = parent
-        if isinstance(parent, (cst.FunctionDef, cst.Module)) and statement is not parent:
-            return statement
-        if isinstance(parent, (cst.ClassDef, cst.Lambda)):
-            return None  # a line in a class body binds a class attribute
-    return statement

@@ -30,7 +30,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from recompile_fix.profile.graph_breaks import parse_graph_break  # standard library only
+from recompile_fix.profile.graph_breaks import logging_call, parse_graph_break  # standard library only
 from recompile_fix.profile.graph_facts import compiled_graph_dims
 from recompile_fix.profile.recorder.compiled_frame import compiled_frame_backend, compiled_frame_blocks
 from recompile_fix.profile.recorder.hooks import put_back_hooks
@@ -214,6 +214,9 @@ class Recorder:
             "line": line,
             "reason": reason,
         }
+        logger = logging_call(text)
+        if logger is not None:
+            graph_break_["logger"], graph_break_["logger_method"] = logger
         self.graph_breaks.append(graph_break_)
         self.part.append("graph_break", graph_break_)
 
