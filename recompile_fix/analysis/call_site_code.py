@@ -21,6 +21,7 @@ __all__ = [
     "binding_right_before",
     "call_runs_before_argument",
     "calls_nothing",
+    "compiled_module",
     "contains_node",
     "find_compile_call",
     "fresh_name",
@@ -124,12 +125,33 @@ def contains_node(root: cst.CSTNode, predicate) -> bool:
     return any(predicate(n) for n in walk(root))
 
 
+# Tensor methods that return a new tensor and change nothing (not even the random state): two of
+# them run in either order alike. (`.to()` of a module moves it in place; in an argument list it
+# is a tensor's.)
+_PURE_METHODS = frozenset(
+    {
+        "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "long", "int", "bool", "contiguous",
+        "clone", "detach", "view", "reshape", "unsqueeze", "squeeze", "permute", "transpose", "flatten",
+        "type", "pin_memory",
+    }
+)  # fmt: skip
+
+
+def _pure(node: cst.Call) -> bool:
+    return isinstance(node.func, cst.Attribute) and node.func.attr.value in _PURE_METHODS
+
+
 def call_runs_before_argument(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) -> bool:
-    """Does any other call in the statement run before ``arg`` is evaluated?"""
+    """Does any other call in the statement run before ``arg`` is evaluated (one that could see
+    the difference: not where both it and every call in ``arg`` are pure tensor methods, such as
+    ``batch["ids"].to(device)`` beside ``batch["mask"].to(device)``)?"""
     arg_start = source.span(arg)[0]
     inside_arg = {id(n) for n in walk(arg)}
+    arg_pure = all(_pure(n) for n in walk(arg) if isinstance(n, cst.Call))
     for node in source.nodes(cst.Call):
         if node is call or id(node) in inside_arg:
+            continue
+        if arg_pure and _pure(node) and all(_pure(n) for n in walk(node) if isinstance(n, cst.Call)):
             continue
         start = source.span(node)[0]
         if start < arg_start and source.span(statement)[0] <= start:
@@ -357,3 +379,30 @@ def statement_start(source: SourceFile, statement: cst.CSTNode) -> tuple[int, in
     decorators = getattr(statement, "decorators", None) or ()
     pos = source.positions[decorators[0] if decorators else statement]
     return pos.start.line, pos.start.column
+
+
+def compiled_module(source: SourceFile, node: cst.CSTNode) -> tuple[str, bool] | None:
+    """How the code names the module a compile call compiles, and whether that name holds it only
+    after the statement: ``model`` of ``torch.compile(model)``, ``torch.compile(model.forward)``
+    and ``model.compile()`` (False); the name the compiled module is bound to where the module is
+    built in the call, ``model = torch.compile(Bert(cfg).to(device))`` (True: an attribute set
+    on the compiled module sets it on the module). None for anything else (a decorated
+    function)."""
+    if not isinstance(node, cst.Call):
+        return None
+    if source.qualified_name(node.func) == "torch.compile":
+        if not node.args or node.args[0].keyword is not None:
+            return None
+        expr = node.args[0].value
+    elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
+        expr = node.func.value
+    else:
+        return None
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "forward":
+        expr = expr.value
+    if is_plain_dotted(expr):
+        return source.code(expr), False
+    parent = source.parents.get(node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and is_plain_dotted(parent.targets[0].target):
+        return source.code(parent.targets[0].target), True
+    return None

@@ -12,7 +12,7 @@ import textwrap
 
 import libcst as cst
 
-from recompile_fix.analysis.call_site_code import find_compile_call, is_plain_dotted, root_name
+from recompile_fix.analysis.call_site_code import compiled_module, find_compile_call, root_name
 from recompile_fix.analysis.call_targets import library_frame
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import is_load
@@ -254,8 +254,8 @@ class LazyDefault(Rule):
         call = source.call_at(site.line, site.col, site.end_line, site.end_col)
         names = {root_name(call.func)} if call is not None else set()
         compile_call = find_compile_call(project, site.file, {n for n in names if n}) if names else None
-        module = _compiled_module(compile_call[0], compile_call[1]) if compile_call else None
-        if compile_call is None or module is None:
+        compiled = compiled_module(compile_call[0], compile_call[1]) if compile_call else None
+        if compile_call is None or compiled is None:
             return finding(
                 "it stays a lazy default",
                 Safety.NONE,
@@ -265,15 +265,20 @@ class LazyDefault(Rule):
                 ],
                 site,
             )
+        module, after = compiled
         compile_source, node, _ = compile_call
         statement = next(a for a in compile_source.ancestors(node) if isinstance(a, cst.SimpleStatementLine))
         pos = compile_source.positions[statement]
         line = compile_source.lines[pos.start.line - 1]
         newline = line[len(line.rstrip("\r\n")) :] or "\n"
         text = f"{compile_source.statement_indent(statement)}{module}.{chain} = {literal}{newline}"
-        location = Location(file=site.file, line=pos.start.line, col=pos.start.column)
+        # Before the statement that compiles; after it where the model is built in the call
+        # (`model = torch.compile(Bert(cfg).to(device))`): set on the compiled module, the
+        # attribute is the model's, before its first call either way.
+        at_line = pos.end.line + 1 if after else pos.start.line
+        location = Location(file=site.file, line=at_line, col=pos.start.column)
         return finding(
-            "set it before the model is compiled",
+            "set it before the model's first call" if after else "set it before the model is compiled",
             Safety.SAFE,
             [
                 head,
@@ -281,7 +286,12 @@ class LazyDefault(Rule):
                 "it): the first compile already sees it, and the library's `if` block no longer runs",
             ],
             location,
-            {"at": compile_source.line_offsets[pos.start.line - 1], "text": text},
+            {
+                "at": compile_source.line_offsets[at_line - 1]
+                if at_line <= len(compile_source.lines)
+                else len(compile_source.text),
+                "text": text,
+            },
         )
 
     def _plan(self, frame: Frame, attr: str, reason: Reason, project: Project) -> Finding | None:
@@ -393,24 +403,6 @@ def _none_test_line(path: str, attr: str, project: Project) -> int | None:
         ):
             return node.lineno
     return None
-
-
-def _compiled_module(source: SourceFile, node: cst.CSTNode) -> str | None:
-    """The module a compile call compiles, as the code names it: ``model`` of
-    ``torch.compile(model)``, ``model.forward`` and ``model.compile()``; None for anything else."""
-    if not isinstance(node, cst.Call):
-        return None  # a bare decorator compiles a function
-    if source.qualified_name(node.func) == "torch.compile":
-        if not node.args or node.args[0].keyword is not None:
-            return None
-        expr = node.args[0].value
-    elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
-        expr = node.func.value
-    else:
-        return None
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "forward":
-        expr = expr.value
-    return source.code(expr) if is_plain_dotted(expr) else None
 
 
 def _none_tested(node: cst.If) -> cst.BaseExpression | None:

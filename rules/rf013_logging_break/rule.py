@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import libcst as cst
-
 from recompile_fix.analysis.call_match import call_at_site
 from recompile_fix.analysis.call_site_code import (
+    compiled_module,
     find_compile_call,
-    is_plain_dotted,
     root_name,
     scope_statement,
     statement_start,
@@ -153,7 +151,8 @@ class LoggingBreak(Rule):
         compile_source, node, _ = found
         before = list(statement_start(compile_source, statement))
         location = compile_source.location_of(node, site.file)
-        target = _compiled_model(compile_source, node)
+        compiled = compiled_module(compile_source, node)
+        target = compiled[0] if compiled is not None and not compiled[1] else None
         if (logger, method) == _TRANSFORMERS_LOSS and _transformers_loss_break(profile, frame) and target:
             return Finding(
                 rule=self.id,
@@ -248,20 +247,6 @@ def _transformers_loss_break(profile: Profile, frame: Frame) -> bool:
 
 def _rank(finding: Finding) -> int:
     return [Safety.SAFE, Safety.UNSAFE, Safety.NONE].index(finding.safety)
-
-
-def _compiled_model(source: SourceFile, node: cst.CSTNode) -> str | None:
-    """The object the statement compiles, where it is one plain name or attribute chain:
-    ``torch.compile(model, ...)``, ``model.compile(...)``; None otherwise."""
-    if not isinstance(node, cst.Call):
-        return None
-    if source.qualified_name(node.func) == "torch.compile":
-        first = node.args[0].value if node.args and node.args[0].keyword is None else None
-    elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
-        first = node.func.value
-    else:
-        return None
-    return source.code(first) if first is not None and is_plain_dotted(first) else None
 
 
 RULE = LoggingBreak()
