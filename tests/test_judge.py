@@ -188,3 +188,40 @@ def test_safe_fix_tries_unproven_fixes_and_names_the_trade_offs_it_leaves():
     assert _trade_offs(profile, [safe, unproven, trade, none]) == [(trade, 3)]
     round_trip = Finding.from_json(unproven.to_json())
     assert round_trip.unproven and round_trip.tolerance is None
+
+
+def test_fixes_kept_each_on_its_own_terms_are_summed_up_on_the_users_terms():
+    """An unproven mark (held exactly: a mark changes no number) and an unproven 0-d tensor that
+    may round (assert_close): together the exact check fails on the tensor's rounding, so each is
+    tried on its own and kept. The summary of the kept set compares the outputs with the user's
+    tolerance: `fix` said "Fixed 5 verified" over a table that said "differ" (a trial)."""
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")], ONES)
+    rounded = {"fn": [torch.ones(2) + 1e-7]}
+    marked = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(3), source="y")], ONES)
+    both = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(1), source="y")], rounded)
+    mark = _fix(line=20, safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    tensor = _fix(
+        rule="RF002",
+        line=50,
+        frame="gn (prog.py:40)",
+        source="y",
+        safety=Safety.UNSAFE,
+        unsafe_because=UNPROVEN,
+        tolerance={"why": "a 0-d tensor rounds where the number did not"},
+    )
+    trials = _Trials({(20, 50): both, (20,): marked})
+    picked = select_verified(before, [mark, tensor], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [mark, tensor] and trials.asked == [(20, 50), (20,), (20, 50)]
+    assert picked.verification is not None and picked.verification.verified
+    assert all(o.same for o in picked.verification.outputs)
+    text = render_text(picked.verification)
+    assert "DIFFER" not in text and "Verified: compiles 6 -> 2" in text
+
+
+def test_no_fewer_compiles_is_not_called_verified():
+    before = _run([_frame("fn", 10, range(3))], ONES)
+    moved = _run([_frame("fn", 10, range(3), source="z")], ONES)  # another guard fails now
+    v = compare_runs(before, moved, command=["x"], fixes=[_fix()], tolerance=Tolerance())
+    assert v.verified
+    text = render_text(v)
+    assert "Verified" not in text and "Nothing worse, but no fewer compiles: compiles 3 -> 3" in text

@@ -180,6 +180,7 @@ class Verification:
 
     command: list[str]
     fixes: list[Finding] = field(default_factory=list)
+    allows: frozenset[str] = frozenset()  # what the fixes' rules do on purpose (``allowances``)
     frames: list[FrameRow] = field(default_factory=list)
     outputs: list[OutputRow] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
@@ -295,17 +296,22 @@ def compare_runs(
     fixes: list[Finding],
     tolerance: Tolerance,
     allows: Set[str] = frozenset(),
+    each_proven: bool = False,
 ) -> Verification:
     """``allows``: "graph_breaks", "resume_frames" and/or "regional" (RF007: the whole model's
     frame and callable give way to its blocks'), not counted against the fixes; "same_compiles"
     (RF004: each compile gets cheaper, none goes away): a run that compiles as before is not
     "changes nothing". An unproven fix among ``fixes`` must prove itself (``judge``): fewer
-    compiles, outputs compared and equal within its own tolerance, no new frame."""
+    compiles, outputs compared and equal within its own tolerance, no new frame.
+    ``each_proven``: ``fixes`` were each kept by a run that held it to its own tolerance (`fix`'s
+    first run against its last): the outputs are compared with ``tolerance``, not the strictest
+    any of them asked of its own step (an exact mark beside a 0-d tensor that may round)."""
     unproven = unproven_in(fixes)
-    tolerance, strict_why = proof_tolerance(fixes, tolerance)
+    tolerance, strict_why = (tolerance, None) if each_proven else proof_tolerance(fixes, tolerance)
     v = Verification(
         command=list(command),
         fixes=list(fixes),
+        allows=frozenset(allows),
         tolerance=tolerance,
         before_exit=before.exit_code,
         after_exit=after.exit_code,

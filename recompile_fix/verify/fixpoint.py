@@ -154,7 +154,13 @@ def fix_to_fixed_point(
         if state is not first:
             kept = result.kept
             result.verification = compare_runs(
-                first, state, command=command, fixes=kept, tolerance=tolerance, allows=allowances(kept, rules)
+                first,
+                state,
+                command=command,
+                fixes=kept,
+                tolerance=tolerance,
+                allows=allowances(kept, rules),
+                each_proven=True,
             )
         result.rewrites = _rewrites(user, work, result.kept)
         result.sites = _site_rows(first, state, user, work)

@@ -221,8 +221,8 @@ def select_verified(
         else:
             picker.one_by_one(fixes)
     result = picker.result
-    if result.last is not None and result.verification is None:
-        result.verification = picker.compare(before, result.last, result.kept)
+    if result.last is not None and result.verification is None:  # kept one at a time, each on its own terms
+        result.verification = picker.compare(before, result.last, result.kept, each_proven=True)
     return result
 
 
@@ -235,9 +235,19 @@ class _Picker:
         self.result = Selection()
         self.reference = before  # the run of the fixes kept so far
 
-    def compare(self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None):
+    def compare(
+        self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None, each_proven=False
+    ):
         allowed = allowances((kept if kept is not None else []) + fixes, self.rules)
-        return compare_runs(reference, run, command=self.command, fixes=fixes, tolerance=self.tolerance, allows=allowed)
+        return compare_runs(
+            reference,
+            run,
+            command=self.command,
+            fixes=fixes,
+            tolerance=self.tolerance,
+            allows=allowed,
+            each_proven=each_proven,
+        )
 
     def _keep(self, fixes: list[Finding], run: Run) -> None:
         self.result.kept.extend(fixes)
