@@ -142,9 +142,17 @@ def find_project_root(start: str | os.PathLike[str] | None = None) -> Path | Non
 def enter_project(paths: Iterable[str] = ()) -> list[str]:
     """Work from the project's root (``find_project_root``), as a command run there would:
     change to it and return ``paths`` spelled from there (``apply .`` in a subfolder applies
-    the findings under that subfolder). Where no Profile is found, nothing changes."""
+    the findings under that subfolder). The search starts where the paths are, where they are
+    all below here: `apply rl` from above a project profiled in `rl/` works on that project,
+    not on another Profile further up. Where no Profile is found, nothing changes."""
     here = Path.cwd().resolve()
-    root = find_project_root(here)
+    start = here
+    given = [Path(p).resolve() for p in paths]
+    if given:
+        common = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in given]))
+        if common == here or here in common.parents:
+            start = common
+    root = find_project_root(start)
     if root is None or root == here:
         return list(paths)
     spelled = [os.path.relpath(os.path.abspath(p), root) for p in paths]

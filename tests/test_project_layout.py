@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HELPERS, MAIN, run_cli
+from conftest import HELPERS, MAIN, ROOT, run_cli
 from recompile_fix.config import find_project_root
 
 
@@ -196,3 +196,20 @@ def test_verify_and_fix_link_an_environment_inside_the_project(tmp_path, layout)
     linked = work.root / name
     assert linked.is_symlink() and linked.resolve() == environment.resolve()
     assert (work.root / "main.py").read_text() == "x = 1\n" and not (work.root / "main.py").is_symlink()
+
+
+def test_a_project_named_below_the_current_folder_uses_its_own_profile(tmp_path):
+    """`apply rl` from a folder above a project profiled in `rl/`, with another Profile further
+    up (a trial): the findings are `rl`'s own Profile's, not the one above."""
+    outer_case = ROOT / "golden" / "RF003" / "seed_lr_scheduler"
+    inner_case = ROOT / "golden" / "RF002" / "range_count"
+    (tmp_path / ".recompile-fix").mkdir()
+    shutil.copy(outer_case / "profile.json", tmp_path / ".recompile-fix" / "profile.json")
+    shutil.copy(outer_case / "program.in.py", tmp_path / "program.py")
+    work = tmp_path / "work"
+    inner = work / "rl"
+    (inner / ".recompile-fix").mkdir(parents=True)
+    shutil.copy(inner_case / "profile.json", inner / ".recompile-fix" / "profile.json")
+    shutil.copy(inner_case / "program.in.py", inner / "program.py")
+    done = run_cli("apply", "rl", "--check", "--output-format", "concise", cwd=work, check=0)
+    assert "RF002" in done.stdout and "RF003" not in done.stdout, done.stdout + done.stderr

@@ -182,3 +182,25 @@ def test_the_cache_does_not_outlive_the_code_that_filled_it(tmp_path, monkeypatc
     monkeypatch.setattr(scan_module, "code_digest", lambda: "edited")  # e.g. an editable install changed
     scan, findings = _scan(root)
     assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 1
+
+
+def test_what_git_ignores_is_not_scanned_unless_named(tmp_path):
+    """As ruff: in a git work tree, files git ignores (copies in an ignored `work/`) are left out
+    of a folder's scan; a file named on the command line is scanned all the same; tracked files
+    are never ignored; outside a work tree nothing is."""
+    import subprocess
+
+    for rel in ("src/model.py", "work/copy/model.py", "build.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    (tmp_path / ".gitignore").write_text("work/\nbuild.py\n")
+    every = sorted(str(p.relative_to(tmp_path)) for p in discover([str(tmp_path)], tmp_path, lambda _: False))
+    assert every == ["build.py", "src/model.py", "work/copy/model.py"]  # not a work tree yet
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    found = sorted(str(p.relative_to(tmp_path)) for p in discover([str(tmp_path)], tmp_path, lambda _: False))
+    assert found == ["src/model.py"]
+    named = discover([str(tmp_path / "work" / "copy" / "model.py")], tmp_path, lambda _: False)
+    assert named == [tmp_path / "work" / "copy" / "model.py"]
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "build.py"], check=True)
+    tracked = sorted(str(p.relative_to(tmp_path)) for p in discover([str(tmp_path)], tmp_path, lambda _: False))
+    assert tracked == ["build.py", "src/model.py"]

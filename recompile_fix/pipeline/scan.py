@@ -13,6 +13,8 @@ import gc
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -68,9 +70,12 @@ def skipped_sources(paths: Iterable[str]) -> list[str]:
 
 
 def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
-    """Python files and notebooks under ``paths``; an explicitly named source file is always
-    included (one that is not a source, ``skipped_sources``, never)."""
+    """Python files and notebooks under ``paths``, less what the configuration excludes and, in a
+    git work tree, what git ignores (as ruff does: copies in an ignored `work/`, build output); an
+    explicitly named source file is always included (one that is not a source,
+    ``skipped_sources``, never)."""
     files: list[Path] = []
+    walked: list[Path] = []
     for given in paths:
         path = Path(given).resolve()
         if path.is_file():
@@ -82,8 +87,29 @@ def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> l
             dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
             for name in sorted(filenames):
                 if is_source(name) and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
-                    files.append(Path(directory, name))
-    return files
+                    walked.append(Path(directory, name))
+    ignored = git_ignored(root, walked)
+    return files + [f for f in walked if f not in ignored]
+
+
+def git_ignored(root: Path, files: list[Path]) -> set[Path]:
+    """The ``files`` git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes) where
+    ``root`` is in a git work tree; none where it is not, or git cannot say."""
+    if not files or shutil.which("git") is None:
+        return set()
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
+            input=b"\0".join(os.fsencode(f) for f in files),
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if done.returncode not in (0, 1):  # 128: not a work tree (or git failed): nothing ignored
+        return set()
+    return {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p}
 
 
 # -- worker side ---------------------------------------------------------------------------
