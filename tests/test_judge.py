@@ -225,3 +225,18 @@ def test_no_fewer_compiles_is_not_called_verified():
     assert v.verified
     text = render_text(v)
     assert "Verified" not in text and "Nothing worse, but no fewer compiles: compiles 3 -> 3" in text
+
+
+def test_fixes_that_only_help_together_are_kept_together_after_another_failed():
+    """A sampler's `t` and `beta` recompile until both are tensors: alone, each changes nothing;
+    with a third fix that breaks the program, the first joint try fails. After each is tried
+    alone, the idle ones are tried together once more (a trial: 2 -> 2 each, 2 -> 1 together)."""
+    before = _run([_frame("fn", 10, range(2))], ONES)
+    crashed = _run([], exit_code=1)
+    fixed = _run([_frame("fn", 10, range(1))], ONES)
+    t, beta = _fix(rule="RF002", line=20), _fix(rule="RF002", line=21)
+    bad = _fix(rule="RF002", line=22)
+    trials = _Trials({(20, 21, 22): crashed, (20,): before, (21,): before, (22,): crashed, (20, 21): fixed})
+    picked = select_verified(before, [t, beta, bad], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [t, beta] and [f for f, _ in picked.dropped] == [bad]
+    assert trials.asked == [(20, 21, 22), (20,), (21,), (22,), (20, 21)]

@@ -289,15 +289,27 @@ class _Picker:
         return True
 
     def one_by_one(self, fixes: list[Finding]) -> None:
+        """Each fix on top of those kept. Those that alone change nothing are tried once more, all
+        together, at the end: scalars of one call that recompile until every one is a tensor (a
+        sampler's `t`, `beta` and `1 - beta`), where the first try failed on another fix."""
         if self.expect is not None:
             self.expect(len(fixes))
+        idle: list[tuple[Finding, list[str]]] = []
         for fix in fixes:
             run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
             check = self.compare(self.reference, run, [fix], self.result.kept)
             if check.verified:
                 self._keep([fix], run)
+            elif check.regressions and all(r.startswith(NO_OP) for r in check.regressions):
+                idle.append((fix, check.regressions))
             else:
                 self.result.dropped.append((fix, check.regressions))
+        if len(idle) > 1:
+            if self.expect is not None:
+                self.expect(1)
+            if self.together([f for f, _ in idle]):
+                idle = []
+        self.result.dropped.extend(idle)
         self.result.verification = None  # before against the kept set: made at the end
 
 
