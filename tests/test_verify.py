@@ -525,3 +525,32 @@ def test_no_tensor_compared_is_not_called_equal_outputs():
         tolerance=Tolerance(),
     )
     assert same.outputs_compared == 1 and "outputs equal." in render_text(same)
+
+
+def test_a_call_that_returns_no_tensor_is_judged_by_the_parameters_it_reached():
+    """A compiled optimizer step returns nothing: its effect is the parameters it updated. They
+    are recorded after each call (reached through its arguments, a bound method's optimizer, or
+    the globals and closure cells its code names), so an unproven fix (RF003's tensor lr) has
+    outputs to be proven on."""
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder = OutputRecorder(torch)
+    bound = recorder.register("function", "SGD.step", "step", "x.py", 1, source=opt.step)
+
+    def step():
+        opt.step()
+
+    named = recorder.register("function", "step", "step", "x.py", 5, source=step)
+    passed = recorder.register("function", "train", "train", "x.py", 9, source=lambda m: None)
+    model.weight.grad = torch.ones(2, 2)
+    model.bias.grad = torch.ones(2)
+    recorder.call(bound, opt.step, (), {})
+    recorder.call(named, step, (), {})
+    recorder.call(passed, lambda m: None, (model,), {})
+    weights = [call[0] for calls in recorder.outputs for call in calls]
+    assert [len(call) for calls in recorder.outputs for call in calls] == [2, 2, 2]
+    torch.testing.assert_close(weights[1], weights[0] - 0.1)  # the second step's parameters
+    assert weights[2] is not model.weight and torch.equal(weights[2], model.weight.detach())
+    returns = recorder.register("function", "f", "f", "x.py", 12, source=lambda: None)
+    recorder.call(returns, lambda: torch.zeros(1), (), {})
+    assert [t.tolist() for t in recorder.outputs[returns["index"]][0]] == [[0.0]]  # its own result, as before

@@ -63,6 +63,7 @@ FAIL_ON_RECOMPILE_ENV = "RECOMPILE_FIX_FAIL_ON_RECOMPILE"
 DEFAULT_CALLS = 8
 MAX_BYTES = 256 * 1024 * 1024  # per process; past it, later outputs are not kept (and it says so)
 FORMAT = "recompile-fix/outputs"
+_MAX_PARAMETERS = 256  # per call of a callable that returns no tensor
 
 
 class OutputRecorder:
@@ -83,6 +84,7 @@ class OutputRecorder:
         self.with_file = with_file
         self.callables: list[dict] = []
         self.outputs: list[list[list]] = []  # per callable, per call: tensors
+        self.sources: dict[int, Any] = {}  # callable index -> what was compiled (a function, a bound method)
         self.bytes = 0
         self.truncated = False
         self._seen: collections.Counter = collections.Counter()
@@ -96,7 +98,9 @@ class OutputRecorder:
             )
 
     # -- registration ---------------------------------------------------------------------
-    def register(self, kind: str, qualname: str, name: str, file: str | None, line: int | None) -> dict:
+    def register(
+        self, kind: str, qualname: str, name: str, file: str | None, line: int | None, source: Any = None
+    ) -> dict:
         file = os.path.abspath(file) if file and not file.startswith("<") else (file or "?")
         occurrence = self._seen[(file, qualname)]
         self._seen[(file, qualname)] += 1
@@ -113,6 +117,8 @@ class OutputRecorder:
         }
         self.callables.append(entry)
         self.outputs.append([])
+        if source is not None:
+            self.sources[entry["index"]] = source
         return entry
 
     def key(self, entry: dict) -> str:
@@ -136,21 +142,26 @@ class OutputRecorder:
         else:
             result = fn(*args, **kwargs)
         try:
-            self.record(entry, result)
+            self.record(entry, result, args, kwargs)
         except Exception as exc:  # never break the user's program over bookkeeping
             print(f"recompile-fix: output recorder error: {exc!r}", file=sys.stderr)
         return result
 
-    def record(self, entry: dict, result) -> None:
+    def record(self, entry: dict, result, args=(), kwargs=None) -> None:
         calls = self.outputs[entry["index"]]
         if len(calls) >= self.max_calls or self.truncated:
             return
         torch = self.torch
         from torch.utils._pytree import tree_leaves
 
+        leaves = tree_leaves(result)
+        if not any(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            # A call that returns no tensor (a compiled optimizer step, a train step that
+            # updates in place): what it changed is the parameters it reached.
+            leaves = self._parameters_reached(entry, args, kwargs or {})
         kept = []
         size = 0
-        for leaf in tree_leaves(result):
+        for leaf in leaves:
             if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, type):
                 kept.append(torch.tensor(leaf))
                 continue
@@ -167,6 +178,36 @@ class OutputRecorder:
             return
         self.bytes += size
         calls.append(kept)
+
+    def _parameters_reached(self, entry: dict, args, kwargs) -> list:
+        """The parameters of the optimizers and modules a call could have updated: among its
+        arguments, the object of a bound method (``torch.compile(opt.step)``), and the globals and
+        closure cells its code names (``@torch.compile def step(): opt.step()``)."""
+        torch = self.torch
+        source = self.sources.get(entry["index"])
+        holders = [*args, *kwargs.values()]
+        if getattr(source, "__self__", None) is not None:
+            holders.append(source.__self__)
+        code, names = getattr(source, "__code__", None), getattr(source, "__globals__", None)
+        if code is not None and isinstance(names, dict):
+            holders.extend(names[n] for n in code.co_names if n in names)
+        for cell in getattr(source, "__closure__", None) or ():
+            try:
+                holders.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        found: dict[int, Any] = {}
+        for holder in holders:
+            if isinstance(holder, torch.optim.Optimizer):
+                params = [p for group in holder.param_groups for p in group["params"]]
+            elif isinstance(holder, torch.nn.Module):
+                params = list(holder.parameters())
+            else:
+                continue
+            for param in params:
+                if isinstance(param, torch.Tensor):
+                    found.setdefault(id(param), param)
+        return list(found.values())[:_MAX_PARAMETERS]
 
     # -- output -----------------------------------------------------------------------------
     def saveable(self) -> dict:
@@ -260,6 +301,7 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
                 code.co_name if code else qualname,
                 code.co_filename if code else None,
                 code.co_firstlineno if code else None,
+                source=model,
             )
         if not callable(compiled):
             return compiled

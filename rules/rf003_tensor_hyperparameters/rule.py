@@ -136,6 +136,8 @@ class TensorHyperparameters(Rule):
     """
 
     id = "RF003"
+    # A tensor lr makes torch compile `Optimizer._to_scalar` once (a new frame that pays off).
+    verify_allows = ("frame_once",)
     name = "tensor-lr"
     message = "`{optimizer}`'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
     consumes = ("optimizer_param_group",)
