@@ -118,7 +118,7 @@ class OutputRecorder:
         self.callables.append(entry)
         self.outputs.append([])
         if source is not None:
-            self.sources[entry["index"]] = source
+            self.sources[len(self.callables) - 1] = source
         return entry
 
     def key(self, entry: dict) -> str:
@@ -186,8 +186,9 @@ class OutputRecorder:
         torch = self.torch
         source = self.sources.get(entry["index"])
         holders = [*args, *kwargs.values()]
-        if getattr(source, "__self__", None) is not None:
-            holders.append(source.__self__)
+        owner = getattr(source, "__self__", None)
+        if owner is not None:
+            holders.append(owner)
         code, names = getattr(source, "__code__", None), getattr(source, "__globals__", None)
         if code is not None and isinstance(names, dict):
             holders.extend(names[n] for n in code.co_names if n in names)
