@@ -1,0 +1,32 @@
+"""A graph break another rule's fix makes moot (findings/plan.py): dropped, with the note."""
+
+from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.plan import _drop_splits_another_fix_makes_moot
+from recompile_fix.profile.model import Location
+from recompile_fix.rules import ALL_RULES
+
+
+def test_a_graph_break_is_moot_where_another_fix_covers_the_same_recompiles_even_unsafe():
+    """RF005's graph break trades a frame for a prefix compiled once; RF002's 0-d tensor at the
+    call covers the same recompiles (`guidance_scale`). With `--unsafe-fixes` both were written
+    and the break only added a frame (a trial: 3 -> 4 compiles): the break is dropped, the note
+    naming the other fix, whether that one is safe or not."""
+
+    cover = [{"frame": "cfg_step (train.py:30)", "sources": ["guidance_scale"]}]
+    for safety in (Safety.SAFE, Safety.UNSAFE):
+        tensor = Finding("RF002", "train.py", Location("train.py", 50), "tensor", safety, covers=list(cover))
+        split = Finding("RF005", "train.py", Location("train.py", 33), "break", Safety.UNSAFE, covers=list(cover))
+        _drop_splits_another_fix_makes_moot([tensor, split], ALL_RULES)
+        assert split.safety is Safety.NONE and tensor.safety is safety
+        assert split.notes[0].startswith(f"RF002's {safety.value} fix at train.py:50 makes the frame compile once")
+    apart = Finding(
+        "RF005",
+        "train.py",
+        Location("train.py", 33),
+        "break",
+        Safety.UNSAFE,
+        covers=[{**cover[0], "sources": ["other"]}],
+    )
+    none = Finding("RF002", "train.py", Location("train.py", 50), "tensor", Safety.NONE, covers=list(cover))
+    _drop_splits_another_fix_makes_moot([none, apart], ALL_RULES)
+    assert apart.safety is Safety.UNSAFE
