@@ -245,8 +245,11 @@ def _transformers_loss_break(profile: Profile, frame: Frame) -> bool:
     return in_loss_function and "/transformers/" in frame.file.replace("\\", "/")
 
 
-def _rank(finding: Finding) -> int:
-    return [Safety.SAFE, Safety.UNSAFE, Safety.NONE].index(finding.safety)
+def _rank(finding: Finding) -> tuple[int, int]:
+    """Safe first; of one safety, the finding about a `forward` (the frame the user called,
+    rather than the `loss_function` it broke in)."""
+    forward = str(finding.evidence.get("frame", "")).startswith("forward ")
+    return [Safety.SAFE, Safety.UNSAFE, Safety.NONE].index(finding.safety), 0 if forward else 1
 
 
 RULE = LoggingBreak()
