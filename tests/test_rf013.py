@@ -136,3 +136,21 @@ def test_a_logger_method_that_is_not_a_name_is_a_damaged_profile(tmp_path):
     data["frames"][0]["graph_breaks"][0]["logger_method"] = "info(); import os"
     with pytest.raises(UserError, match="not a method name"):
         Profile.from_json(data)
+
+
+def test_a_model_built_in_the_compile_call_takes_the_loss_type_after_it(tmp_path):
+    text = HF.replace(
+        "model = GPT2LMHeadModel(GPT2Config(n_layer=1))\ncompiled = torch.compile(model)\n",
+        "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n",
+    )
+    site = _site(text, 6, "compiled(")
+    frames = _hf_frames()
+    for frame in frames:
+        for compile_ in frame.compiles:
+            compile_.stack = [site]
+    profile, project = project_of(tmp_path, {"program.py": text}, *frames)
+    (finding,) = RULE.plan(profile, project)
+    assert finding.safety is Safety.SAFE
+    after = _fixed(finding, text)
+    assert "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n# transformers" in after
+    assert 'compiled.loss_type = "ForCausalLM"\nfor n in (4, 8):' in after

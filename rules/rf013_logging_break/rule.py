@@ -151,9 +151,11 @@ class LoggingBreak(Rule):
         compile_source, node, _ = found
         before = list(statement_start(compile_source, statement))
         location = compile_source.location_of(node, site.file)
-        compiled = compiled_module(compile_source, node)
-        target = compiled[0] if compiled is not None and not compiled[1] else None
+        target, after = compiled_module(compile_source, node) or (None, False)
         if (logger, method) == _TRANSFORMERS_LOSS and _transformers_loss_break(profile, frame) and target:
+            # Where the model is built in the compile call, the compiled module takes the
+            # attribute after that statement (it sets it on the model), before its first call.
+            where = {"after": compile_source.positions[statement].end.line + 1} if after else {}
             return Finding(
                 rule=self.id,
                 file=site.file,
@@ -166,7 +168,7 @@ class LoggingBreak(Rule):
                     f'loss type ({breaks} graph breaks), then uses "{_LOSS_FALLBACK}": set, the same loss '
                     "is computed without the warning, and the frame is not split there"
                 ],
-                params={"before": before, "loss_type": target},
+                params={"before": before, "loss_type": target, **where},
             )
         if not IGNORE_LOGGER_METHODS.runs_on(profile.torch_release):
             return None
@@ -196,6 +198,9 @@ class LoggingBreak(Rule):
         if indent.strip():
             raise ValueError(f"line {line} no longer starts the statement that compiles")
         at = source.offset(line, 0)
+        if "after" in finding.params:
+            after = finding.params["after"]
+            at = source.offset(after, 0) if after <= len(source.lines) else len(source.text)
         if "loss_type" in finding.params:
             text = (
                 f"{indent}# transformers warns (a graph break) where the loss type is unset: the loss it uses then.\n"
