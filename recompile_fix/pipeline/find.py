@@ -165,6 +165,21 @@ def settle_in(
 _BACKWARD = re.compile(rb"\.backward\s*\(|\bautograd\.(?:backward|grad)\s*\(")
 
 
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
+
+
+def _imported_names(data: bytes) -> frozenset[str]:
+    """Every dotted part of every module a file's text imports (`from pkg.model import GPT`:
+    pkg, model; `import a.b as c, d`: a, b, d)."""
+    names: set[str] = set()
+    for match in _IMPORT.finditer(data):
+        text = (match.group(1) or match.group(2) or b"").decode(errors="replace")
+        for item in text.split(","):
+            module = item.strip().split(" ")[0]
+            names.update(part for part in module.split(".") if part)
+    return frozenset(names)
+
+
 class TrainingInProject:
     """Where a Python file of the project (``root``, less what the configuration excludes) that
     imports a given module runs a backward pass: a training script beside the file a finding is
@@ -173,9 +188,9 @@ class TrainingInProject:
 
     def __init__(self, root: Path, excluded: Callable[[str], bool], files: "_Files"):
         self.root, self.excluded, self.files = root, excluded, files
-        self._trainers: list[tuple[str, bytes, str]] | None = None  # (file, text, the call)
+        self._trainers: list[tuple[str, frozenset[str], str]] | None = None  # (file, modules it imports, the call)
 
-    def _scan(self) -> list[tuple[str, bytes, str]]:
+    def _scan(self) -> list[tuple[str, frozenset[str], str]]:
         if self._trainers is None:
             self._trainers = []
             for path in discover([str(self.root)], self.root, self.excluded):
@@ -192,18 +207,15 @@ class TrainingInProject:
                     end = data.find(b"\n", match.start())
                     call = data[start : end if end >= 0 else len(data)].decode(errors="replace").strip()
                     line = data.count(b"\n", 0, match.start()) + 1
-                    self._trainers.append((relative, data, f"`{call}` at {relative}:{line}"))
+                    self._trainers.append((relative, _imported_names(data), f"`{call}` at {relative}:{line}"))
         return self._trainers
 
     def of(self, path: str) -> str | None:
         """The first training file that imports ``path``'s module (``import model``, ``from
         model import GPT``, ``from .model import``, ``from pkg.model import``), or None."""
-        module = re.escape(Path(path).stem).encode()
-        imports = re.compile(
-            rb"^\s*(?:from\s+[\w.]*?\b" + module + rb"\s+import|import\s+[\w.]*?\b" + module + rb"\b)", re.M
-        )
-        for relative, data, where in self._scan():
-            if os.path.normpath(relative) != os.path.normpath(path) and imports.search(data):
+        module = Path(path).stem
+        for relative, imported, where in self._scan():
+            if module in imported and os.path.normpath(relative) != os.path.normpath(path):
                 return where
         return None
 
