@@ -162,7 +162,8 @@ def settle_in(
 
 
 # A backward pass, as text: `loss.backward()`, `torch.autograd.backward(...)`, `autograd.grad(...)`.
-_BACKWARD = re.compile(rb"\.backward\s*\(|\bautograd\.(?:backward|grad)\s*\(")
+# Two patterns, each with a literal start (one alternation of both took 1.9 s over 45 MB).
+_BACKWARD = (re.compile(rb"\.backward\s*\("), re.compile(rb"autograd\.(?:backward|grad)\s*\("))
 
 
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
@@ -201,7 +202,8 @@ class TrainingInProject:
                     data = self.files.read(relative)
                 except OSError:
                     continue
-                match = _BACKWARD.search(data)
+                found = [m for m in (pattern.search(data) for pattern in _BACKWARD) if m is not None]
+                match = min(found, key=lambda m: m.start()) if found else None
                 if match is not None:
                     start = data.rfind(b"\n", 0, match.start()) + 1
                     end = data.find(b"\n", match.start())
