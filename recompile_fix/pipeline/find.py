@@ -19,7 +19,6 @@ language server passes one (``texts``), else the bytes on disk.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -249,7 +248,7 @@ def settle(
             if profile is not None and finding.confidence == "static":
                 finding = rule.honour_facts(finding, profile, source)
             if training is not None:
-                finding = rule.honour_training(finding, source, functools.partial(training.of, finding.file))
+                finding = _honour_training(rule, finding, source, training, memo)
             where = _already_present(rule, finding, source, memo) if finding.fixable else None
         except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
             where = None
@@ -258,6 +257,30 @@ def settle(
         else:
             pending.append(finding)
     return pending, present
+
+
+def _honour_training(
+    rule: Rule, finding: Finding, source: SourceFile, training: "TrainingInProject", memo: DerivedCache | None
+) -> Finding:
+    """``rule.honour_training``, from ``memo`` where it answered for these bytes and this training
+    file before (a rule may re-plan the file: a warm run parses nothing)."""
+    asked: list[str | None] = []
+
+    def where() -> str | None:
+        if not asked:
+            asked.append(training.of(finding.file))
+        return asked[0]
+
+    if type(rule).honour_training is Rule.honour_training:
+        return finding
+    inputs = [finding.to_json(), where()]
+    known = memo.get("training", finding.file, source.text, inputs) if memo is not None else None
+    if known is not None:
+        return Finding.from_json(known)
+    honoured = rule.honour_training(finding, source, where)
+    if memo is not None:
+        memo.put("training", finding.file, source.text, inputs, honoured.to_json())
+    return honoured
 
 
 def _already_present(rule: Rule, finding: Finding, source: SourceFile, memo: DerivedCache | None) -> str | None:
