@@ -146,12 +146,18 @@ class TensorScalar(Rule):
             # Every number that changed between its compiles, not only the one a guard names
             # (torch names the first failing guard), and `kwargs['k']` / `args[i]` items of a
             # decorator's wrapper, traced to the wrapped function's parameter.
+            in_frame: list[Finding] = []
+            kept_numbers: dict[str, Finding] = {}  # numbers the compiled code reads that stay numbers
             for argument in changed_scalars(frame):
                 planned = self._plan_parameter(frame, argument, project)
+                read = [f for f in planned if f.safety is Safety.NONE and f.params.pop("read_by_code", False)]
+                if read:
+                    kept_numbers.setdefault(argument.source, read[0])
                 # A number no guard names that gets no edit may not be guarded at all (torch
                 # guards no argument the graph does not read): no finding claims it recompiles.
                 if argument.named or any(f.safety is not Safety.NONE for f in planned):
-                    findings.extend(planned)
+                    in_frame.extend(planned)
+            findings.extend(_others_stay(frame, in_frame, kept_numbers))
         return findings
 
     def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
@@ -212,10 +218,10 @@ class TensorScalar(Rule):
         analysis, uses = _parameter_uses(project, source, frame.file, func, param, set(tensors))
         refused = _refusal(param, func, uses)
         if refused is not None:
-            return [finding(sites[0], Safety.NONE, refused)]
+            return [_read_by_code(finding(sites[0], Safety.NONE, refused))]
         dtype, exact, why = _dtype(argument.kind, [u for u in uses if u.verdict == TENSOR], tensors)
         if dtype is _NO_DTYPE:
-            return [finding(sites[0], Safety.NONE, [why])]
+            return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
         optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
         safety, notes = _wrap_notes(frame, argument, param, shown, exact, why, optional, analysis, uses)
         wrap = _Wrap(self.id, message, safety, notes, dtype, exact, param, optional, evidence, covers)
@@ -439,6 +445,45 @@ def _serves(uses: list[Use]) -> bool:
 def _hidden_evidence(frame: Frame) -> list:
     """For a number no guard names: the value guards of the compiles it changed in."""
     return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
+
+
+def _read_by_code(finding: Finding) -> Finding:
+    """A number the compiled code reads where no 0-d tensor can go (``math.sqrt``, a size):
+    torch guards it, so it keeps the frame recompiling whatever the other numbers become."""
+    finding.params["read_by_code"] = True
+    return finding
+
+
+def _others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding]) -> list[Finding]:
+    """The frame's findings, where numbers the code reads that stay numbers (a sampler's `sigma`
+    into `x.new_full(..., sigma)`, its `alpha` into `math.sqrt`) took a different value at every
+    compile: no two compiles share them, so no fix of the other numbers can merge two compiles; a
+    safe one becomes unproven (`fix` keeps it where a run shows fewer compiles; a trial: 2 -> 2),
+    and the numbers that stay are reported with why. Where two compiles share their values (a
+    grid of temperature and top_k), the others' fixes can merge those: left as they are."""
+    if not kept or not any(f.fixable for f in planned):
+        return planned
+    recorded = [c for c in frame.compiles if all("value" in (c.inputs.get(src) or {}) for src in kept)]
+    if len(recorded) < 2:
+        return planned
+    shared = {tuple(repr(c.inputs[src]["value"]) for src in kept) for c in recorded}
+    if len(shared) < len(recorded):
+        return planned
+    kept_numbers = list(kept.values())
+    names = ", ".join(f"`{f.evidence.get('param') or f.message.split('`')[1]}`" for f in kept_numbers)
+    why = kept_numbers[0].notes[0] if kept_numbers[0].notes else "it stays a Python number"
+    for finding in planned:
+        if finding.safety is Safety.SAFE:
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+        if finding.fixable:
+            finding.notes.append(
+                f"unproven: {names} also {'change' if len(kept_numbers) > 1 else 'changes'} between these "
+                f"compiles and {'stay Python numbers' if len(kept_numbers) > 1 else 'stays a Python number'} the "
+                f"compiled code reads ({why}): the call may still compile once per value; `fix` keeps "
+                "this only where a run shows fewer compiles"
+            )
+    known = {id(f) for f in planned}
+    return planned + [f for f in kept_numbers if id(f) not in known]
 
 
 def _tensor_inputs(
