@@ -473,3 +473,21 @@ def test_the_unsafe_fix_in_training_turns_buffer_reuse_off_and_trains_the_same(t
         weights[name] = torch.load(tmp_path / f"{name}.pt")
     for before, after in zip(weights["before"], weights["after"]):
         torch.testing.assert_close(after, before)
+
+
+def test_a_training_script_beside_it_under_the_profiles_eager_backend(tmp_path):
+    """Profiled with `--backend eager` (the README's advice): backward through a region fails with
+    the eager backend before torch 2.14, so where a training script beside the model makes the
+    fix the training one, the Profile's backend decides it too (a trial: `fix --unsafe-fixes`
+    blamed the fix for the crash)."""
+    text = source("return x + self.lin(x)")
+    (finding,) = static(text)
+    assert finding.safety is Safety.SAFE
+    parsed = SourceFile.parse(Path("model.py"), text)
+    honoured = RF004.honour_training(finding, parsed, lambda: "`loss.backward()` at train.py:5", "eager")
+    if torch_release(torch.__version__) < (2, 14):
+        assert honoured.safety is Safety.NONE and "fake_mode should be enabled for HOPs" in notes(honoured)
+    else:
+        assert honoured.safety is Safety.UNSAFE and "allow_buffer_reuse = False" in notes(honoured)
+    inductor = RF004.honour_training(finding, parsed, lambda: "`loss.backward()` at train.py:5", None)
+    assert inductor.safety is Safety.UNSAFE and inductor.evidence["trains"] is True

@@ -131,11 +131,18 @@ class Rule:
         file the Profile no longer matches (already fixed, edited since). Default: as it is."""
         return finding
 
-    def honour_training(self, finding: Finding, source: SourceFile, where: Callable[[], str | None]) -> Finding:
+    def honour_training(
+        self,
+        finding: Finding,
+        source: SourceFile,
+        where: Callable[[], str | None],
+        backend: str | None = None,
+    ) -> Finding:
         """The Finding where a file of the project that neither the Profile nor this file saw
         runs a backward pass (a training script beside the inference script profiled).
         ``where()``: that call and its file, or None (found on the first ask, once per run: it
-        reads the project). Default: as it is."""
+        reads the project); ``backend``: the one the Profile was recorded with (`--backend`).
+        Default: as it is."""
         return finding
 
     def claims(self, finding: Finding) -> list[Claim]:

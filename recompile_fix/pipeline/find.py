@@ -248,7 +248,8 @@ def settle(
             if profile is not None and finding.confidence == "static":
                 finding = rule.honour_facts(finding, profile, source)
             if training is not None:
-                finding = _honour_training(rule, finding, source, training, memo)
+                backend = profile.backend if profile is not None else None
+                finding = _honour_training(rule, finding, source, training, memo, backend)
             where = _already_present(rule, finding, source, memo) if finding.fixable else None
         except Exception:  # noqa: BLE001 - a file that does not parse, a rule that cannot tell
             where = None
@@ -260,7 +261,12 @@ def settle(
 
 
 def _honour_training(
-    rule: Rule, finding: Finding, source: SourceFile, training: "TrainingInProject", memo: DerivedCache | None
+    rule: Rule,
+    finding: Finding,
+    source: SourceFile,
+    training: "TrainingInProject",
+    memo: DerivedCache | None,
+    backend: str | None,
 ) -> Finding:
     """``rule.honour_training``, from ``memo`` where it answered for these bytes and this training
     file before (a rule may re-plan the file: a warm run parses nothing)."""
@@ -273,11 +279,11 @@ def _honour_training(
 
     if type(rule).honour_training is Rule.honour_training:
         return finding
-    inputs = [finding.to_json(), where()]
+    inputs = [finding.to_json(), where(), backend]
     known = memo.get("training", finding.file, source.text, inputs) if memo is not None else None
     if known is not None:
         return Finding.from_json(known)
-    honoured = rule.honour_training(finding, source, where)
+    honoured = rule.honour_training(finding, source, where, backend)
     if memo is not None:
         memo.put("training", finding.file, source.text, inputs, honoured.to_json())
     return honoured

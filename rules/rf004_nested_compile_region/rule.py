@@ -206,11 +206,14 @@ class NestedCompileRegion(Rule):
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
         return self._plan_static(source, path, None)
 
-    def _plan_static(self, source: SourceFile, path: str, training: str | None) -> list[Finding]:
+    def _plan_static(
+        self, source: SourceFile, path: str, training: str | None, backend: str | None = None
+    ) -> list[Finding]:
         version_problem = _version_problem(_installed_torch(), "this environment")
         analysis = Analysis(source)
         facts = _ProgramFacts.of_file(source, path, analysis)
         facts.training = training or facts.training
+        facts.profile_backend = backend
         findings: dict[str, Finding] = {}
         for site in analysis.sites():
             if site.target_key in findings:
@@ -309,7 +312,13 @@ class NestedCompileRegion(Rule):
             return finding
         return next((f for f in again if f.params == finding.params), finding)
 
-    def honour_training(self, finding: Finding, source: SourceFile, where: Callable[[], str | None]) -> Finding:
+    def honour_training(
+        self,
+        finding: Finding,
+        source: SourceFile,
+        where: Callable[[], str | None],
+        backend: str | None = None,
+    ) -> Finding:
         """A block file the profiled run used for inference only, which a training script of the
         project imports too (`sample.py` profiled, `train.py` beside it): the fix is the training
         one, as the static plan makes it with that training seen (inductor corrupts the
@@ -320,9 +329,10 @@ class NestedCompileRegion(Rule):
         if training is None:
             return finding
         try:
-            again = next(
-                (f for f in self._plan_static(source, finding.file, training) if f.params == finding.params), None
-            )
+            # The Profile's `--backend eager` is the backend the program is checked with: backward
+            # through a region fails there before torch 2.14 (a trial: `fix` blamed the fix).
+            planned = self._plan_static(source, finding.file, training, backend)
+            again = next((f for f in planned if f.params == finding.params), None)
         except SourceError:
             return finding
         if again is None:
