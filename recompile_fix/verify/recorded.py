@@ -77,8 +77,8 @@ def verify_recorded(
 def recorded_header(v: Verification) -> list[str]:
     """The first lines of `verify`'s text when it compared with the recorded run."""
     return [
-        f"No fixes are pending (they are in your tree): ran `{' '.join(v.command)}` once and compared it "
-        "with the run the Profile recorded.",
+        f"No safe fix is pending (none was found, or they are in your tree; `--unsafe-fixes` tries the "
+        f"others): ran `{' '.join(v.command)}` once and compared it with the run the Profile recorded.",
         "Compared per frame: compiles, recompiles, recompile-limit hits, graph breaks, and the exit code; "
         "compile seconds shown, not judged. Outputs were not compared (the Profile keeps none).",
         "",

@@ -218,7 +218,12 @@ class TensorScalar(Rule):
         analysis, uses = _parameter_uses(project, source, frame.file, func, param, set(tensors))
         refused = _refusal(param, func, uses)
         if refused is not None:
-            return [_read_by_code(finding(sites[0], Safety.NONE, refused))]
+            planned = finding(sites[0], Safety.NONE, refused)
+            # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
+            # after a graph break, and a number that reaches nothing may not be guarded at all.
+            if any(u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES for u in uses):
+                _read_by_code(planned)
+            return [planned]
         dtype, exact, why = _dtype(argument.kind, [u for u in uses if u.verdict == TENSOR], tensors)
         if dtype is _NO_DTYPE:
             return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
@@ -445,6 +450,9 @@ def _serves(uses: list[Use]) -> bool:
 def _hidden_evidence(frame: Frame) -> list:
     """For a number no guard names: the value guards of the compiles it changed in."""
     return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
+
+
+_UNGUARDED_USES = frozenset({"print"})
 
 
 def _read_by_code(finding: Finding) -> Finding:
