@@ -229,3 +229,13 @@ def test_more_damage_the_longer_fuzz_round_found(case, damage, words):
     damage(data)
     with pytest.raises(UserError, match=re.escape(words)):
         check_agreement(Profile.from_json(data))
+
+
+def test_a_module_record_of_another_type_is_damaged():
+    """A recorded module (its class named) whose type says otherwise: RF010 would silently drop
+    its fix (the longer fuzz round: `frames[0].compiles[0].inputs['self'].type` changed)."""
+    data = json.loads((ROOT / "golden" / "RF010" / "library_problem_type_hidden" / "profile.json").read_text())
+    check_agreement(Profile.from_json(json.loads(json.dumps(data))))
+    data["frames"][0]["compiles"][0]["inputs"]["self"]["type"] = "Modulx"
+    with pytest.raises(UserError, match=r"inputs\['self'\] names a module class but type 'Modulx'"):
+        check_agreement(Profile.from_json(data))

@@ -209,6 +209,11 @@ def check_agreement(profile: Profile) -> None:
                     )
                 # The recorder writes a shape for a tensor only: another type with one is a
                 # damaged record, whose shape the rules would drop (and mark other dimensions).
+                # Likewise a module's class: only a module's record has one (RF010 reads it).
+                if "class" in entry and entry.get("type") != "Module":
+                    raise _damaged(
+                        f"frames[{f}].compiles[{i}].inputs[{name!r}] names a module class but type {entry.get('type')!r}"
+                    )
                 if "shape" in entry and entry.get("type") != "Tensor":
                     raise _damaged(
                         f"frames[{f}].compiles[{i}].inputs[{name!r}] has a shape but type {entry.get('type')!r}"
