@@ -2,18 +2,15 @@
 before pygls runs, only while everything they came from is unchanged. Raw JSON-RPC over a spawned
 server's pipes, as an editor speaks it."""
 
-import json
 import os
-import queue
 import shutil
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from golden_cases import GOLDEN
+from lsp_client import RawClient
 from recompile_fix.lsp import first_open
 
 CASE = GOLDEN / "RF002" / "range_count"  # a program with an RF002 finding, and its Profile
@@ -22,74 +19,17 @@ CASE = GOLDEN / "RF002" / "range_count"  # a program with an RF002 finding, and 
 CAPABILITIES = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
 
 
-def _frame(message: dict) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-class Server:
-    """A spawned `recompile-fix lsp`, its messages read on a thread."""
-
-    def __init__(self, cwd: Path):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recompile_fix", "lsp"],
-            cwd=cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.inbox: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line.lower().startswith(b"content-length"):
-                    length = int(line.split(b":")[1])
-                elif not line.strip():
-                    break
-            self.inbox.put(json.loads(out.read(length)))
-
-    def send(self, message: dict) -> None:
-        self.proc.stdin.write(_frame(message))
-        self.proc.stdin.flush()
-
-    def until(self, method: str) -> list[dict]:
-        """The messages the server sent, up to and including the first of ``method``."""
-        seen = []
-        while True:
-            seen.append(self.inbox.get(timeout=60))
-            if seen[-1].get("method") == method:
-                return seen
-
-    def close(self) -> None:
-        self.send({"jsonrpc": "2.0", "id": 99, "method": "shutdown"})
-        self.send({"jsonrpc": "2.0", "method": "exit"})
-        self.proc.wait(timeout=60)
-
-
 def _open_at_once(root: Path, text: str) -> tuple[list[str], dict]:
     """A session whose file is opened right after ``initialized``: the methods the server sent
     up to the file's first diagnostics, and those diagnostics."""
-    server = Server(root)
+    server = RawClient(root)
     try:
-        server.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {"processId": None, "rootUri": root.as_uri(), "capabilities": CAPABILITIES},
-            }
-        )
-        server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        params = {"processId": None, "rootUri": root.as_uri(), "capabilities": CAPABILITIES}
+        server.send({"id": 1, "method": "initialize", "params": params})
+        server.send({"method": "initialized", "params": {}})
         uri = (root / "program.py").as_uri()
         document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
-        server.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": document}})
+        server.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
         seen = server.until("textDocument/publishDiagnostics")
     finally:
         server.close()

@@ -7,71 +7,12 @@ Profile logged a traceback and kept the old fixes."""
 from __future__ import annotations
 
 import json
-import select
-import subprocess
-import sys
-import time
 
 import pytest
 from lsprotocol import types as lsp
 
-from conftest import ROOT
+from lsp_client import TIMEOUT, RawClient
 from test_lsp import diagnostics_for, open_doc, rf001, session, until
-
-TIMEOUT = 60
-
-
-class RawClient:
-    """Bytes on stdin, messages from stdout: what a careless editor sends."""
-
-    def __init__(self, root):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recompile_fix", "lsp"],
-            cwd=root,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        )
-        self.buffer = b""
-
-    def send_raw(self, data: bytes) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def send(self, message: dict, header: bytes | None = None) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-        self.send_raw((header or b"Content-Length: %d\r\n" % len(body)) + b"\r\n" + body)
-
-    def receive(self) -> dict:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            if b"\r\n\r\n" in self.buffer:
-                head, rest = self.buffer.split(b"\r\n\r\n", 1)
-                length = int(head.split(b"Content-Length:")[1].split(b"\r\n")[0])
-                if len(rest) >= length:
-                    self.buffer = rest[length:]
-                    return json.loads(rest[:length])
-            assert time.monotonic() < deadline, "no answer from the server"
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if ready:
-                chunk = self.proc.stdout.read1(65536)
-                assert chunk, "the server exited"
-                self.buffer += chunk
-
-    def response(self, msg_id) -> dict:
-        while True:
-            message = self.receive()
-            if message.get("id") == msg_id and "method" not in message:
-                return message
-
-    def close(self) -> None:
-        self.send({"id": 999, "method": "shutdown"})
-        self.response(999)
-        self.send({"method": "exit"})
-        self.proc.wait(timeout=TIMEOUT)
-        self.proc.stderr.close()
-        self.proc.stdout.close()
 
 
 @pytest.fixture

@@ -478,7 +478,7 @@ def _others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding])
     if len(shared) < len(recorded):
         return planned
     kept_numbers = list(kept.values())
-    names = ", ".join(f"`{f.evidence.get('param') or f.message.split('`')[1]}`" for f in kept_numbers)
+    names = ", ".join(f"`{source}`" for source in kept)
     why = kept_numbers[0].notes[0] if kept_numbers[0].notes else "it stays a Python number"
     for finding in planned:
         if finding.safety is Safety.SAFE:

@@ -134,19 +134,20 @@ class LoggingBreak(Rule):
         evidence = frame_evidence(frame, [], call_site=f"{site.file}:{site.line}")
         evidence["graph_break"] = f"{graph_break.location.file}:{graph_break.location.line}: {graph_break.reason}"
         evidence["logger"] = f"{logger}.{method}"
+
+        def finding(safety: Safety, fix: str, note: str, location: Location, params=None) -> Finding:
+            message = self.message.format(frame=frame.name, fix=fix)
+            return Finding(self.id, site.file, location, message, safety, params or {}, evidence, [note])
+
+        breaking = f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks)"
         if found is None or statement is None:
-            return Finding(
-                rule=self.id,
-                file=site.file,
-                location=site,
-                safety=Safety.NONE,
-                message=self.message.format(frame=frame.name, fix="no edit"),
-                evidence=evidence,
-                notes=[
-                    f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks); the statement that "
-                    f"compiles what {site.file}:{site.line} calls was not found in {site.file}: skip the "
-                    f'method there with `torch._dynamo.config.ignore_logger_methods.add(logging.getLogger("{logger}").{method})`'
-                ],
+            return finding(
+                Safety.NONE,
+                "no edit",
+                f"{breaking}; the statement that compiles what {site.file}:{site.line} calls was not found in "
+                f"{site.file}: skip the method there with "
+                f'`torch._dynamo.config.ignore_logger_methods.add(logging.getLogger("{logger}").{method})`',
+                site,
             )
         compile_source, node, _ = found
         before = list(statement_start(compile_source, statement))
@@ -156,39 +157,28 @@ class LoggingBreak(Rule):
             # Where the model is built in the compile call, the compiled module takes the
             # attribute after that statement (it sets it on the model), before its first call.
             where = {"after": compile_source.positions[statement].end.line + 1} if after else {}
-            return Finding(
-                rule=self.id,
-                file=site.file,
-                location=location,
-                safety=Safety.SAFE,
-                message=self.message.format(frame=frame.name, fix=f'set `{target}.loss_type = "{_LOSS_FALLBACK}"`'),
-                evidence=evidence,
-                notes=[
-                    f"transformers' `loss_function` warns on every call where the model's class names no "
-                    f'loss type ({breaks} graph breaks), then uses "{_LOSS_FALLBACK}": set, the same loss '
-                    "is computed without the warning, and the frame is not split there"
-                ],
-                params={"before": before, "loss_type": target, **where},
+            return finding(
+                Safety.SAFE,
+                f'set `{target}.loss_type = "{_LOSS_FALLBACK}"`',
+                f"transformers' `loss_function` warns on every call where the model's class names no loss type "
+                f'({breaks} graph breaks), then uses "{_LOSS_FALLBACK}": set, the same loss is computed without '
+                "the warning, and the frame is not split there",
+                location,
+                {"before": before, "loss_type": target, **where},
             )
         if not IGNORE_LOGGER_METHODS.runs_on(profile.torch_release):
             return None
-        imports = compile_source.imports
-        return Finding(
-            rule=self.id,
-            file=site.file,
-            location=location,
-            safety=Safety.UNSAFE,
-            message=self.message.format(frame=frame.name, fix=f"skip `{logger}`'s `{method}` in compiled code"),
-            evidence=evidence,
-            notes=[
-                f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks); skipped, its message is "
-                "no longer printed from compiled code (the outputs are the same): a trade-off, yours to take"
-            ],
-            params={
+        return finding(
+            Safety.UNSAFE,
+            f"skip `{logger}`'s `{method}` in compiled code",
+            f"{breaking}; skipped, its message is no longer printed from compiled code (the outputs are the "
+            "same): a trade-off, yours to take",
+            location,
+            {
                 "before": before,
                 "logger": logger,
                 "method": method,
-                "import_logging": imports.get("logging") != "logging",
+                "import_logging": compile_source.imports.get("logging") != "logging",
             },
         )
 
