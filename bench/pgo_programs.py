@@ -10,7 +10,8 @@ closure hash of the module object, new in every process, so it never carries ove
 `torch.compile(module)`), and a numpy schedule (issue 27's bar); the rest are classes real
 projects hand-fix: kwargs key sets (one whose keys carry tensors, one that pops keys and adds
 them back as None, as xDiT's PR #781 fixed), ten heads behind one frame, a warm-up call before a
-marked loop, and an eval loop after a training loop at other lengths.
+marked loop, an eval loop after a training loop at other lengths, and an annealed float
+attribute.
 """
 
 from __future__ import annotations
@@ -188,6 +189,54 @@ compiled = torch.compile(model)
 x = torch.randn(4, 8)
 for scale in (1, 2, 3, 4):
     model.scale = scale
+    outputs.append(compiled(x))
+"""
+        ),
+    ),
+    BenchProgram(
+        "module_float",
+        "nn.Module float attribute (a margin) annealed, 4 values",
+        _program(
+            """
+class MarginLoss(nn.Module):
+    def __init__(self, margin=0.5):
+        super().__init__()
+        self.margin = margin
+
+    def forward(self, score):
+        return (self.margin - score).clamp(min=0)
+
+
+criterion = MarginLoss()
+compiled = torch.compile(criterion)
+score = torch.randn(4, 8)
+for epoch in range(4):
+    criterion.margin = 0.5 + 0.1 * epoch
+    outputs.append(compiled(score))
+"""
+        ),
+    ),
+    BenchProgram(
+        "module_float_static",
+        "a float attribute (fade-in alpha) under dynamic=False",
+        _program(
+            """
+class FadeIn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.old = nn.Linear(8, 8)
+        self.new = nn.Linear(8, 8)
+        self.alpha = 0.0
+
+    def forward(self, x):
+        return self.alpha * self.new(x) + (1 - self.alpha) * self.old(x)
+
+
+model = FadeIn()
+compiled = torch.compile(model, dynamic=False)
+x = torch.randn(4, 8)
+for step in range(4):
+    model.alpha = min(1.0, step / 3)
     outputs.append(compiled(x))
 """
         ),

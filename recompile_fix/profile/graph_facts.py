@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import types
 
-__all__ = ["compiled_graph_dims", "spellable_module_path"]
+__all__ = ["compiled_graph_dims", "float_constant_operands", "spellable_module_path"]
 
 _MAX_DIMS = 256  # dims recorded per compile
 _PARAMETER = "._parameters["
@@ -87,6 +87,40 @@ def _read(depth: int) -> dict[str, list[dict]] | None:
             found.setdefault(tensor, []).append(entry)
             count += 1
     return found
+
+
+def float_constant_operands(start_depth: int = 2) -> list[str] | None:
+    """What the Python floats the compile's graph holds as constants meet in its ops: the
+    ``dtype:rank`` of every tensor operand of an op with a float argument (``mul(x, 0.333)``:
+    ``["float32:2"]``), distinct and sorted; None where the graph is not reachable. A float a
+    program keeps in an attribute is such a constant: RF014 reads here whether a float64 0-d
+    tensor in its place would compute the same (it does beside floating tensors of rank >= 1).
+    Never raises."""
+    try:
+        frame: types.FrameType | None = sys._getframe(start_depth)
+        while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
+            frame = frame.f_back
+        graph = getattr(frame.f_locals.get("output"), "graph", None) if frame is not None else None
+        nodes = getattr(graph, "nodes", None)
+        if nodes is None:
+            return None
+        found: set[str] = set()
+        for count, node in enumerate(nodes):
+            if count > 20000:
+                return None
+            if getattr(node, "op", None) not in ("call_function", "call_method"):
+                continue
+            operands = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
+            if not any(type(a) is float for a in operands):
+                continue
+            for operand in operands:
+                value = getattr(operand, "meta", {}).get("example_value") if hasattr(operand, "meta") else None
+                dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+                if dtype is not None and shape is not None:
+                    found.add(f"{str(dtype).replace('torch.', '')}:{len(shape)}")
+        return sorted(found)
+    except Exception:  # never break the user's program over bookkeeping
+        return None
 
 
 def _size_source(source) -> tuple[str | None, int]:

@@ -150,6 +150,7 @@ class _Merge:
             fail_type=raw.get("fail_type"),
             backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
             dims=_dims(raw.get("dims")),
+            float_operands=_strings(raw.get("float_operands")),
         )
         texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
         for text in texts:
@@ -332,6 +333,13 @@ def _add_seconds(compile_: Compile, seconds: dict) -> None:
     for key, value in seconds.items():
         if value is not None:
             compile_.seconds[key] = (compile_.seconds.get(key) or 0.0) + value
+
+
+def _strings(raw: object) -> list[str] | None:
+    """A recorded list of strings, or None where it is not one."""
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        return None
+    return list(raw)
 
 
 def _dims(raw: object) -> dict[str, list[dict]] | None:

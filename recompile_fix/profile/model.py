@@ -205,6 +205,9 @@ class Compile:
     # ``tied`` names a parameter whose static size the specialised one equals. None: not
     # recorded (an older Profile, a trace); {} none traced as a symbol.
     dims: dict[str, list[dict[str, Any]]] | None = None
+    # The tensors the graph's Python float constants meet, as ``dtype:rank`` (``mul(x, 0.5)``
+    # with a 2-d float32 ``x``: "float32:2"), distinct. None: not recorded or no float constant.
+    float_operands: list[str] | None = None
 
     def specialized(self, source: str, dim: int) -> dict[str, Any] | None:
         """The record of ``source``'s dimension ``dim`` where this compile's graph specialised it."""
@@ -588,6 +591,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
             blocks=[BlockStack(**b) for b in c["blocks"]] if c.get("blocks") else None,
             backend=c.get("backend"),
             dims={k: [dict(d) for d in v] for k, v in c["dims"].items()} if c.get("dims") is not None else None,
+            float_operands=list(c["float_operands"]) if c.get("float_operands") is not None else None,
         )
         for c in data.get("compiles", [])
     ]

@@ -214,6 +214,9 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
             for name, entries in _obj(compile_["dims"], f"{here}.dims").items():
                 for j, entry in enumerate(_list(entries, f"{here}.dims[{name!r}]")):
                     _check_dim(_obj(entry, f"{here}.dims[{name!r}][{j}]"), f"{here}.dims[{name!r}][{j}]")
+        if compile_.get("float_operands") is not None:
+            for j, operand in enumerate(_list(compile_["float_operands"], f"{here}.float_operands")):
+                _str(operand, f"{here}.float_operands[{j}]", empty=False)
         if compile_.get("blocks") is not None:
             for j, stack in enumerate(_list(compile_["blocks"], f"{here}.blocks")):
                 _check_block_stack(_obj(stack, f"{here}.blocks[{j}]"), f"{here}.blocks[{j}]")

@@ -7,6 +7,15 @@ import os
 import re
 from typing import Any
 
+from recompile_fix.analysis.changing_values import (
+    ATTRIBUTE_SOURCE,
+    AttributeState,
+    Counter,
+    CounterState,
+    GlobalState,
+    counter_owner,
+    in_a_function,
+)
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile
@@ -16,20 +25,8 @@ from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Location, Profile
-from recompile_fix.rules.rf006_counter_buffer.counters import (
-    AttributeState,
-    Counter,
-    CounterState,
-    GlobalState,
-    counter_owner,
-    in_a_function,
-)
 
 __all__ = ["RULE", "CounterBuffer"]
-
-
-# ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``: a root, then attributes.
-_ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
 
 
 _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")
@@ -137,7 +134,7 @@ class CounterBuffer(Rule):
                     key = ("global", frame.file, _matched(_GLOBAL_SOURCE, source, "name"))
                 elif (
                     reason.kind in ("module_attribute", "scalar_value", "attribute_presence")
-                    and (match := _ATTRIBUTE_SOURCE.match(source))
+                    and (match := ATTRIBUTE_SOURCE.match(source))
                     and (is_int or reason.kind == "attribute_presence")
                 ):
                     # One counter per class, by identity: two files' `class Net` hold two.
@@ -298,7 +295,7 @@ def _not_a_tensor(state: CounterState, uses: list[Use], blocking: list[Use]) -> 
     an int (``blocking``), a read that float arithmetic makes inexact in int64."""
     inexact = [u for u in uses if u.verdict == TENSOR and not (u.int_exact and u.exact and not u.float64_only)]
     return (
-        [f"{w} at {where}" for w, where in state.bad_writes]
+        list(dict.fromkeys(f"{w} at {where}" for w, where in state.bad_writes))
         + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
         + [
             f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from recompile_fix.profile.graph_breaks import logging_call, parse_graph_break  # standard library only
-from recompile_fix.profile.graph_facts import compiled_graph_dims
+from recompile_fix.profile.graph_facts import compiled_graph_dims, float_constant_operands
 from recompile_fix.profile.recorder.compiled_frame import compiled_frame_backend, compiled_frame_blocks
 from recompile_fix.profile.recorder.hooks import put_back_hooks
 from recompile_fix.profile.recorder.inputs import compiled_frame_inputs
@@ -190,12 +190,16 @@ class Recorder:
         backend = self.start_backends.pop(start_key, None)
         # The graph's own word on the sizes it took (dynamic, or specialised and why).
         dims = compiled_graph_dims() if live and forward else None
+        floats = float_constant_operands() if live and forward else None
         if backend is None and live:
             try:
                 backend = compiled_frame_backend()
             except Exception:  # never break the user's program over bookkeeping
                 backend = None
-        return {"stack": stack, "inputs": inputs, "blocks": blocks, "backend": backend, "dims": dims}
+        facts: dict[str, Any] = {"stack": stack, "inputs": inputs, "blocks": blocks, "backend": backend, "dims": dims}
+        if floats:
+            facts["float_operands"] = floats
+        return facts
 
     def on_graph_break_log(self, record: logging.LogRecord) -> None:
         try:

@@ -1,7 +1,7 @@
-"""Ints that change between calls (RF006's counters): a module global or an nn.Module attribute
-that torch specialised on, where it is defined and written, whether every write is in place and
-every read exact int arithmetic with tensors, and how a 0-d tensor or a ``dynamic_sources``
-entry would replace it.
+"""Numbers that change between calls: a module global or an nn.Module attribute that torch
+specialised on (RF006's int counters, RF014's float attributes), where it is defined, written and
+read; for an int, whether every write is in place and every read exact int arithmetic with
+tensors, and how a 0-d tensor or a ``dynamic_sources`` entry would replace it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,20 @@ from recompile_fix.analysis.scalar_uses import ScalarUses, Use
 from recompile_fix.analysis.source import SourceFile, is_name, walk
 from recompile_fix.profile.model import Frame, Location, is_library_path
 
-__all__ = ["AttributeState", "Counter", "CounterState", "GlobalState", "counter_owner", "in_a_function"]
+__all__ = [
+    "ATTRIBUTE_SOURCE",
+    "AttributeState",
+    "Counter",
+    "CounterState",
+    "GlobalState",
+    "bound_class",
+    "constructed_class",
+    "counter_owner",
+    "in_a_function",
+]
+
+# ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``: a root, then attributes.
+ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
 
 # libcst node classes by name: reading cst.* here would load libcst when the module is imported.
 _IN_PLACE = frozenset({"AddAssign", "SubtractAssign", "MultiplyAssign", "FloorDivideAssign", "ModuloAssign"})
@@ -248,7 +261,8 @@ class AttributeState(CounterState):
 
     def reads(self, frame: Frame, project: Project) -> list[Use]:
         attr, uses = self.counter.name, []
-        analysis = ScalarUses(read=project.source, classes=ClassIndex(project))
+        classes = ClassIndex(project)
+        analysis = ScalarUses(read=project.source, classes=classes)
         for file in self.files:
             source = project.source(file)
             assert source is not None, f"{file} is profiled and readable"
@@ -258,10 +272,18 @@ class AttributeState(CounterState):
                 inside = self.cls in set(source.ancestors(node))
                 if inside and not is_name(node.value, "self"):
                     continue
-                if self._another_class(source, file, node):
+                if self._another_class(source, file, node) or self._another_object(classes, source, file, node):
                     continue
                 uses.extend(analysis.of_expression(node, _scope(analysis, source, file, node, frame)))
         return uses
+
+    def _another_object(self, classes: ClassIndex, source: SourceFile, file: str, node: cst.Attribute) -> bool:
+        """``settings.margin`` where ``settings = Settings()`` in the file: an instance of a
+        project class that is not the counter's."""
+        if not isinstance(node.value, cst.Name) or node.value.value == "self":
+            return False
+        built = bound_class(classes, source, file, node.value.value)
+        return built is not None and not any(c.node is self.cls for c in classes.mro(built))
 
     def _another_class(self, source: SourceFile, file: str, node: cst.Attribute) -> bool:
         """``self.<attr>`` in a method of a class the counter's object is not an instance of
@@ -386,7 +408,7 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
         for statement in source.module.body:
             for node in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                 if isinstance(node, cst.Assign) and any(is_name(t.target, match.group(1)) for t in node.targets):
-                    constructed.add(_constructed(classes, frame.file, node.value))
+                    constructed.add(constructed_class(classes, frame.file, node.value))
         if len(constructed) == 1 and None not in constructed:
             ref = constructed.pop()
             assert ref is not None
@@ -402,7 +424,22 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
     return None
 
 
-def _constructed(classes: ClassIndex, file: str, value: cst.BaseExpression) -> ClassRef | None:
+def bound_class(classes: ClassIndex, source: SourceFile, file: str, name: str) -> ClassRef | None:
+    """The one project class ``name`` is built from in ``file`` (``G = Generator()``,
+    ``G, D = Generator(), Discriminator()``); None when not exactly one."""
+    found: set[ClassRef | None] = set()
+    for node in source.nodes(cst.Assign):
+        for target in node.targets:
+            if is_name(target.target, name):
+                found.add(constructed_class(classes, file, node.value))
+            elif isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
+                for element, value in zip(target.target.elements, node.value.elements):
+                    if is_name(element.value, name):
+                        found.add(constructed_class(classes, file, value.value))
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def constructed_class(classes: ClassIndex, file: str, value: cst.BaseExpression) -> ClassRef | None:
     """The project class whose call builds ``value`` (``Net()``, ``m.Net(4).to(device)``)."""
     while isinstance(value, cst.Call):
         found = classes.resolve(file, value.func)
@@ -424,7 +461,7 @@ def _submodule(classes: ClassIndex, holder: ClassRef, attr: str) -> ClassRef | N
                 isinstance(t.target, cst.Attribute) and is_name(t.target.value, "self") and t.target.attr.value == attr
                 for t in node.targets
             ):
-                built.add(_constructed(classes, owner.file, node.value))
+                built.add(constructed_class(classes, owner.file, node.value))
     return built.pop() if len(built) == 1 else None
 
 

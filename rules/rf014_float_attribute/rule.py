@@ -1,0 +1,523 @@
+"""RF014 float-attribute: a float held in an object's attribute (a loss margin, a fade-in alpha)
+that the program changes between calls of compiled code recompiles it; assigned as a 0-d tensor,
+it is a graph input instead."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from recompile_fix.analysis.changing_values import (
+    ATTRIBUTE_SOURCE,
+    AttributeState,
+    Counter,
+    bound_class,
+    counter_owner,
+)
+from recompile_fix.analysis.classes import ClassIndex, ClassRef
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
+from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
+from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Location, Profile
+
+__all__ = ["RULE", "FloatAttribute"]
+
+FLOATING = {"float16", "bfloat16", "float32", "float64"}
+_KINDS = ("module_attribute", "scalar_value")
+
+
+class FloatAttribute(Rule):
+    """
+    ## What it does
+    Assigns a float attribute that the program changes between calls of compiled code (a margin
+    annealed per epoch, a progressive-growing GAN's fade-in `alpha`) as a 0-d tensor: every
+    assignment `obj.alpha = value` of it becomes `obj.alpha = torch.tensor(value, ...)`, in
+    `__init__` and wherever the program sets it.
+
+    ## Why is this bad?
+    `torch.compile` guards a float read from an nn.Module attribute on its value
+    (`self.alpha == 0.3333333333333333`): the next value compiles the frame again. With
+    `dynamic=None` the float is made dynamic after that, so each such attribute costs a
+    recompile per compiled frame that reads it; with `dynamic=False`, or where the guard on
+    another attribute failed first, one per value. PyTorch's profile-guided dynamism does
+    not mark attributes. A 0-d tensor attribute is a graph input guarded on its dtype and shape
+    only: one graph serves every value (measured on torch 2.13: a fade-in `alpha` and a margin,
+    2 compiles -> 1 per frame, eager and inductor).
+
+    ## Example
+    ```python
+    class MarginLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.margin = 0.5
+
+    for epoch in range(epochs):
+        criterion.margin = 0.5 + 0.25 * epoch
+    ```
+    Use instead:
+    ```python
+    class MarginLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.margin = torch.tensor(0.5)
+
+    for epoch in range(epochs):
+        criterion.margin = torch.tensor(0.5 + 0.25 * epoch)
+    ```
+
+    ## Fix safety
+    Every read of the attribute in the profiled files must be tensor arithmetic (the analysis
+    RF002 uses): a read in a Python branch, `range()`, `math.*`, a format string or a call
+    whose source cannot be read makes no edit, and the finding names it. The tensor's dtype
+    keeps the results: a float that meets a tensor directly stays at the default dtype (torch
+    casts a Python float to the tensor's dtype the same way), bit-identical; one that goes
+    through Python arithmetic first (`1 - self.alpha`) becomes float64, which computes that
+    arithmetic as Python does, bit-identical where what it meets is a floating tensor of rank
+    >= 1: an argument recorded so, or every tensor the graph's float constants met, as the
+    recorder read them from each compile's graph (`float32:2`); unproven otherwise (a 0-d or
+    integer tensor would make a float64 result): `fix` runs it and keeps it only with the same
+    outputs. Every assignment is
+    rewritten or none is; one whose object the source cannot tie to the attribute's class
+    (`args.alpha = ...` beside `model.alpha`), writes in more than one file, an in-place update
+    of a tensor two objects share, or a value that may not be a number (a parameter passed in)
+    makes the fix unproven. A plain attribute does not move with `.to(device)`: where the run
+    saw tensors off the CPU the fix is unproven (a CPU 0-d tensor meets a CUDA one as a number).
+
+    ## Profile evidence
+    The value guard on the attribute (`self.alpha == 0.3333333333333333`, a `module_attribute`
+    or `scalar_value` reason with a float value) and the attribute's value the recorder kept at
+    each compile of the frame (`self.alpha`), so an attribute whose guard torch did not report
+    (another guard failed first) is found too; the class of the object holding it, as recorded;
+    the dtype and rank of the tensors each graph's float constants meet (`float_operands`).
+    """
+
+    id = "RF014"
+    name = "float-attribute"
+    message = "{name} {verb} between calls of compiled `{frame}` ({values}; {compiles} compiles{limit}): {fix}"
+    consumes = _KINDS
+    triggers = ("compile",)
+    emits = (TorchApi("torch.tensor", None, "every release"),)
+    finding_only = False
+    examples = (
+        Example(
+            before="        self.scale = 0.0\n\n    def forward(self, x):\n        return x + self.scale * self.proj(x)\n"
+            "\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend=\"eager\")\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nlosses = []\nfor step in range(6):\n"
+            "    model.scale = min(1.0, step / 4)\n",
+            after="        self.scale = torch.tensor(0.0)\n\n    def forward(self, x):\n        return x + self.scale * self.proj(x)\n"
+            "\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend=\"eager\")\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nlosses = []\nfor step in range(6):\n"
+            "    model.scale = torch.tensor(min(1.0, step / 4))\n",
+            golden="RF014/residual_warmup",
+        ),
+        Example(  # the forward needs the float in a Python branch: no edit
+            before="        if self.alpha >= 1.0:\n            return self.new(x)\n",
+            after=None,
+            golden="RF014/alpha_in_branch",
+        ),
+    )
+
+    # -- planning ----------------------------------------------------------------------
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        attributes: dict[tuple, Counter] = {}
+        owners: dict[tuple, tuple[str, str, str] | None] = {}
+        for frame in profile.frames:
+            if os.path.isabs(frame.file):
+                continue  # library code: its attributes are not the user's to edit
+            for source, value in _changing_floats(frame):
+                match = ATTRIBUTE_SOURCE.match(source)
+                if match is None:
+                    continue
+                root = match.group("root") + match.group("rest")
+                if (frame.key, root) not in owners:
+                    owners[frame.key, root] = counter_owner(frame, root, project)
+                owner = owners[frame.key, root]
+                key = (owner, match.group("attr"))
+                attribute = attributes.setdefault(key, Counter(kind="attribute", name=key[1], owner=owner))
+                for v in value:
+                    attribute.add(frame, source, v)
+        plans = [self._plan(attribute, profile, project) for attribute in attributes.values()]
+        return [self._finding(group) for group in _merged(p for p in plans if p is not None)]
+
+    def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
+        frame = attribute.frames[0]
+        files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
+        state = AttributeState.find(attribute, frame, files, project)
+        plan = _Plan(attribute, state.label or attribute.name)
+        fallback = attribute.first_use or Location(file=frame.file, line=frame.first_line)
+        if state.why_not:
+            plan.refuse(state.why_not, state.why_not_location or fallback)
+            return plan
+        writes, doubts = _writes(state, project)
+        plan.writes = writes
+        plan.doubts.extend(doubts)
+        assigned = [w for w in writes if w.rhs is not None]
+        if not assigned:
+            plan.refuse(f"no assignment of `{attribute.name}` found in the profiled files", fallback)
+            return plan
+        if len({w.file for w in writes}) > 1:
+            plan.refuse(
+                f"`{attribute.name}` is assigned in {len({w.file for w in writes})} files "
+                f"({', '.join(sorted({w.file for w in writes}))}): one edit per file would leave a float beside a tensor",
+                fallback,
+            )
+            return plan
+        uses = state.reads(frame, project)
+        blocking = distinct(u for u in uses if u.verdict != TENSOR)
+        if blocking:
+            plan.refuse([f"not a tensor: `{plan.label}` {u.describe()}" for u in blocking], fallback)
+            return plan
+        plan.location = assigned[0].location
+        plan.float64, dtype_doubt = _dtype(uses, attribute.frames)
+        if dtype_doubt:
+            plan.doubts.append(dtype_doubt)
+        devices = {str(t.get("device")) for f in attribute.frames for t in f.tensor_inputs().values()} - {"None", "cpu"}
+        if devices:
+            plan.doubts.append(
+                f"the run passed tensors on {', '.join(sorted(devices))}: a plain attribute stays on the CPU "
+                "when the module moves (a 0-d CPU tensor meets them as a number; a buffer would move)"
+            )
+        return plan
+
+    def _finding(self, plan: "_Plan") -> Finding:
+        frames: list[Frame] = []
+        for frame in (f for a in plan.merged for f in a.frames):
+            if not any(frame is seen for seen in frames):
+                frames.append(frame)
+        compiles = sum(f.compile_count for f in frames)
+        limit = sum(f.limit_hits for f in frames)
+        values = list(dict.fromkeys(v for a in plan.merged for v in a.values))
+        shown = ", ".join(_short(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        if plan.why_not:
+            fix, safety = "it stays a float", Safety.NONE
+        else:
+            fix = "assign it as a 0-d tensor" if len(plan.merged) == 1 else "assign them as 0-d tensors"
+            safety = Safety.UNSAFE if plan.doubts else Safety.SAFE
+        labels = list(dict.fromkeys(plan.labels))
+        message = self.message.format(
+            name=" and ".join(f"`{label}`" for label in labels),
+            verb="is a float that changes" if len(labels) == 1 else "are floats that change",
+            frame=frames[0].name,
+            values=shown,
+            compiles=compiles,
+            limit=", recompile limit hit" if limit else "",
+            fix=fix,
+        )
+        notes = list(plan.why_not) if plan.why_not else [f"unproven: {d}" for d in plan.doubts]
+        params: dict[str, Any] = {}
+        if safety is not Safety.NONE:
+            params = {
+                "wrap": sorted({tuple(w.rhs) for w in plan.writes if w.rhs is not None}),
+                "float64": plan.float64,
+            }
+            in_place = [w for w in plan.writes if w.rhs is None]
+            if in_place:
+                notes.append(f"{len(in_place)} in-place update(s) (`{in_place[0].code}`) now update the tensor")
+            if safety is Safety.SAFE:
+                notes.append(
+                    "results are bit-identical: every read is tensor arithmetic, "
+                    + (
+                        "float64 computes the Python arithmetic on it as Python does"
+                        if plan.float64
+                        else "met directly"
+                    )
+                )
+        assert plan.location is not None
+        return Finding(
+            rule=self.id,
+            file=plan.location.file,
+            location=plan.location,
+            message=message,
+            safety=safety,
+            params=params,
+            evidence={
+                "frames": [f"{f.name} ({f.file}:{f.first_line})" for f in frames],
+                "compiles": compiles,
+                "limit_hits": limit,
+                "values": values[:10],
+                "sources": sorted({s for a in plan.merged for s in a.sources}),
+            },
+            notes=notes,
+            covers=[cover(f, sorted(a.sources), _KINDS) for a in plan.merged for f in a.frames],
+            unsafe_because=UNPROVEN,
+        )
+
+    # -- rewriting ---------------------------------------------------------------------
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        dtype = f", dtype={torch_name}.float64" if finding.params["float64"] else ""
+        return [
+            Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
+            for start, end in finding.params["wrap"]
+        ]
+
+
+@dataclass
+class _Write:
+    file: str
+    code: str  # the statement, one line
+    location: Location
+    rhs: list[int] | None  # the value's span; None: an in-place update (`+=`)
+
+
+@dataclass
+class _Plan:
+    attribute: Counter
+    label: str
+    location: Location | None = None
+    writes: list[_Write] = field(default_factory=list)
+    why_not: list[str] = field(default_factory=list)
+    doubts: list[str] = field(default_factory=list)
+    float64: bool = False
+    merged: list[Counter] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.merged, self.labels = [self.attribute], [self.label]
+
+    def refuse(self, why: str | list[str], location: Location) -> None:
+        self.why_not.extend([why] if isinstance(why, str) else why)
+        self.location = location
+
+
+def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
+    """The attribute sources of ``frame`` that held a float whose value changed: named by a
+    failed guard, or recorded at the frame's compiles with more than one value (torch reports
+    only the first guard that failed)."""
+    found: dict[str, list] = {}
+    for reason in frame.reasons():
+        if reason.kind in _KINDS and reason.value_type == "float" and reason.source:
+            found.setdefault(reason.source, [])
+    recorded: dict[str, list] = {}
+    for compile_ in frame.compiles:
+        for name, entry in compile_.inputs.items():
+            if entry.get("type") == "float" and "." in name:
+                values = recorded.setdefault(name, [])
+                if entry.get("value") not in values:
+                    values.append(entry.get("value"))
+    for name, values in recorded.items():
+        if len(values) > 1 or name in found:
+            found[name] = values
+    return list(found.items())
+
+
+def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list[str]]:
+    """Every assignment and in-place update of the attribute in the profiled files whose object
+    may be of its class, and what leaves the edit unproven."""
+    attr, classes = state.counter.name, ClassIndex(project)
+    writes: list[_Write] = []
+    doubts: list[str] = []
+    shared = False
+    for file in state.files:
+        source = project.source(file)
+        assert source is not None, f"{file} is profiled and readable"
+        for node in [*source.nodes(cst.Assign), *source.nodes(cst.AugAssign)]:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            ours = [t for t in targets if isinstance(t, cst.Attribute) and t.attr.value == attr]
+            if not ours:
+                continue
+            known = [_holder_is(state, classes, source, file, t) for t in ours]
+            if all(k is False for k in known):
+                continue  # another class's attribute of the same name
+            statement = source.parents.get(node, node)
+            code = " ".join(source.code(statement).split())
+            where = f"{file}:{source.positions[node].start.line}"
+            if any(k is None for k in known):
+                doubts.append(f"`{code}` at {where}: the source does not tie the object to `{state.label}`'s class")
+            if isinstance(node, cst.Assign):
+                shared = shared or len(node.targets) > 1
+                if not _number_shaped(node.value, source, node) and not _constructed_with_numbers(
+                    state, project, classes, source, node
+                ):
+                    doubts.append(f"`{code}` at {where}: the value may not be a number")
+                rhs: list[int] | None = list(source.span(node.value))
+            else:
+                rhs = None
+            pos = source.positions[node]
+            writes.append(_Write(file, code, Location(file=file, line=pos.start.line, col=pos.start.column), rhs))
+    if shared and any(w.rhs is None for w in writes):
+        doubts.append("an in-place update would change the tensor every object of a chained assignment shares")
+    return writes, doubts
+
+
+def _holder_is(
+    state: AttributeState, classes: ClassIndex, source: SourceFile, file: str, target: cst.Attribute
+) -> bool | None:
+    """Is the object of ``target`` (``self.alpha``, ``G.alpha``) an instance of the attribute's
+    class: True, False, or None (cannot tell)?"""
+    if is_name(target.value, "self"):
+        cls = next(
+            (source.enclosing_class(a) for a in source.ancestors(target) if isinstance(a, cst.FunctionDef)), None
+        )
+        if cls is None:
+            return None
+        ref = ClassRef(file, source, cls)
+        if state.lineage is None:  # the compiled method's class: `self` may be a subclass's
+            return True if ref.node is state.cls else None
+        return ref in state.lineage
+    if not isinstance(target.value, cst.Name):
+        return None
+    built = bound_class(classes, source, file, target.value.value)
+    if built is None:
+        return None
+    return any(c.node is state.cls for c in classes.mro(built))
+
+
+def _constructed_with_numbers(
+    state: AttributeState, project: Project, classes: ClassIndex, source: SourceFile, node: cst.Assign
+) -> bool:
+    """``self.margin = margin`` in the class's ``__init__``, where ``margin`` is a parameter with a
+    number default and every construction of the class in the profiled files passes a number
+    for it, or nothing."""
+    init = next((a for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    if init is None or init.name.value != "__init__" or source.enclosing_class(init) is not state.cls:
+        return False
+    if not isinstance(node.value, cst.Name):
+        return False
+    params = [*init.params.posonly_params, *init.params.params]
+    param = next((p for p in [*params, *init.params.kwonly_params] if p.name.value == node.value.value), None)
+    if param is None or param.default is None or not _number_shaped(param.default, source, init):
+        return False
+    position = params.index(param) - 1 if param in params else None  # `self` is not passed
+    calls = 0
+    for file in state.files:
+        other = project.source(file)
+        assert other is not None, f"{file} is profiled and readable"
+        for call in other.nodes(cst.Call):
+            built = classes.resolve(file, call.func)
+            if built is None or not any(c.node is state.cls for c in classes.mro(built)):
+                continue
+            calls += 1
+            if any(a.star for a in call.args):
+                return False
+            passed = next((a for a in call.args if a.keyword and a.keyword.value == param.name.value), None)
+            positional = [a for a in call.args if a.keyword is None]
+            if passed is None and position is not None and position < len(positional):
+                passed = positional[position]
+            if passed is not None and not _number_shaped(passed.value, other, call):
+                return False
+    return calls > 0
+
+
+_NUMBER_CALLS = {"min", "max", "abs", "float", "round", "sum"}
+
+
+def _number_shaped(value: cst.BaseExpression, source: SourceFile, at: cst.CSTNode, depth: int = 0) -> bool:
+    """Is ``value`` surely a Python number: literals, arithmetic, ``min``/``max``/``float`` of
+    numbers, ``math.*``, and names bound (in the enclosing function or module) only to such, or
+    as loop variables over ``range()``?"""
+    if depth > 12:  # a name bound to itself, or code too deep to follow
+        return False
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.UnaryOperation):
+        return _number_shaped(value.expression, source, at, depth + 1)
+    if isinstance(value, cst.BinaryOperation):
+        return _number_shaped(value.left, source, at, depth + 1) and _number_shaped(value.right, source, at, depth + 1)
+    if isinstance(value, cst.IfExp):
+        return _number_shaped(value.body, source, at, depth + 1) and _number_shaped(value.orelse, source, at, depth + 1)
+    if isinstance(value, cst.Call):
+        func = source.qualified_name(value.func)
+        if func in _NUMBER_CALLS or func.startswith("math."):
+            return all(_number_shaped(a.value, source, at, depth + 1) for a in value.args)
+        return False
+    if isinstance(value, cst.Name):
+        return _name_is_number(value.value, source, at, depth)
+    return False
+
+
+def _name_is_number(name: str, source: SourceFile, at: cst.CSTNode, depth: int) -> bool:
+    scope = next((a for a in source.ancestors(at) if isinstance(a, cst.FunctionDef)), source.module)
+    bound = False
+    for node in source.nodes(cst.Assign):
+        if scope not in set(source.ancestors(node)) and scope is not source.module:
+            continue
+        for target in node.targets:
+            if is_name(target.target, name):
+                bound = True
+                if not _number_shaped(node.value, source, node, depth + 1):
+                    return False
+            elif isinstance(target.target, cst.Tuple):  # `steps, batch = 6, 8`
+                names = [is_name(e.value, name) for e in target.target.elements]
+                if any(names):
+                    bound = True
+                    values = node.value.elements if isinstance(node.value, cst.Tuple) else ()
+                    if len(values) != len(names) or not _number_shaped(
+                        values[names.index(True)].value, source, node, depth + 1
+                    ):
+                        return False
+    for loop in source.nodes(cst.For):
+        if is_name(loop.target, name) and (scope is source.module or scope in set(source.ancestors(loop))):
+            bound = True
+            if not (isinstance(loop.iter, cst.Call) and source.qualified_name(loop.iter.func) == "range"):
+                return False
+    return bound
+
+
+def _dtype(uses: list[Use], frames: list[Frame]) -> tuple[bool, str | None]:
+    """Whether the tensor is float64, and what leaves its results unproven (None: bit-identical)."""
+    arith = [u for u in uses if not u.scalar_slot]
+    inexact = distinct(u for u in uses if not u.exact)
+    if inexact:
+        return False, f"a 0-d tensor computes close to the number, not bit-identically, at {inexact[0].describe()}"
+    if not any(u.scalar_math for u in arith) and not any(u.float64_only for u in uses):
+        return False, None
+    tensors = {n: t for f in frames for n, t in f.tensor_inputs().items()}
+    met = {m for u in arith for m in u.meets}
+    if met and all(m in tensors and tensors[m].get("dtype") in FLOATING and tensors[m].get("shape") for m in met):
+        return True, None
+    if _graphs_meet_only_floating_tensors(frames):
+        return True, None
+    scalar = next(u for u in [*arith, *uses] if u.scalar_math or u.float64_only)
+    return True, (
+        f"Python arithmetic on it comes first at {scalar.where} (`{scalar.code}`): float64 computes it as Python "
+        "does, bit-identical where it then meets floating tensors of rank >= 1, which the run did not record "
+        "for every compile here"
+    )
+
+
+def _graphs_meet_only_floating_tensors(frames: list[Frame]) -> bool:
+    """Did every compile of these frames record what its graph's float constants meet, and was
+    each a floating tensor of rank >= 1 (where a float64 0-d tensor computes as the float did)?"""
+    compiles = [c for f in frames for c in f.compiles if not c.limit_hit]
+    if not compiles or any(not c.float_operands for c in compiles):
+        return False
+    for operand in {o for c in compiles for o in c.float_operands or ()}:
+        dtype, _, rank = operand.partition(":")
+        if dtype not in FLOATING or not rank.isdigit() or int(rank) < 1:
+            return False
+    return True
+
+
+def _merged(plans) -> list[_Plan]:
+    """One plan per set of attributes that share an assignment (`G.alpha = D.alpha = alpha`):
+    their edits are one edit."""
+    result: list[_Plan] = []
+    for plan in plans:
+        spans = {tuple(w.rhs) for w in plan.writes if w.rhs is not None}
+        other = next((r for r in result if spans & {tuple(w.rhs) for w in r.writes if w.rhs is not None}), None)
+        if other is None:
+            result.append(plan)
+            continue
+        other.merged.append(plan.attribute)
+        other.labels.append(plan.label)
+        other.writes.extend(w for w in plan.writes if w not in other.writes)
+        other.doubts.extend(d for d in plan.doubts if d not in other.doubts)
+        other.why_not.extend(w for w in plan.why_not if w not in other.why_not)
+        if plan.float64 != other.float64 and not (plan.why_not or other.why_not):
+            other.float64 = True
+            other.doubts.append("attributes sharing one assignment want different dtypes; float64 for both")
+    return result
+
+
+def _short(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+
+
+RULE = FloatAttribute()

@@ -1,0 +1,155 @@
+"""RF014 float-attribute: the rule's decisions on hand-written Profiles (tests/profiles.py), no torch run."""
+
+from profiles import frame_of, project_of
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.findings.finding import Safety
+from recompile_fix.rules import rule_by_id
+
+RULE = rule_by_id("RF014")
+
+MARGIN = """\
+import torch
+import torch.nn as nn
+
+
+class MarginLoss(nn.Module):
+    def __init__(self, margin=0.5):
+        super().__init__()
+        self.margin = margin
+
+    def forward(self, score):
+        return (self.margin - score).clamp(min=0).mean()
+
+
+criterion = MarginLoss()
+compiled = torch.compile(criterion)
+for epoch in range(3):
+    criterion.margin = 0.5 + 0.25 * epoch
+    compiled(torch.randn(4))
+"""
+
+_INPUTS = {
+    "self": {"type": "Module", "class": "MarginLoss", "qualname": "MarginLoss", "defined_in": "program.py"},
+    "score": {"type": "Tensor", "shape": [4], "dtype": "float32", "device": "cpu"},
+}
+
+
+def _frame(*values, **fields):
+    """`forward` compiled once per value of `self.margin`, as the recorder keeps them."""
+    frame = frame_of(*[[f"self.margin == {v}"] for v in values[:-1]], name="forward", first_line=10, **fields)
+    for compile_, value in zip(frame.compiles, values):
+        compile_.inputs = {**_INPUTS, "self.margin": {"type": "float", "value": value}}
+    return frame
+
+
+def _plan(tmp_path, program, frame):
+    profile, project = project_of(tmp_path, {"program.py": program}, frame)
+    return RULE.plan(profile, project)
+
+
+def _fixed(finding, program):
+    source = SourceFile.parse(None, program)
+    text = program
+    for edit in sorted(RULE.fix(finding, source, "torch"), key=lambda e: -e.start):
+        text = text[: edit.start] + edit.new_text + text[edit.end :]
+    return text
+
+
+def test_every_assignment_becomes_a_tensor_met_directly_is_safe(tmp_path):
+    """A margin met by a tensor directly: default dtype, bit-identical, safe; the `__init__`
+    parameter is a number (default 0.5, the class built with no argument)."""
+    [finding] = _plan(tmp_path, MARGIN, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert finding.params["float64"] is False
+    fixed = _fixed(finding, MARGIN)
+    assert "self.margin = torch.tensor(margin)\n" in fixed
+    assert "criterion.margin = torch.tensor(0.5 + 0.25 * epoch)\n" in fixed
+
+
+def test_python_arithmetic_first_is_float64_and_unproven(tmp_path):
+    """`2 * self.margin` then meets `score.mean()`, whose rank the run did not record: a float64
+    0-d tensor would make a 0-d float32 one float64."""
+    program = MARGIN.replace("(self.margin - score)", "(2 * self.margin - score.mean())")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE and finding.unproven
+    assert finding.params["float64"] is True
+    assert "torch.tensor(0.5 + 0.25 * epoch, dtype=torch.float64)" in _fixed(finding, program)
+
+
+def test_python_arithmetic_first_meeting_a_recorded_float_tensor_is_float64_and_safe(tmp_path):
+    program = MARGIN.replace("(self.margin - score)", "(2 * self.margin - score)")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert finding.params["float64"] is True
+
+
+def test_a_branch_on_it_makes_no_edit(tmp_path):
+    program = MARGIN.replace(
+        "        return (self.margin",
+        "        if self.margin > 1.0:\n            return score.sum()\n        return (self.margin",
+    )
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.NONE
+    assert any("decides a Python branch" in note for note in finding.notes), finding.notes
+
+
+def test_a_value_passed_in_from_outside_is_unproven(tmp_path):
+    """`MarginLoss(margins[0])`: the source does not say it is a number."""
+    program = MARGIN.replace("criterion = MarginLoss()", "criterion = MarginLoss(margins[0])")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE, finding.notes
+    assert any("may not be a number" in note for note in finding.notes), finding.notes
+
+
+def test_another_class_attribute_of_the_same_name_is_left_alone(tmp_path):
+    program = MARGIN.replace(
+        "criterion = MarginLoss()",
+        "class Settings:\n    margin = 0.0\n\n\nsettings = Settings()\nsettings.margin = 3.0\ncriterion = MarginLoss()",
+    )
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert "settings.margin = 3.0" in _fixed(finding, program)
+
+
+def test_an_attribute_whose_guard_torch_did_not_report_is_found_from_the_recorded_values(tmp_path):
+    """Another guard failed first: the recorder's values of `self.margin` at each compile show it."""
+    frame = frame_of(["self.depth == 0"], name="forward", first_line=10)
+    for compile_, value in zip(frame.compiles, (0.5, 0.75)):
+        compile_.inputs = {**_INPUTS, "self.margin": {"type": "float", "value": value}}
+    [finding] = _plan(tmp_path, MARGIN, frame)
+    assert finding.safety is Safety.SAFE
+    assert finding.evidence["values"] == [0.5, 0.75]
+
+
+def test_a_float_that_never_changed_is_not_a_finding(tmp_path):
+    frame = frame_of(["self.depth == 0"], name="forward", first_line=10)
+    for compile_ in frame.compiles:
+        compile_.inputs = {**_INPUTS, "self.margin": {"type": "float", "value": 0.5}}
+    assert _plan(tmp_path, MARGIN, frame) == []
+
+
+def test_tensors_off_the_cpu_make_it_unproven(tmp_path):
+    frame = _frame(0.5, 0.75)
+    for compile_ in frame.compiles:
+        compile_.inputs["score"] = {"type": "Tensor", "shape": [4], "dtype": "float32", "device": "cuda:0"}
+    [finding] = _plan(tmp_path, MARGIN, frame)
+    assert finding.safety is Safety.UNSAFE
+    assert any("cuda:0" in note for note in finding.notes), finding.notes
+
+
+def test_python_arithmetic_first_is_safe_where_the_graphs_float_constants_met_only_floating_tensors(tmp_path):
+    """The recorder read each compile's graph: its float constants met a 1-d float32 tensor
+    (`float_operands`), where a float64 0-d tensor computes as the float did."""
+    program = MARGIN.replace("(self.margin - score)", "(2 * self.margin - score.mean())")
+    frame = _frame(0.5, 0.75)
+    for compile_ in frame.compiles:
+        compile_.float_operands = ["float32:1"]
+    [finding] = _plan(tmp_path, program, frame)
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert finding.params["float64"] is True
+    frame.compiles[-1].float_operands = ["float32:0", "float32:1"]  # a 0-d tensor: float64 would win
+    [finding] = _plan(tmp_path / "zero_d", program, frame)
+    assert finding.safety is Safety.UNSAFE
+    frame.compiles[-1].float_operands = None  # a compile not read: not proven
+    [finding] = _plan(tmp_path / "unread", program, frame)
+    assert finding.safety is Safety.UNSAFE
