@@ -11,7 +11,7 @@ import builtins
 import functools
 import re
 import symtable
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -219,6 +219,11 @@ class SourceFile:
 
     def function_def(self, first_line: int, name: str) -> cst.FunctionDef | None:
         """The def a code object came from (``co_firstlineno`` counts decorators)."""
+        if "positions" not in self.__dict__:
+            # Found by the stdlib's tree, whose defs carry their lines, then taken from libcst's by
+            # its rank among the defs of that name: a library file's (transformers'
+            # modeling_utils.py) libcst positions cost a third of a second, per file, per run.
+            return self._function_def_by_rank(first_line, name)
         for node in self.nodes(cst.FunctionDef):
             if node.name.value != name:
                 continue
@@ -230,7 +235,56 @@ class SourceFile:
                 return node
         return None
 
+    def _function_def_by_rank(self, first_line: int, name: str) -> cst.FunctionDef | None:
+        ranked = self._defs_by_name
+        for rank, lines in enumerate(ranked[0].get(name, ())):
+            if first_line in lines:
+                found = ranked[1].get(name, [])
+                return found[rank] if rank < len(found) else None
+        return None
+
+    @functools.cached_property
+    def _defs_by_name(self) -> tuple[dict[str, list[set[int]]], dict[str, list[cst.FunctionDef]]]:
+        """Each name's defs in the file's order: their lines (the def's and its decorators', from
+        the stdlib's tree) and their libcst nodes."""
+        lines: dict[str, list[tuple[tuple[int, int], set[int]]]] = {}
+        for node in ast.walk(self.syntax):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                where = {node.lineno, *(d.lineno for d in node.decorator_list)}
+                lines.setdefault(node.name, []).append(((node.lineno, node.col_offset), where))
+        nodes: dict[str, list[cst.FunctionDef]] = {}
+        for statement in self._statement_parents:  # the file's order
+            if isinstance(statement, cst.FunctionDef):
+                nodes.setdefault(statement.name.value, []).append(statement)
+        return {k: [w for _, w in sorted(v, key=lambda e: e[0])] for k, v in lines.items()}, nodes
+
+    @functools.cached_property
+    def _statement_parents(self) -> dict[cst.CSTNode, cst.CSTNode | None]:
+        """Every statement's enclosing statement (None: the module's), in the file's order: a
+        walk of statement bodies only, a small part of ``parents``' cost (a def or a class is
+        always a statement)."""
+        found: dict[cst.CSTNode, cst.CSTNode | None] = {}
+
+        def visit(statements: Iterable[cst.CSTNode], parent: cst.CSTNode | None) -> None:
+            for statement in statements:
+                found[statement] = parent
+                for block in _blocks(statement):
+                    visit(block, statement)
+
+        visit(self.module.body, None)
+        return found
+
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        if "parents" not in self.__dict__ and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            statement: cst.CSTNode | None = self._statement_parents.get(node)
+            while statement is not None:  # as below, by statements only
+                if isinstance(statement, cst.ClassDef):
+                    return statement
+                if isinstance(statement, cst.FunctionDef):
+                    return None
+                statement = self._statement_parents.get(statement)
+            if node in self._statement_parents:
+                return None
         parent = self.parents.get(node)
         while parent is not None:
             if isinstance(parent, cst.ClassDef):
@@ -533,6 +587,26 @@ def _runs_conditionally(parent: cst.CSTNode, child: cst.CSTNode) -> str | None:
     if isinstance(parent, cst.Comparison) and any(child is c for c in parent.comparisons[1:]):
         return "in a chained comparison after its first test, which may not evaluate it"
     return None
+
+
+def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    """The statement lists a compound statement holds: its body, and ``else``, ``except`` and
+    ``finally`` blocks (and each ``except``'s, each ``case``'s body)."""
+    blocks: list[Sequence[cst.CSTNode]] = []
+    for part in (
+        getattr(statement, "body", None),
+        getattr(statement, "orelse", None),
+        getattr(statement, "finalbody", None),
+    ):
+        if isinstance(part, (cst.If, cst.Else, cst.Finally)):  # `elif` is an If in orelse
+            blocks.append([part] if isinstance(part, cst.If) else part.body.body)
+        elif isinstance(part, cst.BaseSuite):
+            blocks.append(part.body)
+    for handler in getattr(statement, "handlers", ()) or ():
+        blocks.append(handler.body.body)
+    for case in getattr(statement, "cases", ()) or ():
+        blocks.append(case.body.body)
+    return [b for b in blocks if isinstance(b, Sequence)]
 
 
 def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:

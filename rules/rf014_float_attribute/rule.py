@@ -108,11 +108,11 @@ class FloatAttribute(Rule):
     examples = (
         Example(
             before="        self.scale = 0.0\n\n    def forward(self, x):\n        return x + self.scale * self.proj(x)\n"
-            "\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend=\"eager\")\n"
+            '\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend="eager")\n'
             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nlosses = []\nfor step in range(6):\n"
             "    model.scale = min(1.0, step / 4)\n",
             after="        self.scale = torch.tensor(0.0)\n\n    def forward(self, x):\n        return x + self.scale * self.proj(x)\n"
-            "\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend=\"eager\")\n"
+            '\n\ntorch.manual_seed(0)\nmodel = WarmResidual()\ncompiled = torch.compile(model, backend="eager")\n'
             "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nlosses = []\nfor step in range(6):\n"
             "    model.scale = torch.tensor(min(1.0, step / 4))\n",
             golden="RF014/residual_warmup",
