@@ -63,7 +63,9 @@ ALLOWED_SAFE = {
     "int_mul",
     "int_floordiv",
 }
-ALLOWED_UNSAFE = {"power"}  # outputs close, not bit-identical
+# Outputs close, not bit-identical: torch divides a Python number by a tensor as
+# `reciprocal(x) * c`, a 0-d tensor by a true division.
+ALLOWED_UNSAFE = {"power", "rdiv"}
 
 # construct -> (the 0-d tensor's dtype measured, what torch 2.13 did). Each cell is
 # "number compiles -> tensor compiles [graph breaks] outputs" under dynamic=None; dynamic=False.
@@ -91,6 +93,7 @@ RECORDED = {
     "div": "2c -> 1c exact; 4c -> 1c exact",
     "scalar_math": "2c -> 1c exact; 4c -> 1c exact",
     "power": "2c -> 1c close; 4c -> 1c close",
+    "rdiv": "2c -> 1c close; 4c -> 1c close",
     "clamp": "2c -> 1c exact; 4c -> 1c exact",
     "clamp_method": "2c -> 1c exact; 4c -> 1c exact",
     "eps_arith": "2c -> 1c exact; 4c -> 1c exact",

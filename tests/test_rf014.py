@@ -153,3 +153,49 @@ def test_python_arithmetic_first_is_safe_where_the_graphs_float_constants_met_on
     frame.compiles[-1].float_operands = None  # a compile not read: not proven
     [finding] = _plan(tmp_path / "unread", program, frame)
     assert finding.safety is Safety.UNSAFE
+
+
+def test_an_in_place_update_makes_it_float64(tmp_path):
+    """`criterion.margin += 0.1` on a float32 tensor would accumulate in float32: float64 does as
+    Python did."""
+    program = MARGIN.replace("    criterion.margin = 0.5 + 0.25 * epoch\n", "    criterion.margin += 0.25\n")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.params["float64"] is True
+    assert finding.safety is Safety.SAFE, finding.notes  # it meets `score`, recorded float32 of rank 1
+    assert "self.margin = torch.tensor(margin, dtype=torch.float64)" in _fixed(finding, program)
+
+
+def test_a_setattr_that_may_write_it_and_a_none_leave_it_unproven(tmp_path):
+    program = MARGIN.replace(
+        "    criterion.margin = 0.5 + 0.25 * epoch\n", '    setattr(criterion, "margin", 0.5 + 0.25 * epoch)\n'
+    ).replace("criterion = MarginLoss()", "criterion = MarginLoss()\ncriterion.margin = 0.5")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE
+    assert any("setattr" in note for note in finding.notes), finding.notes
+    program = MARGIN.replace("criterion = MarginLoss()", "criterion = MarginLoss()\ncriterion.margin = None")
+    [finding] = _plan(tmp_path / "none", program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE
+    assert "torch.tensor(None" not in _fixed(finding, program)
+
+
+def test_the_loss_a_model_holds_is_found_by_its_submodule(tmp_path):
+    """torch spells it `self._modules['criterion'].margin`; the loop writes
+    `model.criterion.margin`, which the source ties to the class through `Net.__init__`."""
+    program = MARGIN.replace(
+        "criterion = MarginLoss()\ncompiled = torch.compile(criterion)",
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.criterion = MarginLoss()\n\n    def forward(self, score):\n        return self.criterion(score)\n\n\n"
+        "model = Net()\ncompiled = torch.compile(model)",
+    ).replace("    criterion.margin = 0.5", "    model.criterion.margin = 0.5")
+    frame = frame_of(["self._modules['criterion'].margin == 0.5"], name="forward", first_line=19)
+    for compile_, value in zip(frame.compiles, (0.5, 0.75)):
+        compile_.inputs = {
+            "self": {"type": "Module", "class": "Net", "qualname": "Net", "defined_in": "program.py"},
+            "score": {"type": "Tensor", "shape": [4], "dtype": "float32", "device": "cpu"},
+            "self._modules['criterion'].margin": {"type": "float", "value": value},
+        }
+        compile_.float_operands = ["float32:1"]
+    [finding] = _plan(tmp_path, program, frame)
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert "model.criterion.margin = torch.tensor(0.5 + 0.25 * epoch)" in _fixed(finding, program)
+    assert finding.covers[0]["sources"] == ["self._modules['criterion'].margin"]

@@ -26,6 +26,7 @@ __all__ = [
     "CounterState",
     "GlobalState",
     "bound_class",
+    "submodule_class",
     "constructed_class",
     "counter_owner",
     "in_a_function",
@@ -394,7 +395,7 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
         parent_root, attr = root.rsplit(".", 1)
         parent = counter_owner(frame, parent_root, project)
         holder = classes.by_qualname(parent[0], parent[1]) if parent is not None else None
-        built = _submodule(classes, holder, attr) if holder is not None else None
+        built = submodule_class(classes, holder, attr) if holder is not None else None
         qualname = _qualname(built) if built is not None else None
         if parent is None or built is None or qualname is None:
             return None
@@ -451,7 +452,7 @@ def constructed_class(classes: ClassIndex, file: str, value: cst.BaseExpression)
     return None
 
 
-def _submodule(classes: ClassIndex, holder: ClassRef, attr: str) -> ClassRef | None:
+def submodule_class(classes: ClassIndex, holder: ClassRef, attr: str) -> ClassRef | None:
     """The project class every ``self.<attr> = Cls(...)`` of ``holder`` (or its bases) builds;
     None when there is none, or they build different classes."""
     built = set()

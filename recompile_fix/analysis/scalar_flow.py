@@ -154,7 +154,11 @@ class ValueFlow(TensorInference):
                     return [self._use("matmul", "is an operand of `@`", parent, scope, path)]
                 other = parent.right if node is parent.left else parent.left
                 if self.tensorish(other, scope):
-                    exact = not isinstance(parent.operator, cst.Power)  # `x ** c`: close, not identical
+                    # `x ** c`, and `c / x` (torch divides a number by a tensor as
+                    # `reciprocal(x) * c`, a 0-d tensor by a true division): close, not identical.
+                    exact = not isinstance(parent.operator, cst.Power) and not (
+                        isinstance(parent.operator, cst.Divide) and node is parent.left
+                    )
                     return [self._use("arith", "tensor arithmetic", parent, scope, path, meets=(other,), exact=exact)]
                 path = path.after(parent.operator, other)
                 node = parent

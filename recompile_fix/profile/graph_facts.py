@@ -90,9 +90,9 @@ def _read(depth: int) -> dict[str, list[dict]] | None:
 
 
 def float_constant_operands(start_depth: int = 2) -> list[str] | None:
-    """What the Python floats the compile's graph holds as constants meet in its ops: the
-    ``dtype:rank`` of every tensor operand of an op with a float argument (``mul(x, 0.333)``:
-    ``["float32:2"]``), distinct and sorted; None where the graph is not reachable. A float a
+    """What the Python floats the compile's graph holds as constants (or as symbols, once made
+    dynamic) meet in its ops: the ``dtype:rank`` of every tensor operand of an op with a float
+    argument (``mul(x, 0.333)``: ``["float32:2"]``), distinct and sorted; None where the graph is not reachable. A float a
     program keeps in an attribute is such a constant: RF014 reads here whether a float64 0-d
     tensor in its place would compute the same (it does beside floating tensors of rank >= 1).
     Never raises."""
@@ -111,7 +111,7 @@ def float_constant_operands(start_depth: int = 2) -> list[str] | None:
             if getattr(node, "op", None) not in ("call_function", "call_method"):
                 continue
             operands = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
-            if not any(type(a) is float for a in operands):
+            if not any(type(a) is float or _is_symbolic_float(a) for a in operands):
                 continue
             for operand in operands:
                 value = getattr(operand, "meta", {}).get("example_value") if hasattr(operand, "meta") else None
@@ -121,6 +121,13 @@ def float_constant_operands(start_depth: int = 2) -> list[str] | None:
         return sorted(found)
     except Exception:  # never break the user's program over bookkeeping
         return None
+
+
+def _is_symbolic_float(operand) -> bool:
+    """A graph node standing for a float made dynamic (its example value a SymFloat): where a
+    float the program changed meets tensors once torch stopped specialising it."""
+    meta = getattr(operand, "meta", None)
+    return isinstance(meta, dict) and type(meta.get("example_value")).__name__ == "SymFloat"
 
 
 def _size_source(source) -> tuple[str | None, int]:

@@ -5,6 +5,7 @@ it is a graph input instead."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,8 @@ from recompile_fix.analysis.changing_values import (
     Counter,
     bound_class,
     counter_owner,
+    read_in_unprofiled_imports,
+    submodule_class,
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
@@ -76,19 +79,25 @@ class FloatAttribute(Rule):
     Every read of the attribute in the profiled files must be tensor arithmetic (the analysis
     RF002 uses): a read in a Python branch, `range()`, `math.*`, a format string or a call
     whose source cannot be read makes no edit, and the finding names it. The tensor's dtype
-    keeps the results: a float that meets a tensor directly stays at the default dtype (torch
-    casts a Python float to the tensor's dtype the same way), bit-identical; one that goes
-    through Python arithmetic first (`1 - self.alpha`) becomes float64, which computes that
-    arithmetic as Python does, bit-identical where what it meets is a floating tensor of rank
-    >= 1: an argument recorded so, or every tensor the graph's float constants met, as the
-    recorder read them from each compile's graph (`float32:2`); unproven otherwise (a 0-d or
-    integer tensor would make a float64 result): `fix` runs it and keeps it only with the same
-    outputs. Every assignment is
-    rewritten or none is; one whose object the source cannot tie to the attribute's class
-    (`args.alpha = ...` beside `model.alpha`), writes in more than one file, an in-place update
-    of a tensor two objects share, or a value that may not be a number (a parameter passed in)
-    makes the fix unproven. A plain attribute does not move with `.to(device)`: where the run
-    saw tensors off the CPU the fix is unproven (a CPU 0-d tensor meets a CUDA one as a number).
+    keeps the results: a float met directly stays at the default dtype, which computes as the
+    Python float did beside a float32 tensor or a half one of rank >= 1 (beside a 0-d half
+    tensor it would make the result float32, beside a float64 one round the number first); one
+    that goes through Python arithmetic first (`1 - self.alpha`) or is updated in place (`+=`)
+    becomes float64, which does that arithmetic as Python does and computes as the float did
+    beside a floating tensor of rank >= 1. What it meets is known from the arguments the run
+    recorded, or, where every read is in compiled code, from every tensor the compiled graphs'
+    float constants met, as the recorder read them from each graph (`float32:2`); otherwise
+    the fix is unproven, and `fix` runs it and keeps it only with the same outputs. A number
+    divided by the attribute's tensor (`self.radius / x`) computes close, not bit-identically
+    (torch divides a number as `reciprocal(x) * c`): unproven.
+
+    Every assignment is rewritten or none is; one whose object the source cannot tie to the
+    attribute's class (`args.alpha = ...` beside `model.alpha`), writes in more than one file,
+    a `setattr` that may write it, a read in an imported file no compile ran through, an
+    in-place update of a tensor two objects share, a `None` it is set to, or a value that may
+    not be a number (a parameter passed in) makes the fix unproven; so does another float of
+    the same frame that stays a float (the frame would still recompile). A plain attribute does
+    not move with `.to(device)`: where the run saw tensors off the CPU the fix is unproven.
 
     ## Profile evidence
     The value guard on the attribute (`self.alpha == 0.3333333333333333`, a `module_attribute`
@@ -132,7 +141,8 @@ class FloatAttribute(Rule):
             if os.path.isabs(frame.file):
                 continue  # library code: its attributes are not the user's to edit
             for source, value in _changing_floats(frame):
-                match = ATTRIBUTE_SOURCE.match(source)
+                # `self._modules['criterion'].margin`: the loss a compiled model holds
+                match = ATTRIBUTE_SOURCE.match(re.sub(r"""\._modules\[['"](\w+)['"]\]""", r".\1", source))
                 if match is None:
                     continue
                 root = match.group("root") + match.group("rest")
@@ -141,10 +151,23 @@ class FloatAttribute(Rule):
                 owner = owners[frame.key, root]
                 key = (owner, match.group("attr"))
                 attribute = attributes.setdefault(key, Counter(kind="attribute", name=key[1], owner=owner))
+                attribute.add(frame, source, None)
                 for v in value:
                     attribute.add(frame, source, v)
-        plans = [self._plan(attribute, profile, project) for attribute in attributes.values()]
-        return [self._finding(group) for group in _merged(p for p in plans if p is not None)]
+        plans = _merged(p for p in (self._plan(a, profile, project) for a in attributes.values()) if p is not None)
+        for plan in plans:
+            for other in plans:
+                if other is plan or not other.why_not or plan.why_not:
+                    continue
+                shared = [
+                    f for a in plan.merged for f in a.frames if any(f is g for b in other.merged for g in b.frames)
+                ]
+                if shared:
+                    plan.doubts.append(
+                        f"`{other.labels[0]}` also changes between calls of compiled `{shared[0].name}` and stays a "
+                        "float: this fix alone may remove no compile there"
+                    )
+        return [self._finding(plan) for plan in plans]
 
     def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
         frame = attribute.frames[0]
@@ -175,7 +198,13 @@ class FloatAttribute(Rule):
             plan.refuse([f"not a tensor: `{plan.label}` {u.describe()}" for u in blocking], fallback)
             return plan
         plan.location = assigned[0].location
-        plan.float64, dtype_doubt = _dtype(uses, attribute.frames)
+        elsewhere = read_in_unprofiled_imports(attribute.name, files, project)
+        if elsewhere is not None:
+            plan.doubts.append(f"{elsewhere} reads `.{attribute.name}` in a file no compile ran through")
+        plan.doubts.extend(_setattr_writes(attribute.name, files, project))
+        in_place = any(w.rhs is None for w in writes)
+        covered = _in_compiled_code(uses, state, attribute.frames, project)
+        plan.float64, dtype_doubt = _dtype(uses, attribute.frames, in_place, covered)
         if dtype_doubt:
             plan.doubts.append(dtype_doubt)
         devices = {str(t.get("device")) for f in attribute.frames for t in f.tensor_inputs().values()} - {"None", "cpu"}
@@ -195,6 +224,7 @@ class FloatAttribute(Rule):
         limit = sum(f.limit_hits for f in frames)
         values = list(dict.fromkeys(v for a in plan.merged for v in a.values))
         shown = ", ".join(_short(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        shown = shown or "values not recorded"
         if plan.why_not:
             fix, safety = "it stays a float", Safety.NONE
         else:
@@ -293,7 +323,9 @@ def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
     found: dict[str, list] = {}
     for reason in frame.reasons():
         if reason.kind in _KINDS and reason.value_type == "float" and reason.source:
-            found.setdefault(reason.source, [])
+            values = found.setdefault(reason.source, [])
+            if isinstance(reason.value, float) and reason.value not in values:
+                values.append(reason.value)
     recorded: dict[str, list] = {}
     for compile_ in frame.compiles:
         for name, entry in compile_.inputs.items():
@@ -303,7 +335,7 @@ def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
                     values.append(entry.get("value"))
     for name, values in recorded.items():
         if len(values) > 1 or name in found:
-            found[name] = values
+            found[name] = values + [v for v in found.get(name, []) if v not in values]
     return list(found.items())
 
 
@@ -330,6 +362,9 @@ def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list
             where = f"{file}:{source.positions[node].start.line}"
             if any(k is None for k in known):
                 doubts.append(f"`{code}` at {where}: the source does not tie the object to `{state.label}`'s class")
+            if isinstance(node, cst.Assign) and is_name(node.value, "None"):
+                doubts.append(f"`{code}` at {where} sets it to None, left as it is (a recompile when it changes type)")
+                continue
             if isinstance(node, cst.Assign):
                 shared = shared or len(node.targets) > 1
                 if not _number_shaped(node.value, source, node) and not _constructed_with_numbers(
@@ -344,6 +379,25 @@ def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list
     if shared and any(w.rhs is None for w in writes):
         doubts.append("an in-place update would change the tensor every object of a chained assignment shares")
     return writes, doubts
+
+
+def _setattr_writes(attr: str, files: list[str], project: Project) -> list[str]:
+    """``setattr(obj, name, value)`` calls in the profiled files that may write the attribute (its
+    name, or a name the source does not spell): a write the fix does not see."""
+    found = []
+    for file in files:
+        source = project.source(file)
+        if source is None or "setattr" not in source.text:
+            continue
+        for call in source.nodes(cst.Call):
+            if not is_name(call.func, "setattr") or len(call.args) < 2:
+                continue
+            name = call.args[1].value
+            if isinstance(name, cst.SimpleString) and name.evaluated_value != attr:
+                continue
+            line = source.positions[call].start.line
+            found.append(f"`{source.lines[line - 1].strip()}` at {file}:{line} may set it to a float again")
+    return found
 
 
 def _holder_is(
@@ -361,12 +415,21 @@ def _holder_is(
         if state.lineage is None:  # the compiled method's class: `self` may be a subclass's
             return True if ref.node is state.cls else None
         return ref in state.lineage
-    if not isinstance(target.value, cst.Name):
-        return None
-    built = bound_class(classes, source, file, target.value.value)
+    built = _holder_class(classes, source, file, target.value)
     if built is None:
         return None
     return any(c.node is state.cls for c in classes.mro(built))
+
+
+def _holder_class(classes: ClassIndex, source: SourceFile, file: str, holder: cst.BaseExpression) -> ClassRef | None:
+    """The project class of ``G`` (``G = Generator()``) or ``model.criterion`` (the class
+    ``model``'s class builds its ``criterion`` from); None: not known."""
+    if isinstance(holder, cst.Name):
+        return bound_class(classes, source, file, holder.value)
+    if isinstance(holder, cst.Attribute):
+        parent = _holder_class(classes, source, file, holder.value)
+        return submodule_class(classes, parent, holder.attr.value) if parent is not None else None
+    return None
 
 
 def _constructed_with_numbers(
@@ -424,6 +487,8 @@ def _number_shaped(value: cst.BaseExpression, source: SourceFile, at: cst.CSTNod
         return _number_shaped(value.body, source, at, depth + 1) and _number_shaped(value.orelse, source, at, depth + 1)
     if isinstance(value, cst.Call):
         func = source.qualified_name(value.func)
+        if func in ("float", "int"):
+            return True  # a number, or it raises as the float did
         if func in _NUMBER_CALLS or func.startswith("math."):
             return all(_number_shaped(a.value, source, at, depth + 1) for a in value.args)
         return False
@@ -455,44 +520,88 @@ def _name_is_number(name: str, source: SourceFile, at: cst.CSTNode, depth: int) 
     for loop in source.nodes(cst.For):
         if is_name(loop.target, name) and (scope is source.module or scope in set(source.ancestors(loop))):
             bound = True
-            if not (isinstance(loop.iter, cst.Call) and source.qualified_name(loop.iter.func) == "range"):
+            over = loop.iter
+            if isinstance(over, (cst.List, cst.Tuple)):  # `for v in (0.1, 0.2):`
+                if not all(_number_shaped(e.value, source, loop, depth + 1) for e in over.elements):
+                    return False
+            elif not (isinstance(over, cst.Call) and source.qualified_name(over.func) == "range"):
                 return False
     return bound
 
 
-def _dtype(uses: list[Use], frames: list[Frame]) -> tuple[bool, str | None]:
-    """Whether the tensor is float64, and what leaves its results unproven (None: bit-identical)."""
+def _dtype(uses: list[Use], frames: list[Frame], in_place: bool, covered: bool) -> tuple[bool, str | None]:
+    """Whether the tensor is float64, and what leaves its results unproven (None: bit-identical).
+
+    A default-dtype (float32) 0-d tensor met directly computes as the Python float did beside a
+    float32 tensor, or a half one of rank >= 1; beside a 0-d half tensor it makes the result
+    float32, beside a float64 one it rounds the number first. A float64 one keeps Python's
+    arithmetic on the number (``1 - alpha``, ``+=``) and computes as the float did beside a
+    floating tensor of rank >= 1. Which tensors it meets: the arguments the run recorded that the
+    source names, else every tensor the compiled graphs' float constants met (``covered``: every
+    read is in compiled code, which those graphs are of)."""
     arith = [u for u in uses if not u.scalar_slot]
     inexact = distinct(u for u in uses if not u.exact)
     if inexact:
         return False, f"a 0-d tensor computes close to the number, not bit-identically, at {inexact[0].describe()}"
-    if not any(u.scalar_math for u in arith) and not any(u.float64_only for u in uses):
-        return False, None
+    scalar_math = next((u for u in arith if u.scalar_math), None)
+    float64_only = next((u for u in uses if u.float64_only), None)
+    float64 = bool(scalar_math or float64_only or in_place)
     tensors = {n: t for f in frames for n, t in f.tensor_inputs().items()}
     met = {m for u in arith for m in u.meets}
-    if met and all(m in tensors and tensors[m].get("dtype") in FLOATING and tensors[m].get("shape") for m in met):
-        return True, None
-    if _graphs_meet_only_floating_tensors(frames):
-        return True, None
-    scalar = next(u for u in [*arith, *uses] if u.scalar_math or u.float64_only)
-    return True, (
-        f"Python arithmetic on it comes first at {scalar.where} (`{scalar.code}`): float64 computes it as Python "
-        "does, bit-identical where it then meets floating tensors of rank >= 1, which the run did not record "
-        "for every compile here"
+    if met and all(m in tensors for m in met):
+        if all(_keeps(tensors[m].get("dtype"), len(tensors[m].get("shape") or ()), float64) for m in met):
+            return float64, None
+    elif covered and _graphs_keep(frames, float64):
+        return float64, None
+    if scalar_math is not None:
+        why = f"Python arithmetic on it comes first at {scalar_math.where} (`{scalar_math.code}`): float64"
+    elif float64_only is not None:
+        why = f"torch takes only a float64 0-d tensor at {float64_only.where} (`{float64_only.code}`): float64"
+    elif in_place:
+        why = "it is updated in place (`+=`), which float64 does as Python does: float64"
+    else:
+        why = "met directly, a default-dtype 0-d tensor"
+    where = "the compiled graphs" if covered else "the reads outside compiled code"
+    return float64, (
+        f"{why} computes as the float did beside "
+        + ("floating tensors of rank >= 1" if float64 else "float32 tensors, or half ones of rank >= 1")
+        + f", which the run did not record for {where}"
     )
 
 
-def _graphs_meet_only_floating_tensors(frames: list[Frame]) -> bool:
-    """Did every compile of these frames record what its graph's float constants meet, and was
-    each a floating tensor of rank >= 1 (where a float64 0-d tensor computes as the float did)?"""
+def _keeps(dtype: object, rank: int, float64: bool) -> bool:
+    """Does a 0-d tensor (float64, or the default float32) beside a tensor of ``dtype`` and
+    ``rank`` compute what the Python float did?"""
+    if float64:
+        return dtype in FLOATING and rank >= 1
+    return dtype == "float32" or (dtype in ("float16", "bfloat16") and rank >= 1)
+
+
+def _graphs_keep(frames: list[Frame], float64: bool) -> bool:
+    """Did every compile of these frames record what its graph's float constants met
+    (``float_operands``), each a tensor beside which the 0-d tensor computes as the float did?"""
     compiles = [c for f in frames for c in f.compiles if not c.limit_hit]
     if not compiles or any(not c.float_operands for c in compiles):
         return False
     for operand in {o for c in compiles for o in c.float_operands or ()}:
         dtype, _, rank = operand.partition(":")
-        if dtype not in FLOATING or not rank.isdigit() or int(rank) < 1:
+        if not rank.isdigit() or not _keeps(dtype, int(rank), float64):
             return False
     return True
+
+
+def _in_compiled_code(uses: list[Use], state: AttributeState, frames: list[Frame], project: Project) -> bool:
+    """Is every read inside a compiled frame's function, or a method of the attribute's class
+    (which its compiled forward calls): where the recorded graphs show what it meets?"""
+    pos = state.source.positions[state.cls]
+    spans = [(state.file, pos.start.line, pos.end.line)]
+    for frame in frames:
+        source = project.source(frame.file)
+        func = source.function_def(frame.first_line, frame.name) if source is not None else None
+        if source is not None and func is not None:
+            pos = source.positions[func]
+            spans.append((frame.file, pos.start.line, pos.end.line))
+    return all(any(u.file == file and start <= u.line <= end for file, start, end in spans) for u in uses)
 
 
 def _merged(plans) -> list[_Plan]:
@@ -517,7 +626,7 @@ def _merged(plans) -> list[_Plan]:
 
 
 def _short(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else repr(value)
+    return repr(round(value, 4)) if isinstance(value, float) else repr(value)
 
 
 RULE = FloatAttribute()

@@ -43,6 +43,7 @@ CONSTRUCTS = {
     "truthiness": Construct("float", "if c:\n    return x * c\nreturn x"),
     # tensor arithmetic
     "div": Construct("float", "return x / c"),
+    "rdiv": Construct("float", "return c / (x.abs() + 1)"),
     "scalar_math": Construct("float", "return x * (c * c) + 3.14 * c"),
     "power": Construct("float", "return x.abs() ** c"),
     "clamp": Construct("float", "return torch.clamp(x, max=c)"),
