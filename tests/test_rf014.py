@@ -199,3 +199,20 @@ def test_the_loss_a_model_holds_is_found_by_its_submodule(tmp_path):
     assert finding.safety is Safety.SAFE, finding.notes
     assert "model.criterion.margin = torch.tensor(0.5 + 0.25 * epoch)" in _fixed(finding, program)
     assert finding.covers[0]["sources"] == ["self._modules['criterion'].margin"]
+
+
+def test_a_format_string_in_the_loop_makes_it_float64_one_in_compiled_code_no_edit(tmp_path):
+    """A float64 0-d tensor formats as the float did (`Tensor.__format__`); formatting it in
+    compiled code would break the graph (`.item()`)."""
+    program = MARGIN.replace(
+        "    compiled(torch.randn(4))\n", '    compiled(torch.randn(4))\n    print(f"margin {criterion.margin}")\n'
+    )
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert finding.params["float64"] is True
+    program = MARGIN.replace(
+        "        return (self.margin", '        print(f"{self.margin}")\n        return (self.margin'
+    )
+    [finding] = _plan(tmp_path / "compiled", program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.NONE
+    assert any("formatted into a string" in note for note in finding.notes), finding.notes

@@ -233,6 +233,10 @@ class ValueFlow(TensorInference):
         if isinstance(parent, cst.DictElement):
             return [self._use("store", "is stored in a dict", node, scope, path)]
         if isinstance(parent, cst.FormattedStringExpression):
+            if parent.conversion is None and not path.scalar_math:
+                # `f"{margin:.2f}"`: a 0-d tensor formats as its value (`Tensor.__format__`), a
+                # float64 one as the float did; in compiled code it is a graph break (`.item()`).
+                return [self._use("format", "is formatted into a string", node, scope, path)]
             return [self._use("print", "is formatted into a string", node, scope, path)]
         return [self._use("unknown", f"is used in `{one_line(source.code(parent or node))}`", node, scope, path)]
 

@@ -452,7 +452,7 @@ def _hidden_evidence(frame: Frame) -> list:
     return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
 
 
-_UNGUARDED_USES = frozenset({"print"})
+_UNGUARDED_USES = frozenset({"print", "format"})
 
 
 def _read_by_code(finding: Finding) -> Finding:

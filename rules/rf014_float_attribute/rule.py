@@ -77,8 +77,10 @@ class FloatAttribute(Rule):
 
     ## Fix safety
     Every read of the attribute in the profiled files must be tensor arithmetic (the analysis
-    RF002 uses): a read in a Python branch, `range()`, `math.*`, a format string or a call
-    whose source cannot be read makes no edit, and the finding names it. The tensor's dtype
+    RF002 uses): a read in a Python branch, `range()`, `math.*`, a format string in compiled
+    code (a graph break) or a call whose source cannot be read makes no edit, and the finding
+    names it. Outside compiled code, `f"{margin:.2f}"` prints a float64 0-d tensor as it printed
+    the float. The tensor's dtype
     keeps the results: a float met directly stays at the default dtype, which computes as the
     Python float did beside a float32 tensor or a half one of rank >= 1 (beside a 0-d half
     tensor it would make the result float32, beside a float64 one round the number first); one
@@ -193,6 +195,10 @@ class FloatAttribute(Rule):
             )
             return plan
         uses = state.reads(frame, project)
+        compiled = _compiled_spans(state, attribute.frames, project)
+        # A format string outside compiled code prints a float64 0-d tensor as it printed the float.
+        formats = [u for u in uses if u.kind == "format" and not _inside(u, compiled)]
+        uses = [u for u in uses if u not in formats]
         blocking = distinct(u for u in uses if u.verdict != TENSOR)
         if blocking:
             plan.refuse([f"not a tensor: `{plan.label}` {u.describe()}" for u in blocking], fallback)
@@ -203,8 +209,8 @@ class FloatAttribute(Rule):
             plan.doubts.append(f"{elsewhere} reads `.{attribute.name}` in a file no compile ran through")
         plan.doubts.extend(_setattr_writes(attribute.name, files, project))
         in_place = any(w.rhs is None for w in writes)
-        covered = _in_compiled_code(uses, state, attribute.frames, project)
-        plan.float64, dtype_doubt = _dtype(uses, attribute.frames, in_place, covered)
+        covered = all(_inside(u, compiled) for u in uses)
+        plan.float64, dtype_doubt = _dtype(uses, attribute.frames, in_place or bool(formats), covered)
         if dtype_doubt:
             plan.doubts.append(dtype_doubt)
         devices = {str(t.get("device")) for f in attribute.frames for t in f.tensor_inputs().values()} - {"None", "cpu"}
@@ -558,7 +564,7 @@ def _dtype(uses: list[Use], frames: list[Frame], in_place: bool, covered: bool) 
     elif float64_only is not None:
         why = f"torch takes only a float64 0-d tensor at {float64_only.where} (`{float64_only.code}`): float64"
     elif in_place:
-        why = "it is updated in place (`+=`), which float64 does as Python does: float64"
+        why = "it is updated in place (`+=`) or formatted, which float64 does as the float did: float64"
     else:
         why = "met directly, a default-dtype 0-d tensor"
     where = "the compiled graphs" if covered else "the reads outside compiled code"
@@ -590,9 +596,10 @@ def _graphs_keep(frames: list[Frame], float64: bool) -> bool:
     return True
 
 
-def _in_compiled_code(uses: list[Use], state: AttributeState, frames: list[Frame], project: Project) -> bool:
-    """Is every read inside a compiled frame's function, or a method of the attribute's class
-    (which its compiled forward calls): where the recorded graphs show what it meets?"""
+def _compiled_spans(state: AttributeState, frames: list[Frame], project: Project) -> list[tuple[str, int, int]]:
+    """(file, first line, last line) of each compiled frame's function and of the attribute's
+    class (whose methods its compiled forward calls): where the recorded graphs show what the
+    attribute meets, and where formatting a tensor would break the graph."""
     pos = state.source.positions[state.cls]
     spans = [(state.file, pos.start.line, pos.end.line)]
     for frame in frames:
@@ -601,7 +608,11 @@ def _in_compiled_code(uses: list[Use], state: AttributeState, frames: list[Frame
         if source is not None and func is not None:
             pos = source.positions[func]
             spans.append((frame.file, pos.start.line, pos.end.line))
-    return all(any(u.file == file and start <= u.line <= end for file, start, end in spans) for u in uses)
+    return spans
+
+
+def _inside(use: Use, spans: list[tuple[str, int, int]]) -> bool:
+    return any(use.file == file and start <= use.line <= end for file, start, end in spans)
 
 
 def _merged(plans) -> list[_Plan]:
