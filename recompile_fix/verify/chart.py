@@ -116,7 +116,7 @@ def verification_body(v: Verification, *, heading: str = "h1") -> str:
             + f"<td>{escape(r.outputs or '')}</td></tr>"
         )
     outputs = "".join(
-        f"<tr><td>{escape(o.label)}</td><td>{'same' if o.same else 'only' if o.calls_before is None or o.calls_after is None else 'DIFFER'}</td>"
+        f"<tr><td>{escape(o.label)}</td><td>{('close' if o.max_abs_diff else 'same') if o.same else 'only' if o.calls_before is None or o.calls_after is None else 'DIFFER'}</td>"
         f"<td>{o.calls_before if o.calls_before is not None else '-'} &rarr; "
         f"{o.calls_after if o.calls_after is not None else '-'}</td><td>{o.compared}</td>"
         f"<td>{'' if o.max_abs_diff is None else f'{o.max_abs_diff:.3g}'}</td><td>{escape(o.detail)}</td></tr>"

@@ -133,7 +133,9 @@ class FrameRow:
     line_after: int | None
     before: dict | None
     after: dict | None
-    outputs: str | None = None  # "same" / "differ": outputs of the callables compiled as this frame
+    # "same" / "close" (within the tolerance, not bit for bit) / "differ": outputs of the
+    # callables compiled as this frame
+    outputs: str | None = None
 
     @property
     def label(self) -> str:
@@ -379,7 +381,10 @@ def _judge_outputs(v: Verification, before: Run, after: Run, allows: Set[str]) -
         # The outputs of the callables compiled as this frame (a function, or a module's forward).
         mine = [o for o in v.outputs if (compiled[o.key].file, compiled[o.key].name) == (row.file, row.name)]
         if mine:
-            row.outputs = "same" if all(o.same for o in mine) else "differ"
+            # "close": within the tolerance, not bit for bit (a safe fix promises the bits).
+            row.outputs = (
+                "differ" if not all(o.same for o in mine) else "close" if any(_close(o) for o in mine) else "same"
+            )
     if after.exit_code != before.exit_code:  # after a crash, missing outputs say nothing more
         return
     for out in v.outputs:
@@ -390,6 +395,11 @@ def _judge_outputs(v: Verification, before: Run, after: Run, allows: Set[str]) -
                 v.notes.append(note)
         elif not out.same:
             v.regressions.append(f"outputs differ: {out.label}: {out.detail}")
+
+
+def _close(output: OutputRow) -> bool:
+    """Outputs within the tolerance that are not bit for bit the same."""
+    return output.same and bool(output.max_abs_diff)
 
 
 def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Finding], allows: Set[str]) -> None:

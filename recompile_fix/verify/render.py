@@ -49,8 +49,10 @@ def frame_table(v: Verification) -> list[str]:
         _arrow(v.total("compile_seconds", "before"), v.total("compile_seconds", "after"), lambda s: f"{s:.2f}")
     )
     totals.append(_arrow(v.total("graph_breaks", "before"), v.total("graph_breaks", "after")))
-    outputs_same = sum(1 for o in v.outputs if o.same)
-    totals.append(f"{outputs_same}/{len(v.outputs)} same" if v.outputs else "")
+    outputs_same = sum(1 for o in v.outputs if o.same and not o.max_abs_diff)
+    outputs_close = sum(1 for o in v.outputs if o.same and o.max_abs_diff)
+    close = f", {outputs_close} close" if outputs_close else ""
+    totals.append(f"{outputs_same}/{len(v.outputs)} same{close}" if v.outputs else "")
     widths = [max(len(header[i]), *(len(r[i]) for r in rows + [totals])) for i in range(len(header))]
 
     def fmt(cells):
@@ -89,7 +91,7 @@ def render_text(v: Verification) -> str:
         # A callable compiled on one side only (RF007 compiles the blocks instead of the model)
         # has nothing to compare: "only", not a difference.
         one_sided = o.calls_before is None or o.calls_after is None
-        status = "same  " if o.same else "only  " if one_sided else "DIFFER"
+        status = ("close " if o.max_abs_diff else "same  ") if o.same else "only  " if one_sided else "DIFFER"
         detail = f": {o.detail}" if o.detail else ""
         lines.append(f"  {status} {o.label}: calls {calls}, {o.compared} tensors{diff}{detail}")
     if not v.outputs and not v.against_recorded:
@@ -131,6 +133,10 @@ def render_text(v: Verification) -> str:
 def outputs_verdict(v: Verification) -> str:
     """What the comparison of outputs showed, worded for the tensors really compared."""
     if v.outputs_compared:
+        close = [o for o in v.outputs if o.same and o.max_abs_diff]
+        if close:
+            worst = max(o.max_abs_diff or 0.0 for o in close)
+            return f"outputs equal {v.tolerance.describe()} (not bit for bit: max abs diff {worst:.3g})"
         return "outputs equal"
     return "no outputs compared (no compiled callable returned a tensor)"
 
