@@ -216,3 +216,10 @@ def test_a_format_string_in_the_loop_makes_it_float64_one_in_compiled_code_no_ed
     [finding] = _plan(tmp_path / "compiled", program, _frame(0.5, 0.75))
     assert finding.safety is Safety.NONE
     assert any("formatted into a string" in note for note in finding.notes), finding.notes
+
+
+def test_an_annotated_assignment_is_an_assignment(tmp_path):
+    program = MARGIN.replace("        self.margin = margin\n", "        self.margin: float = margin\n")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert "self.margin: torch.Tensor = torch.tensor(margin)" in _fixed(finding, program)

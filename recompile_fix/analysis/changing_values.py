@@ -501,7 +501,7 @@ def _class_writes(cls: cst.ClassDef, attr: str) -> bool:
         targets = []
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]
-        elif isinstance(node, cst.AugAssign):
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):  # `self.margin: float = 0.1`
             targets = [node.target]
         if any(isinstance(t, cst.Attribute) and is_name(t.value, "self") and t.attr.value == attr for t in targets):
             return True

@@ -253,6 +253,9 @@ class FloatAttribute(Rule):
                 "wrap": sorted({tuple(w.rhs) for w in plan.writes if w.rhs is not None}),
                 "float64": plan.float64,
             }
+            annotations = sorted({tuple(w.annotation) for w in plan.writes if w.annotation is not None})
+            if annotations:
+                params["annotations"] = annotations
             in_place = [w for w in plan.writes if w.rhs is None]
             if in_place:
                 notes.append(f"{len(in_place)} in-place update(s) (`{in_place[0].code}`) now update the tensor")
@@ -291,6 +294,9 @@ class FloatAttribute(Rule):
         return [
             Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
             for start, end in finding.params["wrap"]
+        ] + [
+            Edit(finding.file, start, end, f"{torch_name}.Tensor", self.id)
+            for start, end in finding.params.get("annotations", [])
         ]
 
 
@@ -300,6 +306,7 @@ class _Write:
     code: str  # the statement, one line
     location: Location
     rhs: list[int] | None  # the value's span; None: an in-place update (`+=`)
+    annotation: list[int] | None = None  # the span of a `float` annotation, which becomes `torch.Tensor`
 
 
 @dataclass
@@ -355,7 +362,8 @@ def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list
     for file in state.files:
         source = project.source(file)
         assert source is not None, f"{file} is profiled and readable"
-        for node in [*source.nodes(cst.Assign), *source.nodes(cst.AugAssign)]:
+        annotated = [n for n in source.nodes(cst.AnnAssign) if n.value is not None]  # `self.margin: float = 0.1`
+        for node in [*source.nodes(cst.Assign), *source.nodes(cst.AugAssign), *annotated]:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             ours = [t for t in targets if isinstance(t, cst.Attribute) and t.attr.value == attr]
             if not ours:
@@ -368,20 +376,24 @@ def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list
             where = f"{file}:{source.positions[node].start.line}"
             if any(k is None for k in known):
                 doubts.append(f"`{code}` at {where}: the source does not tie the object to `{state.label}`'s class")
-            if isinstance(node, cst.Assign) and is_name(node.value, "None"):
+            value = node.value if isinstance(node, (cst.Assign, cst.AnnAssign)) else None
+            if value is not None and is_name(value, "None"):
                 doubts.append(f"`{code}` at {where} sets it to None, left as it is (a recompile when it changes type)")
                 continue
-            if isinstance(node, cst.Assign):
-                shared = shared or len(node.targets) > 1
-                if not _number_shaped(node.value, source, node) and not _constructed_with_numbers(
-                    state, project, classes, source, node
+            if value is not None:
+                shared = shared or (isinstance(node, cst.Assign) and len(node.targets) > 1)
+                if not _number_shaped(value, source, node) and not _constructed_with_numbers(
+                    state, project, classes, source, node, value
                 ):
                     doubts.append(f"`{code}` at {where}: the value may not be a number")
-                rhs: list[int] | None = list(source.span(node.value))
+                rhs: list[int] | None = list(source.span(value))
             else:
                 rhs = None
             pos = source.positions[node]
-            writes.append(_Write(file, code, Location(file=file, line=pos.start.line, col=pos.start.column), rhs))
+            write = _Write(file, code, Location(file=file, line=pos.start.line, col=pos.start.column), rhs)
+            if isinstance(node, cst.AnnAssign) and source.code(node.annotation.annotation) == "float":
+                write.annotation = list(source.span(node.annotation.annotation))  # now a tensor's
+            writes.append(write)
     if shared and any(w.rhs is None for w in writes):
         doubts.append("an in-place update would change the tensor every object of a chained assignment shares")
     return writes, doubts
@@ -439,7 +451,12 @@ def _holder_class(classes: ClassIndex, source: SourceFile, file: str, holder: cs
 
 
 def _constructed_with_numbers(
-    state: AttributeState, project: Project, classes: ClassIndex, source: SourceFile, node: cst.Assign
+    state: AttributeState,
+    project: Project,
+    classes: ClassIndex,
+    source: SourceFile,
+    node: cst.CSTNode,
+    value: cst.BaseExpression,
 ) -> bool:
     """``self.margin = margin`` in the class's ``__init__``, where ``margin`` is a parameter with a
     number default and every construction of the class in the profiled files passes a number
@@ -447,10 +464,10 @@ def _constructed_with_numbers(
     init = next((a for a in source.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
     if init is None or init.name.value != "__init__" or source.enclosing_class(init) is not state.cls:
         return False
-    if not isinstance(node.value, cst.Name):
+    if not isinstance(value, cst.Name):
         return False
     params = [*init.params.posonly_params, *init.params.params]
-    param = next((p for p in [*params, *init.params.kwonly_params] if p.name.value == node.value.value), None)
+    param = next((p for p in [*params, *init.params.kwonly_params] if p.name.value == value.value), None)
     if param is None or param.default is None or not _number_shaped(param.default, source, init):
         return False
     position = params.index(param) - 1 if param in params else None  # `self` is not passed
