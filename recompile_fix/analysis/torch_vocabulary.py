@@ -79,8 +79,9 @@ ARITH_METHODS = frozenset(
 
 
 # torch functions of the same kind: the number is a value in the arithmetic, not a setting.
-# Not ``full_like``: see WRONG_UNDER_INDUCTOR.
-ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub"})
+# Not ``full_like``: see WRONG_UNDER_INDUCTOR. ``gumbel_softmax``'s ``tau`` divides a tensor
+# (``(logits + gumbels) / tau``; measured exact, the construct table's ``gumbel_tau``).
+ARITH_FUNCTIONS = frozenset(ARITH_METHODS | {"rsub", "gumbel_softmax"})
 
 
 # Arguments that take a Scalar (torch converts a 0-d tensor there to a number, so the tensor's

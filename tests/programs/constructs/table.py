@@ -44,6 +44,7 @@ CONSTRUCTS = {
     # tensor arithmetic
     "div": Construct("float", "return x / c"),
     "rdiv": Construct("float", "return c / (x.abs() + 1)"),
+    "gumbel_tau": Construct("float", "return F.gumbel_softmax(x, tau=c)"),
     "scalar_math": Construct("float", "return x * (c * c) + 3.14 * c"),
     "power": Construct("float", "return x.abs() ** c"),
     "clamp": Construct("float", "return torch.clamp(x, max=c)"),
