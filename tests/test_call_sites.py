@@ -182,6 +182,9 @@ def call_of(code):
 WRAPPER = {"positional": ["self"], "keyword_only": [], "varargs": "args", "varkw": "kwargs"}
 WRAPPED_FUNC = {"positional": [], "keyword_only": [], "varargs": "args", "varkw": "kwargs"}
 FORWARD = {"positional": ["self", "input_ids", "attention_mask"], "keyword_only": [], "varargs": None, "varkw": None}
+STEP = {"positional": ["model", "batch"], "keyword_only": [], "varargs": None, "varkw": None}
+STEP3 = {"positional": ["model", "w", "x"], "keyword_only": [], "varargs": None, "varkw": None}
+MODULE = {"type": "Module"}
 
 
 @pytest.mark.parametrize(
@@ -224,6 +227,12 @@ FORWARD = {"positional": ["self", "input_ids", "attention_mask"], "keyword_only"
             [("attr", "cache"), ("attr", "layers"), ("item", 0), ("attr", "keys")],
         ),
         ("self.decoder.forward(x, m)", FORWARD, "self.cache", {}, Base(expr="self.decoder"), [("attr", "cache")]),
+        # A compiled plain function whose first parameter holds a module the call passes: the
+        # batch is the second argument, not the first (a trial: the model was marked).
+        ("train_step(model, batch)", STEP, "batch['x']", {"model": MODULE}, Base(index=1), [("item", "x")]),
+        ("train_step(model, w, x)", STEP3, "x", {"model": MODULE}, Base(index=2), []),
+        # ... and where the call does not pass it, it is the module's own `self`.
+        ("compiled(batch)", STEP, "batch['x']", {"model": MODULE}, Base(index=0), [("item", "x")]),
     ],
 )
 def test_guard_sources_map_to_the_call(code, signature, guard, inputs, base, steps):

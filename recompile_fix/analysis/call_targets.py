@@ -117,10 +117,10 @@ def locate(
             index -= 1  # a (*args, **kwargs) wrapper installed as forward: self is args[0]
         if index < 0:
             return _owner(call, frame, steps[1:], guard_source)
-        index += max(0, len(positional) - _bound(positional, compiles))
+        index += max(0, len(positional) - _bound(positional, compiles, call))
         return _positional(call, index, steps[1:], guard_source, None)
     if root in positional:
-        bound = _bound(positional, compiles)
+        bound = _bound(positional, compiles, call)
         if bound and root == positional[0]:
             return _owner(call, frame, steps, guard_source)
         if _keyword_arg(call, root) is not None:
@@ -131,11 +131,22 @@ def locate(
     return None, f"`{root}` is not a parameter of `{frame.name}`"
 
 
-def _bound(positional: list[str], compiles: list[Compile]) -> int:
-    """1 when the compiled function is called as a method (its ``self`` comes with the callee)."""
-    if positional and (positional[0] in ("self", "cls") or _module_at(compiles, positional[0])):
+def _bound(positional: list[str], compiles: list[Compile], call: cst.Call) -> int:
+    """1 when the compiled function is called as a method (its ``self`` comes with the callee).
+    A first parameter that holds a module is ``self`` only where the call does not pass it: a
+    compiled ``train_step(model, batch)`` is called with the model as its first argument."""
+    if not positional:
+        return 0
+    if positional[0] in ("self", "cls"):
         return 1
-    return 0
+    if not _module_at(compiles, positional[0]):
+        return 0
+    if any(a.star for a in call.args) or _keyword_arg(call, positional[0]) is not None:
+        return 0 if _keyword_arg(call, positional[0]) is not None else 1
+    passed = len(_positional_args(call)) + sum(
+        1 for a in call.args if a.keyword is not None and a.keyword.value in positional
+    )
+    return 0 if passed >= len(positional) else 1
 
 
 def _module_at(compiles: list[Compile], source: str) -> bool:
