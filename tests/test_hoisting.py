@@ -301,3 +301,40 @@ def test_a_rewrite_that_leaves_one_call_out_leaves_out_all():
     skipped = {f.location.line: why for f, why in result.skipped}
     assert "internal error" in skipped[3] and "fixed together" in skipped[2]
     assert [f.location.line for f in result.applied] == [4]
+
+
+TWO_IN_ONE_STATEMENT = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+critic = torch.compile(nn.Linear(4, 1), backend="eager")
+data = torch.randn(29, 4)
+fakes = torch.randn(16, 4)
+losses = []
+for i in range(0, 29, 8):
+    loss = critic(fakes[:8]).mean() - critic(data[i : i + 8]).mean()
+    losses.append(loss.detach())
+"""
+
+
+@pytest.mark.slow
+def test_two_calls_of_one_statement_bind_two_names(tmp_path):
+    """A trial's GAN loss: with --unsafe-fixes both calls' arguments were bound to `x`, the first
+    overwritten: the critic saw the real batch twice. Each call's name is its own, and the
+    program computes what it did."""
+    from conftest import run_cli
+    from equivalence import assert_same_outputs, run_recorded
+
+    (tmp_path / "program.py").write_text(TWO_IN_ONE_STATEMENT)
+    before = run_recorded(tmp_path / "program.py", tmp_path)
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
+    fixed = (tmp_path / "program.py").read_text()
+    bound = [line.split(" = ")[0].strip() for line in fixed.splitlines() if line.strip().endswith("i + 8]")]
+    assert len(bound) == 1 and "data[i : i + 8]" not in fixed.split("loss = ")[1], fixed
+    names = [
+        line.split(" = ")[0].strip() for line in fixed.splitlines() if " = " in line and "[" in line.split(" = ")[1]
+    ]
+    assert len(set(names)) == len(names), fixed
+    after = run_recorded(tmp_path / "program.py", tmp_path)
+    assert_same_outputs(before, after, exact=True)

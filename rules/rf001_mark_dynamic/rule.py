@@ -20,7 +20,7 @@ from recompile_fix.analysis.call_site_code import (
 )
 from recompile_fix.analysis.call_targets import Base
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.source import SourceFile, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
@@ -309,7 +309,10 @@ class MarkDynamic(Rule):
             elif is_plain_dotted(value) and not clone:
                 name = source.code(value)
             else:
-                name = fresh_name(label, names)
+                # Another call of the statement may bind its argument too (another finding's fix,
+                # `D(fake[:8]) + D(real[i:j])`): each call's name is its own, by its place.
+                rank = _binding_rank(source, statement, call)
+                name = fresh_name(label if rank == 1 else f"{label}_{rank}", names)
                 names.add(name)
                 text = source.code(value)
                 if clone and not is_atomic_expression(value):
@@ -439,3 +442,19 @@ def _loop_statement(mark: str, var: str, container: str, loop: dict[str, Any]) -
 
 
 RULE = MarkDynamic()
+
+
+def _binding_rank(source: SourceFile, statement: cst.CSTNode, call: cst.Call) -> int:
+    """``call``'s place (1, 2, ...) among the calls of ``statement`` that pass an argument a fix
+    would bind to a name (neither a plain name nor a literal): distinct per call, so two fixes
+    in one statement never bind one name."""
+    rank = 0
+    for node in walk(statement):
+        if isinstance(node, cst.Call) and any(
+            not is_plain_dotted(a.value) and not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString))
+            for a in node.args
+        ):
+            rank += 1
+            if node is call:
+                return rank
+    return 1
