@@ -164,3 +164,49 @@ def test_an_int_argument_that_carries_the_size_gets_no_mark(tmp_path):
     assert "RF001 [no fix]" in report and "`shape[1]`, an int argument, carries `x` dim 1's size (8 -> 16)" in report
     run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
     assert program.read_text() == before
+
+
+SHARED_WITH_OTHER_COMPILED_CODE = """import torch
+
+torch.manual_seed(0)
+emb = torch.nn.Embedding(32, 8)
+
+
+@torch.compile(backend="eager")
+def embed(ids):
+    return emb(ids).mean(1)
+
+
+@torch.compile(backend="eager")
+def weighted_sum(ids):
+    s = ids[:, 0] * 0
+    for i in range(ids.size(1)):
+        s = s + ids[:, i] * (i + 1)
+    return s
+
+
+outputs = []
+for n in (5, 6, 7):
+    ids = torch.randint(0, 32, (2, n))
+    outputs.append(embed(ids))
+    outputs.append(weighted_sum(ids))
+"""
+
+
+@pytest.mark.slow
+def test_a_tensor_also_passed_to_other_compiled_code_gets_a_mark_that_cannot_raise(tmp_path):
+    """A trial: `mark_dynamic(ids, 1)` for `embed` went with `ids` into `weighted_sum`, whose
+    `range(ids.size(1))` specialises the size: ConstraintViolationError. The mark is
+    `maybe_mark_dynamic` there, and the program runs as it did, compiling less."""
+    from equivalence import assert_same_outputs, run_recorded, total_compiles
+
+    program = tmp_path / "program.py"
+    program.write_text(SHARED_WITH_OTHER_COMPILED_CODE)
+    before = run_recorded(program, tmp_path)
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    fixed = program.read_text()
+    assert "torch._dynamo.maybe_mark_dynamic(ids, 1)" in fixed and "torch._dynamo.mark_dynamic(" not in fixed, fixed
+    after = run_recorded(program, tmp_path)
+    assert_same_outputs(before, after, exact=True)
+    assert total_compiles(after) < total_compiles(before)

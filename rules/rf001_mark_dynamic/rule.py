@@ -224,9 +224,18 @@ class MarkDynamic(Rule):
                 continue
             evidence = site_evidence(frame)
             marked: set[tuple[str, int]] = set()
+            # Where the program calls other compiled code: a tensor marked here that it also
+            # passes there meets that code's graph, which may specialise the size.
+            elsewhere = {
+                (site.file, site.line)
+                for other in profile.frames
+                if other is not frame
+                for c in other.compiles
+                if (site := c.user_call_site) is not None
+            }
             for ev in evidence:
                 if ev.changed and ev.site is not None:
-                    found = SitePlan(self, ev, project, release, uses).findings()
+                    found = SitePlan(self, ev, project, release, uses, elsewhere).findings()
                     findings.extend(found)
                     marked |= _marked_dims(found)
             # Calls that got those dims dynamic from the marked calls' changes, after them.

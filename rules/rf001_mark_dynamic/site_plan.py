@@ -19,7 +19,7 @@ from recompile_fix.analysis.call_site_code import (
 )
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile
+from recompile_fix.analysis.source import SourceFile, walk
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Location, is_library_path
@@ -61,8 +61,10 @@ class SitePlan:
         project: Project,
         release: tuple[int, int] | None,
         uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] | None = None,
+        other_compiled_calls: set[tuple[str, int]] | None = None,
     ):
         self.rule = rule
+        self.other_compiled_calls = other_compiled_calls or set()
         self._uses = {} if uses is None else uses
         self.ev = evidence
         self.frame = evidence.frame
@@ -145,7 +147,15 @@ class SitePlan:
         compared = self._compared(kept, located, func, func_source)
         hard, mark = self._mark(kept, located, func, partial, compared, unseen)
         notes = notes + partial
-        if not hard and not partial:
+        shared = self._passed_to_other_compiled_code(source, call, statement, entries) if hard else None
+        if shared is not None and mark == "mark_dynamic":
+            hard, mark = False, "maybe_mark_dynamic"
+            notes.append(
+                f"`maybe_mark_dynamic`, not `mark_dynamic`: the program also passes `{shared[0]}` to other "
+                f"compiled code at line {shared[1]}, whose graph may specialise the size (a hard mark "
+                "raises there); `maybe_mark_dynamic` cannot raise"
+            )
+        elif not hard and not partial:
             notes.append(self._why_maybe(func, compared, unseen))
         copied = {e["source"] for e in entries if e["contiguous"]}
         notes.extend(self._still_compiles(kept, mark, func, unseen, names, copied))
@@ -162,6 +172,34 @@ class SitePlan:
                 "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
             )
         return [finding]
+
+    def _passed_to_other_compiled_code(
+        self, source: SourceFile, call: cst.Call, statement: cst.CSTNode, entries: list[dict[str, Any]]
+    ) -> tuple[str, int] | None:
+        """(name, line) where a tensor this call's marks go on, held in a name, is also passed to
+        a call of other compiled code (a call site of another frame the run recorded) in the same
+        function: the mark goes with the tensor."""
+        names = set()
+        for entry in entries:
+            arg = argument_for_base(call, Base.from_json(entry["base"])) if "expr" not in entry["base"] else None
+            if arg is not None and isinstance(arg.value, cst.Name):
+                names.add(arg.value.value)
+        if not names or not self.other_compiled_calls:
+            return None
+        scope = next((a for a in source.ancestors(statement) if isinstance(a, cst.FunctionDef)), source.module)
+        for node in walk(scope):
+            if not isinstance(node, cst.Call) or node is call:
+                continue
+            line = source.positions[node].start.line
+            if (self.site.file, line) not in self.other_compiled_calls:
+                continue
+            for arg in node.args:
+                root = arg.value
+                while isinstance(root, (cst.Attribute, cst.Subscript)):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value in names:
+                    return root.value, line
+        return None
 
     def _kept(
         self,
