@@ -215,3 +215,46 @@ def test_a_fix_failing_its_proof_is_left_out_and_the_others_kept():
     assert result.after == text and result.applied == []
     ((finding, why),) = result.skipped
     assert finding is broken and why.startswith("the fix fails its proof: the fixed file would not compile")
+
+
+def test_two_fixes_inserting_one_line_at_one_place_insert_it_once():
+    """Each frame's fix marking one tensor at one call: the mark once, whichever fix made it."""
+    from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.edits.edit import Edit
+    from recompile_fix.edits.rewrite import rewrite
+    from recompile_fix.findings.finding import Finding, Safety
+    from recompile_fix.findings.rule import Rule
+    from recompile_fix.profile.model import Location
+
+    text = "import torch\nx = torch.ones(3)\nf(x)\n"
+    source = SourceFile.parse(Path("m.py"), text)
+    at = text.index("f(x)")
+
+    class Mark(Rule):
+        id = "RFTEST"
+
+        def fix(self, finding, source, torch_name):
+            return [Edit(finding.file, at, at, line, self.id) for line in finding.params["lines"]]
+
+    def finding(*lines):
+        return Finding("RFTEST", "m.py", Location("m.py", 3), "m", Safety.SAFE, params={"lines": list(lines)})
+
+    mark_x, mark_y = "torch._dynamo.mark_dynamic(x, 0)\n", "torch._dynamo.mark_dynamic(y, 0)\n"
+    result = rewrite("m.py", source, [finding(mark_x), finding(mark_y, mark_x)], {"RFTEST": Mark()})
+    assert result.after == f"import torch\nx = torch.ones(3)\n{mark_x}{mark_y}f(x)\n"
+
+
+def test_two_fixes_binding_one_name_at_one_place_with_other_values_fail_the_proof():
+    from recompile_fix.edits.edit import Edit
+    from recompile_fix.edits.proof import FixEdits, prove
+
+    before = "import torch\ny = g(a[:8]) + h(b[:8])\n"
+    at = before.index("y =")
+    first = FixEdits((Edit("m.py", at, at, "x = a[:8]\n"),))
+    second = FixEdits((Edit("m.py", at, at, "x = b[:8]\n"),))
+    after = before[:at] + "x = a[:8]\nx = b[:8]\n" + before[at:]
+    why = prove(before, after, [*first.edits, *second.edits], [first, second])
+    assert why is not None and "two fixes bind `x`" in why
+    same = FixEdits((Edit("m.py", at, at, "x = a[:8]\n"),))
+    after = before[:at] + "x = a[:8]\nx = a[:8]\n" + before[at:]
+    assert prove(before, after, [*first.edits, *same.edits], [first, same]) is None

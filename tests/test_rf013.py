@@ -154,3 +154,20 @@ def test_a_model_built_in_the_compile_call_takes_the_loss_type_after_it(tmp_path
     after = _fixed(finding, text)
     assert "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n# transformers" in after
     assert 'compiled.loss_type = "ForCausalLM"\nfor n in (4, 8):' in after
+
+
+def test_a_model_built_and_compiled_in_a_function_takes_the_loss_type_there(tmp_path):
+    """A trial: in `main()` the line went above `def main` (the def is a compound statement too),
+    where `model` is not bound yet: the proof refused it and `apply` exited 2."""
+    text = "def main():\n" + "".join(f"    {line}\n" for line in HF.splitlines()[3:]) + "\n\nmain()\n"
+    text = "import torch\nfrom transformers import GPT2Config, GPT2LMHeadModel\n\n\n" + text
+    site = _site(text, 9, "compiled(")
+    frames = _hf_frames()
+    for frame in frames:
+        for compile_ in frame.compiles:
+            compile_.stack = [site]
+    profile, project = project_of(tmp_path, {"program.py": text}, *frames)
+    (finding,) = RULE.plan(profile, project)
+    assert finding.safety is Safety.SAFE
+    after = _fixed(finding, text)
+    assert '    model.loss_type = "ForCausalLM"\n    compiled = torch.compile(model)\n' in after, after

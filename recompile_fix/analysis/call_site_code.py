@@ -363,13 +363,20 @@ def scope_statement(source: SourceFile, node: cst.CSTNode) -> cst.CSTNode | None
     once before the compile, not once per pass of a loop around it (a config line before the
     statement that compiles). None inside a class body or a lambda."""
     statement: cst.CSTNode | None = None
+    child: cst.CSTNode = node
     for parent in source.ancestors(node):
-        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            statement = parent
-        if isinstance(parent, (cst.FunctionDef, cst.Module)) and statement is not parent:
+        # A def ends the walk where the node is in its body (a model built and compiled in
+        # `main()` got its line above `def main`); in its decorators, the def is the statement.
+        if isinstance(parent, cst.FunctionDef) and isinstance(child, cst.Decorator):
+            statement = child = parent
+            continue
+        child = parent
+        if isinstance(parent, (cst.FunctionDef, cst.Module)):
             return statement
         if isinstance(parent, (cst.ClassDef, cst.Lambda)):
             return None  # a line in a class body binds a class attribute
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = parent
     return statement
 
 

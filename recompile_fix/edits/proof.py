@@ -92,6 +92,30 @@ def prove(before: str, after: str, edits: Sequence[Edit], fixes: Sequence[FixEdi
         why = _check_anchor(before, original, fix)
         if why:
             return why
+    return _check_names_across_fixes(fixes)
+
+
+def _check_names_across_fixes(fixes: Sequence[FixEdits]) -> str | None:
+    """Two fixes' inserted statements never bind one name at one place (each would read its own
+    value; the second overwrites the first)."""
+    bound: dict[tuple[int, str], tuple[int, str]] = {}
+    for index, fix in enumerate(fixes):
+        for edit in fix.edits:
+            if edit.start != edit.end or not edit.new_text.strip():
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(edit.new_text))
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if not isinstance(node, ast.Assign):
+                    continue
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        value = ast.dump(node.value)
+                        other, other_value = bound.setdefault((edit.start, target.id), (index, value))
+                        if other != index and other_value != value:
+                            return f"two fixes bind `{target.id}` before one statement: the second would overwrite the first"
     return None
 
 

@@ -5,8 +5,9 @@ outside its edits, keeps the file's line endings): a fix that fails it is left o
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from recompile_fix.analysis.source import SourceError, SourceFile
@@ -75,11 +76,44 @@ def rewrite(
     planned = _proven(source, planned, result)
     planned = _together(source, planned, result)
     for finding, fix in planned:
-        result.edits.extend(fix.edits)
+        result.edits.extend(_without_repeated_lines(fix.edits, result.edits))
         result.applied.append(finding)
     result.edits[:0] = _import_edits(path, source, result.edits)
     result.after = apply_edits(source.text, result.edits)
     return result
+
+
+def _without_repeated_lines(edits: tuple[Edit, ...], kept: list[Edit]) -> list[Edit]:
+    """``edits`` less the whole statements an earlier fix inserts at the same place already (each
+    frame's fix marks one tensor at one call: the mark once)."""
+    inserted: dict[int, set[str]] = {}
+    for edit in kept:
+        if edit.start == edit.end:
+            inserted.setdefault(edit.start, set()).update(edit.new_text.splitlines(keepends=True))
+    out = []
+    for edit in edits:
+        there = inserted.get(edit.start) if edit.start == edit.end else None
+        if there:
+            lines = edit.new_text.splitlines(keepends=True)
+            if all(_a_statement(line) for line in lines):
+                text = "".join(line for line in lines if line not in there)
+                if not text:
+                    continue
+                edit = replace(edit, new_text=text)
+        out.append(edit)
+    return out
+
+
+def _a_statement(line: str) -> bool:
+    """A line that is a whole simple statement (a comment line is not one)."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#"):
+        return False
+    try:
+        ast.parse(stripped)
+    except SyntaxError:
+        return False
+    return True
 
 
 def _fix(rule: Rule, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit] | str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from typing import Any
 
@@ -334,11 +335,15 @@ class MarkDynamic(Rule):
 
         # One mark per tensor: one passed twice (`model(input_ids=ids, labels=ids)`) is one
         # expression here, seen through as many arguments and frames.
+        # Spelled two ways (`batch['labels']` held by library code, `batch` + `["labels"]` through
+        # `**batch`), one tensor is still one mark: keyed by the expression, not its quotes.
         dims_of: dict[tuple[str, bool], list[int]] = {}
+        spelled: dict[str, str] = {}
         for entry in p["marks"]:
             base = Base.from_json(entry["base"])
             clone = f".clone(memory_format={torch_name}.contiguous_format)" if entry.get("contiguous") else ""
             expr = base_text(base, entry["label"], clone) + steps_code(entry["steps"])
+            expr = spelled.setdefault(_canonical(expr), expr)
             dims = dims_of.setdefault((expr, bool(entry.get("optional"))), [])
             dims.extend(d for d in entry["dims"] if d not in dims)
         for (expr, optional), dims in dims_of.items():
@@ -454,16 +459,22 @@ RULE = MarkDynamic()
 
 
 def _binding_rank(source: SourceFile, statement: cst.CSTNode, call: cst.Call) -> int:
-    """``call``'s place (1, 2, ...) among the calls of ``statement`` that pass an argument a fix
-    would bind to a name (neither a plain name nor a literal): distinct per call, so two fixes
-    in one statement never bind one name."""
+    """``call``'s place (1, 2, ...) among the calls of ``statement`` to the same callee
+    (`critic(fakes[:8]) - critic(data[i:j])`), whose fixes would bind the same parameter's
+    name: distinct per call. (Calls of other callees binding one name are refused by the proof.)"""
+    callee = source.code(call.func)
     rank = 0
     for node in walk(statement):
-        if isinstance(node, cst.Call) and any(
-            not is_plain_dotted(a.value) and not isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString))
-            for a in node.args
-        ):
+        if isinstance(node, cst.Call) and source.code(node.func) == callee:
             rank += 1
             if node is call:
                 return rank
     return 1
+
+
+def _canonical(expr: str) -> str:
+    """``expr`` as Python reads it, whatever its quotes and spaces."""
+    try:
+        return ast.dump(ast.parse(expr, mode="eval"))
+    except SyntaxError:
+        return expr
