@@ -191,3 +191,17 @@ def test_a_wrapper_that_does_not_pass_kwargs_on_as_it_got_them_gets_no_edit(tmp_
     program.write_text(text.replace("return fn(*args, **kwargs)", "return fn(*args, **dict(kwargs, flag=1))"))
     (finding,) = RF002.plan(profile, Project(tmp_path))
     assert finding.safety.value == "none" and "first use" in finding.notes[0]
+
+
+def test_what_the_graphs_float_constants_met_proves_a_float64_wrap():
+    """`x * (1 - c)`: Python arithmetic first, on a value meeting a local the source does not type.
+    The recorder read every compile's graph: its float constants met floating tensors of rank
+    >= 1, where a float64 0-d tensor computes as the float did: float64, bit-identical. A 0-d
+    one among them (or a compile not read) leaves the default dtype, unproven."""
+    from recompile_fix.analysis.scalar_flow import TENSOR, Use
+    from recompile_fix.rules.rf002_tensor_scalar.rule import _dtype
+
+    use = Use(TENSOR, "arith", "tensor arithmetic", "program.py", 3, "return h * (1 - c)", ("h",), scalar_math=True)
+    assert _dtype("float", [use], {}, ["float32:2", "float16:4"])[:2] == ("float64", True)
+    assert _dtype("float", [use], {}, ["float32:0", "float32:2"])[:2] == (None, False)
+    assert _dtype("float", [use], {}, None)[:2] == (None, False)

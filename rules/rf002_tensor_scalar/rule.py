@@ -77,7 +77,10 @@ class TensorScalar(Rule):
     that may meet an integer or 0-d tensor stays at the default dtype (a float64 one would turn
     those results into float64), bit-identical when it meets the tensor directly and unsafe
     when Python arithmetic comes first (float32 rounding); an int becomes an int64 0-d tensor,
-    bit-identical unless it goes through `/` or float arithmetic first (then unsafe).
+    bit-identical unless it goes through `/` or float arithmetic first (then unsafe). Where
+    the source does not say what a float meets, the recorder does: the dtype and rank of every
+    tensor each compile's graph held a float constant against (`float32:2`); all floating of rank
+    >= 1 (and no graph break), a float64 0-d tensor is bit-identical, and the fix safe.
 
     The calls of the compiled function are wrapped together or none is: where one call's wrap is
     unsafe or has none (a cache hit passing a name), the others' are unsafe too, since a call
@@ -224,7 +227,9 @@ class TensorScalar(Rule):
             if any(u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES for u in uses):
                 _read_by_code(planned)
             return [planned]
-        dtype, exact, why = _dtype(argument.kind, [u for u in uses if u.verdict == TENSOR], tensors)
+        dtype, exact, why = _dtype(
+            argument.kind, [u for u in uses if u.verdict == TENSOR], tensors, _float_operands(frame)
+        )
         if dtype is _NO_DTYPE:
             return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
         optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
@@ -533,9 +538,21 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
 _NO_DTYPE = "no dtype"  # no 0-d tensor keeps the results: no edit
 
 
-def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | None, bool, str]:
+def _float_operands(frame: Frame) -> list[str] | None:
+    """What the float constants of every compile's graph met (``dtype:rank``, as the recorder
+    read each graph), or None where a compile's graph was not read or held no float."""
+    compiles = [c for c in frame.compiles if not c.limit_hit]
+    if not compiles or frame.graph_breaks or any(not c.float_operands for c in compiles):
+        return None  # after a graph break the number also meets what the next frame's graph holds
+    return sorted({o for c in compiles for o in c.float_operands or ()})
+
+
+def _dtype(
+    kind: str, uses: list[Use], tensors: dict[str, dict], operands: list[str] | None = None
+) -> tuple[str | None, bool, str]:
     """The dtype of the 0-d tensor that keeps the results the same, whether they stay
-    bit-identical, and why (for the finding's notes); ``_NO_DTYPE`` when none does."""
+    bit-identical, and why (for the finding's notes); ``_NO_DTYPE`` when none does.
+    ``operands``: what the compiled graphs' float constants met (``_float_operands``)."""
     inexact = distinct(u for u in uses if not u.exact)
     close = (
         "; " + ", ".join(f"at {u.where} (`{u.code}`)" for u in inexact) + ": a 0-d tensor there computes "
@@ -577,6 +594,16 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
                 "(floating, rank >= 1), whose dtype wins over a 0-d tensor's" + close
             ),
         )
+    if operands and all(_floating_of_rank(operand) for operand in operands):
+        return (
+            "float64",
+            not inexact,
+            (
+                "float64 keeps the results bit-identical: every tensor the compiled graphs' float "
+                f"constants met is floating, of rank >= 1 ({', '.join(operands)}, as the recorder read "
+                "each graph), whose dtype wins over a 0-d tensor's" + close
+            ),
+        )
     float64_only = distinct(u for u in uses if u.float64_only)
     if float64_only:
         use = float64_only[0]
@@ -610,6 +637,11 @@ def _dtype(kind: str, uses: list[Use], tensors: dict[str, dict]) -> tuple[str | 
         False,
         f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits" + close,
     )
+
+
+def _floating_of_rank(operand: str) -> bool:
+    dtype, _, rank = operand.partition(":")
+    return dtype in FLOATING and rank.isdigit() and int(rank) >= 1
 
 
 def _seen_as_none(frame: Frame, param: str) -> bool:
