@@ -258,3 +258,29 @@ def test_two_fixes_binding_one_name_at_one_place_with_other_values_fail_the_proo
     same = FixEdits((Edit("m.py", at, at, "x = a[:8]\n"),))
     after = before[:at] + "x = a[:8]\nx = a[:8]\n" + before[at:]
     assert prove(before, after, [*first.edits, *same.edits], [first, same]) is None
+
+
+def test_two_fixes_making_one_insertion_make_it_once():
+    """Two findings adding `, dynamic=True` to one compile call: the argument once (twice, the
+    file did not compile and `apply` wrote neither)."""
+    from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.edits.edit import Edit
+    from recompile_fix.edits.rewrite import rewrite
+    from recompile_fix.findings.finding import Finding, Safety
+    from recompile_fix.findings.rule import Rule
+    from recompile_fix.profile.model import Location
+
+    text = "import torch\ncompiled = torch.compile(model)\n"
+    source = SourceFile.parse(Path("m.py"), text)
+    at = text.index("model)") + len("model")
+
+    class Dynamic(Rule):
+        id = "RFTEST"
+
+        def fix(self, finding, source, torch_name):
+            return [Edit(finding.file, at, at, ", dynamic=True", self.id)]
+
+    findings = [Finding("RFTEST", "m.py", Location("m.py", 2), "m", Safety.SAFE) for _ in range(2)]
+    result = rewrite("m.py", source, findings, {"RFTEST": Dynamic()})
+    assert result.after == "import torch\ncompiled = torch.compile(model, dynamic=True)\n"
+    assert len(result.applied) == 2 and not result.skipped

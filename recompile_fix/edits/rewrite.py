@@ -62,6 +62,13 @@ def rewrite(
         if wrong_release is not None:
             result.skipped.append((finding, wrong_release))
             continue
+        # Another finding's fix made the same insertion already (two findings adding
+        # `, dynamic=True` to one compile call): it is made once.
+        edits = [
+            e
+            for e in edits
+            if not (e.start == e.end and any(t.start == t.end == e.start and t.new_text == e.new_text for t in taken))
+        ]
         if any(new.overlaps(old) for new in edits for old in taken):
             result.skipped.append((finding, "overlaps another fix in this file"))
             continue
@@ -87,11 +94,15 @@ def _without_repeated_lines(edits: tuple[Edit, ...], kept: list[Edit]) -> list[E
     """``edits`` less the whole statements an earlier fix inserts at the same place already (each
     frame's fix marks one tensor at one call: the mark once)."""
     inserted: dict[int, set[str]] = {}
+    whole: set[tuple[int, str]] = set()
     for edit in kept:
         if edit.start == edit.end:
             inserted.setdefault(edit.start, set()).update(edit.new_text.splitlines(keepends=True))
+            whole.add((edit.start, edit.new_text))
     out = []
     for edit in edits:
+        if edit.start == edit.end and (edit.start, edit.new_text) in whole:
+            continue  # the same insertion (`, dynamic=True` into one compile call): once
         there = inserted.get(edit.start) if edit.start == edit.end else None
         if there:
             lines = edit.new_text.splitlines(keepends=True)
