@@ -138,18 +138,24 @@ def test_a_logger_method_that_is_not_a_name_is_a_damaged_profile(tmp_path):
         Profile.from_json(data)
 
 
-def test_a_model_built_in_the_compile_call_takes_the_loss_type_after_it(tmp_path):
-    text = HF.replace(
-        "model = GPT2LMHeadModel(GPT2Config(n_layer=1))\ncompiled = torch.compile(model)\n",
-        "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n",
-    )
-    site = _site(text, 6, "compiled(")
+def _planned_at(tmp_path, text: str, line: int):
+    """RF013's one finding on ``text``, the model called (`compiled(`) at ``line``."""
+    site = _site(text, line, "compiled(")
     frames = _hf_frames()
     for frame in frames:
         for compile_ in frame.compiles:
             compile_.stack = [site]
     profile, project = project_of(tmp_path, {"program.py": text}, *frames)
     (finding,) = RULE.plan(profile, project)
+    return finding
+
+
+def test_a_model_built_in_the_compile_call_takes_the_loss_type_after_it(tmp_path):
+    text = HF.replace(
+        "model = GPT2LMHeadModel(GPT2Config(n_layer=1))\ncompiled = torch.compile(model)\n",
+        "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n",
+    )
+    finding = _planned_at(tmp_path, text, 6)
     assert finding.safety is Safety.SAFE
     after = _fixed(finding, text)
     assert "compiled = torch.compile(GPT2LMHeadModel(GPT2Config(n_layer=1)))\n# transformers" in after
@@ -161,13 +167,7 @@ def test_a_model_built_and_compiled_in_a_function_takes_the_loss_type_there(tmp_
     where `model` is not bound yet: the proof refused it and `apply` exited 2."""
     text = "def main():\n" + "".join(f"    {line}\n" for line in HF.splitlines()[3:]) + "\n\nmain()\n"
     text = "import torch\nfrom transformers import GPT2Config, GPT2LMHeadModel\n\n\n" + text
-    site = _site(text, 9, "compiled(")
-    frames = _hf_frames()
-    for frame in frames:
-        for compile_ in frame.compiles:
-            compile_.stack = [site]
-    profile, project = project_of(tmp_path, {"program.py": text}, *frames)
-    (finding,) = RULE.plan(profile, project)
+    finding = _planned_at(tmp_path, text, 9)
     assert finding.safety is Safety.SAFE
     after = _fixed(finding, text)
     assert '    model.loss_type = "ForCausalLM"\n    compiled = torch.compile(model)\n' in after, after
