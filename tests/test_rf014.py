@@ -223,3 +223,16 @@ def test_an_annotated_assignment_is_an_assignment(tmp_path):
     [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
     assert finding.safety is Safety.SAFE, finding.notes
     assert "self.margin: torch.Tensor = torch.tensor(margin)" in _fixed(finding, program)
+
+
+def test_a_field_of_a_module_output_is_taken_for_a_tensor_unproven(tmp_path):
+    """A trial: `self.backbone(x).last_hidden_state` (a transformers output) is not typed by the
+    source; the read was refused as "returned as a Python number". Taken for a tensor, the fix
+    is one a run proves."""
+    program = MARGIN.replace(
+        "        return (self.margin - score).clamp(min=0).mean()",
+        "        h = self.backbone(score).last_hidden_state\n        return (self.margin - h).clamp(min=0).mean()",
+    )
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
+    assert any("last_hidden_state` taken for a tensor" in note for note in finding.notes), finding.notes

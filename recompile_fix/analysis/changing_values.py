@@ -86,6 +86,7 @@ class CounterState:
     bad_writes: list[tuple[str, str]]  # (what, file:line) writes that would replace a tensor
     buffer: tuple[dict, Location] | None = None  # (fix params, location) of the tensor edit
     buffer_why_not: str | None = None
+    fields_taken: list[str] = []  # the output fields the last ``reads`` took for tensors
     config_file = ""
     config_location: Location | None = None
 
@@ -260,10 +261,13 @@ class AttributeState(CounterState):
                         )
         return init_assigns
 
-    def reads(self, frame: Frame, project: Project) -> list[Use]:
+    def reads(self, frame: Frame, project: Project, output_fields: bool = False) -> list[Use]:
+        """Every read's uses; ``output_fields``: a field of a module's output is taken for a
+        tensor (``fields_taken`` lists those guesses)."""
         attr, uses = self.counter.name, []
         classes = ClassIndex(project)
-        analysis = ScalarUses(read=project.source, classes=classes)
+        analysis = ScalarUses(read=project.source, classes=classes, output_fields=output_fields)
+        self.fields_taken = analysis.fields_taken
         for file in self.files:
             source = project.source(file)
             assert source is not None, f"{file} is profiled and readable"

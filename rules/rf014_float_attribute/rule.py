@@ -80,7 +80,8 @@ class FloatAttribute(Rule):
     RF002 uses): a read in a Python branch, `range()`, `math.*`, a format string in compiled
     code (a graph break) or a call whose source cannot be read makes no edit, and the finding
     names it. Outside compiled code, `f"{margin:.2f}"` prints a float64 0-d tensor as it printed
-    the float. The tensor's dtype
+    the float. A read that meets a field of a module's output (`backbone(x).last_hidden_state`),
+    which the source does not type, is taken for tensor arithmetic, unproven. The tensor's dtype
     keeps the results: a float met directly stays at the default dtype, which computes as the
     Python float did beside a float32 tensor or a half one of rank >= 1 (beside a 0-d half
     tensor it would make the result float32, beside a float64 one round the number first); one
@@ -194,12 +195,18 @@ class FloatAttribute(Rule):
                 fallback,
             )
             return plan
-        uses = state.reads(frame, project)
         compiled = _compiled_spans(state, attribute.frames, project)
-        # A format string outside compiled code prints a float64 0-d tensor as it printed the float.
-        formats = [u for u in uses if u.kind == "format" and not _inside(u, compiled)]
-        uses = [u for u in uses if u not in formats]
-        blocking = distinct(u for u in uses if u.verdict != TENSOR)
+        uses, formats, blocking = _reads(state, frame, project, compiled, output_fields=False)
+        if blocking:
+            # Would it serve if the fields of a module's output (`backbone(x).last_hidden_state`)
+            # held tensors? The source does not say: then a run must prove it.
+            guessed = _reads(state, frame, project, compiled, output_fields=True)
+            if not guessed[2] and state.fields_taken:
+                uses, formats, blocking = guessed
+                fields = ", ".join(f"`{f}`" for f in dict.fromkeys(state.fields_taken))
+                plan.doubts.append(
+                    f"{fields} taken for a tensor (a field of a module's output; the source does not say what it holds)"
+                )
         if blocking:
             plan.refuse([f"not a tensor: `{plan.label}` {u.describe()}" for u in blocking], fallback)
             return plan
@@ -611,6 +618,18 @@ def _graphs_keep(frames: list[Frame], float64: bool) -> bool:
         if not rank.isdigit() or not _keeps(dtype, int(rank), float64):
             return False
     return True
+
+
+def _reads(
+    state: AttributeState, frame: Frame, project: Project, compiled: list[tuple[str, int, int]], output_fields: bool
+) -> tuple[list[Use], list[Use], list[Use]]:
+    """The attribute's reads: (uses that must be tensor arithmetic, format strings outside
+    compiled code, which print a float64 0-d tensor as they printed the float, and the uses that
+    block a tensor)."""
+    uses = state.reads(frame, project, output_fields=output_fields)
+    formats = [u for u in uses if u.kind == "format" and not _inside(u, compiled)]
+    uses = [u for u in uses if u not in formats]
+    return uses, formats, distinct(u for u in uses if u.verdict != TENSOR)
 
 
 def _compiled_spans(state: AttributeState, frames: list[Frame], project: Project) -> list[tuple[str, int, int]]:
