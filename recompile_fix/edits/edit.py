@@ -38,11 +38,12 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
-        )
+    """The change as `git diff` shows it; a last line without a line break is marked so
+    (``\\ No newline at end of file``), as `patch` reads it, not run into the next line."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{path}",
+        tofile=f"b/{path}",
     )
+    return "".join(line if line.endswith(("\n", "\r")) else f"{line}\n\\ No newline at end of file\n" for line in lines)
