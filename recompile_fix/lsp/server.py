@@ -565,7 +565,12 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
     published_early: dict[str, tuple[Any, list[Any]]] = {}
     if answer_early:
         from recompile_fix.lsp import early
+        from recompile_fix.tool_code import code_digest
 
+        # Before pygls loads in a thread: read beside that import, the tool's ~170 files waited
+        # for the interpreter lock at every read (235 ms where 20 ms will do), and the kept
+        # diagnostics of a reopened file (lsp/first_open) waited with them.
+        code_digest()
         loading = threading.Thread(target=_load_pygls, name="recompile-fix-lsp-load", daemon=True)
         loading.start()
         prefix, first = early.read_first_message(sys.stdin.buffer)
