@@ -205,3 +205,47 @@ def test_what_the_graphs_float_constants_met_proves_a_float64_wrap():
     assert _dtype("float", [use], {}, ["float32:2", "float16:4"])[:2] == ("float64", True)
     assert _dtype("float", [use], {}, ["float32:0", "float32:2"])[:2] == (None, False)
     assert _dtype("float", [use], {}, None)[:2] == (None, False)
+
+
+def test_a_number_whose_compiles_differ_in_a_staying_number_anyway_is_unproven(tmp_path):
+    """A trial's `pick(logits, temperature, top_k)` over a grid: the compiles that share `top_k`
+    (a size, it stays a number) share `temperature` too, so wrapping `temperature` merges no two
+    compiles (2 -> 2, offered as [*]): unproven, `top_k` named. A grid where two compiles share
+    `top_k` and differ in `temperature` keeps the fix as it was."""
+    from profiles import frame_of, project_of
+    from recompile_fix.findings.finding import Safety
+
+    program = textwrap.dedent(
+        """\
+        import torch
+
+
+        @torch.compile(backend="eager")
+        def pick(logits, temperature, top_k):
+            return torch.topk(logits / temperature, top_k).indices
+
+
+        for temperature, top_k, n in [(0.7, 3, 5), (0.7, 3, 6), (1.0, 5, 6)]:
+            pick(torch.randn(2, n), temperature, top_k)
+        """
+    )
+
+    def plan(values):
+        frame = frame_of(["top_k == 3"], ["top_k == 5"], name="pick", first_line=4)
+        for compile_, (temperature, top_k, n) in zip(frame.compiles, values):
+            compile_.stack = [Location("program.py", 10, 10, 4, 47, "<module>")]
+            compile_.inputs = {
+                "logits": {"type": "Tensor", "shape": [2, n], "dtype": "float32"},
+                "temperature": {"type": "float", "value": temperature},
+                "top_k": {"type": "int", "value": top_k},
+            }
+        profile, project = project_of(
+            tmp_path / str(len(values[0])) / repr(values[1][0]), {"program.py": program}, frame
+        )
+        return {f.message.split("`")[1]: f for f in RF002.plan(profile, project)}
+
+    found = plan([(0.7, 3, 5), (0.7, 3, 6), (1.0, 5, 6)])
+    assert found["temperature"].safety is Safety.UNSAFE and found["temperature"].unproven
+    assert any("`top_k` also changes" in n for n in found["temperature"].notes)
+    found = plan([(0.7, 3, 5), (1.3, 3, 6), (1.0, 5, 6)])  # two compiles share top_k, not temperature
+    assert found["temperature"].safety is Safety.SAFE, found["temperature"].notes

@@ -479,13 +479,37 @@ def _others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding])
     recorded = [c for c in frame.compiles if all("value" in (c.inputs.get(src) or {}) for src in kept)]
     if len(recorded) < 2:
         return planned
-    shared = {tuple(repr(c.inputs[src]["value"]) for src in kept) for c in recorded}
-    if len(shared) < len(recorded):
-        return planned
+
+    def staying(compile_) -> tuple[str, ...]:
+        return tuple(repr(compile_.inputs[src]["value"]) for src in kept)
+
+    def merges(finding: Finding) -> bool:
+        """Do two compiles that agree on every staying number differ in this finding's number
+        (then its fix can merge them)? Unknown values: assume so."""
+        mine = [s for entry in finding.covers for s in entry.get("sources", [])]
+        if not mine or any(not all("value" in (c.inputs.get(s) or {}) for c in recorded) for s in mine):
+            return True
+        return any(
+            staying(a) == staying(b) and any(a.inputs[s]["value"] != b.inputs[s]["value"] for s in mine)
+            for i, a in enumerate(recorded)
+            for b in recorded[i + 1 :]
+        )
+
+    if len({staying(c) for c in recorded}) == len(recorded):
+        merging: list[Finding] = []  # no two compiles share the staying numbers
+    else:
+        # A grid of temperature and top_k: the others' fixes merge the compiles that share
+        # top_k and differ in temperature; none where the compiles that share it share the
+        # other number too (a trial: `pick(logits, temperature, top_k)`, 2 -> 2 offered as [*]).
+        merging = [f for f in planned if f.fixable and merges(f)]
+        if len(merging) == len([f for f in planned if f.fixable]):
+            return planned
     kept_numbers = list(kept.values())
     names = ", ".join(f"`{source}`" for source in kept)
     why = kept_numbers[0].notes[0] if kept_numbers[0].notes else "it stays a Python number"
     for finding in planned:
+        if any(finding is m for m in merging):
+            continue
         if finding.safety is Safety.SAFE:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
         if finding.fixable:
