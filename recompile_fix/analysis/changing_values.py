@@ -26,6 +26,7 @@ __all__ = [
     "CounterState",
     "GlobalState",
     "bound_class",
+    "holder_class",
     "submodule_class",
     "constructed_class",
     "counter_owner",
@@ -285,9 +286,9 @@ class AttributeState(CounterState):
     def _another_object(self, classes: ClassIndex, source: SourceFile, file: str, node: cst.Attribute) -> bool:
         """``settings.margin`` where ``settings = Settings()`` in the file: an instance of a
         project class that is not the counter's."""
-        if not isinstance(node.value, cst.Name) or node.value.value == "self":
+        if is_name(node.value, "self"):
             return False
-        built = bound_class(classes, source, file, node.value.value)
+        built = holder_class(classes, source, file, node.value)
         return built is not None and not any(c.node is self.cls for c in classes.mro(built))
 
     def _another_class(self, source: SourceFile, file: str, node: cst.Attribute) -> bool:
@@ -442,6 +443,17 @@ def bound_class(classes: ClassIndex, source: SourceFile, file: str, name: str) -
                     if is_name(element.value, name):
                         found.add(constructed_class(classes, file, value.value))
     return found.pop() if len(found) == 1 and None not in found else None
+
+
+def holder_class(classes: ClassIndex, source: SourceFile, file: str, holder: cst.BaseExpression) -> ClassRef | None:
+    """The project class of ``G`` (``G = Generator()``) or ``model.criterion`` (the class
+    ``model``'s class builds its ``criterion`` from); None: not known."""
+    if isinstance(holder, cst.Name):
+        return bound_class(classes, source, file, holder.value)
+    if isinstance(holder, cst.Attribute):
+        parent = holder_class(classes, source, file, holder.value)
+        return submodule_class(classes, parent, holder.attr.value) if parent is not None else None
+    return None
 
 
 def constructed_class(classes: ClassIndex, file: str, value: cst.BaseExpression) -> ClassRef | None:

@@ -391,3 +391,20 @@ def makes_tensor(code: str) -> bool:
     import re
 
     return re.match(rf"^\s*[\w.]*\b({'|'.join(TENSOR_CONSTRUCTORS)})\s*\(", code) is not None
+
+
+FLOATING = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def zero_d_computes_as_float(operand: str, float64: bool) -> bool:
+    """Does a 0-d tensor in a Python float's place compute what the float did beside a tensor of
+    ``operand`` (``"float32:2"``: dtype and rank)? A float64 one beside any floating tensor of
+    rank >= 1 (its dtype wins, the value casts as the float's did); a default-dtype (float32) one
+    beside float32, or a half tensor of rank >= 1 (beside a 0-d half one it makes the result
+    float32, beside float64 it rounds the number first)."""
+    dtype, _, rank = operand.partition(":")
+    if not rank.isdigit():
+        return False
+    if float64:
+        return dtype in FLOATING and int(rank) >= 1
+    return dtype == "float32" or (dtype in ("float16", "bfloat16") and int(rank) >= 1)

@@ -62,13 +62,9 @@ def rewrite(
         if wrong_release is not None:
             result.skipped.append((finding, wrong_release))
             continue
-        # Another finding's fix made the same insertion already (two findings adding
-        # `, dynamic=True` to one compile call): it is made once.
-        edits = [
-            e
-            for e in edits
-            if not (e.start == e.end and any(t.start == t.end == e.start and t.new_text == e.new_text for t in taken))
-        ]
+        # What another finding's fix inserts at the same place already (`, dynamic=True` into one
+        # compile call, one tensor's mark at one call): once, before the proof reads the text.
+        edits = _without_repeated_lines(edits, taken)
         if any(new.overlaps(old) for new in edits for old in taken):
             result.skipped.append((finding, "overlaps another fix in this file"))
             continue
@@ -83,16 +79,16 @@ def rewrite(
     planned = _proven(source, planned, result)
     planned = _together(source, planned, result)
     for finding, fix in planned:
-        result.edits.extend(_without_repeated_lines(fix.edits, result.edits))
+        result.edits.extend(fix.edits)
         result.applied.append(finding)
     result.edits[:0] = _import_edits(path, source, result.edits)
     result.after = apply_edits(source.text, result.edits)
     return result
 
 
-def _without_repeated_lines(edits: tuple[Edit, ...], kept: list[Edit]) -> list[Edit]:
-    """``edits`` less the whole statements an earlier fix inserts at the same place already (each
-    frame's fix marks one tensor at one call: the mark once)."""
+def _without_repeated_lines(edits: list[Edit], kept: list[Edit]) -> list[Edit]:
+    """``edits`` less the insertions an earlier fix makes at the same place already: the same
+    text, or whole statements among its lines."""
     inserted: dict[int, set[str]] = {}
     whole: set[tuple[int, str]] = set()
     for edit in kept:

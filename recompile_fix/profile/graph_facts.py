@@ -55,13 +55,19 @@ def compiled_graph_dims(start_depth: int = 2) -> dict[str, list[dict]] | None:
         return None
 
 
-def _read(depth: int) -> dict[str, list[dict]] | None:
-    frame: types.FrameType | None = sys._getframe(depth)
+def _compile_output(depth: int):
+    """The ``OutputGraph`` of the compile torch is finishing (its ``_compile`` frame's), or None;
+    the search starts ``depth`` frames above the caller's."""
+    frame: types.FrameType | None = sys._getframe(depth + 1)
     while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
         frame = frame.f_back
-    if frame is None:
+    return frame.f_locals.get("output") if frame is not None else None
+
+
+def _read(depth: int) -> dict[str, list[dict]] | None:
+    output = _compile_output(depth)
+    if output is None:
         return None
-    output = frame.f_locals.get("output")
     shape_env = getattr(output, "shape_env", None)
     var_to_sources = getattr(shape_env, "var_to_sources", None)
     if not isinstance(var_to_sources, dict):
@@ -97,10 +103,7 @@ def float_constant_operands(start_depth: int = 2) -> list[str] | None:
     tensor in its place would compute the same (it does beside floating tensors of rank >= 1).
     Never raises."""
     try:
-        frame: types.FrameType | None = sys._getframe(start_depth)
-        while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
-            frame = frame.f_back
-        graph = getattr(frame.f_locals.get("output"), "graph", None) if frame is not None else None
+        graph = getattr(_compile_output(start_depth), "graph", None)
         nodes = getattr(graph, "nodes", None)
         if nodes is None:
             return None

@@ -319,6 +319,15 @@ class Frame:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]
 
+    def float_operands(self) -> list[str] | None:
+        """What the float constants of every compile's graph met (``Compile.float_operands``),
+        distinct; None where a compile's graph was not read or held no float, or where the frame
+        breaks its graph (a number also meets what the next frame's graph holds)."""
+        compiles = [c for c in self.compiles if not c.limit_hit]
+        if not compiles or self.graph_breaks or any(not c.float_operands for c in compiles):
+            return None
+        return sorted({o for c in compiles for o in c.float_operands or ()})
+
     def tensor_inputs(self) -> dict[str, dict[str, Any]]:
         """Tensor arguments recorded at the frame's compiles: name -> its first record."""
         tensors: dict[str, dict[str, Any]] = {}

@@ -15,7 +15,7 @@ from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.analysis.torch_vocabulary import makes_tensor
+from recompile_fix.analysis.torch_vocabulary import FLOATING, makes_tensor, zero_d_computes_as_float
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -31,8 +31,6 @@ from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
 )
 
 __all__ = ["RULE", "TensorScalar"]
-
-FLOATING = {"float16", "bfloat16", "float32", "float64"}
 
 
 class TensorScalar(Rule):
@@ -228,7 +226,7 @@ class TensorScalar(Rule):
                 _read_by_code(planned)
             return [planned]
         dtype, exact, why = _dtype(
-            argument.kind, [u for u in uses if u.verdict == TENSOR], tensors, _float_operands(frame)
+            argument.kind, [u for u in uses if u.verdict == TENSOR], tensors, frame.float_operands()
         )
         if dtype is _NO_DTYPE:
             return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
@@ -562,21 +560,12 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
 _NO_DTYPE = "no dtype"  # no 0-d tensor keeps the results: no edit
 
 
-def _float_operands(frame: Frame) -> list[str] | None:
-    """What the float constants of every compile's graph met (``dtype:rank``, as the recorder
-    read each graph), or None where a compile's graph was not read or held no float."""
-    compiles = [c for c in frame.compiles if not c.limit_hit]
-    if not compiles or frame.graph_breaks or any(not c.float_operands for c in compiles):
-        return None  # after a graph break the number also meets what the next frame's graph holds
-    return sorted({o for c in compiles for o in c.float_operands or ()})
-
-
 def _dtype(
     kind: str, uses: list[Use], tensors: dict[str, dict], operands: list[str] | None = None
 ) -> tuple[str | None, bool, str]:
     """The dtype of the 0-d tensor that keeps the results the same, whether they stay
     bit-identical, and why (for the finding's notes); ``_NO_DTYPE`` when none does.
-    ``operands``: what the compiled graphs' float constants met (``_float_operands``)."""
+    ``operands``: what the compiled graphs' float constants met (``Frame.float_operands``)."""
     inexact = distinct(u for u in uses if not u.exact)
     close = (
         "; " + ", ".join(f"at {u.where} (`{u.code}`)" for u in inexact) + ": a 0-d tensor there computes "
@@ -618,7 +607,7 @@ def _dtype(
                 "(floating, rank >= 1), whose dtype wins over a 0-d tensor's" + close
             ),
         )
-    if operands and all(_floating_of_rank(operand) for operand in operands):
+    if operands and all(zero_d_computes_as_float(operand, float64=True) for operand in operands):
         return (
             "float64",
             not inexact,
@@ -661,11 +650,6 @@ def _dtype(
         False,
         f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits" + close,
     )
-
-
-def _floating_of_rank(operand: str) -> bool:
-    dtype, _, rank = operand.partition(":")
-    return dtype in FLOATING and rank.isdigit() and int(rank) >= 1
 
 
 def _seen_as_none(frame: Frame, param: str) -> bool:

@@ -14,6 +14,7 @@ from recompile_fix.analysis.cst_names import is_load
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Scope, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+from recompile_fix.analysis.torch_vocabulary import FLOATING
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -22,8 +23,6 @@ from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
 
 __all__ = ["RULE", "ScheduleTensor"]
-
-FLOATING = {"float16", "bfloat16", "float32", "float64"}
 
 
 _BEFORE = """        self.schedule = np.linspace(1.0, 0.1, 20)

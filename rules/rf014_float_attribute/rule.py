@@ -15,15 +15,15 @@ from recompile_fix.analysis.changing_values import (
     ATTRIBUTE_SOURCE,
     AttributeState,
     Counter,
-    bound_class,
     counter_owner,
+    holder_class,
     read_in_unprofiled_imports,
-    submodule_class,
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.torch_vocabulary import zero_d_computes_as_float
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
@@ -32,7 +32,6 @@ from recompile_fix.profile.model import Frame, Location, Profile
 
 __all__ = ["RULE", "FloatAttribute"]
 
-FLOATING = {"float16", "bfloat16", "float32", "float64"}
 _KINDS = ("module_attribute", "scalar_value")
 
 
@@ -440,21 +439,10 @@ def _holder_is(
         if state.lineage is None:  # the compiled method's class: `self` may be a subclass's
             return True if ref.node is state.cls else None
         return ref in state.lineage
-    built = _holder_class(classes, source, file, target.value)
+    built = holder_class(classes, source, file, target.value)
     if built is None:
         return None
     return any(c.node is state.cls for c in classes.mro(built))
-
-
-def _holder_class(classes: ClassIndex, source: SourceFile, file: str, holder: cst.BaseExpression) -> ClassRef | None:
-    """The project class of ``G`` (``G = Generator()``) or ``model.criterion`` (the class
-    ``model``'s class builds its ``criterion`` from); None: not known."""
-    if isinstance(holder, cst.Name):
-        return bound_class(classes, source, file, holder.value)
-    if isinstance(holder, cst.Attribute):
-        parent = _holder_class(classes, source, file, holder.value)
-        return submodule_class(classes, parent, holder.attr.value) if parent is not None else None
-    return None
 
 
 def _constructed_with_numbers(
@@ -579,7 +567,10 @@ def _dtype(uses: list[Use], frames: list[Frame], in_place: bool, covered: bool) 
     tensors = {n: t for f in frames for n, t in f.tensor_inputs().items()}
     met = {m for u in arith for m in u.meets}
     if met and all(m in tensors for m in met):
-        if all(_keeps(tensors[m].get("dtype"), len(tensors[m].get("shape") or ()), float64) for m in met):
+        if all(
+            zero_d_computes_as_float(f"{tensors[m].get('dtype')}:{len(tensors[m].get('shape') or ())}", float64)
+            for m in met
+        ):
             return float64, None
     elif covered and _graphs_keep(frames, float64):
         return float64, None
@@ -599,25 +590,13 @@ def _dtype(uses: list[Use], frames: list[Frame], in_place: bool, covered: bool) 
     )
 
 
-def _keeps(dtype: object, rank: int, float64: bool) -> bool:
-    """Does a 0-d tensor (float64, or the default float32) beside a tensor of ``dtype`` and
-    ``rank`` compute what the Python float did?"""
-    if float64:
-        return dtype in FLOATING and rank >= 1
-    return dtype == "float32" or (dtype in ("float16", "bfloat16") and rank >= 1)
-
-
 def _graphs_keep(frames: list[Frame], float64: bool) -> bool:
-    """Did every compile of these frames record what its graph's float constants met
-    (``float_operands``), each a tensor beside which the 0-d tensor computes as the float did?"""
-    compiles = [c for f in frames for c in f.compiles if not c.limit_hit]
-    if not compiles or any(not c.float_operands for c in compiles):
-        return False
-    for operand in {o for c in compiles for o in c.float_operands or ()}:
-        dtype, _, rank = operand.partition(":")
-        if not rank.isdigit() or not _keeps(dtype, int(rank), float64):
-            return False
-    return True
+    """Did every compile of these frames record what its graph's float constants met, each a
+    tensor beside which the 0-d tensor computes as the float did?"""
+    found = [f.float_operands() for f in frames]
+    return all(
+        operands is not None and all(zero_d_computes_as_float(o, float64) for o in operands) for operands in found
+    )
 
 
 def _reads(
