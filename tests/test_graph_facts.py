@@ -21,6 +21,7 @@ from recompile_fix.errors import UserError
 from recompile_fix.profile.model import Compile, Profile
 from recompile_fix.profile.sources import module_path_code
 from recompile_fix.rules.rf001_mark_dynamic.graph_dims import refused_by_run
+from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import _size_held_as_int
 
 HERE = PROGRAMS / "shapes"
 
@@ -133,6 +134,55 @@ def test_parameter_shapes_get_dynamic_parameter_sizes_and_no_mark(tmp_path, case
     # Once: a second apply finds the lines there.
     again = run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", cwd=work, check=0)
     assert (work / "program.py").read_text() == text, again.stdout
+
+
+_HEAD = """import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+{held}
+
+class Head(nn.Module):
+    def __init__(self, in_dim, width):
+        super().__init__()
+        self.fc1 = nn.Linear(in_dim, width)
+        self.block = Block(width)
+
+    @staticmethod
+    def helper(x):
+        return x
+
+    def forward(self, x):
+        return self.block.fc(F.gelu(self.fc1(x)))
+"""
+
+
+@pytest.mark.parametrize(
+    "held, expected",
+    [
+        ("", None),  # Linear layers only: the options merge every width (8 compiles -> 2)
+        ("        self.norm = nn.LayerNorm(width)\n", "`nn.LayerNorm(width)` keeps its size as a Python int"),
+        ("        self.norm = nn.LayerNorm(16)\n", None),  # one size for every head
+        (
+            "        self.width = width\n\n    def forward(self, x):\n        return x.view(-1, self.width)\n",
+            "`self.width = width` keeps a size as a Python int its code reads",
+        ),
+        ("        self.width = width\n", None),  # kept, never read
+    ],
+)
+def test_a_size_a_module_keeps_as_an_int_makes_the_parameter_shapes_fix_unproven(held, expected):
+    """Dynamo specialises a module's ints: a head with a `LayerNorm(width)` compiles once per
+    width whatever `force_parameter_static_shapes` says (measured on torch 2.14.1: 8 -> 8)."""
+    text = _HEAD.format(held=held)
+    source = SourceFile.parse(Path("heads.py"), text)
+    line = max(i for i, row in enumerate(text.splitlines(), 1) if row == "    def forward(self, x):")  # Head's
+    found = _size_held_as_int(source, "forward", line)
+    assert (found is None) if expected is None else (found or "").startswith(expected), found
+    assert _size_held_as_int(None, "forward", line) is None  # a frame outside the project: no claim
 
 
 def test_parameter_shapes_are_never_written_for_a_torch_without_the_options(tmp_path):

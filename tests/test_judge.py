@@ -134,6 +134,21 @@ def test_suspects_are_the_fixes_whose_recompiles_all_stay():
     static.covers = []  # names no recompile: a suspect only when the set removed nothing
     assert suspects(before.profile, after.profile, [static], set()) == []
     assert suspects(before.profile, before.profile, [static], set()) == [static]
+    # Beside a fix that names the recompiles removed, a static one cannot claim them.
+    assert suspects(before.profile, after.profile, [good, static], set()) == [static]
+
+
+def test_select_verified_drops_a_static_fix_the_named_fix_did_the_work_of():
+    """Two compiled optimizer steps, one found from its recompiles, one static: the set verifies
+    (outputs close), but the run without the static fix compiles alike: it goes."""
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(2), source="y")], ONES)
+    fixed = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(2), source="y")], ONES)
+    good, static = _fix(), _fix(line=60)
+    static.covers = []
+    trials = _Trials({(20, 60): fixed, (20,): fixed})
+    picked = select_verified(before, [good, static], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [good] and [f for f, _ in picked.dropped] == [static]
+    assert trials.asked == [(20, 60), (20,)]
 
 
 class _Trials:

@@ -142,16 +142,19 @@ def _same_frame(label: str, frame: Frame) -> bool:
 def suspects(before: Profile, after: Profile, fixes: list[Finding], same_compiles: set[str]) -> list[Finding]:
     """The fixes of a set that verified together whose own recompiles all still happen, as
     often, after it: the set's run does not show that they did anything. A fix that names no
-    recompile (a static Finding) is a suspect only when the set removed no compile at all;
+    recompile (a static Finding) is a suspect when the set removed no compile at all, or when
+    the set holds a fix that names some: the compiles removed may all be the other's (two
+    optimizers, one a static finding: its fix removed none and only changed the numbers);
     ``same_compiles``: rules whose fixes keep the compiles on purpose, never suspects."""
     out = []
     fewer = sum(f.compile_count for f in after.frames) < sum(f.compile_count for f in before.frames)
+    named = [fix for fix in fixes if fix.rule not in same_compiles and covered(before, fix)]
     for fix in fixes:
         if fix.rule in same_compiles:
             continue
         mine = covered(before, fix)
         if not mine:
-            if not fewer:
+            if not fewer or named:
                 out.append(fix)
             continue
         still = covered(after, fix)

@@ -18,6 +18,7 @@ traced, which is at the first call, after that statement.
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -79,7 +80,16 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
         ],
         location,
     )
-    if _most_sizes(shape_recompiles) < 3:
+    held = _size_held_as_int(plan.project.source(plan.frame.file), plan.frame.name, plan.frame.first_line)
+    if held is not None:
+        # Dynamo specialises a module's int attributes: with the parameters' sizes dynamic, the
+        # guard on that int still fails once per width (ten heads with a LayerNorm: 8 -> 8).
+        finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+        finding.notes.append(
+            f"unproven: {held}, which Dynamo specialises whatever the options say: each width may "
+            "still compile once; `fix` keeps it only where a run shows fewer compiles"
+        )
+    elif _most_sizes(shape_recompiles) < 3:
         # Two shapes: the one compile it saves is a later state's (each net again under
         # no_grad), which a size 1 among the parameters the guards do not name (a value head of
         # width 1, specialised) takes back: a run must show it (measured 4 -> 4 there).
@@ -91,6 +101,76 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
     finding.params = {"config_before": list(statement_start(compile_source, statement))}
     finding.covers = [cover(plan.frame, kinds=["size_mismatch"])]
     return [finding]
+
+
+# torch.nn modules whose forward passes a size given to the constructor as a Python int
+# (``F.layer_norm(x, self.normalized_shape, ...)``), and the attribute that holds it.
+_SIZE_AS_INT = {
+    "LayerNorm": "normalized_shape",
+    "RMSNorm": "normalized_shape",
+    "MultiheadAttention": "embed_dim",
+    "Unflatten": "unflattened_size",
+}
+
+
+def _size_held_as_int(source: SourceFile | None, name: str, first_line: int) -> str | None:
+    """Where the compiled method's class (or a class of the same file it builds) keeps a size it
+    was given as an int its code reads: a ``nn.LayerNorm(width)``, or ``self.width = width``
+    read outside ``__init__``. None where none is seen (a frame outside the project: none)."""
+    if source is None:
+        return None
+    try:
+        tree = source.syntax
+    except Exception:  # noqa: BLE001 -- a file that does not parse: no claim either way
+        return None
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    owner = next(
+        (
+            cls
+            for cls in classes.values()
+            for item in cls.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and item.name == name
+            and first_line in {item.lineno, *(d.lineno for d in item.decorator_list)}
+        ),
+        None,
+    )
+    seen: set[str] = set()
+    todo = [owner] if owner is not None else []
+    while todo:
+        cls = todo.pop()
+        if cls.name in seen or len(seen) > 8:
+            continue
+        seen.add(cls.name)
+        init = next((i for i in cls.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"), None)
+        if init is None:
+            continue
+        params = {a.arg for a in [*init.args.args, *init.args.kwonlyargs]} - {"self"}
+        read = {
+            n.attr
+            for item in cls.body
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name != "__init__"
+            for n in ast.walk(item)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+        }
+        for node in ast.walk(init):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+                arguments = [*node.args, *(k.value for k in node.keywords)]
+                if called in _SIZE_AS_INT and not all(isinstance(a, ast.Constant) for a in arguments):
+                    return f"`{source.segment(node)}` keeps its size as a Python int (`{_SIZE_AS_INT[called]}`)"
+                if called in classes:
+                    todo.append(classes[called])
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+                for target in node.targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                        and target.attr in read
+                    ):
+                        return f"`{source.segment(node)}` keeps a size as a Python int its code reads"
+    return None
 
 
 def _most_sizes(recompiles: list[Any]) -> int:

@@ -138,7 +138,11 @@ class MarkDynamic(Rule):
     dynamic then treats parameters as it treats inputs, the first shape static, the second a
     dynamic graph that serves the rest (ten heads: 8 compiles and a recompile-limit hit -> 2; a
     rank sweep 4 -> 2; the same outputs). The options are process-wide and change only frames
-    whose parameters change shape. Where the program sets them itself, several compiled wrappers
+    whose parameters change shape. Where the compiled module keeps such a size as an int its
+    code reads (a `nn.LayerNorm(width)`, `self.width = width`), Dynamo specialises the int
+    whatever the options say (measured: heads with a LayerNorm, 8 -> 8): the fix is unproven
+    there, and `fix` keeps it only where a run shows fewer compiles. Where the program sets
+    them itself, several compiled wrappers
     that share one frame get `torch.compile(..., isolate_recompiles=True)` (unsafe: a trade-off,
     one compile per wrapper, none run eagerly at the limit).
 
