@@ -2,12 +2,13 @@
 test: what `report` says for their negative cases, and RF005's new reasons for no fix (the Profile
 shows a break cannot make the prefix compile once). Recorded Profiles only: no torch run."""
 
+import dataclasses
 import shutil
 
 import pytest
 
 from conftest import ROOT, run_cli
-from golden_cases import GOLDEN, load_case
+from golden_cases import GOLDEN, load_case, stage_case
 from profiles import profile_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.finding import Safety
@@ -77,6 +78,26 @@ def test_findings_and_every_recompile_covered(case, expected, tmp_path):
     assert [(f.rule, f.safety) for f in findings if f.rule == rule.id] == expected
     text = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
     assert "no rule has a fix" not in text  # each recompile is a fix, a [no fix] with why, or expected
+
+
+def test_rf008_a_library_drop_path_is_no_fix_named_where_the_program_sets_the_rate(tmp_path):
+    """timm's DropPath, scheduled by the program (`dp.drop_prob = rate`): no edit reaches the
+    library's class; the report says so at the program's write, not "no rule has a fix"."""
+    case = GOLDEN / "RF008" / "stochastic_depth"
+    text = (case / "program.in.py").read_text()
+    library = text[text.index("def drop_path(") : text.index("class Block(")]
+    work = stage_case(case, tmp_path / "work", library, "from timm.layers import DropPath\n\n\n")
+    profile = Profile.load(work / "profile.json")
+    for reason in (r for frame in profile.frames for r in frame.reasons() if r.first_use is not None):
+        # As a run with timm's DropPath records it: the read in the library's drop_path().
+        reason.first_use = dataclasses.replace(reason.first_use, file="/site-packages/timm/layers/drop.py", line=168)
+    findings = [
+        f for f in plan(profile, Project(work, expected_hashes=profile.sources), ALL_RULES) if f.rule == "RF008"
+    ]
+    assert [(f.file, f.safety) for f in findings] == [("program.py", Safety.NONE)]
+    written = (work / "program.py").read_text().splitlines()[findings[0].location.line - 1]
+    assert "block.drop_path.drop_prob = " in written
+    assert "is read by library code (`drop_path` at /site-packages/timm/layers/drop.py:168)" in findings[0].notes[0]
 
 
 def test_rf008_values_stay_below_one_or_the_gate_zeroes():

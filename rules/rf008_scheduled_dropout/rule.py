@@ -3,13 +3,14 @@ calls recompiles the compiled frame for every value."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 
 import libcst as cst
 
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, dotted_name, walk
+from recompile_fix.analysis.source import SourceError, SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -284,8 +285,18 @@ class ScheduledDropout(Rule):
             # The read sits in a function the module's forward calls (timm's drop_path()): find
             # the class whose forward passes self.<attr> on.
             found = _class_reading(attr, profile, project)
-            if found is None:
-                return []
+            if found is None:  # a library's module (timm's DropPath): no edit of ours reaches it
+                where = f"`{first.function}` at {first.file}:{first.line}" if first.function else first.file
+                why = (
+                    f"`{attr}` is read by library code ({where}) in a module class the profiled files do not "
+                    "define: the fix (its forward run eagerly) has no place to go; each scheduled value compiles "
+                    "again (hold the rate fixed, or give the schedule a module of the program's own)"
+                )
+                return [
+                    self._finding(
+                        seen, _write_of(attr, profile, project) or fallback, "it stays as it is", Safety.NONE, [why]
+                    )
+                ]
             source, cls = found
         forward = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
         if forward is None:
@@ -481,3 +492,26 @@ def _class_reading(attr: str, profile: Profile, project: Project) -> tuple[Sourc
 
 
 RULE = ScheduledDropout()
+
+
+def _write_of(attr: str, profile: Profile, project: Project) -> Location | None:
+    """The first ``<x>.<attr> = ...`` in the profiled files: where the program sets what a
+    library's module reads (``dp.drop_prob = rate``), the line a finding about it names."""
+    for file in sorted(profile.sources):
+        source = project.source(file) if not os.path.isabs(file) else None
+        if source is None:
+            continue
+        try:
+            tree = source.syntax
+        except SourceError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            else:
+                continue
+            if any(isinstance(t, ast.Attribute) and t.attr == attr for t in targets):
+                return Location(file=file, line=node.lineno, col=source.char_column(node.lineno, node.col_offset))
+    return None
