@@ -260,11 +260,21 @@ def test_rf003_foreach_adam_needs_capturable_and_is_unsafe(tmp_path):
         ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("betas",), "writes Python floats into `betas`"),
         ("OneCycleLR(opt, max_lr=0.1, total_steps=10)", "2.13.0", ("lr",), None),
         ("OneCycleLR(opt, max_lr=0.1, total_steps=10, cycle_momentum=False)", "2.13.0", ("lr",), None),
+        # timm's schedulers set `param_group['lr'] = value` (a float) on every release.
+        (
+            "CosineLRScheduler(opt, t_initial=6)",
+            "2.14.1",
+            ("lr",),
+            "writes a Python float into `param_groups[i]['lr']`",
+        ),
+        ("timm.scheduler.create_scheduler_v2(opt)", "2.14.1", ("lr",), "writes a Python float into"),
     ],
 )
 def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, version, keys, blocked_by):
     train = f"""
+        import timm.scheduler
         import torch
+        from timm.scheduler import CosineLRScheduler
         from torch.optim.lr_scheduler import ExponentialLR, OneCycleLR, ReduceLROnPlateau
 
         model = torch.nn.Linear(3, 3)

@@ -71,6 +71,9 @@ FLOAT_WRITERS = {
         "aliases the tensor lr with `initial_lr`, corrupting later learning rates",
     ),
 }
+# Schedulers of other libraries that set `param_group['lr'] = value` (a Python float) at every
+# step on every release: timm's (`Scheduler.update_groups`). A tensor lr does not survive them.
+LIBRARY_FLOAT_WRITERS = ("timm.scheduler.",)
 # These write Python floats into `betas`/`momentum` every step while cycle_momentum=True.
 MOMENTUM_CYCLERS = {"OneCycleLR", "CyclicLR"}
 
@@ -121,7 +124,7 @@ class TensorHyperparameters(Rule):
     `CyclicLR` write Python floats into `betas`/`momentum` while `cycle_momentum=True`), when the
     program assigns `group['lr'] = ...` where the fix cannot tell the group is this optimizer's
     (another file, a dict passed around), when `ReduceLROnPlateau` writes floats back
-    (torch < 2.10), or when the schedulers cannot keep a tensor lr (torch < 2.4). torch may
+    (torch < 2.10) or a timm scheduler does (`CosineLRScheduler`: every release), or when the schedulers cannot keep a tensor lr (torch < 2.4). torch may
     compile one small extra frame (`_to_scalar`) once: judge by recompiles of `step`. Where the
     program reads the lr back (`sched.get_last_lr()`, `opt.param_groups[0]['lr']`), it gets a 0-d
     tensor there: `print` shows `tensor(...)` and `round(lr, 6)` raises, so the fix is unsafe and
@@ -369,6 +372,7 @@ class TensorHyperparameters(Rule):
 class _Scheduler:
     def __init__(self, cls: str, line: int, cycles_momentum: bool):
         self.cls, self.line, self.cycles_momentum = cls, line, cycles_momentum
+        self.writes_floats = False  # a library's scheduler that sets the lr as a Python float
 
 
 class _Construction:
@@ -434,7 +438,8 @@ class _Construction:
             return found
         for call in source.nodes(cst.Call):
             qualified = source.qualified_name(call.func)
-            if ".lr_scheduler." not in f".{qualified}" and not qualified.startswith("lr_scheduler."):
+            library = qualified.startswith(LIBRARY_FLOAT_WRITERS)
+            if ".lr_scheduler." not in f".{qualified}" and not qualified.startswith("lr_scheduler.") and not library:
                 continue
             optimizer = next((a for a in call.args if a.keyword is not None and a.keyword.value == "optimizer"), None)
             optimizer = optimizer or next((a for a in call.args if a.keyword is None), None)
@@ -442,7 +447,9 @@ class _Construction:
                 continue
             cycle = next((a for a in call.args if a.keyword is not None and a.keyword.value == "cycle_momentum"), None)
             cycles = cycle is None or not (isinstance(cycle.value, cst.Name) and cycle.value.value == "False")
-            found.append(_Scheduler(qualified.rsplit(".", 1)[1], source.positions[call].start.line, cycles))
+            scheduler = _Scheduler(qualified.rsplit(".", 1)[1], source.positions[call].start.line, cycles)
+            scheduler.writes_floats = library
+            found.append(scheduler)
         return found
 
     def params(self) -> dict:
@@ -475,6 +482,11 @@ def _scheduler_problems(
             blockers.append(
                 f"torch {'.'.join(map(str, version))} schedulers replace a tensor lr with Python "
                 "floats (tensor lrs arrived in torch 2.4)"
+            )
+        elif scheduler.writes_floats:
+            blockers.append(
+                f"`{scheduler.cls}` (line {scheduler.line}) writes a Python float into "
+                "`param_groups[i]['lr']` at every step: a tensor lr does not survive it"
             )
         elif writer and version is not None and version < writer[0]:
             blockers.append(
