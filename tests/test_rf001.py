@@ -210,3 +210,16 @@ def test_a_tensor_also_passed_to_other_compiled_code_gets_a_mark_that_cannot_rai
     after = run_recorded(program, tmp_path)
     assert_same_outputs(before, after, exact=True)
     assert total_compiles(after) < total_compiles(before)
+
+
+def test_a_01_guard_on_a_derived_size_is_not_told_as_the_inputs_size():
+    """`2 <= x.size()[2] <= 32` guards x's range because a feature map after a stride of 32 was 1
+    where x was 32: x itself was never 0 or 1 (a multi-scale detector, 32/48/64)."""
+    from recompile_fix.profile.model import Frame, Reason
+    from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence
+
+    derived = Reason(kind="size_specialization", text="2 <= x.size()[2] <= 32", source="x", dim=2)
+    evidence = SiteEvidence(Frame("m.py", 1, "forward"), None, [], sizes={("x", 2): [48, 32]}, reasons=[derived])
+    assert evidence.small("x", [2]) and not evidence.passed_small("x", [2])
+    evidence.sizes[("x", 2)] = [48, 1]
+    assert evidence.passed_small("x", [2])

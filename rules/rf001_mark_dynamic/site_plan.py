@@ -532,9 +532,16 @@ class SitePlan:
                     f"suggested: the compiled code calls {unseen}, which the analysis cannot read and "
                     "which may need a concrete size (scaled_dot_product_attention does, and graph-breaks)"
                 )
+            if any(self.ev.passed_small(src, [d]) for src, d in kept):
+                had = "had size 1 (or 0) on some calls, which torch specialises"
+            else:
+                had = (
+                    "were never 0 or 1, but a size the compiled code derives from them was on some calls "
+                    "(a feature map after its strides: torch guarded their range), and torch specialises it"
+                )
             notes.append(
-                f"torch will still compile twice: {', '.join(small)} had size 1 (or 0) on some calls, "
-                f"which torch specialises even when marked (0/1 specialisation){suggestion}"
+                f"torch will still compile twice: {', '.join(small)} {had} even when marked "
+                f"(0/1 specialisation){suggestion}"
             )
         none = []
         for src in self.ev.none_and_tensor():

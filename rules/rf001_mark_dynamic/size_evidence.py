@@ -50,6 +50,12 @@ class SiteEvidence:
         marked dynamic)?"""
         if any(r.source == source and r.kind == "size_specialization" for r in self.reasons):
             return True
+        return self.passed_small(source, dims)
+
+    def passed_small(self, source: str, dims: list[int]) -> bool:
+        """Was the tensor itself of size 0 or 1 in one of these dimensions at a compile? (Where
+        not, a 0/1 guard on it is about a size the compiled code derives from it: a feature map
+        after a stride of 32 is 1 where the input is 32.)"""
         return any(size in (0, 1) for d in dims for size in self.sizes.get((source, d), ()) if size is not None)
 
     def none_and_tensor(self) -> list[str]:
