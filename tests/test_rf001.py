@@ -223,3 +223,32 @@ def test_a_01_guard_on_a_derived_size_is_not_told_as_the_inputs_size():
     assert evidence.small("x", [2]) and not evidence.passed_small("x", [2])
     evidence.sizes[("x", 2)] = [48, 1]
     assert evidence.passed_small("x", [2])
+
+
+@pytest.mark.parametrize(
+    "backend, forced, safety",
+    [
+        ("inductor", None, Safety.UNSAFE),  # the program's own backend generates kernels: a run decides
+        ("eager", None, Safety.SAFE),
+        ("aot_eager", None, Safety.SAFE),
+        (None, None, Safety.SAFE),  # an older Profile: no backend recorded
+        ("eager", "eager", Safety.SAFE),  # `profile --backend eager` chose it: the claim is about that run
+    ],
+)
+def test_a_mark_under_a_kernel_generating_backend_is_unproven(tmp_path, backend, forced, safety):
+    """inductor compiles another kernel for a dynamic size: a ragged last batch of a BatchNorm CNN
+    marked gave losses 2.4e-7 apart, and on CPU its reduction guard (`17 <= size <= 4096`) kept
+    the batch of 4 recompiling (2 -> 2). Safe only where the backend runs the graph's ops as they are."""
+    from golden_cases import GOLDEN, stage_case
+
+    work = stage_case(GOLDEN / "RF001" / "ragged_batch_module", tmp_path / "work")
+    profile = Profile.load(work / "profile.json")
+    profile.backend = forced
+    for frame in profile.frames:
+        for compile_ in frame.compiles:
+            compile_.backend = backend
+    (finding,) = [f for f in plan(profile, Project(work, expected_hashes=profile.sources), (rule_by_id("RF001"),))]
+    assert finding.safety is safety
+    if safety is Safety.UNSAFE:
+        assert finding.unproven and finding.tolerance and "inductor" in finding.tolerance["why"]
+        assert any("reductions may round differently" in n for n in finding.notes)

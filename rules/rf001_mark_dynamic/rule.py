@@ -23,7 +23,7 @@ from recompile_fix.analysis.call_targets import Base
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Profile, is_library_path
 from recompile_fix.profile.resume import is_resume
@@ -90,7 +90,13 @@ class MarkDynamic(Rule):
     ```
 
     ## Fix safety
-    Safe: marking changes no value, and a safe mark never makes the program fail. Evidence is
+    Safe: marking changes no value, and a safe mark never makes the program fail, where the
+    backend runs the graph's ops as they are (eager, aot_eager). Where the run compiled the
+    frame with a backend that generates kernels (inductor, the default), the kernel for a
+    dynamic size is another kernel: reductions may round differently (a BatchNorm CNN's losses
+    2.4e-7 apart) and inductor may guard sizes itself (on CPU, a reduction's `17 <= size <=
+    4096`: a ragged batch of 4 still recompiles), so the mark is unproven there: `fix` keeps it
+    where a run shows fewer compiles and outputs within assert_close. Evidence is
     per call: a call gets the marks its own compiles show. Dimensions whose sizes moved in
     lock-step at a call are tied (torch relates them in its guards): they are marked together,
     with one safety, never half of them, since a hard mark on one half makes torch specialise it
@@ -238,16 +244,18 @@ class MarkDynamic(Rule):
                 for c in other.compiles
                 if (site := c.user_call_site) is not None
             }
+            planned: list[Finding] = []
             for ev in evidence:
                 if ev.changed and ev.site is not None:
                     found = SitePlan(self, ev, project, release, uses, elsewhere).findings()
-                    findings.extend(found)
+                    planned.extend(found)
                     marked |= _marked_dims(found)
             # Calls that got those dims dynamic from the marked calls' changes, after them.
             for ev in borrow_marks(evidence, marked) if marked else []:
-                findings.extend(
+                planned.extend(
                     f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
                 )
+            findings.extend(_under_kernel_backend(planned, frame, profile))
         return _one_per_edit(merge_same_call(findings))
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
@@ -431,6 +439,34 @@ def _one_per_edit(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
         kept.append(finding)
     return kept
+
+
+# Backends that run the traced graph's ops as they are: a size traced dynamic computes the same
+# values as one fixed. Others generate kernels per graph (inductor), and the kernel for a
+# dynamic size is another kernel.
+_VALUE_KEEPING_BACKENDS = {"eager", "aot_eager", "aot_eager_decomp_partition"}
+
+
+def _under_kernel_backend(findings: list[Finding], frame: Frame, profile: Profile) -> list[Finding]:
+    """The safe marks of a frame the run compiled with a kernel-generating backend, unproven:
+    inductor's kernel for a dynamic size reduces in another order than the static one (a
+    BatchNorm CNN's losses 2.4e-7 apart), and on CPU adds guards of its own (a reduction's
+    `17 <= size <= 4096`) that can keep a ragged batch recompiling (measured 4 -> 4)."""
+    backends = set(frame.backends)
+    if profile.backend is not None or not backends or backends <= _VALUE_KEEPING_BACKENDS:
+        return findings  # the program's own backend keeps values (or `--backend` chose it)
+    for finding in findings:
+        if finding.safety is Safety.SAFE and (finding.params.get("marks") or finding.params.get("loops")):
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+            finding.tolerance = {"why": f"{'/'.join(sorted(backends))} compiles a kernel for the dynamic size"}
+            finding.notes.append(
+                f"unproven: the run compiled `{frame.name}` with {', '.join(sorted(backends))}, whose kernel for a "
+                "dynamic size is not the static size's kernel: reductions may round differently (outputs "
+                "close, not bit for bit), and it may guard sizes itself (a CPU reduction: `17 <= size <= "
+                "4096`), so a size can still recompile; `fix` keeps it only where a run shows fewer compiles "
+                "and outputs within assert_close"
+            )
+    return findings
 
 
 def _marked_dims(findings: list[Finding]) -> set[tuple[str, int]]:
