@@ -236,3 +236,32 @@ def test_a_field_of_a_module_output_is_taken_for_a_tensor_unproven(tmp_path):
     [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
     assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
     assert any("last_hidden_state` taken for a tensor" in note for note in finding.notes), finding.notes
+
+
+def test_an_attribute_set_in_one_file_and_changed_in_another_is_fixed_in_both_or_neither(tmp_path):
+    """The usual layout (the class sets it in `model.py`'s `__init__`, the loop in `train.py`
+    changes it): one Finding per file, made together; where one file cannot be rewritten, the
+    other is left as it is (a tensor beside a float would leave the recompiles)."""
+    from recompile_fix.pipeline.write import rewrite_files
+
+    model, _, driver = MARGIN.partition("\n\ncriterion = MarginLoss()\n")
+    files = {"program.py": "import torch\nfrom model import MarginLoss\n\ncriterion = MarginLoss()\n" + driver,
+             "model.py": model + "\n"}  # fmt: skip
+    frame = frame_of(["self.margin == 0.5"], name="forward", first_line=10, file="model.py")
+    for compile_, value in zip(frame.compiles, (0.5, 0.75)):
+        compile_.inputs = {**_INPUTS, "self": {**_INPUTS["self"], "defined_in": "model.py"}}
+        compile_.inputs["self.margin"] = {"type": "float", "value": value}
+    profile, project = project_of(tmp_path, files, frame)
+    findings = RULE.plan(profile, project)
+    assert sorted(f.file for f in findings) == ["model.py", "program.py"]
+    assert {f.safety for f in findings} == {Safety.SAFE} and len({f.params["together"] for f in findings}) == 1
+    rewrites, failed = rewrite_files(tmp_path, findings, (RULE,))
+    assert not failed and all(r.changed for r in rewrites)
+    after = {r.path: r.after for r in rewrites}
+    assert "self.margin = torch.tensor(margin)\n" in after["model.py"]
+    assert "criterion.margin = torch.tensor(0.5 + 0.25 * epoch)\n" in after["program.py"]
+    # program.py changed since planning: model.py is not rewritten either.
+    rewrites, failed = rewrite_files(tmp_path, findings, (RULE,), planned_from={"program.py": "another digest"})
+    assert [path for path, _ in failed] == ["program.py"]
+    (model_rewrite,) = rewrites
+    assert not model_rewrite.changed and "another file whose fix is left out" in model_rewrite.skipped[0][1]

@@ -111,7 +111,42 @@ def rewrite_files(
             failed.append((path, f"{path}: cannot read: {exc.strerror}"))
         except Exception as exc:  # a crash in one file never loses another file's work
             failed.append((path, f"{path}: internal error, not changed: {exc!r}"))
-    return rewrites, failed
+    return _together_across_files(rewrites, failed, by_file, by_rule, root, memo), failed
+
+
+_LEFT_OUT_ELSEWHERE = "fixed together with a change in another file whose fix is left out"
+
+
+def _together_across_files(
+    rewrites: list[FileRewrite],
+    failed: list[tuple[str, str]],
+    by_file: dict[str, list[Finding]],
+    rules: dict[str, Rule],
+    root: Path,
+    memo: DerivedCache | None,
+) -> list[FileRewrite]:
+    """Findings a rule fixes together (``params["together"]``) may lie in several files (an
+    attribute assigned in `model.py` and in `train.py`): where one is left out in one file (or
+    its file could not be rewritten), the others are left out in theirs, and those files are
+    rewritten without them. Within a file, ``rewrite`` already holds them together."""
+    failed_paths = {path for path, _ in failed}
+    for _ in range(len(rewrites) + 1):  # each round only adds keys: it settles
+        held = {f.params.get("together") for r in rewrites for f, _ in r.skipped} | {
+            f.params.get("together") for path in failed_paths for f in by_file.get(path, [])
+        }
+        held.discard(None)
+        redo = [r for r in rewrites if any(f.params.get("together") in held for f in r.applied)]
+        if not redo:
+            return rewrites
+        for old in redo:
+            kept = [f for f in by_file[old.path] if f.params.get("together") not in held]
+            dropped = [f for f in by_file[old.path] if f.params.get("together") in held]
+            source = SourceFile.read(Path(old.path), old.before.encode("utf-8"), parse=False)
+            new = _rewrite_memo(old.path, source, kept, rules, root, memo)
+            new.skipped.extend((f, _LEFT_OUT_ELSEWHERE) for f in dropped)
+            by_file[old.path] = kept
+            rewrites[rewrites.index(old)] = new
+    return rewrites
 
 
 def _rewrite_memo(

@@ -4,6 +4,7 @@ it is a graph input instead."""
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from dataclasses import dataclass, field
@@ -93,9 +94,10 @@ class FloatAttribute(Rule):
     divided by the attribute's tensor (`self.radius / x`) computes close, not bit-identically
     (torch divides a number as `reciprocal(x) * c`): unproven.
 
-    Every assignment is rewritten or none is; one whose object the source cannot tie to the
-    attribute's class (`args.alpha = ...` beside `model.alpha`), writes in more than one file,
-    a `setattr` that may write it, a read in an imported file no compile ran through, an
+    Every assignment is rewritten or none is, across files too (set in `model.py`'s
+    `__init__`, changed by `train.py`'s loop: a finding per file, made together or not at
+    all); one whose object the source cannot tie to the
+    attribute's class (`args.alpha = ...` beside `model.alpha`), a `setattr` that may write it, a read in an imported file no compile ran through, an
     in-place update of a tensor two objects share, a `None` it is set to, or a value that may
     not be a number (a parameter passed in) makes the fix unproven; so does another float of
     the same frame that stays a float (the frame would still recompile). A plain attribute does
@@ -169,7 +171,7 @@ class FloatAttribute(Rule):
                         f"`{other.labels[0]}` also changes between calls of compiled `{shared[0].name}` and stays a "
                         "float: this fix alone may remove no compile there"
                     )
-        return [self._finding(plan) for plan in plans]
+        return [finding for plan in plans for finding in self._per_file(self._finding(plan), plan)]
 
     def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
         frame = attribute.frames[0]
@@ -186,13 +188,6 @@ class FloatAttribute(Rule):
         assigned = [w for w in writes if w.rhs is not None]
         if not assigned:
             plan.refuse(f"no assignment of `{attribute.name}` found in the profiled files", fallback)
-            return plan
-        if len({w.file for w in writes}) > 1:
-            plan.refuse(
-                f"`{attribute.name}` is assigned in {len({w.file for w in writes})} files "
-                f"({', '.join(sorted({w.file for w in writes}))}): one edit per file would leave a float beside a tensor",
-                fallback,
-            )
             return plan
         compiled = _compiled_spans(state, attribute.frames, project)
         uses, formats, blocking = _reads(state, frame, project, compiled, output_fields=False)
@@ -293,6 +288,30 @@ class FloatAttribute(Rule):
             covers=[cover(f, sorted(a.sources), _KINDS) for a in plan.merged for f in a.frames],
             unsafe_because=UNPROVEN,
         )
+
+    def _per_file(self, finding: Finding, plan: "_Plan") -> list[Finding]:
+        """One Finding per file the attribute is assigned in (set in `model.py`'s `__init__`,
+        changed by `train.py`'s loop), made together or not at all (``params["together"]``):
+        one file's edits alone would leave a float beside a tensor."""
+        files = list(dict.fromkeys(w.file for w in plan.writes))
+        if finding.safety is Safety.NONE or len(files) < 2:
+            return [finding]
+        out = []
+        for file in files:
+            mine = [w for w in plan.writes if w.file == file]
+            part = copy.deepcopy(finding)
+            part.file = file
+            part.location = next((w.location for w in mine if w.rhs is not None), mine[0].location)
+            part.params["wrap"] = sorted({tuple(w.rhs) for w in mine if w.rhs is not None})
+            annotations = sorted({tuple(w.annotation) for w in mine if w.annotation is not None})
+            part.params.pop("annotations", None)
+            if annotations:
+                part.params["annotations"] = annotations
+            part.params["together"] = f"{self.id}:{plan.label}:{files[0]}:{plan.writes[0].location.line}"
+            others = ", ".join(f for f in files if f != file)
+            part.notes.append(f"made together with its assignments in {others}: a float beside a tensor would stay")
+            out.append(part)
+        return out
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
