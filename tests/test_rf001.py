@@ -252,3 +252,14 @@ def test_a_mark_under_a_kernel_generating_backend_is_unproven(tmp_path, backend,
     if safety is Safety.UNSAFE:
         assert finding.unproven and finding.tolerance and "inductor" in finding.tolerance["why"]
         assert any("reductions may round differently" in n for n in finding.notes)
+
+
+def test_generate_with_a_static_cache_sized_per_call_says_how_to_size_it_once(tmp_path):
+    """generate() with a static cache, max_new_tokens 4, 8, 16 (recorded): the compiled forward
+    recompiles for the cache's length. Beside `dynamic=True`, the finding says to size the cache
+    once (`max_cache_len=32` there: 4 compiles -> 2, the same tokens, measured)."""
+    work = tmp_path / "static_cache"
+    shutil.copytree(PROGRAMS / "static_cache", work)
+    out = run_cli("report", "profile.json", cwd=work, check=0).stdout
+    assert "compile it with `dynamic=True`" in out
+    assert "a static cache sized by each call (lengths 9, 13 seen): `generate(..., max_cache_len=N)`" in out

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -171,6 +172,15 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
                 f"{plan.site.file}",
             ]
         )
+    static_cache = _static_cache_lengths(plan.ev.compiles)
+    advice = []
+    if static_cache:
+        advice = [
+            f"a static cache sized by each call (lengths {', '.join(map(str, static_cache))} seen): "
+            "`generate(..., max_cache_len=N)` (transformers' GenerationConfig, where yours has it) with N "
+            "the longest prompt plus `max_new_tokens` keeps one cache, so one graph per phase, with no "
+            "dynamic kernels",
+        ]
     compile_source, node, existing = compile_call
     pos = compile_source.positions[node]
     location = compile_source.location_of(node, plan.site.file)
@@ -181,6 +191,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         [
             head,
             *lost[:3],
+            *advice,
             "`dynamic=True` makes every dimension of every input dynamic from the first call: "
             "fewer compiles, but kernels that cannot specialise on sizes (check speed and "
             "outputs with `recompile-fix verify`)",
@@ -192,6 +203,24 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
     }
     return [finding]
+
+
+_CACHE_LENGTH = re.compile(r"\bcache\b.*\.max_cache_len$")
+_CACHE_KEYS = re.compile(r"\bcache\b.*\.layers\[\d+\]\.(keys|values)$")
+
+
+def _static_cache_lengths(compiles: list[Any]) -> list[int]:
+    """The lengths a transformers static cache had at these compiles, where its length is what
+    changed (``kwargs['cache'].layers[0].max_cache_len == 9``, or its keys' dim 2)."""
+    lengths: set[int] = set()
+    for compile_ in compiles:
+        for reason in compile_.reasons:
+            source = reason.source or ""
+            if _CACHE_LENGTH.search(source) and isinstance(reason.value, int):
+                lengths.add(reason.value)
+            elif reason.kind == "size_mismatch" and reason.dim == 2 and _CACHE_KEYS.search(source):
+                lengths |= {v for v in (reason.expected, reason.actual) if isinstance(v, int)}
+    return sorted(lengths)
 
 
 # -- the edit at the compile call --------------------------------------------------------------------
