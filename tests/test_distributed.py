@@ -90,6 +90,9 @@ def test_torchrun_profile_records_both_ranks(ddp_run):
     assert "recompile-fix: recorder" not in profiled.stderr
     before = _rank_outputs(work / "before")
     forward = next(f for f in profile.frames if f.name == "forward" and f.file == "ddp_ragged.py")
+    # DDP compiles each piece of the split graph with the backend it wraps: that one is recorded
+    # (`DDPOptimizer.compile_fn` unwrapped), not the splitter.
+    assert forward.backends == ["eager"]
     for rank in (0, 1):
         # Per rank, the Profile counts what torch's own metrics counted in that rank.
         assert sum(1 for c in forward.compiles if c.rank == rank) == before[rank]["compiles"]["forward:32"] == 2

@@ -131,6 +131,10 @@ def compiled_frame_backend() -> str | None:
     backend = frame.f_locals["compiler_fn"]
     for _ in range(16):  # the wrapper chain torch's innermost_backend() walks, bounded
         inner = getattr(backend, "_torchdynamo_orig_backend", None)
+        if inner is None:
+            # DDP's graph splitter compiles each piece with the backend it wraps
+            # (``DDPOptimizer.compile_fn`` -> ``backend_compile_fn``).
+            inner = getattr(getattr(backend, "__self__", None), "backend_compile_fn", None)
         if inner is None or not callable(inner):
             break
         backend = inner
