@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from recompile_fix.analysis.call_site_code import scope_statement, statement_start
+from recompile_fix.analysis.source import SourceError
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
@@ -121,7 +122,7 @@ def _size_held_as_int(source: SourceFile | None, name: str, first_line: int) -> 
         return None
     try:
         tree = source.syntax
-    except Exception:  # noqa: BLE001 -- a file that does not parse: no claim either way
+    except SourceError:  # a file that does not parse: no claim either way
         return None
     classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
     owner = next(

@@ -370,9 +370,9 @@ class TensorHyperparameters(Rule):
 
 
 class _Scheduler:
-    def __init__(self, cls: str, line: int, cycles_momentum: bool):
+    def __init__(self, cls: str, line: int, cycles_momentum: bool, writes_floats: bool = False):
         self.cls, self.line, self.cycles_momentum = cls, line, cycles_momentum
-        self.writes_floats = False  # a library's scheduler that sets the lr as a Python float
+        self.writes_floats = writes_floats  # a library's scheduler that sets the lr as a Python float
 
 
 class _Construction:
@@ -447,9 +447,7 @@ class _Construction:
                 continue
             cycle = next((a for a in call.args if a.keyword is not None and a.keyword.value == "cycle_momentum"), None)
             cycles = cycle is None or not (isinstance(cycle.value, cst.Name) and cycle.value.value == "False")
-            scheduler = _Scheduler(qualified.rsplit(".", 1)[1], source.positions[call].start.line, cycles)
-            scheduler.writes_floats = library
-            found.append(scheduler)
+            found.append(_Scheduler(qualified.rsplit(".", 1)[1], source.positions[call].start.line, cycles, library))
         return found
 
     def params(self) -> dict:
