@@ -63,7 +63,7 @@ equal eager's; their inference pick is checked against the same 3%.
 
     python bench/compile_time.py [--runs 3] [--blocks 32] [--llama-layers 8] [--flux-layers 4]
                                  [--vit-layers 4] [--steps 3] [--modes train,infer]
-                                 [--models gpt,llama,flux,vit] [--no-transformers]
+                                 [--models gpt,llama,flux,vit] [--no-transformers] [--device cuda]
 
 `--no-transformers` skips the Llama and the ViT. Small, for correctness only (every variant
 runs, the tool's choices and equalities are checked):
@@ -377,8 +377,33 @@ def load_program(program_dir: str):
         sys.path.remove(program_dir)
 
 
+def on_device(torch, program, device: str):
+    """``program`` with its models and batches on ``device`` (the program as written is on the
+    CPU; `build()` looks `make_model` up in the module, so the compiled model is moved too)."""
+    if device == "cpu":
+        return program
+    make_model, batch = program.make_model, program.batch
+
+    def to_device(value):
+        if isinstance(value, dict):
+            return {key: to_device(v) for key, v in value.items()}
+        return value.to(device) if isinstance(value, torch.Tensor) else value
+
+    program.make_model = lambda *args, **kwargs: make_model(*args, **kwargs).to(device)
+    program.batch = lambda step: to_device(batch(step))
+    return program
+
+
 def child(
-    kind: str, variant: str, program_dir: str, out: str, mode: str, steps: int, steady: int, after_dir: str | None
+    kind: str,
+    variant: str,
+    program_dir: str,
+    out: str,
+    mode: str,
+    steps: int,
+    steady: int,
+    after_dir: str | None,
+    device: str = "cpu",
 ) -> None:
     import functools
     import resource
@@ -386,16 +411,17 @@ def child(
     import torch
 
     torch.set_num_threads(1)  # one intra-op thread: steadier steady-state times on a shared machine
-    program = load_program(program_dir)
+    program = on_device(torch, load_program(program_dir), device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
     def cpu_seconds() -> float:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
     if variant == "paired":
-        after = load_program(after_dir) if after_dir else None
+        after = on_device(torch, load_program(after_dir), device) if after_dir else None
         blocks = functools.partial(blocks_of, kind)
-        Path(out).write_text(json.dumps(paired_steady(torch, program, blocks, mode, steady, after)))
+        Path(out).write_text(json.dumps(paired_steady(torch, program, blocks, mode, steady, after, sync)))
         return
     layers = 1 if variant == "one_block" else program.LAYERS
     if variant.startswith("rf004"):
@@ -423,6 +449,7 @@ def child(
             if step < steps:  # the compared steps; the steady ones after them leave the weights alone
                 grads = [p.grad.clone() for p in model.parameters()]
                 optimizer.step()
+            sync()
             walls.append(time.perf_counter() - wall0)
             cpus.append(cpu_seconds() - cpu0)
             if step < steps:
@@ -453,6 +480,7 @@ def child(
             for step in range(1 + steady + 2):
                 cpu0, wall0 = cpu_seconds(), time.perf_counter()
                 logits = program.forward(model, program.batch(0))
+                sync()
                 walls.append(time.perf_counter() - wall0)
                 cpus.append(cpu_seconds() - cpu0)
                 if step == 0:
@@ -474,7 +502,7 @@ def child(
     Path(out).write_text(json.dumps(result))
 
 
-def paired_steady(torch, program, blocks_of, mode: str, steady: int, after=None) -> dict:
+def paired_steady(torch, program, blocks_of, mode: str, steady: int, after=None, sync=lambda: None) -> dict:
     """The steady state of the whole-model compile against RF007 (and, for inference, RF004) in
     one process, steps interleaved: drift in machine load hits all alike, where fresh processes
     one after another differ by about as much as the targets allow (10% inference, 15%
@@ -516,6 +544,7 @@ def paired_steady(torch, program, blocks_of, mode: str, steady: int, after=None)
         for name, model in runs.items():
             began = time.perf_counter()
             step(model)
+            sync()
             times[name].append(time.perf_counter() - began)
     ms = {name: 1000 * statistics.median(t) for name, t in times.items()}
     return {"full_ms": ms["full"], **{name: ms[name] / ms["full"] for name in runs if name != "full"}}
@@ -527,6 +556,7 @@ def cold_env(cache_dir: str) -> dict[str, str]:
     env.update(
         {
             "TORCHINDUCTOR_CACHE_DIR": cache_dir,
+            "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),  # on a GPU: no kernel from an earlier variant
             "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "PYTHONWARNINGS": "ignore",
@@ -540,7 +570,7 @@ def run_child(
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="compile-time-cache-") as cache:
         argv = [sys.executable, __file__, "--child", kind, variant, str(program_dir), str(out), mode]
-        argv += ["--steps", str(args.steps), "--steady", str(args.steady)]
+        argv += ["--steps", str(args.steps), "--steady", str(args.steady), "--device", args.device]
         if after_dir is not None:
             argv += ["--after-dir", str(after_dir)]
         done = subprocess.run(argv, env=cold_env(cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -750,6 +780,14 @@ def verdict(kind: str, title: str, mode: str, medians: dict[str, dict], chosen: 
     return lines
 
 
+def describe_device(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    return f"the CPU (torch {torch.__version__})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per variant")
@@ -764,12 +802,17 @@ def main() -> None:
     parser.add_argument("--steady", type=int, default=10, help="steps timed after warm-up")
     parser.add_argument("--modes", default="train,infer", help="train, infer or both")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers models (Llama, ViT)")
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the measured variants run (cuda: on a GPU; the tool's profile runs on the CPU)",
+    )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--after-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, variant, program_dir, out, mode = args.child
-        child(kind, variant, program_dir, out, mode, args.steps, args.steady, args.after_dir)
+        child(kind, variant, program_dir, out, mode, args.steps, args.steady, args.after_dir, args.device)
         return
     names = {"gpt": "ours", "llama": "llama", "flux": "flux", "vit": "vit"}
     wanted = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -783,7 +826,7 @@ def main() -> None:
     try:
         print(
             f"machine: {os.cpu_count()} CPUs (wall times need a quiet machine; CPU seconds are steadier); "
-            f"python {sys.version.split()[0]}"
+            f"python {sys.version.split()[0]}; measured on {describe_device(args.device)}"
         )
         kinds = []
         for name in names:  # in this order, whatever the order given
