@@ -5,7 +5,10 @@ A test is *slow* when it, or a fixture it uses, runs a program under torch (``pr
 ``verify``, an equivalence run, ``torch.compile`` in the test itself). Tests that use one of
 ``TORCH_FIXTURES`` are marked here; others carry ``@pytest.mark.slow``. ``run_cli`` and
 ``equivalence.run_recorded`` refuse to run a torch program for a test without the marker, so
-the quick lane stays quick.
+the quick lane stays quick. A test that runs no torch but takes seconds on its own (a browser,
+an editor, a language server waiting for a file to change, an input made to be large) is marked
+slow too, with the reason beside the mark: the quick lane is for the loop of an edit, CI runs
+everything.
 """
 
 import os
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from recompile_fix.lsp.first_open import CACHE_DIR_ENV
-from recompile_fix.profile.warm import OFF_ENV, PRELOAD_ENV, WARM_DIR_ENV, stop_servers
+from recompile_fix.profile.warm import MAX_ENV, OFF_ENV, PRELOAD_ENV, WARM_DIR_ENV, stop_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -114,8 +117,19 @@ def _scripts(args, cwd) -> list[Path]:
     return [base / c for c in command if c.endswith(".py")]
 
 
-def run_cli(*args, cwd=None, check=None, env=None):
-    """Run `recompile-fix ARGS` in a fresh process, as a user would (``env``: more variables)."""
+# Commands that run no program and read the environment only while they run: `run_cli` runs
+# them in this process (click's runner), where a fresh process would cost 0.3-0.5 s of
+# interpreter start and imports (500 of them were a tenth of the suite's CPU). A test that is
+# about the process itself (its imports, its start, variables read at import) passes
+# ``fresh=True``, or ``env``.
+IN_PROCESS = frozenset({"apply", "report", "rules"})
+
+
+def run_cli(*args, cwd=None, check=None, env=None, fresh=False):
+    """Run `recompile-fix ARGS` as a user would: in a fresh process (``env``: more variables), or,
+    for a command of ``IN_PROCESS`` that runs no program, in this one."""
+    if not fresh and env is None and args and str(args[0]) in IN_PROCESS and not _runs_torch(args):
+        return run_cli_here(*args, cwd=cwd or ROOT, check=check)
     if _runs_torch(args):
         require_slow("recompile-fix " + " ".join(map(str, args[:1])))
     completed = subprocess.run(
@@ -139,6 +153,9 @@ def run_cli_here(*args, cwd, check=None):
     """`recompile-fix ARGS` in this process (click's runner, from ``cwd``), for a command that
     runs no program: where the test is what a command writes, a process start and the imports
     (0.3 s) would be most of its time. Exit code, stdout and stderr as ``run_cli`` gives them."""
+    import warnings
+    from unittest import mock
+
     from click.testing import CliRunner
 
     from recompile_fix.cli import main
@@ -147,7 +164,12 @@ def run_cli_here(*args, cwd, check=None):
     before = os.getcwd()
     os.chdir(cwd)
     try:
-        result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+        # As `run_cli`'s process: warnings off (PYTHONWARNINGS=ignore there), and a scan in one
+        # process (its default pool forks, and forking a pytest-xdist worker, which has threads,
+        # can hang; --jobs N, or a fresh process, tests the pool).
+        with warnings.catch_warnings(), mock.patch("os.cpu_count", return_value=1):
+            warnings.simplefilter("ignore")
+            result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     finally:
         os.chdir(before)
     completed = subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
@@ -172,6 +194,12 @@ def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedP
 
 
 def pytest_configure(config):
+    # The suite starts about 2,000 Python processes (the tool, programs, servers); with
+    # PYTHONDONTWRITEBYTECODE set (some shells and CI images set it) each would compile the tool's
+    # modules from source again. Its own processes write and reuse the bytecode caches.
+    if not hasattr(config, "workerinput"):
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        sys.dont_write_bytecode = False
     # `python` in a profiled command is the first `python` on PATH (the user's environment, as a
     # shell finds it): the tests' programs run in the test environment, as if it were activated.
     bin_dir = str(Path(sys.executable).parent)
@@ -187,6 +215,11 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and WARM_DIR_ENV not in os.environ and os.environ.get(OFF_ENV) != "0":
         config.warm_dir = tempfile.mkdtemp(prefix="rfw-", dir="/tmp" if os.path.isdir("/tmp") else None)
         os.environ[WARM_DIR_ENV] = config.warm_dir
+        # The suite's runs want 6-7 servers (environments with and without PYTHONWARNINGS, each
+        # with no library, transformers or diffusers preloaded); with the default 4, servers were
+        # retired and started again 13 times in 4 minutes (about 4 s of CPU each). About 0.35 GB
+        # each.
+        os.environ.setdefault(MAX_ENV, "10")
     # The language servers' kept diagnostics (lsp/first_open) in a folder of the session's, not
     # the user's cache.
     if not hasattr(config, "workerinput") and CACHE_DIR_ENV not in os.environ:

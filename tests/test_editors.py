@@ -135,6 +135,7 @@ def test_the_guides_other_setups_parse(tmp_path):
     assert "source.fixAll.recompile-fix" in settings[1]["[python]"]["editor.codeActionsOnSave"]
 
 
+@pytest.mark.slow  # an editor (Neovim): seconds, no torch
 def test_neovim_07_with_the_guides_setup_fixes_like_apply(project, tmp_path):
     expected_dir = tmp_path / "expected"
     shutil.copytree(project, expected_dir)

@@ -275,6 +275,7 @@ def test_corrupted_profiles(shard):
     assert sum(n for (_, o), n in seen.items() if o == "error") > 0
 
 
+@pytest.mark.slow  # every base Profile applied: seconds, no torch
 def test_the_bases_make_fixes():
     """The mutations start from Profiles that fix something (else "same" proves nothing)."""
     bases = all_bases()

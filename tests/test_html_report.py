@@ -54,6 +54,7 @@ def test_page_is_self_contained(page):
     assert any(u.endswith("/docs/rules/RF003.md") for u in urls)
 
 
+@pytest.mark.slow  # a headless browser: seconds, no torch
 def test_browser_layout_at_1200_px(page, tmp_path):
     laid = layout(page.read_text(encoding="utf-8"), PROBE, tmp_path, width=1200)
     assert laid["scrollWidth"] <= 1200  # nothing wider than the window
@@ -87,6 +88,7 @@ def _near(pixel, color, tolerance=12):
     return all(abs(a - b) <= tolerance for a, b in zip(pixel, color))
 
 
+@pytest.mark.slow  # a headless browser: seconds, no torch
 def test_screenshot_shows_the_chart_the_frames_and_the_diff(page, tmp_path):
     shot = screenshot(page, tmp_path, width=1200, height=1600)
     shutil.copy(shot, page.parent / "report-1200.png")  # kept beside the page, to look at
@@ -213,6 +215,7 @@ window.parent.document.body.appendChild(pre);
 </script>"""
 
 
+@pytest.mark.slow  # a headless browser: seconds, no torch
 def test_accounting_page_in_the_browser_wide_and_narrow(tmp_path):
     page = tmp_path / "page.html"
     page.write_text(_report_page("RF010/library_problem_type", tmp_path), encoding="utf-8")

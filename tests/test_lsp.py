@@ -480,6 +480,7 @@ async def test_syntax_error_no_actions_no_crash(project):
         assert len(rf001(await diagnostics_for(client, main_uri, 3))) == 1
 
 
+@pytest.mark.slow  # a language server's debounce waited out: seconds, no torch
 @pytest.mark.asyncio
 async def test_rapid_edits_are_debounced(project):
     main = project / "main.py"
@@ -522,6 +523,7 @@ async def test_never_runs_user_code(project):
     assert not marker.exists()
 
 
+@pytest.mark.slow  # a language server waiting for a Profile to change: seconds, no torch
 @pytest.mark.asyncio
 async def test_a_new_profile_is_picked_up_without_editor_events(project):
     """`recompile-fix profile` run in a terminal: the open file's diagnostics follow."""

@@ -47,6 +47,7 @@ def project(tmp_path, monkeypatch):
     return root
 
 
+@pytest.mark.slow  # two language servers, one after the other: seconds, no torch
 def test_a_reopened_text_gets_the_kept_diagnostics_before_pygls_runs(project, tmp_path):
     text = (project / "program.py").read_text()
     first, analysed = _open_at_once(project, text)

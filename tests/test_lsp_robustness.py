@@ -71,6 +71,7 @@ def test_a_bad_header_costs_that_message_only(raw, project):
     raw.close()
 
 
+@pytest.mark.slow  # a language server waiting for a Profile to change, four times: seconds, no torch
 @pytest.mark.asyncio
 async def test_an_unreadable_profile_takes_its_fixes_with_it(project):
     main = project / "main.py"

@@ -63,6 +63,7 @@ CLIENTS = [
 ]
 
 
+@pytest.mark.slow  # two language servers started per client, six clients: seconds, no torch
 @pytest.mark.parametrize("capabilities", CLIENTS, ids=range(len(CLIENTS)))
 def test_the_early_answer_is_the_one_pygls_gives_and_is_given_once(tmp_path, capabilities):
     root = tmp_path.as_uri()

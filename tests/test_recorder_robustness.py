@@ -19,11 +19,10 @@ ROBUST = PROGRAMS / "robust"
 pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # each test profiles a torch program
 
 
-@pytest.fixture(autouse=True)
-def _cold(monkeypatch):
-    """A single `profile` runs its program in a process of its own (no warm runner): that is the
-    path tested here; tests/test_warm.py checks that a warm run is the same run."""
-    monkeypatch.setenv("RECOMPILE_FIX_WARM", "0")
+# A single `profile` runs its program in a process of its own (no warm runner): that is the path
+# tested here; tests/test_warm.py checks that a warm run is the same run. torch's own count (the
+# reference) runs in the session's warm runner.
+COLD = {"RECOMPILE_FIX_WARM": "0"}
 
 
 # program -> (what the recorder must say it repaired, or None; how the process ended)
@@ -53,7 +52,7 @@ def torch_truth(script):
 def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
     script = ROBUST / program
     out = tmp_path / "profile.json"
-    result = cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0)
+    result = cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0, env=COLD)
     profile = Profile.load(out)
     compiles, graph_breaks = torch_truth(script)
 
@@ -85,7 +84,18 @@ def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
 
 def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
     out = tmp_path / "profile.json"
-    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(ROBUST / "dynamo_reset.py"), check=0)
+    cli(
+        "profile",
+        "-o",
+        str(out),
+        "--backend",
+        "eager",
+        "--",
+        "python",
+        str(ROBUST / "dynamo_reset.py"),
+        check=0,
+        env=COLD,
+    )
     profile = Profile.load(out)
     assert [c.id for c in profile.frame("f").compiles] == ["0/0", "0/1", "0/2", "g1:1/0", "g1:1/1"]
     assert [c.id for c in profile.frame("g").compiles] == ["g1:0/0", "g1:0/1"]
@@ -99,7 +109,16 @@ def test_the_metrics_context_source_alone_records_every_compile(tmp_path, cli):
     """Another tool's deque is never replaced: every compile comes from MetricsContext's exit."""
     out = tmp_path / "profile.json"
     result = cli(
-        "profile", "-o", str(out), "--backend", "eager", "--", "python", str(ROBUST / "other_tool_deque.py"), check=0
+        "profile",
+        "-o",
+        str(out),
+        "--backend",
+        "eager",
+        "--",
+        "python",
+        str(ROBUST / "other_tool_deque.py"),
+        check=0,
+        env=COLD,
     )
     assert "other tool saw ['0/0', '0/1', '0/2']" in result.stdout  # the other tool still sees them all
     status = Profile.load(out).processes[0]["recorder"]

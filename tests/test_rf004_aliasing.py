@@ -130,6 +130,7 @@ def model_findings():
     return found
 
 
+@pytest.mark.slow  # reads transformers' and diffusers' model code (imported: seconds), no torch run
 @pytest.mark.parametrize(
     "block, why",
     [
@@ -143,6 +144,7 @@ def test_the_models_a_region_breaks_get_no_fix(model_findings, block, why):
     assert finding.safety is Safety.NONE and why in " ".join(finding.notes), finding.notes
 
 
+@pytest.mark.slow  # the same model code
 @pytest.mark.parametrize("block", ["LlamaDecoderLayer", "FluxTransformerBlock"])
 def test_the_models_a_region_runs_keep_their_fix(model_findings, block):
     assert model_findings[block].safety is Safety.UNSAFE  # they call code the analysis cannot see

@@ -156,6 +156,7 @@ def test_a_link_out_of_the_project_is_never_read(project, tmp_path):
     assert not (project / "page.html").exists() and SECRET not in result.stdout
 
 
+@pytest.mark.slow  # an input made to be large: seconds, no torch
 def test_a_padded_profile_of_15000_frames_ends_fast(project):
     """The audit's 28 MB Profile of 15,000 frames ran for more than 900 s (3,405 "overlaps
     another fix" lines): the recorder keeps one frame per code object, so the copies are damage."""

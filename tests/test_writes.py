@@ -52,6 +52,7 @@ def _spawn(args, cwd, env=None):
     )
 
 
+@pytest.mark.slow  # applies racing in processes of their own: seconds, no torch
 def test_concurrent_applies_write_each_fix_once(project, tmp_path, runs=4):
     expected = _fixed_once(project, tmp_path)
     for trial in range(3):
@@ -102,6 +103,7 @@ STATIC_BLOCKS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # applies racing in processes of their own: seconds, no torch
 def test_concurrent_static_runs_never_crash_or_double_apply(tmp_path):
     tree = tmp_path / "tree"
     (tree / "pkg").mkdir(parents=True)
