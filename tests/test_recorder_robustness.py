@@ -25,6 +25,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # each test profiles a 
 COLD = {"RECOMPILE_FIX_WARM": "0"}
 
 
+def profile_cold(cli, script, out):
+    """`recompile-fix profile` of ``script`` into ``out``, its program in a process of its own."""
+    return cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0, env=COLD)
+
+
 # program -> (what the recorder must say it repaired, or None; how the process ended)
 PROGRAMS_AND_NOTES = {
     # The seven-line program of issue 18: set_compilation_metrics_limit swaps torch's deque.
@@ -52,7 +57,7 @@ def torch_truth(script):
 def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
     script = ROBUST / program
     out = tmp_path / "profile.json"
-    result = cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0, env=COLD)
+    result = profile_cold(cli, script, out)
     profile = Profile.load(out)
     compiles, graph_breaks = torch_truth(script)
 
@@ -84,18 +89,7 @@ def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
 
 def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
     out = tmp_path / "profile.json"
-    cli(
-        "profile",
-        "-o",
-        str(out),
-        "--backend",
-        "eager",
-        "--",
-        "python",
-        str(ROBUST / "dynamo_reset.py"),
-        check=0,
-        env=COLD,
-    )
+    profile_cold(cli, ROBUST / "dynamo_reset.py", out)
     profile = Profile.load(out)
     assert [c.id for c in profile.frame("f").compiles] == ["0/0", "0/1", "0/2", "g1:1/0", "g1:1/1"]
     assert [c.id for c in profile.frame("g").compiles] == ["g1:0/0", "g1:0/1"]
@@ -108,18 +102,7 @@ def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
 def test_the_metrics_context_source_alone_records_every_compile(tmp_path, cli):
     """Another tool's deque is never replaced: every compile comes from MetricsContext's exit."""
     out = tmp_path / "profile.json"
-    result = cli(
-        "profile",
-        "-o",
-        str(out),
-        "--backend",
-        "eager",
-        "--",
-        "python",
-        str(ROBUST / "other_tool_deque.py"),
-        check=0,
-        env=COLD,
-    )
+    result = profile_cold(cli, ROBUST / "other_tool_deque.py", out)
     assert "other tool saw ['0/0', '0/1', '0/2']" in result.stdout  # the other tool still sees them all
     status = Profile.load(out).processes[0]["recorder"]
     assert status["sources"] == {"metrics_context": 3}
