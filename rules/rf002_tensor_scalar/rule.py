@@ -28,6 +28,7 @@ from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     forwards,
     parameter_function,
     parameter_inputs,
+    seen_as_none,
 )
 
 __all__ = ["RULE", "TensorScalar"]
@@ -194,6 +195,14 @@ class TensorScalar(Rule):
         if compiled_def is None or source is None:
             return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
         func = parameter_function(source, frame, compiled_def, argument)
+        if func is None and argument.keyword and argument.name:
+            wrap = _keyword_wrap(self.id, frame, argument, function_name, message, evidence, covers)
+            keyword = Parameter(argument.name, None)
+            found = [
+                self._at_call(site, call, compiled, keyword, project, wrap, function_name, finding)
+                for site, call, compiled in calls(sites, project, frame)
+            ]
+            return _together([f for f in found if f is not None], function_name)
         if func is None:
             return [
                 finding(
@@ -230,7 +239,7 @@ class TensorScalar(Rule):
         )
         if dtype is _NO_DTYPE:
             return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
-        optional = bool(analysis.none_tests) or _seen_as_none(frame, argument.source)
+        optional = bool(analysis.none_tests) or seen_as_none(frame, argument.source)
         safety, notes = _wrap_notes(frame, argument, param, shown, exact, why, optional, analysis, uses)
         wrap = _Wrap(self.id, message, safety, notes, dtype, exact, param, optional, evidence, covers)
         findings = []
@@ -346,6 +355,30 @@ class _Wrap:
     optional: bool  # the parameter may be None: the wrap keeps None
     evidence: dict[str, Any]
     covers: list[dict[str, Any]]
+
+
+def _keyword_wrap(
+    rule: str,
+    frame: Frame,
+    argument: ScalarArgument,
+    function_name: str,
+    message: str,
+    evidence: dict[str, Any],
+    covers: list[dict[str, Any]],
+) -> _Wrap:
+    """The wrap of a number that reached the compiled wrapper's **kwargs and is used where the
+    analysis cannot read (a library's code, or no guard shows where): the wrapper got exactly the
+    call's keywords, so the call names the number torch guarded. Unproven: a run of the program
+    (`fix`) decides, never the source."""
+    assert argument.name is not None
+    notes = [
+        f"`{argument.source}` reaches `{function_name}` through its **kwargs and is used in code the analysis "
+        f"cannot read: the call's `{argument.name}=` is the number torch guarded; whether a 0-d tensor "
+        "computes the same there is for a run of the program to show (`fix` proves it)"
+    ]
+    dtype = "float64" if argument.kind == "float" else None  # the number's own value, exactly
+    optional = seen_as_none(frame, argument.source)
+    return _Wrap(rule, message, Safety.UNSAFE, notes, dtype, False, argument.name, optional, evidence, covers)
 
 
 def _parameter_uses(
@@ -649,17 +682,6 @@ def _dtype(
         None,
         False,
         f"{why}; Python arithmetic on it first now runs in float32: results may differ in the last bits" + close,
-    )
-
-
-def _seen_as_none(frame: Frame, param: str) -> bool:
-    """Did the run pass None for ``param`` at a compile, or a guard on it fail because it was (or
-    was not) None?"""
-    if any(c.inputs.get(param, {}).get("type") == "None" for c in frame.compiles):
-        return True
-    return any(
-        r.source == param and ("None" in r.text.split("\n", 1)[0]) and r.kind in ("id_mismatch", "type_mismatch")
-        for r in frame.reasons()
     )
 
 

@@ -211,3 +211,14 @@ def _parameters(func: cst.FunctionDef) -> tuple[list[str], list[str]]:
         [p.name.value for p in (*params.posonly_params, *params.params)],
         [p.name.value for p in params.kwonly_params],
     )
+
+
+def seen_as_none(frame: Frame, param: str) -> bool:
+    """Did the run pass None for ``param`` at a compile, or a guard on it fail because it was (or
+    was not) None?"""
+    if any(c.inputs.get(param, {}).get("type") == "None" for c in frame.compiles):
+        return True
+    return any(
+        r.source == param and ("None" in r.text.split("\n", 1)[0]) and r.kind in ("id_mismatch", "type_mismatch")
+        for r in frame.reasons()
+    )
