@@ -28,6 +28,19 @@ def test_crash_after_compiling_leaves_a_partial_profile(tmp_path, cli):
 
 
 @pytest.mark.slow
+def test_a_non_finite_float_input_leaves_the_profile_readable(tmp_path, cli):
+    """JSON has no spelling for inf: it was written as `Infinity` and every later command refused
+    the Profile as damaged. Such a value is left out of the compile's inputs."""
+    out = tmp_path / "p.json"
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(EDGE / "infinite_default.py"), check=0)
+    assert "Infinity" not in out.read_text()
+    (frame,) = Profile.load(out).frames
+    assert len(frame.compiles) == 2 and "max_norm" not in frame.compiles[0].inputs
+    assert "x" in frame.compiles[0].inputs
+    assert "RF001" in cli("report", str(out), check=0).stdout
+
+
+@pytest.mark.slow
 def test_program_that_compiles_nothing(tmp_path, cli):
     out = tmp_path / "p.json"
     result = cli("profile", "-o", str(out), "--", "python", str(EDGE / "no_compile.py"), check=3)

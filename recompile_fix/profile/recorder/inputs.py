@@ -6,6 +6,7 @@ Read from the locals of torch's ``_compile`` (convert_frame.py); bounded, and ne
 
 from __future__ import annotations
 
+import math
 import sys
 import types
 
@@ -43,6 +44,10 @@ def describe_value(value: object) -> dict | None:
         if marked and len(marked) <= value.dim():
             entry["marked"] = sorted(int(d) for d in marked if isinstance(d, int) and 0 <= d < value.dim())
         return entry
+    if isinstance(value, float) and not math.isfinite(value):
+        # A default like diffusers' `s_tmax=float("inf")`: JSON has no spelling for it, and no
+        # rule writes a non-finite number into a program; it is left out, as an unknown type is.
+        return None
     if isinstance(value, (bool, int, float)) and not isinstance(value, type):
         return {"type": type(value).__name__, "value": value}
     return None
