@@ -128,6 +128,27 @@ def test_a_program_at_its_minimum_keeps_no_fix(tmp_path):
     assert "Nothing to fix." in render_fix(real)
 
 
+def test_an_unproven_fix_that_rounds_needs_unsafe_fixes_and_keeps_its_label(tmp_path):
+    """A new user's trial: plain `fix` kept an unproven wrap whose outputs were only close (6e-8
+    off), relabelled `[*]` and "verified". Without --unsafe-fixes an unproven fix must keep the
+    outputs bit for bit; with it, the rounding its rule declares is allowed and said."""
+    work = _stage("rounded_weight.py", tmp_path)
+    text = (work / "rounded_weight.py").read_text()
+    plain = fix_to_fixed_point(["python", "rounded_weight.py"], ALL_RULES, root=work, backend="eager", write=False)
+    ((dropped, why),) = [d for r in plain.rounds for d in r.dropped]
+    assert dropped.rule == "RF002" and dropped.unproven and plain.kept == []
+    assert why[0].startswith("outputs differ"), why
+    shown = render_fix(plain)
+    assert "dropped  rounded_weight.py:18:18: RF002 [unsafe fix]" in shown and "--unsafe-fixes` keeps it" in shown
+    unsafe = fix_to_fixed_point(
+        ["python", "rounded_weight.py"], ALL_RULES, root=work, backend="eager", write=False, unsafe_fixes=True
+    )
+    (kept,) = unsafe.kept
+    assert kept.rule == "RF002" and (work / "rounded_weight.py").read_text() == text
+    shown = render_fix(unsafe)
+    assert "RF002 [unsafe fix]" in shown and "not bit for bit" in shown and "RF002 [*]" not in shown
+
+
 def _sweep():
     spec = importlib.util.spec_from_file_location("fix_sweep", ROOT / "bench" / "fix_sweep.py")
     assert spec is not None and spec.loader is not None

@@ -301,7 +301,7 @@ def _apply_verified(
     from recompile_fix.progress import Progress
     from recompile_fix.verify.judge import NO_OP
     from recompile_fix.verify.prove import apply_verified
-    from recompile_fix.verify.render import frame_table
+    from recompile_fix.verify.render import frame_table, outputs_verdict
 
     if profile is None:
         raise UserError("apply --verify needs a Profile: it runs the command the Profile recorded")
@@ -321,8 +321,11 @@ def _apply_verified(
     if show_diff:
         click.echo(diff_text(result.rewrites), nl=False)
     else:
+        verdict = outputs_verdict(result.verification) if result.verification is not None else "outputs equal"
         for finding in result.kept:
-            click.echo(finding.describe(unsafe_fixes=True) + "\n    verified: makes nothing worse, outputs equal")
+            # Outputs within a tolerance only: the fix keeps its `[unsafe fix]` (a `[*]` promises the bits).
+            rounded = "not bit for bit" in verdict and finding.unproven
+            click.echo(finding.describe(unsafe_fixes=not rounded) + f"\n    verified: makes nothing worse, {verdict}")
         for finding, why in result.dropped:
             click.echo(finding.describe(unsafe_fixes=True))
             if why and why[0].startswith(NO_OP):

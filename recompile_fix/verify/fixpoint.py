@@ -121,7 +121,7 @@ def fix_to_fixed_point(
     if rounds < 1:
         raise UserError("--rounds must be at least 1")
     progress = progress or Progress(enabled=False)
-    tolerance = tolerance or Tolerance()
+    tolerance = replace(tolerance or Tolerance(), unproven_exact=not unsafe_fixes)
     here = Checkout.of(root or os.getcwd())
     with scratch_dirs.scratch_dir("fix") as tmp:
         scratch = Path(tmp)

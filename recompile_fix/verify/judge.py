@@ -38,6 +38,9 @@ class Tolerance:
     exact: bool = False
     rtol: float | None = None
     atol: float | None = None
+    # The user did not pass --unsafe-fixes: an unproven fix is kept only with the outputs bit for
+    # bit, whatever tolerance its rule declares (a kept fix is shown `[*]`, which promises the bits).
+    unproven_exact: bool = False
 
     def describe(self) -> str:
         if self.exact:
@@ -105,9 +108,13 @@ def proof_tolerance(fixes: Iterable[Finding], tolerance: Tolerance) -> tuple[Tol
     fix's, where stricter; and, then, which fix asks for it and why (for the notes)."""
     chosen, why = tolerance, None
     for fix in unproven_in(fixes):
-        own = declared(fix)
+        own = Tolerance(exact=True) if tolerance.unproven_exact else declared(fix)
         if _strictness(own) < _strictness(chosen):
             reason = (fix.tolerance or {}).get("why") or "its rule declares no tolerance"
+            if tolerance.unproven_exact and fix.tolerance is not None:
+                reason = (
+                    f"without --unsafe-fixes it must keep the outputs bit for bit (its rule allows rounding: {reason})"
+                )
             chosen, why = own, f"{fix.rule}'s unproven fix at {fix.file}:{fix.location.line}: {reason}"
     return chosen, why
 

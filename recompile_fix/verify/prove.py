@@ -7,7 +7,7 @@ import copy
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from recompile_fix.edits.rewrite import FileRewrite
@@ -131,7 +131,7 @@ def verify(
     """Run ``command`` on the tree as it is and on a copy of the project with every planned fix;
     compare. ``root``: where the command runs (default: here)."""
     user = Checkout.of(root or os.getcwd(), profile)
-    tolerance = tolerance or Tolerance()
+    tolerance = replace(tolerance or Tolerance(), unproven_exact=not unsafe_fixes)
     with scratch.scratch_dir("verify") as tmp:
         tree = user.copy_to(Path(tmp) / "tree")
         fixes, errors = plan_fixes(
@@ -409,7 +409,7 @@ def apply_verified(
 ) -> VerifiedApply:
     """Apply to ``root`` only the fixes that verification confirms; report the others and why."""
     user = Checkout.of(root or os.getcwd(), profile)
-    tolerance = tolerance or Tolerance()
+    tolerance = replace(tolerance or Tolerance(), unproven_exact=not unsafe_fixes)
     result = VerifiedApply()
     with scratch.scratch_dir("verify") as tmp:
         # Before the program runs (and perhaps writes files) in the tree.

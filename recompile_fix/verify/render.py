@@ -146,14 +146,27 @@ def render_fix(result: FixPoint) -> str:
     run against the last (as `verify` prints it), each call site's compiles, and every
     recompile that remains with its reasons and why it stays."""
     lines = []
+    # Outputs only within a tolerance (--unsafe-fixes let an unproven fix round): its `[*]` would
+    # promise the bits, so it keeps its `[unsafe fix]`.
+    v = result.verification
+    rounded = v is not None and any(o.same and o.max_abs_diff for o in v.outputs)
     for r in result.rounds:
         lines.append(f"Round {r.number}: tried {len(r.tried)} fix(es), kept {len(r.kept)}, dropped {len(r.dropped)}")
         for f in r.kept:
+            if f.unproven and rounded:
+                proven = "  (kept with --unsafe-fixes: outputs equal within its tolerance, not bit for bit)"
+                lines.append("  kept     " + f.describe().split("\n", 1)[0] + proven)
+                continue
             proven = f"  ({PROVEN}: the rule could not tell statically)" if f.unproven else ""
             lines.append("  kept     " + f.describe(unsafe_fixes=True).split("\n", 1)[0] + proven)
         for finding, why in r.dropped:
-            lines.append("  dropped  " + finding.describe(unsafe_fixes=True).split("\n", 1)[0])
+            lines.append("  dropped  " + finding.describe().split("\n", 1)[0])
             lines.extend(f"           - {w}" for w in why[:3])
+            if finding.unproven and finding.tolerance is not None and any(w.startswith("outputs differ") for w in why):
+                lines.append(
+                    "           - its rule allows rounding there: `recompile-fix fix --unsafe-fixes` keeps it if the "
+                    "outputs stay within that tolerance"
+                )
     if result.converged:
         done = len(result.rounds)
         if done:
