@@ -197,3 +197,8 @@ def test_fixes_that_only_move_the_recompile_to_another_guard_are_never_written(t
     assert result.kept == [] and result.dropped == [] and (work / "hidden_int.py").read_text() == text
     out = render_fix(result)
     assert "`num_beams`, an int argument, carries `tokens` dim 0's size" in out or "num_beams" in out, out
+    assert result.profile is not None
+    save_profile(result.profile, work / "fixed.json")
+    report = run_cli("report", "fixed.json", "--output-format", "full", cwd=work, check=0).stdout
+    if "carries `tokens` dim 0's size" in report:  # the size to pass is the one that changed (it said `x.shape[1]`)
+        assert "(`tokens.shape[0]`, or -1 in a view)" in report, report

@@ -162,6 +162,7 @@ def test_an_int_argument_that_carries_the_size_gets_no_mark(tmp_path):
     run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
     report = run_cli("report", "--output-format", "full", cwd=tmp_path, check=0).stdout
     assert "RF001 [no fix]" in report and "`shape[1]`, an int argument, carries `x` dim 1's size (8 -> 16)" in report
+    assert "pass the size from the tensor instead (`x.shape[1]`" in report  # the dim that changed
     run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
     assert program.read_text() == before
 

@@ -267,7 +267,7 @@ class SitePlan:
                         f"`{name}`, an int argument, carries `{src}` dim {dim}'s size ({' -> '.join(map(str, at))}): "
                         "torch specialises an int at the first compile, so the call compiles again whatever "
                         "the mark (and `mark_dynamic` raises where the code ties the two, as `x.view(shape)` "
-                        "does); pass the size from the tensor instead (`x.shape[1]`, or -1 in a view)"
+                        f"does); pass the size from the tensor instead (`{src}.shape[{dim}]`, or -1 in a view)"
                     )
                     break
         return why
