@@ -300,3 +300,50 @@ def test_a_recorded_string_that_no_recorder_keeps_is_a_damaged_profile(tmp_path,
     (tmp_path / "profile.json").write_text(json.dumps(data))
     with pytest.raises(UserError, match="damaged Profile"):
         Profile.load(tmp_path / "profile.json")
+
+
+NESTED_COUNTER = """import torch
+from torch import nn
+
+
+class NoisyLayer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.num_updates = 0
+
+    def forward(self, x):
+        self.num_updates += 1
+        return self.fc(x) * (0.5 / self.num_updates)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = NoisyLayer(8)
+        self.dec = NoisyLayer(8)
+
+    def forward(self, x):
+        return self.dec(self.enc(x))
+
+
+model = torch.compile(Net(), backend="eager")
+for step in range(5):
+    model(torch.randn(2, 8))
+"""
+
+
+def test_rf006_a_counter_of_a_module_the_model_holds_is_left_to_a_run(tmp_path):
+    """A new user's trial: `self._modules['dec'].num_updates` (torch's spelling of a held module's
+    attribute) was filed as a "Python scalar argument" with no fix. It is RF006's counter of
+    `NoisyLayer`; torch names only the first failing guard (`dec`'s, while `enc` counts too), so
+    its fix is unproven, for `fix` to prove, never `[*]`."""
+    from profiles import frame_of, project_of
+
+    guard = "self._modules['dec'].num_updates == {}"
+    frame = frame_of(*[[guard.format(n)] for n in range(4)], name="forward", file="program.py", first_line=21)
+    profile, project = project_of(tmp_path, {"program.py": NESTED_COUNTER}, frame)
+    (finding,) = [f for f in rule_by_id("RF006").plan(profile, project)]
+    assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
+    assert "`NoisyLayer.num_updates`" in finding.message
+    assert "L['self']._modules['dec'].num_updates" in " ".join(finding.notes)

@@ -13,6 +13,7 @@ from recompile_fix.analysis.changing_values import (
     Counter,
     CounterState,
     GlobalState,
+    attribute_path,
     counter_owner,
     in_a_function,
 )
@@ -21,7 +22,7 @@ from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Location, Profile
@@ -126,7 +127,8 @@ class CounterBuffer(Rule):
             if os.path.isabs(frame.file):
                 continue  # library code: its globals and attributes are not the user's to edit
             for reason in frame.reasons():
-                source = reason.source or ""
+                guarded = reason.source or ""  # as torch spells it: what `dynamic_sources` names
+                source = attribute_path(guarded)  # a held module's `self._modules['dec'].n` as `self.dec.n`
                 is_int = reason.value_type == "int"
                 owner: tuple[str, str, str] | None = None  # an attribute's class (a global's file is in its key)
                 key: tuple[str, object, str]
@@ -146,7 +148,7 @@ class CounterBuffer(Rule):
                 else:
                     continue
                 counter = counters.setdefault(key, Counter(kind=key[0], name=key[2], owner=owner))
-                counter.add(frame, source, reason.value if is_int else None)
+                counter.add(frame, guarded, reason.value if is_int else None)
         findings: list[Finding] = []
         configs: dict[str, list[Finding]] = {}
         for counter in counters.values():
@@ -155,6 +157,16 @@ class CounterBuffer(Rule):
             finding = self._plan_counter(counter, profile, project)
             if finding is None:
                 continue
+            held = sorted(s for s in counter.sources if "._modules[" in s)
+            if held and finding.safety is Safety.SAFE:
+                # torch names the first guard that failed: the model's other instances of the class
+                # may count too, and this fix would only move the recompile to theirs.
+                finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+                finding.notes.append(
+                    f"the counter of a module the compiled model holds (`{held[0]}`): torch names the first "
+                    "guard that failed, and other modules of its class may count too; a run shows whether "
+                    "this removes the recompiles (`fix` proves it)"
+                )
             if finding.params.get("config"):
                 configs.setdefault(finding.file, []).append(finding)
             else:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from recompile_fix.analysis.changing_values import (
     ATTRIBUTE_SOURCE,
     AttributeState,
     Counter,
+    attribute_path,
     counter_owner,
     holder_class,
     read_in_unprofiled_imports,
@@ -146,7 +146,7 @@ class FloatAttribute(Rule):
                 continue  # library code: its attributes are not the user's to edit
             for source, value in _changing_floats(frame):
                 # `self._modules['criterion'].margin`: the loss a compiled model holds
-                match = ATTRIBUTE_SOURCE.match(re.sub(r"""\._modules\[['"](\w+)['"]\]""", r".\1", source))
+                match = ATTRIBUTE_SOURCE.match(attribute_path(source))
                 if match is None:
                     continue
                 root = match.group("root") + match.group("rest")
