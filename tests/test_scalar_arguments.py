@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import PROGRAMS, run_cli
 from golden_cases import GOLDEN
 from profiles import profile_of
 from recompile_fix.analysis.project import Project
@@ -262,3 +262,16 @@ def test_a_number_whose_compiles_differ_in_a_staying_number_anyway_is_unproven(t
     assert any("`top_k` also changes" in n for n in found["temperature"].notes)
     found = plan([(0.7, 3, 5), (1.3, 3, 6), (1.0, 5, 6)])  # two compiles share top_k, not temperature
     assert found["temperature"].safety is Safety.SAFE, found["temperature"].notes
+
+
+def test_a_safe_wrap_that_merges_compiles_only_with_an_unsafe_one_is_unproven(tmp_path):
+    """A new user's distillation loss: `T`'s wrap (bit-identical) was offered `[*]` beside
+    `alpha`'s unsafe one, and a safe `apply` left every compile (each had its own `alpha`): a
+    fix that changes nothing. Now both are unsafe, `T`'s unproven with why, for `fix` to prove."""
+    case = PROGRAMS / "scalars" / "kd_loss"
+    shutil.copy(case / "train.py", tmp_path / "train.py")
+    profile = Profile.load(case / "profile.json")
+    findings = {f.params["param"]: f for f in RF002.plan(profile, Project(tmp_path, expected_hashes=profile.sources))}
+    assert set(findings) == {"T", "alpha"}
+    assert all(f.safety.value == "unsafe" for f in findings.values())
+    assert findings["T"].unproven and "alone it merges no compiles: `alpha`" in findings["T"].notes[-1]

@@ -22,6 +22,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
+from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     ScalarArgument,
     changed_scalars,
@@ -159,7 +160,7 @@ class TensorScalar(Rule):
                 # guards no argument the graph does not read): no finding claims it recompiles.
                 if argument.named or any(f.safety is not Safety.NONE for f in planned):
                     in_frame.extend(planned)
-            findings.extend(_others_stay(frame, in_frame, kept_numbers))
+            findings.extend(alone_merges_nothing(frame, others_stay(frame, in_frame, kept_numbers)))
         return findings
 
     def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
@@ -496,62 +497,6 @@ def _read_by_code(finding: Finding) -> Finding:
     torch guards it, so it keeps the frame recompiling whatever the other numbers become."""
     finding.params["read_by_code"] = True
     return finding
-
-
-def _others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding]) -> list[Finding]:
-    """The frame's findings, where numbers the code reads that stay numbers (a sampler's `sigma`
-    into `x.new_full(..., sigma)`, its `alpha` into `math.sqrt`) took a different value at every
-    compile: no two compiles share them, so no fix of the other numbers can merge two compiles; a
-    safe one becomes unproven (`fix` keeps it where a run shows fewer compiles; a trial: 2 -> 2),
-    and the numbers that stay are reported with why. Where two compiles share their values (a
-    grid of temperature and top_k), the others' fixes can merge those: left as they are."""
-    if not kept or not any(f.fixable for f in planned):
-        return planned
-    recorded = [c for c in frame.compiles if all("value" in (c.inputs.get(src) or {}) for src in kept)]
-    if len(recorded) < 2:
-        return planned
-
-    def staying(compile_) -> tuple[str, ...]:
-        return tuple(repr(compile_.inputs[src]["value"]) for src in kept)
-
-    def merges(finding: Finding) -> bool:
-        """Do two compiles that agree on every staying number differ in this finding's number
-        (then its fix can merge them)? Unknown values: assume so."""
-        mine = [s for entry in finding.covers for s in entry.get("sources", [])]
-        if not mine or any(not all("value" in (c.inputs.get(s) or {}) for c in recorded) for s in mine):
-            return True
-        return any(
-            staying(a) == staying(b) and any(a.inputs[s]["value"] != b.inputs[s]["value"] for s in mine)
-            for i, a in enumerate(recorded)
-            for b in recorded[i + 1 :]
-        )
-
-    if len({staying(c) for c in recorded}) == len(recorded):
-        merging: list[Finding] = []  # no two compiles share the staying numbers
-    else:
-        # A grid of temperature and top_k: the others' fixes merge the compiles that share
-        # top_k and differ in temperature; none where the compiles that share it share the
-        # other number too (a trial: `pick(logits, temperature, top_k)`, 2 -> 2 offered as [*]).
-        merging = [f for f in planned if f.fixable and merges(f)]
-        if len(merging) == len([f for f in planned if f.fixable]):
-            return planned
-    kept_numbers = list(kept.values())
-    names = ", ".join(f"`{source}`" for source in kept)
-    why = kept_numbers[0].notes[0] if kept_numbers[0].notes else "it stays a Python number"
-    for finding in planned:
-        if any(finding is m for m in merging):
-            continue
-        if finding.safety is Safety.SAFE:
-            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
-        if finding.fixable:
-            finding.notes.append(
-                f"unproven: {names} also {'change' if len(kept_numbers) > 1 else 'changes'} between these "
-                f"compiles and {'stay Python numbers' if len(kept_numbers) > 1 else 'stays a Python number'} the "
-                f"compiled code reads ({why}): the call may still compile once per value; `fix` keeps "
-                "this only where a run shows fewer compiles"
-            )
-    known = {id(f) for f in planned}
-    return planned + [f for f in kept_numbers if id(f) not in known]
 
 
 def _tensor_inputs(
