@@ -321,10 +321,11 @@ def _apply_verified(
     if show_diff:
         click.echo(diff_text(result.rewrites), nl=False)
     else:
-        verdict = outputs_verdict(result.verification) if result.verification is not None else "outputs equal"
+        v = result.verification
+        verdict = outputs_verdict(v) if v is not None else "outputs equal"
         for finding in result.kept:
             # Outputs within a tolerance only: the fix keeps its `[unsafe fix]` (a `[*]` promises the bits).
-            rounded = "not bit for bit" in verdict and finding.unproven
+            rounded = v is not None and v.rounded and finding.unproven
             click.echo(finding.describe(unsafe_fixes=not rounded) + f"\n    verified: makes nothing worse, {verdict}")
         for finding, why in result.dropped:
             click.echo(finding.describe(unsafe_fixes=True))

@@ -209,6 +209,11 @@ class Verification:
         (an optimizer step, an in-place update), where "outputs equal" would claim nothing."""
         return sum(o.compared for o in self.outputs)
 
+    @property
+    def rounded(self) -> bool:
+        """Some outputs equal only within the tolerance, not bit for bit."""
+        return any(_close(o) for o in self.outputs)
+
     def total(self, stat: str, side: str):
         return sum(
             row.value(stat, side)

@@ -148,8 +148,7 @@ def render_fix(result: FixPoint) -> str:
     lines = []
     # Outputs only within a tolerance (--unsafe-fixes let an unproven fix round): its `[*]` would
     # promise the bits, so it keeps its `[unsafe fix]`.
-    v = result.verification
-    rounded = v is not None and any(o.same and o.max_abs_diff for o in v.outputs)
+    rounded = result.verification is not None and result.verification.rounded
     for r in result.rounds:
         lines.append(f"Round {r.number}: tried {len(r.tried)} fix(es), kept {len(r.kept)}, dropped {len(r.dropped)}")
         for f in r.kept:

@@ -4,8 +4,10 @@ and stays a number (``others_stay``), or is wrapped only by an unsafe fix (``alo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
-from recompile_fix.profile.model import Frame
+from recompile_fix.profile.model import Compile, Frame
 
 __all__ = ["alone_merges_nothing", "others_stay"]
 
@@ -20,8 +22,8 @@ def alone_merges_nothing(frame: Frame, planned: list[Finding]) -> list[Finding]:
     safe = [f for f in planned if f.safety is Safety.SAFE]
     if not sources or not safe:
         return planned
-    recorded = [c for c in frame.compiles if all("value" in (c.inputs.get(s) or {}) for s in sources)]
-    values = {tuple(repr(c.inputs[s]["value"]) for s in sources) for c in recorded}
+    recorded = _with_values(frame, sources)
+    values = {_values(c, sources) for c in recorded}
     if len(recorded) < 2 or len(values) < len(recorded):
         return planned  # two compiles share them: a safe fix alone can merge those
     names = ", ".join(f"`{s}`" for s in sources)
@@ -43,12 +45,12 @@ def others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding]) 
     grid of temperature and top_k), the others' fixes can merge those: left as they are."""
     if not kept or not any(f.fixable for f in planned):
         return planned
-    recorded = [c for c in frame.compiles if all("value" in (c.inputs.get(src) or {}) for src in kept)]
+    recorded = _with_values(frame, kept)
     if len(recorded) < 2:
         return planned
 
     def staying(compile_) -> tuple[str, ...]:
-        return tuple(repr(compile_.inputs[src]["value"]) for src in kept)
+        return _values(compile_, kept)
 
     def merges(finding: Finding) -> bool:
         """Do two compiles that agree on every staying number differ in this finding's number
@@ -88,3 +90,13 @@ def others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding]) 
             )
     known = {id(f) for f in planned}
     return planned + [f for f in kept_numbers if id(f) not in known]
+
+
+def _with_values(frame: Frame, sources: Iterable[str]) -> list[Compile]:
+    """The frame's compiles whose recorded inputs hold a value for every one of ``sources``."""
+    wanted = list(sources)
+    return [c for c in frame.compiles if all("value" in (c.inputs.get(s) or {}) for s in wanted)]
+
+
+def _values(compile_: Compile, sources: Iterable[str]) -> tuple[str, ...]:
+    return tuple(repr(compile_.inputs[s]["value"]) for s in sources)
