@@ -347,3 +347,33 @@ def test_rf006_a_counter_of_a_module_the_model_holds_is_left_to_a_run(tmp_path):
     assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
     assert "`NoisyLayer.num_updates`" in finding.message
     assert "L['self']._modules['dec'].num_updates" in " ".join(finding.notes)
+
+
+@pytest.mark.slow
+def test_rf006_every_held_counter_that_changed_is_recorded_and_fixed_together(tmp_path):
+    """torch names only `dec`'s guard; the recorder evaluates every cached graph's value guards
+    on the recompiling call and records `enc`'s too (`Compile.also_failed`). RF006 then names
+    both in one `dynamic_sources` and, nothing else changing with them, offers it as a safe fix:
+    the program compiles once, with the same outputs."""
+    from equivalence import assert_same_outputs, run_recorded, total_compiles
+
+    (tmp_path / "program.py").write_text(NESTED_COUNTER)
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = [f for f in profile.frames if f.name == "forward"]
+    recompiles = [c for c in frame.compiles if c.is_recompile and not c.limit_hit]
+    assert recompiles and all(c.also_failed is not None for c in recompiles)
+    assert {r.source for r in recompiles[0].value_reasons()} == {
+        "self._modules['dec'].num_updates",
+        "self._modules['enc'].num_updates",
+    }
+    (finding,) = rule_by_id("RF006").plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert finding.safety is Safety.SAFE, finding.notes
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    fixed = (tmp_path / "program.py").read_text()
+    assert "L['self']._modules['enc'].num_updates" in fixed and "L['self']._modules['dec'].num_updates" in fixed
+    (tmp_path / "original.py").write_text(NESTED_COUNTER)
+    before = run_recorded(tmp_path / "original.py", tmp_path)
+    after = run_recorded(tmp_path / "program.py", tmp_path)
+    assert total_compiles(before) == 5 and total_compiles(after) == 1
+    assert_same_outputs(before, after, exact=True)

@@ -18,11 +18,13 @@ from recompile_fix.profile.model import (
     GraphBreak,
     Location,
     Profile,
+    Reason,
     SteadyCalls,
     relative_to_root,
     sha256_file,
 )
 from recompile_fix.profile.reasons import (
+    VALUE_KINDS,
     first_use_is_tail,
     is_limit_hit,
     limit_hit_reason,
@@ -140,6 +142,7 @@ class _Merge:
         stack and block stacks, every path spelled as the Profile spells paths."""
         inputs = self._spelled_inputs(raw.get("inputs", {}))
         signature = inputs.pop("__signature__", None)
+        failed_values = inputs.pop("__failed_values__", None)
         if frame.signature is None and isinstance(signature, dict):
             frame.signature = signature
         compile_ = Compile(
@@ -151,6 +154,7 @@ class _Merge:
             backend=raw.get("backend") if isinstance(raw.get("backend"), str) else None,
             dims=_dims(raw.get("dims")),
             float_operands=_strings(raw.get("float_operands")),
+            also_failed=_value_guards(_strings(failed_values)),
         )
         texts = raw.get("guard_failures") or ([raw["recompile_reason"]] if raw.get("recompile_reason") else [])
         for text in texts:
@@ -333,6 +337,14 @@ def _add_seconds(compile_: Compile, seconds: dict) -> None:
     for key, value in seconds.items():
         if value is not None:
             compile_.seconds[key] = (compile_.seconds.get(key) or 0.0) + value
+
+
+def _value_guards(texts: list[str] | None) -> list[Reason] | None:
+    """The value guards a recompile failed, as the recorder wrote them (``<entry>: <code part>``),
+    parsed as torch's failure texts are; None where none were recorded."""
+    if texts is None:
+        return None
+    return [r for text in texts for r in parse_reasons(text) if r.kind in VALUE_KINDS and r.source]
 
 
 def _strings(raw: object) -> list[str] | None:

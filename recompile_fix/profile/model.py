@@ -208,6 +208,17 @@ class Compile:
     # The tensors the graph's Python float constants meet, as ``dtype:rank`` (``mul(x, 0.5)``
     # with a 2-d float32 ``x``: "float32:2"), distinct. None: not recorded or no float constant.
     float_operands: list[str] | None = None
+    # The value guards this call failed beside the ones ``reasons`` names (torch names the first
+    # failing guard of each cached graph): a second number that changed with the first, read by
+    # evaluating every cached graph's ``<source> == <number>`` guards on the call. None: not
+    # recorded (an older Profile, a trace, a first compile).
+    also_failed: list[Reason] | None = None
+
+    def value_reasons(self) -> list[Reason]:
+        """The guards this call failed: torch's named ones, then the recorded value guards it
+        did not name (one per source)."""
+        named = {r.source for r in self.reasons}
+        return self.reasons + [r for r in self.also_failed or () if r.source not in named]
 
     def specialized(self, source: str, dim: int) -> dict[str, Any] | None:
         """The record of ``source``'s dimension ``dim`` where this compile's graph specialised it."""
@@ -318,6 +329,11 @@ class Frame:
     def reasons(self) -> list[Reason]:
         """Every guard failure of every compile (all cache entries, not only the newest)."""
         return [r for c in self.compiles for r in c.reasons]
+
+    def value_reasons(self) -> list[Reason]:
+        """``reasons()`` and the value guards each compile failed that torch did not name
+        (``Compile.also_failed``): every number that changed, not only the first."""
+        return [r for c in self.compiles for r in c.value_reasons()]
 
     def float_operands(self) -> list[str] | None:
         """What the float constants of every compile's graph met (``Compile.float_operands``),
@@ -601,6 +617,7 @@ def _frame_from_json(data: dict[str, Any]) -> Frame:
             backend=c.get("backend"),
             dims={k: [dict(d) for d in v] for k, v in c["dims"].items()} if c.get("dims") is not None else None,
             float_operands=list(c["float_operands"]) if c.get("float_operands") is not None else None,
+            also_failed=[_reason_from_json(r) for r in c["also_failed"]] if c.get("also_failed") is not None else None,
         )
         for c in data.get("compiles", [])
     ]

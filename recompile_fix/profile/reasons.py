@@ -21,6 +21,7 @@ import re
 from recompile_fix.profile.model import Location, Reason
 
 __all__ = [
+    "VALUE_KINDS",
     "first_use_is_tail",
     "is_limit_hit",
     "limit_hit_reason",
@@ -78,7 +79,7 @@ _LIMIT_REACHED = re.compile(r"\b((?:accumulated_)?(?:recompile|cache_size)_limit
 # The guard's comment: ``  # <source line>  # <path tail>:<line> in <fn>`` (the last ``  # ``).
 _COMMENT_PLACE = re.compile(r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \(HINT: .*)?\s*$")
 # Guards on a value (``c == 0.5``): the kinds ``_parse_value_guard`` gives.
-_VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
+VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
 # An attribute's None test (``self.scale is None  # if self.scale is None:  # model.py:22 in
 # forward``, RF010's lazy default): its comment is the line that tested it, a first use. An
 # argument's identity guard (``a is b``) names where the argument was bound instead.
@@ -123,7 +124,7 @@ def parse_reasons(text: str) -> list[Reason]:
         reason = _parse_guard(part.strip(), body)
         reason.entry = entry
         reason.text = text
-        comment_names_use = reason.kind in _VALUE_KINDS or (
+        comment_names_use = reason.kind in VALUE_KINDS or (
             reason.kind == "id_mismatch" and bool(_ATTRIBUTE_NONE_TEST.match(part.strip()))
         )
         reason.first_use = first_use or (comment_use if comment_names_use else None)

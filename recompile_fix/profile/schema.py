@@ -222,6 +222,8 @@ def _check_frame(frame: dict[str, Any], where: str, reason_kinds: Container[str]
                 _check_block_stack(_obj(stack, f"{here}.blocks[{j}]"), f"{here}.blocks[{j}]")
         for j, reason in enumerate(_list(compile_.get("reasons", []), f"{here}.reasons")):
             _check_reason(_obj(reason, f"{here}.reasons[{j}]"), f"{here}.reasons[{j}]", reason_kinds)
+        for j, reason in enumerate(_list(compile_.get("also_failed") or [], f"{here}.also_failed")):
+            _check_reason(_obj(reason, f"{here}.also_failed[{j}]"), f"{here}.also_failed[{j}]", reason_kinds)
     for i, graph_break in enumerate(_list(frame.get("graph_breaks", []), f"{where}.graph_breaks")):
         data = _obj(graph_break, f"{where}.graph_breaks[{i}]")
         _location(data.get("location"), f"{where}.graph_breaks[{i}].location")

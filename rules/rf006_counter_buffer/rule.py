@@ -126,7 +126,9 @@ class CounterBuffer(Rule):
         for frame in profile.frames:
             if os.path.isabs(frame.file):
                 continue  # library code: its globals and attributes are not the user's to edit
-            for reason in frame.reasons():
+            # Every value guard that failed, recorded beside the one torch names: the model's
+            # other modules may count too (`enc` beside `dec`), and each is its own counter.
+            for reason in frame.value_reasons():
                 guarded = reason.source or ""  # as torch spells it: what `dynamic_sources` names
                 source = attribute_path(guarded)  # a held module's `self._modules['dec'].n` as `self.dec.n`
                 is_int = reason.value_type == "int"
@@ -151,22 +153,20 @@ class CounterBuffer(Rule):
                 counter.add(frame, guarded, reason.value if is_int else None)
         findings: list[Finding] = []
         configs: dict[str, list[Finding]] = {}
+        planned: list[tuple[Counter, Finding]] = []
         for counter in counters.values():
             if not counter.values:
                 continue  # an attribute that appeared, not an int that changes
             finding = self._plan_counter(counter, profile, project)
-            if finding is None:
-                continue
+            if finding is not None:
+                planned.append((counter, finding))
+        safe = {s for counter, finding in planned if finding.safety is Safety.SAFE for s in counter.sources}
+        for counter, finding in planned:
             held = sorted(s for s in counter.sources if "._modules[" in s)
-            if held and finding.safety is Safety.SAFE:
-                # torch names the first guard that failed: the model's other instances of the class
-                # may count too, and this fix would only move the recompile to theirs.
+            if held and finding.safety is Safety.SAFE and (why := _counted_beside(counter, held[0], safe)):
+                # This fix alone would only move the recompile to the other counter.
                 finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
-                finding.notes.append(
-                    f"the counter of a module the compiled model holds (`{held[0]}`): torch names the first "
-                    "guard that failed, and other modules of its class may count too; a run shows whether "
-                    "this removes the recompiles (`fix` proves it)"
-                )
+                finding.notes.append(why)
             if finding.params.get("config"):
                 configs.setdefault(finding.file, []).append(finding)
             else:
@@ -175,7 +175,7 @@ class CounterBuffer(Rule):
             findings.append(_merge_configs(file_findings))
         return findings
 
-    def _plan_counter(self, counter: "Counter", profile: Profile, project: Project) -> Finding | None:
+    def _plan_counter(self, counter: Counter, profile: Profile, project: Project) -> Finding | None:
         frame = counter.frames[0]
         files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
         state: CounterState
@@ -289,6 +289,35 @@ class CounterBuffer(Rule):
                     return f"line {number}: `{line.strip()}`"
             return None
         return super().already_present(finding, source)
+
+
+def _counted_beside(counter: Counter, held: str, safe: set[str]) -> str | None:
+    """Why a held module's counter fix may not remove its recompiles alone, or None: the compiles
+    it failed in recorded every failing value guard (``Compile.also_failed``), and each other int
+    that changed with it has a safe fix of its own."""
+    kinds = ("module_attribute", "global_value")
+    for frame in counter.frames:
+        for compile_ in frame.compiles:
+            failed = compile_.value_reasons()
+            if not any(r.source in counter.sources for r in failed):
+                continue
+            if compile_.also_failed is None:
+                return (
+                    f"the counter of a module the compiled model holds (`{held}`): torch names the first "
+                    "guard that failed, and other modules of its class may count too; a run shows whether "
+                    "this removes the recompiles (`fix` proves it)"
+                )
+            others = sorted(
+                {r.source for r in failed if r.kind in kinds and r.value_type == "int" and r.source}
+                - counter.sources
+                - safe
+            )
+            if others:
+                return (
+                    f"`{others[0]}` changed in the same calls (recorded) and has no safe fix: this fix alone "
+                    "leaves those recompiles; a run shows what it removes (`fix` proves it)"
+                )
+    return None
 
 
 def _evidence(counter: Counter, compiles: int, limit: int) -> dict[str, Any]:

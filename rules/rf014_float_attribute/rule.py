@@ -356,10 +356,10 @@ class _Plan:
 
 def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
     """The attribute sources of ``frame`` that held a float whose value changed: named by a
-    failed guard, or recorded at the frame's compiles with more than one value (torch reports
-    only the first guard that failed)."""
+    failed guard (torch's named one, or one the recorder found failing beside it), or recorded at
+    the frame's compiles with more than one value."""
     found: dict[str, list] = {}
-    for reason in frame.reasons():
+    for reason in frame.value_reasons():
         if reason.kind in _KINDS and reason.value_type == "float" and reason.source:
             values = found.setdefault(reason.source, [])
             if isinstance(reason.value, float) and reason.value not in values:

@@ -12,6 +12,7 @@ import types
 
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 from recompile_fix.profile.recorder.stack import user_frame_past_library
+from recompile_fix.profile.recorder.value_guards import FAILED_VALUES, failed_value_guards
 
 __all__ = ["MAX_STRINGS", "InputWalk", "compiled_frame_inputs", "describe_value", "signature", "walkable"]
 
@@ -205,7 +206,8 @@ def _holders(frame: types.FrameType) -> dict[int, str]:
 
 def compiled_frame_inputs() -> dict:
     """Shapes and scalar values of the arguments of the frame being compiled, and of the tensors
-    reachable from them (see ``InputWalk``), plus the code's signature under ``__signature__``.
+    reachable from them (see ``InputWalk``), plus the code's signature under ``__signature__`` and
+    the value guards a recompile fails under ``__failed_values__`` (``value_guards``).
     Read from the locals of torch's ``_compile`` (convert_frame.py), which holds them. When
     library code made the call, each argument the user's own frame also holds (the same object)
     says how it names it (``held_by``): the library passed it through unchanged. Never raises:
@@ -236,8 +238,12 @@ def _read_compiled_frame_inputs() -> dict:
                 for key, item in list(dict(values.get(taken["varkw"]) or {}).items())[:_MAX_ITEMS]:
                     walk.visit(f"{taken['varkw']}[{key!r}]", item, 1)
             _note_holders(walk, frame)
-            inputs = walk.entries
+            inputs: dict[str, object] = dict(walk.entries)
             inputs[_SIGNATURE] = taken
+            globals_ = frame.f_locals.get("globals")
+            failed = failed_value_guards(code, values, globals_ if isinstance(globals_, dict) else {})
+            if failed is not None:
+                inputs[FAILED_VALUES] = failed
             return inputs
         frame = frame.f_back
     return {}
