@@ -221,7 +221,7 @@ def _unfixed(reasons: list[Reason], fixing: Callable[[Reason], Finding | None]) 
 
 def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) -> list[Reason]:
     """The guards of the failed entry that torch did not name but the run shows would fail too:
-    an nn.Module int, float or bool attribute (``self.n``) recorded at this compile with another
+    those the recorder found failing (``Compile.also_failed``), and an nn.Module int, float or bool attribute (``self.n``) recorded at this compile with another
     value than at the entry's, and guarded on its value: torch named it failing elsewhere in the
     frame (one made dynamic, by ``dynamic_sources`` say, never fails and is left out)."""
     entry_id = failures[0].entry if failures else None
@@ -230,7 +230,9 @@ def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) ->
         return []
     guarded = {r.source for r in frame.reasons()}
     named = {r.source for r in failures}
-    hidden = []
+    # The recorder's own evaluation of the entry's value guards on this call (any source).
+    hidden = [r for r in compile_.also_failed or () if r.entry == entry_id and r.source not in named]
+    named |= {r.source for r in hidden}
     for source, now in compile_.inputs.items():
         then = entry.inputs.get(source)
         if not source.startswith("self.") or source in named or source not in guarded or not isinstance(then, dict):
