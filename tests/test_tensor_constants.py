@@ -20,6 +20,7 @@ import profiles
 from conftest import ROOT, run_cli
 from equivalence import run_recorded
 from golden_cases import CASES, GOLDEN, case_id, load_case
+from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
 from recompile_fix.findings.finding import Safety
@@ -291,6 +292,46 @@ def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, vers
         assert finding.unproven  # the compiled update may round differently: a run decides
         cycles = "OneCycleLR" in scheduler and "cycle_momentum=False" not in scheduler
         assert ("writes Python floats into `betas`" in notes) == cycles  # a note: lr is still fixed
+
+
+ONE_CYCLE = """import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=8)
+
+
+@torch.compile
+def opt_step():
+    opt.step()
+
+
+for step in range(8):
+    x = torch.randn(32, 16)
+    F.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
+    opt_step()
+    opt.zero_grad()
+    sched.step()
+"""
+
+
+@pytest.mark.slow
+def test_rf003_offers_nothing_where_the_run_saw_the_betas_change_with_the_lr(tmp_path):
+    """A new user's trial: OneCycleLR cycles AdamW's betas with its lr. torch names the lr's
+    guard only; the recorder finds `betas` failing beside it, so RF003 knows a tensor lr leaves
+    the recompile (measured: 6 -> 6 compiles) and offers no edit, where it offered an unsafe fix
+    that `fix` then had to run to drop."""
+    (tmp_path / "train.py").write_text(ONE_CYCLE)
+    run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (step,) = [f for f in profile.frames if f.name == "step"]
+    assert {r.kind for r in step.value_reasons() if "betas" in (r.source or "")} == {"optimizer_param_group"}
+    project = Project(tmp_path, expected_hashes=profile.sources)
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.NONE, finding.notes
+    assert "`betas` changed with the lr at the same steps (recorded)" in finding.notes[0]
 
 
 def test_rf003_program_that_writes_some_other_lr_gets_no_edit(tmp_path):

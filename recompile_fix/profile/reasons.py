@@ -45,7 +45,7 @@ _REQUIRES_GRAD = re.compile(r"expected requires_grad=(\d)")
 _BACKEND_KEY = re.compile(r"DispatchKeySet\((?:Sparse(?:Csr)?|Quantized|Nested)?(\w+)")
 _EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
 _EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
-_OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\]$")
+_OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\](?:\[\d+\])?$")  # and ['betas'][0]
 _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
 _ATTRIBUTE = re.compile(r"^(\w+)((?:\.\w+)+)$")
 _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")

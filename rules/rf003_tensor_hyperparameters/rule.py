@@ -21,7 +21,8 @@ from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import is_lr_key
 
 __all__ = ["RULE", "TensorHyperparameters"]
 
-_PARAM_GROUP = re.compile(r"""^(?P<owner>.+?)\.param_groups\[(?P<group>\d+)\]\[['"](?P<key>\w+)['"]\]$""")
+# ``opt.param_groups[0]['lr']``, and an item of a tuple-valued key (``...['betas'][0]``).
+_PARAM_GROUP = re.compile(r"""^(?P<owner>.+?)\.param_groups\[(?P<group>\d+)\]\[['"](?P<key>\w+)['"]\](?:\[\d+\])?$""")
 _OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")
 # Each optimizer: the torch/optim module its `step` lives in (AdamW is an Adam subclass since
 # 2.6; adamw.py had its own step before) and its default lr (checked against torch by a test).
@@ -161,7 +162,9 @@ class TensorHyperparameters(Rule):
         version = profile.torch_release
         frames: dict[tuple, list] = {}
         for frame in profile.frames:
-            for reason in frame.reasons():
+            # Every hyper-parameter the run saw change, not only the one torch named first (a
+            # OneCycleLR's betas beside its lr).
+            for reason in frame.value_reasons():
                 match = _PARAM_GROUP.match(reason.source or "") if reason.kind == "optimizer_param_group" else None
                 if match:
                     frames.setdefault(frame.key, [frame, set(), set()])[1].add(match.group("key"))
@@ -266,7 +269,12 @@ class TensorHyperparameters(Rule):
         blockers: list[str] = []
         _scheduler_problems(built, source, version, keys, blockers, notes)
         fills = _program_lr_writes(built, files, project, static_source, blockers)
-        if "lr" not in keys:
+        if "lr" in keys and keys & {"betas", "momentum"}:
+            blockers.append(
+                f"{_keys(keys - {'lr'})} changed with the lr at the same steps (recorded): a tensor lr "
+                "alone leaves those recompiles"
+            )
+        elif "lr" not in keys:
             blockers.append(
                 f"the changing hyper-parameter is {_keys(keys)}, not `lr`: only a tensor lr is "
                 "supported by every optimizer and kept by the schedulers"
