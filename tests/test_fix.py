@@ -140,7 +140,7 @@ def test_fix_on_the_examples_converges_with_verifys_numbers(tmp_path):
     compared = 0
     for frame in verified["frames"]:
         if frame["label"].startswith("step ("):
-            continue  # RF003's tensor lr is unproven: `fix` keeps it after its run (5 -> 1), verify's safe set has not
+            continue  # RF003's tensor lr (unproven) rounds Adam's parameters in the last bits: fix drops it
         cells = _row(fixed.stdout, frame["label"].split(":", 1)[0])
         for i, stat in enumerate(("compiles", "recompiles", "limit_hits"), 1):
             b, a = (frame[side][stat] if frame[side] else None for side in ("before", "after"))
@@ -149,7 +149,9 @@ def test_fix_on_the_examples_converges_with_verifys_numbers(tmp_path):
     assert compared == len(verified["frames"]) - 1 >= 10
     totals = _row(fixed.stdout, "total")
     before, after = (int(n) for n in totals[1].split(" -> "))
-    assert before == verified["totals"]["compiles"]["before"] and after < verified["totals"]["compiles"]["after"]
+    assert before == verified["totals"]["compiles"]["before"] and after <= verified["totals"]["compiles"]["after"]
+    # The parameters the optimizer holds at exit are compared too: the tensor lr is not bit for bit.
+    assert re.search(r"dropped .*RF003[^\n]*\n\s+- outputs differ: Adam parameters at exit", fixed.stdout), fixed.stdout
 
 
 def test_verify_runs_the_program_as_the_user_does(tmp_path):

@@ -202,3 +202,29 @@ def test_fixes_that_only_move_the_recompile_to_another_guard_are_never_written(t
     report = run_cli("report", "fixed.json", "--output-format", "full", cwd=work, check=0).stdout
     if "carries `tokens` dim 0's size" in report:  # the size to pass is the one that changed (it said `x.shape[1]`)
         assert "(`tokens.shape[0]`, or -1 in a view)" in report, report
+
+
+def test_the_weights_training_leaves_are_compared_not_only_the_first_outputs(tmp_path):
+    """A new user's trial: `fix` kept RF014's tensor `gamma` as `[*]` "verified": the losses the
+    compiled calls returned were bit for bit, the trained weights were not (1e-9 off). The
+    parameters each optimizer holds at exit are compared as one more output."""
+    work = _stage("focal_gamma.py", tmp_path)
+    plain = fix_to_fixed_point(["python", "focal_gamma.py"], ALL_RULES, root=work, backend="eager", write=False)
+    ((dropped, why),) = [d for r in plain.rounds for d in r.dropped]
+    assert dropped.rule == "RF014" and plain.kept == []
+    assert why[0].startswith("outputs differ: SGD parameters at exit"), why
+
+
+def test_a_trade_off_that_undoes_another_fixs_gain_is_dropped_and_the_gain_kept(tmp_path):
+    """A new user's trial: with --unsafe-fixes, RF005's graph break and RF002's wrap together
+    compiled 4 -> 4 (reasons changed), so both were kept, then both dropped at the end, losing
+    the `[*]` wrap plain `fix` keeps (4 -> 3). A set that removes no compile is tried one at a
+    time, trade-offs last, and a fix after which the program compiles more in all is worse."""
+    work = _stage("smoothing_accum.py", tmp_path)
+    unsafe = fix_to_fixed_point(
+        ["python", "smoothing_accum.py"], ALL_RULES, root=work, backend="eager", write=False, unsafe_fixes=True
+    )
+    assert [f.rule for f in unsafe.kept] == ["RF002"]
+    dropped = {f.rule: why for r in unsafe.rounds for f, why in r.dropped}
+    assert dropped["RF005"][0].startswith("makes things worse: the program compiles 3 -> 4 times"), dropped
+    assert len([f for r in unsafe.rounds for f, _ in r.dropped]) == 1  # not tried again in a later round

@@ -279,3 +279,39 @@ def test_a_mark_that_would_merge_no_compile_is_not_offered(tmp_path):
     report = run_cli("report", "--output-format", "full", cwd=tmp_path).stdout
     (rf001,) = [line for line in report.splitlines() if "RF001" in line]
     assert "[no fix]" in rf001 and "would not reduce the 3 compiles" in report, report
+
+
+TRACED_GRAD = """import torch
+from torch import nn
+
+torch._dynamo.config.trace_autograd_ops = True
+torch.manual_seed(0)
+D = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+
+
+@torch.compile(backend="eager")
+def penalty(x):
+    x = x.detach().requires_grad_(True)
+    (g,) = torch.autograd.grad(D(x).sum(), x, create_graph=True)
+    return ((g.norm(2, dim=1) - 1) ** 2).mean()
+
+
+for _ in range(3):
+    penalty(torch.randn(4, 8)).backward()
+"""
+
+
+@pytest.mark.slow
+def test_noting_the_backward_pass_leaves_torch_autograd_grad_to_dynamo(tmp_path):
+    """A new user's trial: the recorder put a wrapper (skipped by dynamo) in place of
+    `torch.autograd.grad` to note a backward pass; with `trace_autograd_ops=True` the profiled
+    program broke its graph there, compiled a frame more than it does, and the break was named
+    in the tool's own file. It notes the engine's entry point instead."""
+    (tmp_path / "train.py").write_text(TRACED_GRAD)
+    run_cli("profile", "--", "python", "train.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    assert profile.trains
+    breaks = [b for f in profile.frames for b in f.graph_breaks]
+    assert all(b.location.file == "train.py" for b in breaks), breaks
+    assert "program_facts" not in json.dumps(profile.to_json())
+    assert sum(f.compile_count for f in profile.frames) == 2  # as the program compiles on its own

@@ -91,6 +91,7 @@ class OutputRecorder:
         self._stance: Callable[[str], Any] | None = getattr(getattr(torch, "compiler", None), "set_stance", None)
         self.fail_on_recompile = fail_on_recompile and self._stance is not None
         self.warm = False
+        self.optimizers: list[weakref.ref] = []  # those that stepped, in order (watch_optimizers)
         if fail_on_recompile and self._stance is None:
             print(
                 "recompile-fix: this torch has no torch.compiler.set_stance; --fail-on-recompile is not checked",
@@ -209,6 +210,50 @@ class OutputRecorder:
                 if isinstance(param, torch.Tensor):
                     found.setdefault(id(param), param)
         return list(found.values())[:_MAX_PARAMETERS]
+
+    def watch_optimizers(self) -> None:
+        """Note each optimizer that steps, in the order they first step (torch's global step
+        hook: whatever the program calls, compiled or not)."""
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook as hooks
+        except ImportError:  # a torch without global step hooks: the calls' outputs only
+            return
+        seen: set[int] = set()
+
+        def stepped(optimizer, args, kwargs) -> None:
+            if id(optimizer) not in seen:
+                seen.add(id(optimizer))
+                self.optimizers.append(weakref.ref(optimizer))
+
+        hooks(stepped)
+
+    def record_final_parameters(self) -> None:
+        """The parameters each optimizer that stepped holds when the program ends, as one more
+        callable (``<exit>``): what training made of every step, where the first calls kept
+        show only the first steps' outputs (a gradient that rounds differently shows here)."""
+        torch = self.torch
+        for ref in self.optimizers:
+            optimizer = ref()
+            if optimizer is None:
+                continue
+            params = [
+                p.detach()
+                for group in optimizer.param_groups
+                for p in group.get("params", ())
+                if isinstance(p, torch.Tensor) and type(p.detach()) is torch.Tensor and p.layout == torch.strided
+            ][:_MAX_PARAMETERS]
+            if not params:
+                continue
+            size = sum(p.numel() * p.element_size() for p in params)
+            if self.truncated or self.bytes + size > self.max_bytes:
+                self.truncated = True
+                return
+            self.bytes += size
+            entry = self.register(
+                "exit", f"{type(optimizer).__qualname__} parameters at exit", "parameters", "<exit>", 0
+            )
+            entry["calls"] = 1
+            self.outputs[entry["index"]].append([p.clone() for p in params])
 
     # -- output -----------------------------------------------------------------------------
     def saveable(self) -> dict:
@@ -342,9 +387,17 @@ def install_from_env(torch) -> OutputRecorder | None:
         fail_on_recompile=os.environ.get(FAIL_ON_RECOMPILE_ENV) == "1",
     )
     install(torch, recorder)
+    try:
+        recorder.watch_optimizers()
+    except Exception as exc:  # never lose the outputs over the final parameters
+        print(f"recompile-fix: could not watch the optimizers: {exc!r}", file=sys.stderr)
     path = os.path.join(directory, f"outputs-{os.getpid()}.pt")
 
     def write() -> None:
+        try:
+            recorder.record_final_parameters()
+        except Exception as exc:  # never lose the outputs recorded over the final parameters
+            print(f"recompile-fix: could not record the final parameters: {exc!r}", file=sys.stderr)
         try:
             recorder.save(path)
         except Exception as exc:

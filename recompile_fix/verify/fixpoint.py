@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -277,13 +278,14 @@ def _trade_offs(profile: Profile, findings: list[Finding]) -> list[tuple[Finding
 
 def _key(finding: Finding, tree: Checkout) -> tuple:
     """A Finding, recognisable in a later round: its rule, file, message and the code on its line
-    (line numbers move as fixes go in above it)."""
+    (line numbers move as fixes go in above it; counts in the message change as fixes go in:
+    `(4 compiles)` in round 1 is `(3 compiles)` in round 2)."""
     try:
         lines = source_bytes(resolve(finding.file, tree.cwd)).decode("utf-8").splitlines()
         code = lines[finding.location.line - 1].strip()
     except (OSError, UnicodeDecodeError, IndexError, UserError):
         code = str(finding.location.line)
-    return (finding.rule, finding.file, finding.message, code)
+    return (finding.rule, finding.file, re.sub(r"\d+", "#", finding.message), code)
 
 
 def _rewrites(user: Checkout, work: Checkout, kept: list[Finding]) -> list[FileRewrite]:

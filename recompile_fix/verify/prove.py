@@ -12,7 +12,7 @@ from pathlib import Path
 
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
-from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.finding import TRADE_OFF, Finding, Safety
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.fix import ApplyResult, rewrite_files, run_apply, select_fixes, write_rewrites
 from recompile_fix.profile import scratch
@@ -211,7 +211,7 @@ def select_verified(
     ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
     more trials to come."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
-    if fixes and not picker.together(fixes) and len(fixes) > 1:
+    if fixes and not picker.together(fixes, must_reduce=len(fixes) > 1) and len(fixes) > 1:
         proven = [f for f in fixes if not f.unproven]
         unproven = [f for f in fixes if f.unproven]
         if proven and unproven:
@@ -220,6 +220,14 @@ def select_verified(
             picker.one_by_one(unproven)
         else:
             picker.one_by_one(fixes)
+        if not picker.result.kept and picker.unreduced is not None:
+            # None paid off alone either: the set that changed the recompiles' reasons stays, as
+            # a later round may fix the guard it uncovered.
+            dropped, picker.result.dropped = picker.result.dropped, []
+            if expect is not None:
+                expect(1)
+            if not picker.together(picker.unreduced):
+                picker.result.dropped = dropped
     result = picker.result
     if result.last is not None and result.verification is None:  # kept one at a time, each on its own terms
         result.verification = picker.compare(before, result.last, result.kept, each_proven=True)
@@ -234,6 +242,7 @@ class _Picker:
         self.command, self.tolerance, self.expect = command, tolerance, expect
         self.result = Selection()
         self.reference = before  # the run of the fixes kept so far
+        self.unreduced: list[Finding] | None = None  # a set that verified without fewer compiles
 
     def compare(
         self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None, each_proven=False
@@ -253,16 +262,37 @@ class _Picker:
         self.result.kept.extend(fixes)
         self.reference = self.result.last = run
 
-    def together(self, fixes: list[Finding]) -> bool:
+    def _more(self, run: Run, fixes: list[Finding]) -> str:
+        """Why ``run`` is worse than the reference in all, though each frame's own judgment passed:
+        a graph break's resumed frame can recompile for what another fix had made a tensor, so
+        the split frame compiles less and the program more. "" where it is not (or where the fixes
+        trade compiles for compile time by design: RF004)."""
+        if "same_compiles" in allowances(fixes, self.rules):
+            return ""
+        more = _more_compiles(self.reference, run)
+        return f"makes things worse: the program compiles {more}" if more else ""
+
+    def together(self, fixes: list[Finding], *, must_reduce: bool = False) -> bool:
         """Try ``fixes`` on top of those kept, in one run; keep them when they verify (those that
-        turn out to change nothing aside). False, and nothing kept, when they do not."""
+        turn out to change nothing aside). False, and nothing kept, when they do not, or (with
+        ``must_reduce``) when they verify without fewer compiles or limit hits: one fix can
+        undo another's gain (a graph break that splits a frame whose scalar another fix wraps),
+        and one at a time finds the one that pays."""
         kept = list(self.result.kept)
         what = _describe(fixes) if not kept else f"+ {len(fixes)} fixes"
         run = self.trial(kept + fixes, what)
         check = self.compare(self.reference, run, fixes, kept)
-        if not check.verified:
+        more = self._more(run, fixes) if check.verified else ""
+        if not check.verified or more:
             if len(fixes) == 1:
-                self.result.dropped.append((fixes[0], check.regressions))
+                self.result.dropped.append((fixes[0], [more] if more else check.regressions))
+            return False
+        if (
+            must_reduce
+            and not _fewer_compiles(self.reference, run)
+            and "same_compiles" not in allowances(fixes, self.rules)
+        ):
+            self.unreduced = fixes
             return False
         doubt = suspects(self.reference.profile, run.profile, fixes, _same_compiles(self.rules))
         rest = [f for f in fixes if all(f is not d for d in doubt)]
@@ -294,11 +324,16 @@ class _Picker:
         sampler's `t`, `beta` and `1 - beta`), where the first try failed on another fix."""
         if self.expect is not None:
             self.expect(len(fixes))
+        # Trade-offs last: a graph break kept first can split the frame another fix pays off in.
+        fixes = sorted(fixes, key=lambda f: f.safety is Safety.UNSAFE and f.unsafe_because == TRADE_OFF)
         idle: list[tuple[Finding, list[str]]] = []
         for fix in fixes:
             run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
             check = self.compare(self.reference, run, [fix], self.result.kept)
-            if check.verified:
+            more = self._more(run, [fix]) if check.verified else ""
+            if more:
+                self.result.dropped.append((fix, [more]))
+            elif check.verified:
                 self._keep([fix], run)
             elif check.regressions and all(r.startswith(NO_OP) for r in check.regressions):
                 idle.append((fix, check.regressions))
@@ -311,6 +346,22 @@ class _Picker:
                 idle = []
         self.result.dropped.extend(idle)
         self.result.verification = None  # before against the kept set: made at the end
+
+
+def _totals(run: Run) -> tuple[int, int]:
+    """How often the program compiled, and hit the recompile limit, in all."""
+    return sum(f.compile_count for f in run.profile.frames), sum(f.limit_hits for f in run.profile.frames)
+
+
+def _fewer_compiles(reference: Run, run: Run) -> bool:
+    (compiles, limits), (compiles_now, limits_now) = _totals(reference), _totals(run)
+    return compiles_now < compiles or (compiles_now <= compiles and limits_now < limits)
+
+
+def _more_compiles(reference: Run, run: Run) -> str:
+    """``"N -> M times"`` where ``run`` compiled more often in all than ``reference``, else ""."""
+    (compiles, limits), (compiles_now, limits_now) = _totals(reference), _totals(run)
+    return f"{compiles} -> {compiles_now} times" if compiles_now > compiles and limits_now >= limits else ""
 
 
 def _same_compiles(rules: tuple[Rule, ...]) -> set[str]:

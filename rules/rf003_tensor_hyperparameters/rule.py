@@ -110,11 +110,12 @@ class TensorHyperparameters(Rule):
     positionally, in param-group dicts, or left to its default). float64 keeps the scheduler's
     arithmetic in double precision as with a float lr (the PyTorch guide's float32
     `torch.tensor(0.01)` is within 2e-8 but not bit-identical), but the compiled update reads a
-    0-d tensor where it read a number, and may round differently: measured bit-identical for
-    Adam under ExponentialLR on torch 2.13, 1e-9 relative on AdamW's parameters under a cosine
-    schedule (diffusers' `get_scheduler("cosine")`, 6 steps), up to 3e-8 on SGD's. So the fix is
-    unsafe, unproven: `fix` keeps it where a run of the program shows fewer compiles and the same
-    outputs within `assert_close`. A program that anneals the lr itself, as CleanRL's PPO does
+    0-d tensor where it read a number, and rounds differently: measured on torch 2.13, Adam's
+    parameters after 8 steps under ExponentialLR within 3e-8 (its first steps' outputs bit for
+    bit), 1e-9 relative on AdamW's under a cosine schedule (diffusers' `get_scheduler("cosine")`,
+    6 steps), up to 3e-8 on SGD's. So the fix is unsafe, unproven: `fix --unsafe-fixes` keeps it
+    where a run of the program shows fewer compiles and the same outputs, and the parameters the
+    optimizer holds at exit, within `assert_close`. A program that anneals the lr itself, as CleanRL's PPO does
     (`optimizer.param_groups[0]["lr"] = lrnow`, or a loop over `opt.param_groups`), gets
     `...["lr"].fill_(lrnow)` there, which keeps the tensor (LeanRL's hand fix); its Adam updates
     then round within 3e-8 of the float lr's (measured on golden RF003/ppo_anneal_lr).
@@ -299,8 +300,9 @@ class TensorHyperparameters(Rule):
             0,
             "float64 keeps the scheduler's arithmetic in double precision, as with a float lr; the "
             "compiled update may still round differently with a tensor lr (measured on torch 2.13: "
-            "exact under ExponentialLR, 1e-9 relative under a cosine schedule): unproven, `fix` keeps "
-            "it where a run shows fewer compiles and the same outputs within assert_close",
+            "Adam's parameters within 3e-8 under ExponentialLR, 1e-9 relative under a cosine schedule): "
+            "unproven, `fix --unsafe-fixes` keeps it where a run shows fewer compiles and the same "
+            "outputs within assert_close",
         )
         if built.foreach and not built.capturable and built.cls in CAPTURABLE_FOR_FOREACH:
             safety = Safety.UNSAFE

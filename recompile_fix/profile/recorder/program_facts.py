@@ -25,7 +25,7 @@ _MAX_STEADY_SAMPLES = 200  # call times kept per compiled module (the median of 
 
 
 def note_backward(torch: types.ModuleType, recorder: Recorder) -> None:
-    """Note the first backward pass. The wrappers' frames are skipped by dynamo (it would compile
+    """Note the first backward pass, where the autograd engine is called. The wrappers' frames are skipped by dynamo (it would compile
     them as frames of their own when eager code runs them under a compiled caller), and inside a
     compiled region `Tensor.backward()` breaks the graph before reaching them, as it did before."""
     try:
@@ -50,8 +50,14 @@ def note_backward(torch: types.ModuleType, recorder: Recorder) -> None:
         noted.__name__, noted.__qualname__, noted.__doc__ = original.__name__, original.__qualname__, original.__doc__
         return noted
 
-    autograd.backward = wrap(autograd.backward)
-    autograd.grad = wrap(autograd.grad)
+    if callable(getattr(autograd, "_engine_run_backward", None)):
+        # What both `backward` and `grad` call (torch >= 2.3): the public functions stay torch's
+        # own, which dynamo recognises (`trace_autograd_ops=True` traces `torch.autograd.grad`;
+        # a wrapper in its place broke the graph there, and named the tool's file as the break).
+        autograd._engine_run_backward = wrap(autograd._engine_run_backward)
+    else:
+        autograd.backward = wrap(autograd.backward)
+        autograd.grad = wrap(autograd.grad)
 
 
 def time_compiled_modules(recorder: Recorder) -> None:
