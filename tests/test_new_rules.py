@@ -377,3 +377,62 @@ def test_rf006_every_held_counter_that_changed_is_recorded_and_fixed_together(tm
     after = run_recorded(tmp_path / "program.py", tmp_path)
     assert total_compiles(before) == 5 and total_compiles(after) == 1
     assert_same_outputs(before, after, exact=True)
+
+
+EMA_NO_GRAD = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class EMA(nn.Module):
+    def __init__(self, model, decay=0.999):
+        super().__init__()
+        self.shadow = [p.detach().clone() for p in model.parameters()]
+        self.decay = decay
+        self.num_updates = 0
+
+    @torch.no_grad()
+    def forward(self, model):
+        self.num_updates += 1
+        d = min(self.decay, (1 + self.num_updates) / (10 + self.num_updates))
+        for s, p in zip(self.shadow, model.parameters()):
+            s.mul_(d).add_(p.detach(), alpha=1 - d)
+        return self.shadow[0]
+
+
+model = nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ema = EMA(model)
+update = torch.compile(ema, backend="eager")
+for step in range(6):
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    update(model)
+"""
+
+
+@pytest.mark.slow
+def test_rf006_a_counter_of_a_module_compiled_through_torchs_own_wrapper(tmp_path):
+    """A new user's trial: a `@torch.no_grad()` forward lives in torch's files, so
+    `torch.compile(ema)` compiles torch's `inner` wrapper, whose guards name the module `fn`
+    (`fn.num_updates`): "no rule has a fix". The recorder records the module it closes over;
+    RF006 names `L['fn'].num_updates` (the hand fix): 6 compiles -> 1, the same tensors."""
+    from equivalence import assert_same_outputs, run_recorded, total_compiles
+
+    (tmp_path / "program.py").write_text(EMA_NO_GRAD)
+    run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    assert frame.name == "inner" and frame.module_class("fn") == ("program.py", "EMA")
+    (finding,) = rule_by_id("RF006").plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert finding.safety is Safety.SAFE and "`EMA.num_updates`" in finding.message, finding.notes
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    assert "dynamic_sources = \"L['fn'].num_updates\"" in (tmp_path / "program.py").read_text()
+    (tmp_path / "original.py").write_text(EMA_NO_GRAD)
+    before = run_recorded(tmp_path / "original.py", tmp_path)
+    after = run_recorded(tmp_path / "program.py", tmp_path)
+    assert total_compiles(before) == 6 and total_compiles(after) == 1
+    assert_same_outputs(before, after, exact=True)

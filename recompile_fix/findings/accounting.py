@@ -304,6 +304,11 @@ def expected_why(reason: Reason) -> str | None:
         return f"`torch.autocast` switched (`{reason.source}`): one graph per autocast state"
     if reason.kind == "training_flag":
         return "`.training` flipped (train/eval): one graph per mode"
+    if reason.kind == "requires_grad_mismatch":
+        return (
+            f"`{reason.source}` requires grad on some calls and not on others (the first layer's "
+            "input beside a later layer's, data beside an activation): autograd needs a graph for each"
+        )
     if (
         reason.kind == "dispatch_key_mismatch"
         and "Autograd" in str(reason.expected)

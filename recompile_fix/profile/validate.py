@@ -237,7 +237,7 @@ def _check_signature(signature: Any, where: str) -> None:
         return
     if not isinstance(signature, dict):
         raise _damaged(f"{where} is not an object")
-    for key in ("positional", "keyword_only"):
+    for key in ("positional", "keyword_only", "free"):
         names = signature.get(key, [])
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise _damaged(f"{where}.{key} is not a list of names")
@@ -251,7 +251,7 @@ def _parameters(signature: dict[str, Any] | None) -> set[str] | None:
     if not isinstance(signature, dict):
         return None
     names: set[str] = set()
-    for key in ("positional", "keyword_only"):
+    for key in ("positional", "keyword_only", "free"):
         if isinstance(signature.get(key), list):
             names.update(n for n in signature[key] if isinstance(n, str))
     for key in ("varargs", "varkw"):

@@ -25,7 +25,7 @@ from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
-from recompile_fix.profile.model import Location, Profile
+from recompile_fix.profile.model import Frame, Location, Profile
 
 __all__ = ["RULE", "CounterBuffer"]
 
@@ -124,13 +124,16 @@ class CounterBuffer(Rule):
         counters: dict[tuple, Counter] = {}
         owners: dict[tuple, tuple[str, str, str] | None] = {}
         for frame in profile.frames:
-            if os.path.isabs(frame.file):
-                continue  # library code: its globals and attributes are not the user's to edit
+            # Library code: its globals and attributes are not the user's to edit, but for a module
+            # of the project that torch's own wrapper code compiles (`fn`, closed over).
+            library = os.path.isabs(frame.file)
             # Every value guard that failed, recorded beside the one torch names: the model's
             # other modules may count too (`enc` beside `dec`), and each is its own counter.
             for reason in frame.value_reasons():
                 guarded = reason.source or ""  # as torch spells it: what `dynamic_sources` names
                 source = attribute_path(guarded)  # a held module's `self._modules['dec'].n` as `self.dec.n`
+                if library and not _project_module(frame, source):
+                    continue
                 is_int = reason.value_type == "int"
                 owner: tuple[str, str, str] | None = None  # an attribute's class (a global's file is in its key)
                 key: tuple[str, object, str]
@@ -289,6 +292,14 @@ class CounterBuffer(Rule):
                     return f"line {number}: `{line.strip()}`"
             return None
         return super().already_present(finding, source)
+
+
+def _project_module(frame: Frame, source: str) -> bool:
+    """Whether ``source`` is an attribute of a module of the project that the recorder saw at the
+    frame's compiles (by class, defined in a file under the project root)."""
+    match = ATTRIBUTE_SOURCE.match(source)
+    recorded = frame.module_class(match.group("root")) if match else None
+    return recorded is not None and not os.path.isabs(recorded[0])
 
 
 def _counted_beside(counter: Counter, held: str, safe: set[str]) -> str | None:

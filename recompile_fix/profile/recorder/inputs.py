@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 import types
+from typing import Any
 
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 from recompile_fix.profile.recorder.stack import user_frame_past_library
@@ -166,7 +167,7 @@ def walkable(value: object) -> bool:
     return not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType))
 
 
-def signature(code: types.CodeType) -> dict:
+def signature(code: types.CodeType) -> dict[str, Any]:
     """How the compiled code takes its arguments: which locals are positional parameters, which
     is ``*args`` and which ``**kwargs`` (guards spell their items ``args[1]``, ``kwargs['k']``)."""
     names = code.co_varnames
@@ -179,7 +180,10 @@ def signature(code: types.CodeType) -> dict:
         at += 1
     if code.co_flags & 0x08:
         varkw = names[at]
-    return {"positional": positional, "keyword_only": keyword_only, "varargs": varargs, "varkw": varkw}
+    taken = {"positional": positional, "keyword_only": keyword_only, "varargs": varargs, "varkw": varkw}
+    if code.co_freevars:  # names it closes over (`fn` in torch's `inner` wrapper), recorded as inputs too
+        taken["free"] = list(code.co_freevars)
+    return taken
 
 
 def _holders(frame: types.FrameType) -> dict[int, str]:
@@ -237,6 +241,12 @@ def _read_compiled_frame_inputs() -> dict:
             if taken["varkw"]:
                 for key, item in list(dict(values.get(taken["varkw"]) or {}).items())[:_MAX_ITEMS]:
                     walk.visit(f"{taken['varkw']}[{key!r}]", item, 1)
+            # A module the code closes over: `torch.compile(module)` compiles torch's `inner`
+            # wrapper around it when its forward lives in torch's files (a `@torch.no_grad()`
+            # forward, an nn.Sequential), and guards spell it `fn`.
+            for name in code.co_freevars[:_MAX_ITEMS]:
+                if isinstance(values.get(name), torch.nn.Module):
+                    walk.visit(name, values[name], 0)
             _note_holders(walk, frame)
             inputs: dict[str, object] = dict(walk.entries)
             inputs[_SIGNATURE] = taken
