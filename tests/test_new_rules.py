@@ -436,3 +436,39 @@ def test_rf006_a_counter_of_a_module_compiled_through_torchs_own_wrapper(tmp_pat
     after = run_recorded(tmp_path / "program.py", tmp_path)
     assert total_compiles(before) == 6 and total_compiles(after) == 1
     assert_same_outputs(before, after, exact=True)
+
+
+STEP_AND_OPTIMIZER = """import torch
+from torch import nn
+
+
+class Student(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.step = 0
+
+    def forward(self, x):
+        self.step += 1
+        return self.fc(x) * self.step
+
+
+student = Student()
+opt = torch.optim.SGD(student.parameters(), lr=0.1)
+model = torch.compile(student)
+for i in range(4):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+"""
+
+
+def test_rf006_a_method_of_the_same_name_is_not_a_read_of_the_counter(tmp_path):
+    """A new user's trial: `Student.step` (an int counter) was "used in `opt.step()`", the
+    optimizer's method, which kept it out of a tensor. A called attribute is never the int."""
+    from profiles import frame_of, project_of
+
+    frame = frame_of(*[[f"self.step == {n}"] for n in range(4)], name="forward", file="program.py", first_line=11)
+    profile, project = project_of(tmp_path, {"program.py": STEP_AND_OPTIMIZER}, frame)
+    (finding,) = rule_by_id("RF006").plan(profile, project)
+    assert not any("opt.step()" in note for note in finding.notes), finding.notes
+    assert finding.safety is Safety.SAFE
