@@ -187,6 +187,22 @@ def test_select_verified_tries_the_proven_fixes_together_then_each_unproven_one(
     assert trials.asked == [(20, 21, 50), (20, 21), (20, 21, 50)]
 
 
+def test_select_verified_tries_the_proven_fixes_together_before_a_trade_off_that_failed_the_run():
+    """A new user's trial (GPT-2, --unsafe-fixes): `dynamic=True` tripped an assertion in torch,
+    so the joint trial failed; one at a time, the second proven fix was judged on top of the first
+    alone and dropped, ending at 12 -> 9 where plain `fix` reached 12 -> 2. The proven fixes are
+    tried together first, the trade-off on its own after them."""
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")], ONES)
+    crashed = _run([], exit_code=1)
+    fixed = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(1), source="y")], ONES)
+    a, b = _fix(line=20), _fix(line=21, frame="gn (prog.py:40)", source="y")
+    dynamic = _fix(line=50, safety=Safety.UNSAFE, unsafe_because=TRADE_OFF)
+    trials = _Trials({(20, 21, 50): crashed, (20, 21): fixed})
+    picked = select_verified(before, [a, dynamic, b], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [a, b] and [f for f, _ in picked.dropped] == [dynamic]
+    assert trials.asked == [(20, 21, 50), (20, 21), (20, 21, 50)]
+
+
 class _Regional(Rule):
     id = "RF007"
 

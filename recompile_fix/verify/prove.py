@@ -204,22 +204,35 @@ def select_verified(
     """Keep the fixes that make nothing worse than ``before`` and change something: all
     together when that verifies (one trial), else one at a time (a trial each), each compared
     with the last accepted run, so the kept set is exactly what the last accepted run ran.
-    Where the set mixes fixes the rules proved with unproven ones (``Finding.unproven``), the
-    proven ones are tried together first, then each unproven one on top. A fix in a set that
+    Where the set mixes fixes the rules proved with unproven ones (``Finding.unproven``) or
+    trade-offs, the proven ones are tried together first, then each unproven one, then each
+    trade-off, on top. A fix in a set that
     verified whose own recompiles all stay (``judge.suspects``) is tried out: one more run
     without it, and it goes when that run compiles alike (it changes nothing on this program).
     ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
     more trials to come."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
     if fixes and not picker.together(fixes, must_reduce=len(fixes) > 1) and len(fixes) > 1:
-        proven = [f for f in fixes if not f.unproven]
-        unproven = [f for f in fixes if f.unproven]
-        if proven and unproven:
-            if len(proven) == 1 or not picker.together(proven):
-                picker.one_by_one(proven)
-            picker.one_by_one(unproven)
-        else:
+        # Those the rules proved first (together, when they verify so), then each unproven one
+        # and each trade-off on top: a trade-off that fails the run (`dynamic=True` tripping an
+        # assertion in torch) or splits a frame must not cost the proven ones their trial together.
+        groups = [
+            group
+            for group in (
+                [f for f in fixes if not f.unproven and not _trade_off(f)],
+                [f for f in fixes if f.unproven],
+                [f for f in fixes if _trade_off(f)],
+            )
+            if group
+        ]
+        if len(groups) == 1:
             picker.one_by_one(fixes)
+        else:
+            first, *rest = groups
+            if len(first) == 1 or not picker.together(first):
+                picker.one_by_one(first)
+            for group in rest:
+                picker.one_by_one(group)
         if not picker.result.kept and picker.unreduced is not None:
             # None paid off alone either: the set that changed the recompiles' reasons stays, as
             # a later round may fix the guard it uncovered.
@@ -325,7 +338,7 @@ class _Picker:
         if self.expect is not None:
             self.expect(len(fixes))
         # Trade-offs last: a graph break kept first can split the frame another fix pays off in.
-        fixes = sorted(fixes, key=lambda f: f.safety is Safety.UNSAFE and f.unsafe_because == TRADE_OFF)
+        fixes = sorted(fixes, key=_trade_off)
         idle: list[tuple[Finding, list[str]]] = []
         for fix in fixes:
             run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
@@ -346,6 +359,11 @@ class _Picker:
                 idle = []
         self.result.dropped.extend(idle)
         self.result.verification = None  # before against the kept set: made at the end
+
+
+def _trade_off(fix: Finding) -> bool:
+    """A fix that changes performance by design (a graph break, regional compilation, `dynamic=True`)."""
+    return fix.safety is Safety.UNSAFE and fix.unsafe_because == TRADE_OFF
 
 
 def _totals(run: Run) -> tuple[int, int]:
