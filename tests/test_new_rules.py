@@ -355,7 +355,7 @@ def test_rf006_every_held_counter_that_changed_is_recorded_and_fixed_together(tm
     on the recompiling call and records `enc`'s too (`Compile.also_failed`). RF006 then names
     both in one `dynamic_sources` and, nothing else changing with them, offers it as a safe fix:
     the program compiles once, with the same outputs."""
-    from equivalence import assert_same_outputs, run_recorded, total_compiles
+    from equivalence import assert_same_outputs, total_compiles
 
     (tmp_path / "program.py").write_text(NESTED_COUNTER)
     run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
@@ -369,14 +369,20 @@ def test_rf006_every_held_counter_that_changed_is_recorded_and_fixed_together(tm
     }
     (finding,) = rule_by_id("RF006").plan(profile, Project(tmp_path, expected_hashes=profile.sources))
     assert finding.safety is Safety.SAFE, finding.notes
-    run_cli("apply", ".", cwd=tmp_path, check=0)
-    fixed = (tmp_path / "program.py").read_text()
+    fixed, before, after = _applied_and_run_beside_the_original(tmp_path, NESTED_COUNTER)
     assert "L['self']._modules['enc'].num_updates" in fixed and "L['self']._modules['dec'].num_updates" in fixed
-    (tmp_path / "original.py").write_text(NESTED_COUNTER)
-    before = run_recorded(tmp_path / "original.py", tmp_path)
-    after = run_recorded(tmp_path / "program.py", tmp_path)
     assert total_compiles(before) == 5 and total_compiles(after) == 1
     assert_same_outputs(before, after, exact=True)
+
+
+def _applied_and_run_beside_the_original(tmp_path, original: str) -> tuple[str, dict, dict]:
+    """`apply` on the profiled program.py; its text, and the recorded runs of the original and of it."""
+    from equivalence import run_recorded
+
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    (tmp_path / "original.py").write_text(original)
+    before = run_recorded(tmp_path / "original.py", tmp_path)
+    return (tmp_path / "program.py").read_text(), before, run_recorded(tmp_path / "program.py", tmp_path)
 
 
 EMA_NO_GRAD = """import torch
@@ -420,7 +426,7 @@ def test_rf006_a_counter_of_a_module_compiled_through_torchs_own_wrapper(tmp_pat
     `torch.compile(ema)` compiles torch's `inner` wrapper, whose guards name the module `fn`
     (`fn.num_updates`): "no rule has a fix". The recorder records the module it closes over;
     RF006 names `L['fn'].num_updates` (the hand fix): 6 compiles -> 1, the same tensors."""
-    from equivalence import assert_same_outputs, run_recorded, total_compiles
+    from equivalence import assert_same_outputs, total_compiles
 
     (tmp_path / "program.py").write_text(EMA_NO_GRAD)
     run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
@@ -429,11 +435,8 @@ def test_rf006_a_counter_of_a_module_compiled_through_torchs_own_wrapper(tmp_pat
     assert frame.name == "inner" and frame.module_class("fn") == ("program.py", "EMA")
     (finding,) = rule_by_id("RF006").plan(profile, Project(tmp_path, expected_hashes=profile.sources))
     assert finding.safety is Safety.SAFE and "`EMA.num_updates`" in finding.message, finding.notes
-    run_cli("apply", ".", cwd=tmp_path, check=0)
-    assert "dynamic_sources = \"L['fn'].num_updates\"" in (tmp_path / "program.py").read_text()
-    (tmp_path / "original.py").write_text(EMA_NO_GRAD)
-    before = run_recorded(tmp_path / "original.py", tmp_path)
-    after = run_recorded(tmp_path / "program.py", tmp_path)
+    fixed, before, after = _applied_and_run_beside_the_original(tmp_path, EMA_NO_GRAD)
+    assert "dynamic_sources = \"L['fn'].num_updates\"" in fixed
     assert total_compiles(before) == 6 and total_compiles(after) == 1
     assert_same_outputs(before, after, exact=True)
 

@@ -284,11 +284,9 @@ class AttributeState(CounterState):
             for node in source.nodes(cst.Attribute):
                 if node.attr.value != attr or not is_load(source, node):
                     continue
-                parent = source.parents.get(node)
-                if isinstance(parent, cst.Call) and parent.func is node:
+                if isinstance(call := source.parents.get(node), cst.Call) and call.func is node:
                     continue  # `opt.step()`: a method called, never a read of an int counter
-                inside = self.cls in set(source.ancestors(node))
-                if inside and not is_name(node.value, "self"):
+                if self.cls in set(source.ancestors(node)) and not is_name(node.value, "self"):
                     continue
                 if self._another_class(source, file, node) or self._another_object(classes, source, file, node):
                     continue
