@@ -62,6 +62,16 @@ def grouped_reasons(frame: Frame, compiles: list[Compile] | None = None) -> list
     return [(phrase, n, _first_and_last(examples[phrase])) for phrase, n in counts.most_common()]
 
 
+def _unnamed_changes(compiles: list[Compile]) -> list[str]:
+    """A line per value that changed beside the guard torch named (``Compile.also_failed``), in
+    how many of these compiles: the recorder's own evaluation of the cached graphs' guards."""
+    counts: Counter = Counter()
+    for compile_ in compiles:
+        named = {r.source for r in compile_.reasons}
+        counts.update({r.source for r in compile_.also_failed or () if r.source not in named})
+    return [f"{n}x changed too, which torch did not name: `{source}`" for source, n in sorted(counts.items())]
+
+
 def reason_ids(frame: Frame) -> dict[str, str]:
     """The registry ID (profile.reason_classes) of each phrase ``grouped_reasons`` gives."""
     return {_reason_phrase(c.reasons[0]): reason_id(c.reasons[0].kind) for c in frame.compiles if c.reasons}
@@ -193,10 +203,12 @@ def _frame_lines(frame: Frame, ranks: list[int]) -> list[str]:
             for phrase, count, example in grouped_reasons(frame, compiles):
                 suffix = f" ({example})" if example else ""
                 lines.append(f"        {count}x {phrase}{suffix}")
+            lines.extend(f"        {line}" for line in _unnamed_changes(compiles))
     else:
         for phrase, count, example in grouped_reasons(frame):
             suffix = f" ({example})" if example else ""
             lines.append(f"    {count}x {phrase}{suffix}")
+        lines.extend(f"    {line}" for line in _unnamed_changes(frame.compiles))
     for gb in frame.graph_breaks:
         lines.append(
             f"    graph break x{gb.count} at {display_location(short_path(gb.location.file), gb.location.line)}: "

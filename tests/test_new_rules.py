@@ -475,3 +475,20 @@ def test_rf006_a_method_of_the_same_name_is_not_a_read_of_the_counter(tmp_path):
     (finding,) = rule_by_id("RF006").plan(profile, project)
     assert not any("opt.step()" in note for note in finding.notes), finding.notes
     assert finding.safety is Safety.SAFE
+
+
+def test_the_report_names_the_values_that_changed_beside_torchs_guard(tmp_path):
+    """The recorded `also_failed` guards are shown under the frame's reasons, and a held module's
+    attribute reads as one (it read "Python scalar argument changed")."""
+    from profiles import frame_of, project_of
+    from recompile_fix.profile.reasons import parse_reasons
+    from recompile_fix.report import render_text
+
+    guard = "self._modules['dec'].num_updates == {}"
+    frame = frame_of(*[[guard.format(n)] for n in range(3)], name="forward", file="program.py", first_line=21)
+    for n, compile_ in enumerate(frame.compiles[1:]):
+        compile_.also_failed = parse_reasons(f"0/{n}: self._modules['enc'].num_updates == {n}")
+    profile, _ = project_of(tmp_path, {"program.py": NESTED_COUNTER}, frame)
+    text = render_text(profile)
+    assert "3x nn.Module attribute changed: `self._modules['dec'].num_updates`" in text, text
+    assert "3x changed too, which torch did not name: `self._modules['enc'].num_updates`" in text, text

@@ -47,7 +47,8 @@ _EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
 _EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
 _OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\](?:\[\d+\])?$")  # and ['betas'][0]
 _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
-_ATTRIBUTE = re.compile(r"^(\w+)((?:\.\w+)+)$")
+# ``self.scale``, and a held module's (``self._modules['dec'].n``, as torch spells it).
+_ATTRIBUTE = re.compile(r"""^(\w+)((?:\.\w+|\.\_modules\[['"][\w.]+['"]\])*\.\w+)$""")
 _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
 _STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
 _LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
