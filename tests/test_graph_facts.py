@@ -276,3 +276,24 @@ def test_after_the_parameter_fix_the_one_recompile_left_is_expected(tmp_path):
     report = run_cli("report", "profile.json", cwd=tmp_path, check=0)
     assert "2 compiles, 1 recompiles" in report.stdout, report.stdout
     assert "RF001" not in report.stdout and "0 with no fix (why given), 1 expected" in report.stdout
+
+
+@pytest.mark.slow
+def test_a_mark_that_the_dynamic_graph_itself_rules_out_is_not_offered(tmp_path):
+    """A new user's trial: `[*]` RF001 marked a progressively resized image (32, 40, 48, 56) and
+    the program compiled twice as before (a 1x1 feature map at 32 is specialised). The recorder
+    holds the dynamic graph's guards against the earlier compiles' sizes (`excludes`); RF001
+    offers no mark, and says why."""
+    from recompile_fix.analysis.project import Project
+    from recompile_fix.findings.finding import Safety
+    from recompile_fix.rules import rule_by_id
+
+    shutil.copy(PROGRAMS / "sizes" / "progressive_resize.py", tmp_path / "train.py")
+    run_cli("profile", "--", "python", "train.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    dims = frame.compiles[1].dims or {}
+    assert [d.get("excludes") for d in dims["args[0]"]] == [[32], [32]], dims
+    (finding,) = rule_by_id("RF001").plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    assert finding.safety is Safety.NONE
+    assert "guards reject the size 32 an earlier call took" in finding.notes[0], finding.notes

@@ -55,19 +55,30 @@ def compiled_graph_dims(start_depth: int = 2) -> dict[str, list[dict]] | None:
         return None
 
 
-def _compile_output(depth: int):
-    """The ``OutputGraph`` of the compile torch is finishing (its ``_compile`` frame's), or None;
-    the search starts ``depth`` frames above the caller's."""
+def _compile_frame(depth: int) -> types.FrameType | None:
+    """The ``_compile`` frame of the compile torch is finishing (it holds the ``OutputGraph``, the
+    code and the call's locals), or None; the search starts ``depth`` frames above the caller's."""
     frame: types.FrameType | None = sys._getframe(depth + 1)
     while frame is not None and not (frame.f_code.co_name == "_compile" and "output" in frame.f_locals):
         frame = frame.f_back
+    return frame
+
+
+def _compile_output(depth: int):
+    """The ``OutputGraph`` of the compile torch is finishing, or None."""
+    frame = _compile_frame(depth + 1)
     return frame.f_locals.get("output") if frame is not None else None
 
 
 def _read(depth: int) -> dict[str, list[dict]] | None:
-    output = _compile_output(depth)
-    if output is None:
+    frame = _compile_frame(depth + 1)
+    output = frame.f_locals.get("output") if frame is not None else None
+    if frame is None or output is None:
         return None
+    try:
+        earlier = _note_shapes(frame)
+    except Exception:  # the shapes are for `excludes` only: never the graph's dims
+        earlier = []
     shape_env = getattr(output, "shape_env", None)
     var_to_sources = getattr(shape_env, "var_to_sources", None)
     if not isinstance(var_to_sources, dict):
@@ -77,6 +88,7 @@ def _read(depth: int) -> dict[str, list[dict]] | None:
     replacements = getattr(shape_env, "replacements", None) or {}
     parameters = _parameter_sizes(output)
     found: dict[str, list[dict]] = {}
+    dynamic: dict[tuple[str, int], tuple[object, dict]] = {}
     count = 0
     for symbol, sources in list(var_to_sources.items()):
         for source in list(sources or [])[:8]:
@@ -90,9 +102,75 @@ def _read(depth: int) -> dict[str, list[dict]] | None:
                 tied = next((p for p, sizes in parameters if value in sizes and p != tensor), None)
                 if tied is not None:
                     entry["tied"] = tied
+            else:
+                dynamic[(tensor, dim)] = (symbol, entry)
             found.setdefault(tensor, []).append(entry)
             count += 1
+    try:
+        _note_exclusions(shape_env, dynamic, earlier)
+    except Exception:  # an expression sympy will not evaluate: no `excludes`, the dims stay
+        pass
     return found
+
+
+# Per compiled code: the tensor arguments' shapes at each earlier compile, by torch's source name
+# (``L['x']``, ``L['args'][0]``): what a graph traced dynamic is held against.
+_SHAPES: dict[tuple[str, int, str], list[dict[str, list[int]]]] = {}
+_MAX_SHAPES = 16  # earlier compiles kept per code
+
+
+def _note_shapes(frame: types.FrameType) -> list[dict[str, list[int]]]:
+    """The shapes this code's earlier compiles took; this compile's are added after them."""
+    code, values = frame.f_locals.get("code"), frame.f_locals.get("locals")
+    if not isinstance(code, types.CodeType) or not isinstance(values, dict):
+        return []
+    import torch
+
+    shapes: dict[str, list[int]] = {}
+    for name, value in list(values.items())[:64]:
+        items = [(f"L[{name!r}]", value)]
+        if isinstance(value, (tuple, list)):
+            items = [(f"L[{name!r}][{i}]", item) for i, item in enumerate(value[:16])]
+        for source, item in items:
+            if isinstance(item, torch.Tensor):
+                shapes[source] = [int(n) for n in item.shape]
+    seen = _SHAPES.setdefault((code.co_filename, code.co_firstlineno, code.co_name), [])
+    earlier = list(seen)
+    if len(seen) < _MAX_SHAPES:
+        seen.append(shapes)
+    return earlier
+
+
+def _note_exclusions(shape_env, dynamic: dict[tuple[str, int], tuple[object, dict]], earlier: list[dict]) -> None:
+    """``excludes`` on each dynamic size: the sizes earlier compiles took that this graph's own
+    guards reject (a size derived from it that is 0 or 1 at the earlier one: a stride-32 network
+    at 32 pixels), so that no mark made at that earlier call could have served both."""
+    if not dynamic or not earlier:
+        return
+    import sympy  # type: ignore[import-untyped]  # torch's own dependency, in the user's process
+
+    guards = [getattr(g, "expr", None) for g in list(getattr(shape_env, "guards", None) or [])[:512]]
+    for shapes in earlier:
+        values = {
+            symbol: shapes[tensor][dim]
+            for (tensor, dim), (symbol, _) in dynamic.items()
+            if tensor in shapes and dim < len(shapes[tensor])
+        }
+        for expr in guards:
+            symbols = getattr(expr, "free_symbols", None)
+            if expr is None or not symbols or not symbols <= set(values):
+                continue
+            # A guard on one tensor's own sizes: one that ties it to another (a cache's length,
+            # empty at a prefill) says the earlier call was another state, not another size.
+            if len({tensor for (tensor, _), (symbol, _) in dynamic.items() if symbol in symbols}) != 1:
+                continue
+            if expr.xreplace({s: sympy.Integer(values[s]) for s in symbols}) is not sympy.false:
+                continue
+            for (tensor, dim), (symbol, entry) in dynamic.items():
+                if symbol in symbols:
+                    excluded = entry.setdefault("excludes", [])
+                    if shapes[tensor][dim] not in excluded:
+                        excluded.append(shapes[tensor][dim])
 
 
 def float_constant_operands(start_depth: int = 2) -> list[str] | None:

@@ -264,7 +264,7 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
     _int(stack.get("graph_inputs"), f"{where}.graph_inputs", 0, 2**20, optional=True)
 
 
-_DIM_FIELDS = {"dim", "state", "size", "tied"}
+_DIM_FIELDS = {"dim", "state", "size", "tied", "excludes"}
 
 
 def _check_dim(entry: dict[str, Any], where: str) -> None:
@@ -278,6 +278,8 @@ def _check_dim(entry: dict[str, Any], where: str) -> None:
         _fail(f"{where}.state", f"is {entry.get('state')!r}, not dynamic or specialized")
     _int(entry.get("size"), f"{where}.size", 0, optional=entry["state"] == "dynamic")
     _str(entry.get("tied"), f"{where}.tied", optional=True, empty=False)
+    for j, size in enumerate(_list(entry.get("excludes", []), f"{where}.excludes")):
+        _int(size, f"{where}.excludes[{j}]", 0)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:

@@ -5,6 +5,9 @@ not guesses from the source text.
   once it changed, then a guard fixed it to one value): tied to a parameter's static size (a
   head's ``in_features``), formatted into a string, compared. ``mark_dynamic`` on it raises
   ConstraintViolationError at the first call, ``maybe_mark_dynamic`` changes nothing.
+* The graph traced the dimension dynamic, and its own guards reject a size an earlier compile
+  took (``excludes``: a size computed from it is 0 or 1 there, a stride-32 network at 32
+  pixels): a mark made at that earlier call gives a graph for its side only, no fewer compiles.
 * The tensor is a module's parameter (``self._parameters['lora_a']``), replaced by one of
   another shape (a LoRA rank swap): torch keeps parameters' shapes static, and the object the
   call holds (a compiled wrapper) may have no such parameter to mark.
@@ -36,6 +39,19 @@ def refused_by_run(
                 "shapes static, and the object the call holds may have no such parameter to mark (a "
                 "compiled wrapper holds none): each shape compiles once, whatever the call marks"
             )
+    for src, dim in group:
+        for compile_ in served:
+            excluded = [
+                d["excludes"] for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")
+            ]
+            if excluded:
+                sizes = ", ".join(str(n) for n in sorted(excluded[0]))
+                return (
+                    f"`{src}` dim {dim} gets no mark: compile {compile_.id} traced it dynamic, and that "
+                    f"graph's own guards reject the size {sizes} an earlier call took (a size computed "
+                    "from it is 0 or 1 there, which torch specialises): marked from the first call, "
+                    f"{sizes} still gets a graph of its own, no fewer compiles"
+                )
     if any(_dynamic(c, src, dim) for src, dim in group for c in served):
         return None
     for src, dim in group:
