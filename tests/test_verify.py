@@ -185,14 +185,12 @@ def planted(tmp_path_factory):
     shutil.copy(VERIFY_PROGRAMS / "planted.py", work / "planted.py")
     run_cli("profile", "--backend", "eager", "--", "python", "planted.py", cwd=work, check=0)
     diff = run_cli("apply", ".", "--diff", cwd=work, check=1).stdout
-    # What RF001 plans: a hard mark for `scale`, and for `head`, which matches on the size, a
-    # `maybe_mark_dynamic`, which cannot raise, and is unproven: `case 4:` takes the first call's
-    # size, so the mark may merge nothing (only --unsafe-fixes, or `fix`'s run, tries it). The
-    # wrong fix below is PlantMark's.
+    # What RF001 plans: a hard mark for `scale`, and none for `head`, which matches on the size:
+    # the graph torch traced dynamic at 5 rejects 4 (`case 4:`), so a mark made at the first call
+    # merges nothing (the run's `excludes`). The wrong fix below is PlantMark's.
     assert "torch._dynamo.mark_dynamic(y, 0)" in diff and "torch._dynamo.mark_dynamic(x" not in diff
-    assert "maybe_mark_dynamic" not in diff
     unsafe = run_cli("apply", ".", "--diff", "--unsafe-fixes", cwd=work, check=1).stdout
-    assert "torch._dynamo.maybe_mark_dynamic(x, 0)" in unsafe
+    assert "mark_dynamic(x" not in unsafe
     return work
 
 

@@ -2,9 +2,9 @@
 
 * `scale(y)`: its argument grows (3, 5, 7). RF001's fix (mark dim 0 dynamic) is good: 1 compile.
 * `head(x)`: its argument grows too, but the code specialises the size in a match statement
-  (`match x.shape[0]:` / `case 4:`). RF001 reads it and marks the size `maybe_mark_dynamic`,
-  which cannot raise; a hard `mark_dynamic` there (a test-only rule plants one) makes torch raise
-  ConstraintViolationError on the first call: the wrong fix `verify` must catch.
+  (`match x.shape[0]:` / `case 4:`). RF001 offers no mark: the graph torch traced dynamic at 5
+  rejects 4 (the run's `excludes`); a hard `mark_dynamic` there (a test-only rule plants one)
+  makes torch raise ConstraintViolationError on the first call: the wrong fix `verify` must catch.
 * `shift(x, alpha)`: a Python float that changes on every call (`dynamic=False`). Wrapping it
   in a tensor (a test-only rule does) sends a tensor into `if alpha > 1.0`: a graph break.
 """
