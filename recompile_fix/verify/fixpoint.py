@@ -36,7 +36,7 @@ from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, R
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs, match_frames
 from recompile_fix.verify.judge import NO_OP, covered
-from recompile_fix.verify.prove import Trials, apply_fixes, plan_result, select_verified
+from recompile_fix.verify.prove import Trials, apply_fixes, compile_totals, fewer_compiles, plan_result, select_verified
 from recompile_fix.verify.runs import Run, check_before
 from recompile_fix.verify.tree import Checkout
 
@@ -228,19 +228,11 @@ def _nothing_gained(first: Run, last: Run, kept: list[Finding], rules: tuple[Rul
     the first guard that fails: a fix can uncover the next, for a later round); where none pays off
     in the end, they changed nothing. A compile-time fix (RF004: "same_compiles") is judged on
     its own terms."""
-    if "same_compiles" in allowances(kept, rules):
-        return False
-
-    def totals(run: Run) -> tuple[int, int]:
-        frames = run.profile.frames
-        return sum(f.compile_count for f in frames), sum(f.limit_hits for f in frames)
-
-    (compiles_first, limits_first), (compiles_last, limits_last) = totals(first), totals(last)
-    return compiles_last >= compiles_first and limits_last >= limits_first
+    return "same_compiles" not in allowances(kept, rules) and not fewer_compiles(first, last)
 
 
 def _drop_every_kept(result: FixPoint, first: Run, last: Run) -> None:
-    compiles = [sum(f.compile_count for f in run.profile.frames) for run in (first, last)]
+    compiles = [compile_totals(run)[0] for run in (first, last)]
     why = f"{NO_OP}: with every fix kept, the program compiles {compiles[0]} -> {compiles[1]} times"
     for round_ in result.rounds:
         round_.dropped.extend((finding, [why]) for finding in round_.kept)

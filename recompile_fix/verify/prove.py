@@ -31,6 +31,8 @@ __all__ = [
     "VerifiedApply",
     "apply_fixes",
     "apply_verified",
+    "compile_totals",
+    "fewer_compiles",
     "plan_fixes",
     "plan_result",
     "profiled_files",
@@ -302,7 +304,7 @@ class _Picker:
             return False
         if (
             must_reduce
-            and not _fewer_compiles(self.reference, run)
+            and not fewer_compiles(self.reference, run)
             and "same_compiles" not in allowances(fixes, self.rules)
         ):
             self.unreduced = fixes
@@ -366,19 +368,20 @@ def _trade_off(fix: Finding) -> bool:
     return fix.safety is Safety.UNSAFE and fix.unsafe_because == TRADE_OFF
 
 
-def _totals(run: Run) -> tuple[int, int]:
+def compile_totals(run: Run) -> tuple[int, int]:
     """How often the program compiled, and hit the recompile limit, in all."""
     return sum(f.compile_count for f in run.profile.frames), sum(f.limit_hits for f in run.profile.frames)
 
 
-def _fewer_compiles(reference: Run, run: Run) -> bool:
-    (compiles, limits), (compiles_now, limits_now) = _totals(reference), _totals(run)
-    return compiles_now < compiles or (compiles_now <= compiles and limits_now < limits)
+def fewer_compiles(reference: Run, run: Run) -> bool:
+    """Did ``run`` compile less often, or hit the recompile limit less often, than ``reference``?"""
+    (compiles, limits), (compiles_now, limits_now) = compile_totals(reference), compile_totals(run)
+    return compiles_now < compiles or limits_now < limits
 
 
 def _more_compiles(reference: Run, run: Run) -> str:
     """``"N -> M times"`` where ``run`` compiled more often in all than ``reference``, else ""."""
-    (compiles, limits), (compiles_now, limits_now) = _totals(reference), _totals(run)
+    (compiles, limits), (compiles_now, limits_now) = compile_totals(reference), compile_totals(run)
     return f"{compiles} -> {compiles_now} times" if compiles_now > compiles and limits_now >= limits else ""
 
 
