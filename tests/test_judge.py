@@ -18,6 +18,7 @@ import torch
 
 from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety
 from recompile_fix.findings.rule import Rule
+from recompile_fix.pipeline.write import select_fixes
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason
 from recompile_fix.verify.compare import Tolerance, compare_runs
 from recompile_fix.verify.fixpoint import _candidates, _trade_offs
@@ -271,3 +272,38 @@ def test_fixes_that_only_help_together_are_kept_together_after_another_failed():
     picked = select_verified(before, [t, beta, bad], trials, (), command=["x"], tolerance=Tolerance())
     assert picked.kept == [t, beta] and [f for f, _ in picked.dropped] == [bad]
     assert trials.asked == [(20, 21, 22), (20,), (21,), (22,), (20, 21)]
+
+
+def _alternatives():
+    """RF003's two ways to fix one recompile: a tensor lr, and `dynamic=True` in its place."""
+    preferred = _fix(rule="RF003", line=20, safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance={"why": "rounds"})
+    fallback = _fix(rule="RF003", line=30, safety=Safety.UNSAFE, unsafe_because=UNPROVEN, fallback=True)
+    return preferred, fallback
+
+
+def test_a_fallback_is_tried_only_where_its_preferred_fix_is_not_kept():
+    """The tensor lr rounds (plain `fix` wants the outputs bit for bit): dropped; `dynamic=True`,
+    its fallback, is tried next, alone, and kept. Where the tensor lr is kept, the fallback is
+    neither tried nor reported."""
+    before = _run([_frame("fn", 10, range(3))], ONES)
+    rounded = _run([_frame("fn", 10, range(1))], {"fn": [torch.ones(2) + 1e-7]})
+    exact = _run([_frame("fn", 10, range(1))], ONES)
+    preferred, fallback = _alternatives()
+    trials = _Trials({(20,): rounded, (30,): exact})
+    exactly = Tolerance(unproven_exact=True)
+    picked = select_verified(before, [fallback, preferred], trials, (), command=["x"], tolerance=exactly)
+    assert picked.kept == [fallback] and [f for f, _ in picked.dropped] == [preferred]
+    assert trials.asked == [(20,), (30,)]
+
+    trials = _Trials({(20,): rounded})
+    within = Tolerance(unproven_exact=False)  # fix --unsafe-fixes: the rule's rounding allowed
+    picked = select_verified(before, [fallback, preferred], trials, (), command=["x"], tolerance=within)
+    assert picked.kept == [preferred] and picked.dropped == [] and trials.asked == [(20,)]
+
+
+def test_apply_makes_a_fallback_only_in_place_of_its_preferred_fix():
+    preferred, fallback = _alternatives()
+    assert select_fixes([preferred, fallback], unsafe_fixes=True) == [preferred]
+    assert select_fixes([preferred, fallback], unsafe_fixes=False) == []
+    preferred.safety = Safety.NONE  # the tensor lr cannot help (betas change beside the lr)
+    assert select_fixes([preferred, fallback], unsafe_fixes=True) == [fallback]

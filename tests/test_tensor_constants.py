@@ -192,8 +192,12 @@ def test_rf003_edits_the_file_that_builds_the_optimizer(tmp_path):
     }
     frame = optimizer_frame(stack=(at("train.py", 8), at("steps.py", 7, "train_step")))
     profile, project = project_of(tmp_path, files, [frame])
-    (finding,) = RF003.plan(profile, project)
+    finding, dynamic = RF003.plan(profile, project)
     assert finding.file == "train.py" and finding.location.line == 5 and finding.unproven
+    # The other way, where the step is compiled: a trade-off there, as it compiles a whole training
+    # step, and only in the tensor lr's place.
+    assert (dynamic.file, dynamic.location.line, dynamic.fallback) == ("steps.py", 4, True)
+    assert dynamic.safety is Safety.UNSAFE and not dynamic.unproven
     assert "opt = torch.optim.Adam(model.parameters(), lr=torch.tensor(3e-4, dtype=torch.float64))" in fixed(
         RF003, [finding], project, "train.py", unsafe=True
     )
@@ -318,20 +322,31 @@ for step in range(8):
 
 
 @pytest.mark.slow
-def test_rf003_offers_nothing_where_the_run_saw_the_betas_change_with_the_lr(tmp_path):
+def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_path):
     """A new user's trial: OneCycleLR cycles AdamW's betas with its lr. torch names the lr's
     guard only; the recorder finds `betas` failing beside it, so RF003 knows a tensor lr leaves
-    the recompile (measured: 6 -> 6 compiles) and offers no edit, where it offered an unsafe fix
-    that `fix` then had to run to drop."""
+    the recompile (measured: 6 -> 6 compiles) and writes none. `dynamic=True` at the step's
+    compile call traces the lr and the betas as float inputs from the first compile (what PGO's
+    second run does): `fix` keeps it, one compile fewer, the trained weights bit for bit."""
     (tmp_path / "train.py").write_text(ONE_CYCLE)
     run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
     profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
     (step,) = [f for f in profile.frames if f.name == "step"]
     assert {r.kind for r in step.value_reasons() if "betas" in (r.source or "")} == {"optimizer_param_group"}
     project = Project(tmp_path, expected_hashes=profile.sources)
-    (finding,) = RF003.plan(profile, project)
-    assert finding.safety is Safety.NONE, finding.notes
-    assert "`betas` changed with the lr at the same steps (recorded)" in finding.notes[0]
+    tensor_lr, dynamic = RF003.plan(profile, project)
+    assert tensor_lr.safety is Safety.NONE, tensor_lr.notes
+    assert "`betas` changed with the lr at the same steps (recorded)" in tensor_lr.notes[0]
+    assert dynamic.location.line == 10 and dynamic.unproven and not dynamic.fallback
+
+    done = run_cli("fix", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
+    assert (tmp_path / "train.py").read_text() == ONE_CYCLE.replace(
+        "@torch.compile\n", "@torch.compile(dynamic=True)\n"
+    )
+    assert "compiles 5 -> 4" in done.stderr, done.stderr
+    # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs and the
+    # parameters AdamW holds at exit, the two callables compared.
+    assert "2/2 same" in done.stdout, done.stdout
 
 
 def test_rf003_program_that_writes_some_other_lr_gets_no_edit(tmp_path):

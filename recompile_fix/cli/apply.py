@@ -199,14 +199,18 @@ def _load_profile(profile_file: str | None, profile_path: str, *, announce: bool
 
 def _shown(result: ApplyResult, show_diff: bool, output_format: str, unsafe_fixes: bool) -> str:
     """What `apply` prints: the diff, or the findings in ``output_format``."""
+    from recompile_fix.findings.finding import stands_in_for
     from recompile_fix.output import render, terminal_width
-    from recompile_fix.pipeline.fix import diff_text
+    from recompile_fix.pipeline.fix import diff_text, is_selected
     from recompile_fix.rules import ALL_RULES
 
     if show_diff:
         return diff_text(result.rewrites)
+    # A fallback is listed while its preferred fix is not made (it would be, in its place).
+    chosen = [f for f in result.findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
+    listed = [f for f in result.findings if not any(stands_in_for(f, c) for c in chosen)]
     return render(
-        result.findings,
+        listed,
         output_format,
         unsafe_fixes=unsafe_fixes,
         rules=ALL_RULES,
@@ -237,11 +241,14 @@ def _print_summary(
 ) -> None:
     """The closing lines on stderr: what was fixed, what was found outside PATHS, and where the
     Profile's recompiles end."""
-    from recompile_fix.findings.finding import Safety
+    from recompile_fix.pipeline.fix import select_fixes
 
     fixed = len(result.pending)
     files = len(result.rewrites)
-    unsafe_left = 0 if unsafe_fixes else sum(1 for f in result.findings if f.safety is Safety.UNSAFE)
+    # What --unsafe-fixes would make beyond the safe ones (a fallback beside its preferred fix: not).
+    unsafe_left = 0 if unsafe_fixes else len(select_fixes(result.findings, unsafe_fixes=True)) - len(
+        select_fixes(result.findings, unsafe_fixes=False)
+    )
     summary = f"{'Fixed' if write else 'Would fix'} {fixed} finding(s) in {files} file(s)."
     if result.already_applied:
         summary += f" {len(result.already_applied)} file(s) already fixed."

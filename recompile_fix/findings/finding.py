@@ -12,7 +12,7 @@ from typing import Any
 from recompile_fix.notebook import display_location
 from recompile_fix.profile.model import Frame, Location, Reason
 
-__all__ = ["PROVEN", "TRADE_OFF", "UNPROVEN", "Finding", "cover", "frame_evidence", "Safety"]
+__all__ = ["PROVEN", "TRADE_OFF", "UNPROVEN", "Finding", "cover", "frame_evidence", "Safety", "stands_in_for"]
 
 
 class Safety(str, Enum):
@@ -53,6 +53,10 @@ class Finding:
     # {"why": "float32 rounding of the scalar", "rtol": 1.3e-6, "atol": 1e-5}; no numbers: torch's
     # assert_close defaults); None: exactly.
     tolerance: dict[str, Any] | None = None
+    # Another way to fix what a fixable Finding of the same rule with the same ``covers`` fixes
+    # (RF003's `dynamic=True` at the compile call beside its tensor lr): made only where that one
+    # is not (``apply``: not selected; ``fix``: not kept after its trial).
+    fallback: bool = False
 
     @property
     def unproven(self) -> bool:
@@ -84,6 +88,7 @@ class Finding:
             torch_version=data.get("torch_version"),
             unsafe_because=data.get("unsafe_because", TRADE_OFF),
             tolerance=data.get("tolerance"),
+            fallback=bool(data.get("fallback", False)),
         )
 
     def describe(self, *, unsafe_fixes: bool = False, notes: bool = True) -> str:
@@ -99,6 +104,18 @@ class Finding:
         if notes:
             lines.extend(f"    note: {note}" for note in self.notes)
         return "\n".join(lines)
+
+
+def stands_in_for(fallback: Finding, other: Finding) -> bool:
+    """Is ``fallback`` another way to fix what ``other`` fixes (see ``Finding.fallback``)?"""
+    return (
+        fallback.fallback
+        and not other.fallback
+        and other is not fallback
+        and other.fixable
+        and other.rule == fallback.rule
+        and other.covers == fallback.covers
+    )
 
 
 def frame_evidence(frame: Frame, guards: Iterable[Reason] = (), **more: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from recompile_fix.config import DEFAULT_PROFILE, Config, find_pyproject, load_c
 from recompile_fix.edits.edit import Edit, apply_edits
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
 from recompile_fix.errors import UserError
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, stands_in_for
 from recompile_fix.findings.rule import Rule
 from recompile_fix.lsp.items import (
     FIX_ALL_KIND,
@@ -360,8 +360,11 @@ class Engine:
             )
         shift = self._rewrite(base, analysis.applied).edits if analysis.applied else []
         current = LineIndex(analysis.current) if analysis.applied else base.lines
+        # Alternatives (``Finding.fallback``): one applied, or declined by a suppression comment,
+        # ends the other too.
+        done = [base.findings[i] for i in analysis.applied]
         for index, finding in enumerate(base.findings):
-            if index in analysis.applied:
+            if index in analysis.applied or any(stands_in_for(finding, d) or stands_in_for(d, finding) for d in done):
                 continue
             start, end = self._span(base, finding)
             if shift:
@@ -369,6 +372,7 @@ class Engine:
                 end = max(start, map_offset(shift, end, after_insertions=False))
             rng = (current.position(start, self.encoding), current.position(end, self.encoding))
             if is_suppressed(analysis.lines.line_text(rng[0][0]), finding.rule):
+                done.append(finding)
                 continue
             items.append(
                 Item(
@@ -386,7 +390,7 @@ class Engine:
                     },
                 )
             )
-        return items
+        return [i for i in items if i.finding is None or not any(stands_in_for(i.finding, d) for d in done)]
 
     @staticmethod
     def _span(base: Base, finding: Finding) -> tuple[int, int]:

@@ -31,7 +31,7 @@ from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.config import Config, load_config
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.findings.arbitration import arbitrate
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, stands_in_for
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.memo import DerivedCache
@@ -135,11 +135,11 @@ def find(
             result.planned_from.setdefault(finding.file, digest)
             if result.planned_from[finding.file] != digest:
                 result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
-    findings = [
-        finding
-        for finding in _one_per_file(merge_findings(profiled, static, config), root)
-        if not is_suppressed(files.line(finding.file, finding.location.line), finding.rule)
-    ]
+    merged = _one_per_file(merge_findings(profiled, static, config), root)
+    suppressed = [f for f in merged if is_suppressed(files.line(f.file, f.location.line), f.rule)]
+    # A fallback goes with its preferred fix: a suppression comment on the optimizer declines the rule's
+    # fix of those recompiles, not only the tensor lr written there.
+    findings = [f for f in merged if all(f is not s and not stands_in_for(f, s) for s in suppressed)]
     result.findings, result.present = settle(
         findings,
         rules,

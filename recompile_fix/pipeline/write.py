@@ -23,7 +23,7 @@ from recompile_fix.analysis.source import SourceError, SourceFile
 from recompile_fix.edits.edit import Edit, apply_edits, unified_diff
 from recompile_fix.edits.format import configured_line_length
 from recompile_fix.edits.rewrite import FileRewrite, rewrite
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety, stands_in_for
 from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import Notebook, NotebookError, cell_diffs, is_notebook
@@ -64,7 +64,9 @@ def is_selected(finding: Finding, *, unsafe_fixes: bool) -> bool:
 
 
 def select_fixes(findings: Iterable[Finding], *, unsafe_fixes: bool) -> list[Finding]:
-    return [f for f in findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
+    """The selected fixes, less a fallback whose preferred fix is selected too (one fix each)."""
+    chosen = [f for f in findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
+    return [f for f in chosen if not any(stands_in_for(f, other) for other in chosen)]
 
 
 # -- rewrite ---------------------------------------------------------------------------------

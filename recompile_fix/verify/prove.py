@@ -12,7 +12,7 @@ from pathlib import Path
 
 from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.errors import UserError
-from recompile_fix.findings.finding import TRADE_OFF, Finding, Safety
+from recompile_fix.findings.finding import TRADE_OFF, Finding, Safety, stands_in_for
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.fix import ApplyResult, rewrite_files, run_apply, select_fixes, write_rewrites
 from recompile_fix.profile import scratch
@@ -208,12 +208,16 @@ def select_verified(
     with the last accepted run, so the kept set is exactly what the last accepted run ran.
     Where the set mixes fixes the rules proved with unproven ones (``Finding.unproven``) or
     trade-offs, the proven ones are tried together first, then each unproven one, then each
-    trade-off, on top. A fix in a set that
+    trade-off, on top; a fallback (``Finding.fallback``) last, where its preferred fix was not
+    kept. A fix in a set that
     verified whose own recompiles all stay (``judge.suspects``) is tried out: one more run
     without it, and it goes when that run compiles alike (it changes nothing on this program).
     ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
     more trials to come."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
+    # A fallback waits for its preferred fix's trial: tried only where that one is not kept.
+    fallbacks = [f for f in fixes if any(stands_in_for(f, other) for other in fixes)]
+    fixes = [f for f in fixes if all(f is not b for b in fallbacks)]
     if fixes and not picker.together(fixes, must_reduce=len(fixes) > 1) and len(fixes) > 1:
         # Those the rules proved first (together, when they verify so), then each unproven one
         # and each trade-off on top: a trade-off that fails the run (`dynamic=True` tripping an
@@ -243,6 +247,9 @@ def select_verified(
                 expect(1)
             if not picker.together(picker.unreduced):
                 picker.result.dropped = dropped
+    for fallback in fallbacks:  # one whose preferred fix was kept is not tried, nor reported
+        if not any(stands_in_for(fallback, kept) for kept in picker.result.kept):
+            picker.one_by_one([fallback])
     result = picker.result
     if result.last is not None and result.verification is None:  # kept one at a time, each on its own terms
         result.verification = picker.compare(before, result.last, result.kept, each_proven=True)

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from recompile_fix.analysis.call_site_code import find_compile_call, node_at_span, root_name
+from recompile_fix.analysis.call_site_code import find_compile_call, root_name
 from recompile_fix.analysis.call_targets import library_frame
+from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import TorchApi
@@ -85,7 +86,6 @@ def isolate_finding(
         a.keyword is not None and a.keyword.value == "isolate_recompiles" for a in node.args
     ):
         return None  # already chosen there, one way or the other: the user's call
-    pos = compile_source.positions[node]
     location = compile_source.location_of(node, plan.site.file)
     compiled = frame.compile_count
     finding = plan.finding(
@@ -103,11 +103,7 @@ def isolate_finding(
         ],
         location,
     )
-    finding.params = {
-        "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
-        "keyword": "isolate_recompiles",
-        "dynamic": "decorate" if not isinstance(node, cst.Call) else "add",
-    }
+    finding.params = compile_call_params(compile_source, node, "isolate_recompiles")
     return [finding]
 
 
@@ -181,8 +177,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
             "the longest prompt plus `max_new_tokens` keeps one cache, so one graph per phase, with no "
             "dynamic kernels",
         ]
-    compile_source, node, existing = compile_call
-    pos = compile_source.positions[node]
+    compile_source, node, _ = compile_call
     location = compile_source.location_of(node, plan.site.file)
     finding = plan.finding(
         f"compiled `{plan.frame.name}` recompiles for sizes library code ({where}) picks "
@@ -198,10 +193,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         ],
         location,
     )
-    finding.params = {
-        "compile_call": [pos.start.line, pos.start.column, pos.end.line, pos.end.column],
-        "dynamic": "replace" if existing else "add" if isinstance(node, cst.Call) else "decorate",
-    }
+    finding.params = compile_call_params(compile_source, node)
     return [finding]
 
 
@@ -226,19 +218,4 @@ def _static_cache_lengths(compiles: list[Any]) -> list[int]:
 # -- the edit at the compile call --------------------------------------------------------------------
 def fix_compile_call(finding: Finding, source: SourceFile) -> list[Edit]:
     """``dynamic=True`` (or ``isolate_recompiles=True``: ``params["keyword"]``) at the compile call."""
-    keyword = finding.params.get("keyword", "dynamic")
-    if finding.params.get("dynamic") == "decorate":  # a bare `@torch.compile`
-        node = node_at_span(source, cst.BaseExpression, finding.params["compile_call"])
-        end = source.span(node)[1]
-        return [Edit(finding.file, end, end, f"({keyword}=True)", "RF001")]
-    node = node_at_span(source, cst.Call, finding.params["compile_call"])
-    given = next((a for a in node.args if a.keyword is not None and a.keyword.value == keyword), None)
-    if given is not None:
-        start, end = source.span(given.value)
-        return [Edit(finding.file, start, end, "True", "RF001")]
-    last = node.args[-1] if node.args else None
-    if last is None:
-        at = source.span(node)[1] - 1  # before the closing parenthesis
-        return [Edit(finding.file, at, at, f"{keyword}=True", "RF001")]
-    end = source.span(last.value)[1]
-    return [Edit(finding.file, end, end, f", {keyword}=True", "RF001")]
+    return compile_keyword_edits(finding.file, finding.params, source, "RF001")

@@ -12,11 +12,18 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
+from recompile_fix.edits.compile_keyword import compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.rules.rf003_tensor_hyperparameters.compiled_step import (
+    DYNAMIC_FLOATS,
+    compiled_step,
+    dynamic_step_finding,
+    innermost_user_location,
+)
 from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import is_lr_key, lr_readbacks, param_group_owner
 
 __all__ = ["RULE", "TensorHyperparameters"]
@@ -91,7 +98,9 @@ class TensorHyperparameters(Rule):
     (`self.param_groups[0]['lr'] == 0.01`). Every scheduler step changes it: with `dynamic=False`
     `step` compiles again every step (until the recompile limit), with `dynamic=None` once more
     before the float becomes dynamic. A tensor lr is a graph input that the scheduler updates in
-    place (`fill_`), so `step` compiles once.
+    place (`fill_`), so `step` compiles once. So is a float that torch traces as an input from
+    the first compile, as it does under `dynamic=True` (torch >= 2.6): the rule's other fix, at
+    the step's `torch.compile` call.
 
     ## Example
     ```python
@@ -133,6 +142,18 @@ class TensorHyperparameters(Rule):
     unproven there (`fix` keeps it only if a run of the program succeeds with it), and the note
     names the lines.
 
+    The other fix, `@torch.compile(dynamic=True)` where the step is compiled (found from the
+    compiles' call stacks), keeps the lr a Python float that the compiled update reads as before:
+    measured on torch 2.13, Adam under ExponentialLR, the parameters bit for bit and 5 -> 4
+    compiles (PGO's second run: 4), and AdamW under OneCycleLR, whose `betas` change beside the
+    lr so that no tensor lr helps, 5 -> 4. It also traces the sizes of the tensors the compiled
+    code reads as dynamic: unproven where that code is only the optimizer's `step`/`zero_grad`
+    (`fix` keeps it where a run shows fewer compiles and the outputs bit for bit), a trade-off
+    where it is more (a whole training step). Where the tensor lr is offered it is its fallback:
+    `apply --unsafe-fixes` writes the tensor lr, and `fix` tries `dynamic=True` only where it
+    does not keep the tensor lr. No such fix under CUDA graphs (`mode="reduce-overhead"`), which
+    specialise every float.
+
     ## Profile evidence
     `self.param_groups[0]['lr'] == 0.01   # for group in self.param_groups:  # optim/adam.py:229
     in step`, the frame `step` in torch's `optim/adam.py`, and the user frames on its compiles'
@@ -147,7 +168,13 @@ class TensorHyperparameters(Rule):
     message = "`{optimizer}`'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
     consumes = ("optimizer_param_group",)
     triggers = ("optim",)
-    emits = (TENSOR_LR, TENSOR_LR_IN_SCHEDULERS, TENSOR_LR_IN_REDUCE_ON_PLATEAU, TENSOR_LR_IN_SEQUENTIAL)
+    emits = (
+        TENSOR_LR,
+        TENSOR_LR_IN_SCHEDULERS,
+        TENSOR_LR_IN_REDUCE_ON_PLATEAU,
+        TENSOR_LR_IN_SEQUENTIAL,
+        DYNAMIC_FLOATS,
+    )
     # Static mode's pattern also needs a torch LR scheduler and a compile in the same file.
     requires = ("lr_scheduler", "compile")
     examples = (
@@ -183,7 +210,7 @@ class TensorHyperparameters(Rule):
                 frame, [r for r in frame.reasons() if r.kind == "optimizer_param_group"], keys=sorted(keys)
             )
             if not constructions:
-                site = _first_user_location(frame) or Location(file=frame.file, line=frame.first_line)
+                site = innermost_user_location(frame) or Location(file=frame.file, line=frame.first_line)
                 findings.append(
                     Finding(
                         rule=self.id,
@@ -204,7 +231,19 @@ class TensorHyperparameters(Rule):
             for built in constructions:
                 done.add((built.file, built.line))
                 findings.append(self._finding(built, keys, frame, evidence, version, project, files))
+            findings.extend(self._dynamic_step(frame, keys, constructions, findings, evidence, version, project))
         return findings
+
+    def _dynamic_step(self, frame, keys, constructions, findings, evidence, version, project) -> list[Finding]:
+        """``dynamic=True`` at the step's compile call: a fallback for the tensor lr where that
+        one is offered, the only fix where it is not (betas beside the lr, floats written back)."""
+        label = constructions[0].label if len(constructions) == 1 else "the optimizer"
+        message = self.message.format(
+            optimizer=label, key=_keys(keys), compiles=frame.compile_count, fix="compile the step with `dynamic=True`"
+        )
+        offered = any(f.fixable and f.evidence is evidence for f in findings)
+        found = dynamic_step_finding(frame, project, version, message, evidence, fallback=offered)
+        return [found] if found is not None else []
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
         """The documented pattern from the source alone: a float lr, a scheduler on that
@@ -214,7 +253,7 @@ class TensorHyperparameters(Rule):
             if built.lr_is_tensor or built.name is None:
                 continue
             schedulers = built.schedulers(source)
-            compiled = _compiled_step(source, built.name)
+            compiled = compiled_step(source, built.name)
             if not schedulers or compiled is None:
                 continue
             evidence = {"scheduler": f"{path}:{schedulers[0].line}", "compiled_step": f"{path}:{compiled}"}
@@ -347,6 +386,8 @@ class TensorHyperparameters(Rule):
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
+        if "compile_call" in p:  # `dynamic=True` where the step is compiled
+            return compile_keyword_edits(finding.file, p, source, self.id)
         edits = []
         for start, end in p["wrap"]:
             value = source.text[start:end]
@@ -369,6 +410,8 @@ class TensorHyperparameters(Rule):
         """Every learning rate it would wrap is already a tensor (``lr=torch.tensor(0.01)``, ours
         or hand-written); those that are drop out of the finding."""
         p = finding.params
+        if "compile_call" in p:  # planned only where the call has no `dynamic=True`
+            return None
         tensors = [span for span in p["wrap"] if makes_tensor(source.text[span[0] : span[1]])]
         if not tensors:
             return None
@@ -547,51 +590,6 @@ def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
                 on_stack.append(location.file)
     others = [p for p in profile.sources if p not in on_stack]
     return [p for p in on_stack + others if not os.path.isabs(p) and project.source(p) is not None]
-
-
-def _first_user_location(frame: Frame) -> Location | None:
-    for compile_ in frame.compiles:
-        for location in reversed(compile_.stack):
-            if not os.path.isabs(location.file):
-                return location
-    return None
-
-
-def _compiled_step(source: SourceFile, optimizer: str) -> int | None:
-    """The line of compiled code that calls ``optimizer.step()``: a function decorated with
-    ``torch.compile`` or passed to it, or ``torch.compile(optimizer.step)``."""
-    compiled_names = set()
-    for call in source.nodes(cst.Call):
-        if source.qualified_name(call.func) == "torch.compile" and call.args:
-            target = source.code(call.args[0].value)
-            if target == f"{optimizer}.step":
-                return source.positions[call].start.line
-            compiled_names.add(target)
-    for func in source.nodes(cst.FunctionDef):
-        decorated = any(
-            source.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
-            == "torch.compile"
-            for d in func.decorators
-        )
-        if not decorated and func.name.value not in compiled_names:
-            continue
-        for call in _calls_in(func):
-            if (
-                isinstance(call.func, cst.Attribute)
-                and call.func.attr.value == "step"
-                and source.code(call.func.value) == optimizer
-            ):
-                return source.positions[func].start.line
-    return None
-
-
-def _calls_in(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            yield current
-        stack.extend(current.children)
 
 
 class _LrAssignment:

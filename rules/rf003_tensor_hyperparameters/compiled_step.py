@@ -1,0 +1,201 @@
+"""The compiled optimizer step: where the program compiles it (``compiled_step``: static mode's
+pattern), and RF003's other fix there, ``dynamic=True`` at its ``torch.compile`` call.
+
+torch traces a float it does not specialise as a float input (``specialize_float=False``, the
+default since 2.6), but under ``dynamic=None`` only after the value changed once: the step
+compiles for the first lr, then once more, dynamic. With ``dynamic=True`` the lr is a float
+input from the first compile, so that recompile goes, and the update still reads a Python float,
+so it rounds as before (measured on torch 2.13, Adam under ExponentialLR: the parameters bit for
+bit, 5 -> 4 compiles, as PGO's second run). It also traces the step's tensors' sizes as dynamic:
+unproven where the compiled code is only the optimizer's step (`fix` keeps it when a run shows
+fewer compiles and the outputs bit for bit), a trade-off where it compiles more (a whole
+training step). It works where a tensor lr cannot (a ``OneCycleLR`` changing ``betas`` beside the
+lr, a scheduler that writes Python floats back), and stands in for the tensor lr where that one
+is offered (``Finding.fallback``). CUDA graphs (``mode="reduce-overhead"``) specialise floats:
+no fix there.
+"""
+
+from __future__ import annotations
+
+import os
+
+import libcst as cst
+
+from recompile_fix.analysis.call_site_code import find_compile_call, root_name
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.compile_keyword import compile_call_params
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.findings.releases import TorchApi
+from recompile_fix.profile.model import Frame, Location
+
+__all__ = ["DYNAMIC_FLOATS", "compiled_step", "dynamic_step_finding", "innermost_user_location"]
+
+DYNAMIC_FLOATS = TorchApi(
+    "torch.compile(dynamic=True) tracing a float as an input",
+    (2, 6),
+    "pytorch#137782 (specialize_float=False by default); measured 2.13.0, 2.14.1",
+    in_text=False,
+)
+# Modes and backends that run CUDA graphs, which specialise every float (torch's wrap_symfloat).
+_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+_OPTIMIZER_METHODS = frozenset({"step", "zero_grad"})
+
+
+def dynamic_step_finding(
+    frame: Frame, project: Project, release: tuple[int, int] | None, message: str, evidence: dict, fallback: bool
+) -> Finding | None:
+    """``dynamic=True`` at the compile call that compiles ``frame``'s optimizer step, or None where
+    it would not help (the torch that ran specialises floats, CUDA graphs) or the call is not
+    found. ``fallback``: the tensor lr is offered for these recompiles too, and comes first."""
+    if not DYNAMIC_FLOATS.runs_on(release):
+        return None
+    site = innermost_user_location(frame)
+    source = project.source(site.file) if site is not None else None
+    if site is None or source is None:
+        return None
+    found = _compile_of(project, source, site)
+    if found is None:
+        return None
+    compile_source, node, only_the_step = found
+    if _runs_cuda_graphs(compile_source, node):
+        return None
+    notes = [
+        "with `dynamic=True` torch traces the float as an input from the first compile (without it, "
+        "only once it has changed), and the update reads a Python float as before: the same rounding "
+        "(measured on torch 2.13, Adam under ExponentialLR: the parameters bit for bit, 5 -> 4 compiles)",
+    ]
+    if only_the_step:
+        notes.append(
+            "it also traces the step's tensors' sizes as dynamic: unproven, `fix` keeps it where a run "
+            "shows fewer compiles and the outputs bit for bit"
+        )
+    else:
+        notes.append(
+            "the compiled code does more than the optimizer step: `dynamic=True` traces the sizes of "
+            "every tensor it reads as dynamic (kernels that cannot specialise on sizes): a trade-off"
+        )
+    if fallback:
+        notes.append("tried where the tensor lr is not kept (it fixes the same recompiles)")
+    return Finding(
+        rule="RF003",
+        file=site.file,  # find_compile_call looks in the site's own file
+        location=compile_source.location_of(node, site.file),
+        safety=Safety.UNSAFE,
+        evidence=evidence,
+        notes=notes,
+        params=compile_call_params(compile_source, node),
+        message=message,
+        unsafe_because=UNPROVEN if only_the_step else "trade-off",
+        fallback=fallback,
+    )
+
+
+def innermost_user_location(frame: Frame) -> Location | None:
+    """The user line nearest the optimizer step on its compiles' stacks (its call, or the
+    compiled function's call of it)."""
+    for compile_ in frame.compiles:
+        for location in reversed(compile_.stack):
+            if not os.path.isabs(location.file):
+                return location
+    return None
+
+
+def _compile_of(project: Project, source: SourceFile, site: Location) -> tuple[SourceFile, cst.CSTNode, bool] | None:
+    """The compile call (or bare decorator) of the compiled code that runs the step at ``site``,
+    and whether that code is only the optimizer's step: a compiled function around the line
+    (``@torch.compile def step(): opt.step()``), else what the line calls (``torch.compile(opt.step)``)."""
+    func = _enclosing_function(source, site.line)
+    if func is not None:
+        found = find_compile_call(project, site.file, {func.name.value})
+        if found is not None:
+            return found[0], found[1], _only_optimizer_calls(func)
+    called = {root_name(c.func) for c in source.nodes(cst.Call) if source.positions[c].start.line == site.line}
+    found = find_compile_call(project, site.file, {n for n in called if n})
+    if found is None:
+        return None
+    compile_source, node, _ = found
+    target = node.args[0].value if isinstance(node, cst.Call) and node.args else None
+    only_the_step = isinstance(target, cst.Attribute) and target.attr.value == "step"
+    return compile_source, node, only_the_step
+
+
+def _enclosing_function(source: SourceFile, line: int) -> cst.FunctionDef | None:
+    inside = [
+        f
+        for f in source.nodes(cst.FunctionDef)
+        if source.positions[f].start.line <= line <= source.positions[f].end.line
+    ]
+    return max(inside, key=lambda f: source.positions[f].start.line, default=None)
+
+
+def _only_optimizer_calls(func: cst.FunctionDef) -> bool:
+    """Is the body only ``<opt>.step()`` / ``<opt>.zero_grad()`` calls (and a docstring)?"""
+    body = func.body.body if isinstance(func.body, cst.IndentedBlock) else [func.body]
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
+                continue
+            call = small.value if isinstance(small, cst.Expr) else None
+            if not (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _OPTIMIZER_METHODS
+            ):
+                return False
+    return True
+
+
+def _runs_cuda_graphs(source: SourceFile, node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    for arg in node.args:
+        if arg.keyword is None:
+            continue
+        text = source.code(arg.value)
+        if arg.keyword.value == "mode" and any(m in text for m in _CUDAGRAPH_MODES) and "no-cudagraphs" not in text:
+            return True
+        if arg.keyword.value == "backend" and "cudagraphs" in text:
+            return True
+        if arg.keyword.value == "options" and "cudagraphs" in text:
+            return True
+    return False
+
+
+def compiled_step(source: SourceFile, optimizer: str) -> int | None:
+    """The line of compiled code that calls ``optimizer.step()``: a function decorated with
+    ``torch.compile`` or passed to it, or ``torch.compile(optimizer.step)``."""
+    compiled_names = set()
+    for call in source.nodes(cst.Call):
+        if source.qualified_name(call.func) == "torch.compile" and call.args:
+            target = source.code(call.args[0].value)
+            if target == f"{optimizer}.step":
+                return source.positions[call].start.line
+            compiled_names.add(target)
+    for func in source.nodes(cst.FunctionDef):
+        decorated = any(
+            source.qualified_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+            == "torch.compile"
+            for d in func.decorators
+        )
+        if not decorated and func.name.value not in compiled_names:
+            continue
+        for call in _calls_in(func):
+            if (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "step"
+                and source.code(call.func.value) == optimizer
+            ):
+                return source.positions[func].start.line
+    return None
+
+
+def _calls_in(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(current.children)
