@@ -9,11 +9,14 @@ classes projects hand-fix) this measures, in fresh processes, the eager backend 
   reads nothing on it, so it is also the plain run);
 * PGO run 2: the second of those processes;
 * safe: one run (no job id, a fresh cache dir) after `recompile-fix profile --backend eager` and
-  `recompile-fix apply .`; unsafe: the same with `apply --unsafe-fixes`.
+  `recompile-fix apply .`; unsafe: the same with `apply --unsafe-fixes`;
+* fix: one run after `recompile-fix fix --backend eager` (no `--unsafe-fixes`: the safe fixes and
+  the unproven ones a run of the program proves, outputs bit for bit), on the rows where the
+  safe run compiles more than PGO's run 2 or more than the unsafe run ("-" elsewhere).
 
 Compiles and recompile-limit hits are torch's compilation metrics (`bench/pgo_run.py`); each
 run's `outputs` (same seed) are compared with run 1's by `torch.testing.assert_close`. A row
-is beaten when the safe run compiles no more than PGO's run 2, hits no limit, gives the same
+is beaten when the safe run (or the fix run, where it compiles less) compiles no more than PGO's run 2, hits no limit, gives the same
 tensors, and compiles fewer times than PGO's run 2 where PGO removed nothing.
 
     python bench/pgo_matrix.py [--rows shapes,kwargs_keys] [--jobs 1] [--keep DIR]
@@ -62,6 +65,7 @@ class Row:
     pgo2: Run = field(default_factory=Run)
     safe: Run = field(default_factory=Run)
     unsafe: Run = field(default_factory=Run)
+    fixed: Run | None = None  # None: not measured (the safe run did as well as PGO and --unsafe-fixes)
     safe_rules: str = ""
     unsafe_rules: str = ""
     seconds: float = 0.0
@@ -69,8 +73,9 @@ class Row:
     def verdict(self) -> str:
         """beats: fewer compiles than PGO's run 2; ties: as few, where PGO fixed it too; no fix:
         as many, where PGO removed nothing either (the row is not beaten); behind: more, or a
-        limit hit; WRONG: other tensors."""
-        safe, pgo = self.safe, self.pgo2
+        limit hit; WRONG: other tensors. Judged on the safe run, or on the fix run where that
+        compiles less with the same tensors."""
+        safe, pgo = self.best, self.pgo2
         if safe.compiles is None or pgo.compiles is None or self.run1.compiles is None:
             return "error"
         if safe.outputs == "DIFFER":
@@ -80,6 +85,13 @@ class Row:
         if safe.compiles < pgo.compiles:
             return "beats"
         return "ties" if pgo.compiles < self.run1.compiles or safe.compiles <= 1 else "no fix"
+
+    @property
+    def best(self) -> Run:
+        fixed = self.fixed
+        if fixed is None or fixed.compiles is None or fixed.outputs == "DIFFER":
+            return self.safe
+        return fixed if self.safe.compiles is None or fixed.compiles < self.safe.compiles else self.safe
 
 
 def clean_env(cache_dir: str, job_id: str | None = None) -> dict[str, str]:
@@ -179,20 +191,41 @@ def measure(program: BenchProgram, scratch: Path) -> Row:
             row.safe, row.safe_rules = run, rules
         else:
             row.unsafe, row.unsafe_rules = run, rules
+    safe, pgo, unsafe = row.safe.compiles, row.pgo2.compiles, row.unsafe.compiles
+    if safe is not None and pgo is not None and (safe > pgo or (unsafe is not None and unsafe < safe)):
+        fix_dir = base / "fix" / "src"
+        fix_dir.mkdir(parents=True)
+        (fix_dir / PROGRAM).write_text(program.source)
+        shutil.copy(tool_dir / "pyproject.toml", fix_dir / "pyproject.toml")
+        env = clean_env(str(base / "fix" / "cache"))
+        tool(["fix", "--backend", "eager", "--", sys.executable, PROGRAM], fix_dir, env)
+        row.fixed, _ = run_program(fix_dir, "fix", env, reference if row.run1.compiles is not None else None)
     row.seconds = time.perf_counter() - started
     return row
 
 
 def table(rows: list[Row]) -> str:
-    header = ["recompile class", "run 1", "PGO run 2", "safe", "unsafe", "safe/PGO", "outputs", "rules", "verdict"]
+    header = [
+        "recompile class",
+        "run 1",
+        "PGO run 2",
+        "safe",
+        "unsafe",
+        "fix",
+        "best/PGO",
+        "outputs",
+        "rules",
+        "verdict",
+    ]
     lines = []
     for row in rows:
         ratio = "-"
-        if row.safe.compiles is not None and row.pgo2.compiles:
-            ratio = f"{row.safe.compiles / row.pgo2.compiles:.2f}"
-        outputs = "/".join(run.outputs for run in (row.pgo2, row.safe, row.unsafe))
+        if row.best.compiles is not None and row.pgo2.compiles:
+            ratio = f"{row.best.compiles / row.pgo2.compiles:.2f}"
+        outputs = "/".join(run.outputs for run in (row.pgo2, row.safe, row.unsafe, *([row.fixed] if row.fixed else [])))
         rules = row.safe_rules + (f" (+{row.unsafe_rules})" if row.unsafe_rules != row.safe_rules else "")
-        cells = [row.program.title, row.run1.cell(), row.pgo2.cell(), row.safe.cell(), row.unsafe.cell()]
+        fixed = row.fixed.cell() if row.fixed is not None else "-"
+        cells = [row.program.title, row.run1.cell(), row.pgo2.cell(), row.safe.cell(), row.unsafe.cell(), fixed]
         lines.append([*cells, ratio, outputs, rules, row.verdict()])
     widths = [max(len(str(c)) for c in column) for column in zip(header, *lines)]
     out = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |"]
@@ -226,12 +259,12 @@ def main() -> int:
 
     print(f"torch {torch.__version__}, eager backend, compiles from torch's compilation metrics")
     print("PGO: two fresh processes sharing one TORCH_COMPILE_JOB_ID and cache dir")
-    print("outputs: PGO run 2 / safe / unsafe against run 1 (same seed, torch.testing.assert_close)\n")
+    print("outputs: PGO run 2 / safe / unsafe (/ fix) against run 1 (same seed, torch.testing.assert_close)\n")
     print(table(rows))
     for row in rows:
-        for name in ("run1", "pgo2", "safe", "unsafe"):
+        for name in ("run1", "pgo2", "safe", "unsafe", "fixed"):
             run = getattr(row, name)
-            if run.error:
+            if run is not None and run.error:
                 print(f"{row.program.name} {name}: {run.error}")
     beaten = sum(row.verdict() in ("beats", "ties") for row in rows)
     print(f"\nat or below PGO's run 2 with same outputs and no limit hit: {beaten}/{len(rows)} rows")

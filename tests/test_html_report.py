@@ -71,7 +71,11 @@ def test_browser_layout_at_1200_px(page, tmp_path):
     assert "optimizer_param_group" in text and "optimizer hyper-parameter changed" in text
     assert re.search(r"2\s+program\.py:13 in torch_dynamo_resume_in_gn_at_12\s+opt\.step\(\)", text), text
     assert "RF003" in text and "make the lr a float64 tensor" in text
-    assert laid["added"] == ["+opt = torch.optim.Adam(mod.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))"]
+    # The tensor lr, and its fallback at the step's compile call, each with its diff.
+    assert laid["added"] == [
+        "+opt = torch.optim.Adam(mod.parameters(), lr=torch.tensor(0.01, dtype=torch.float64))",
+        "+@torch.compile(dynamic=True)",
+    ]
     gn = next(s for s in sections if s["frame"] == "gn (program.py:8)")
     assert "Graph breaks" in gn["text"] or "GRAPH BREAKS" in gn["text"]
     assert "program.py:10" in gn["text"] and "Attempted to inline function marked as skipped" in gn["text"]
