@@ -315,3 +315,46 @@ def test_noting_the_backward_pass_leaves_torch_autograd_grad_to_dynamo(tmp_path)
     assert all(b.location.file == "train.py" for b in breaks), breaks
     assert "program_facts" not in json.dumps(profile.to_json())
     assert sum(f.compile_count for f in profile.frames) == 2  # as the program compiles on its own
+
+
+PGO_SIZES = """
+import torch
+
+model = torch.nn.Linear(8, 4)
+
+
+@torch.compile(backend="eager")
+def run(x):
+    return model(x).relu().sum()
+
+
+for n in (3, 4, 5, 6):
+    run(torch.randn(n, 8))
+print(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+"""
+
+
+@pytest.mark.slow
+def test_a_job_ids_pgo_state_neither_hides_the_recompiles_nor_is_touched(tmp_path, monkeypatch):
+    """With TORCH_COMPILE_JOB_ID set, torch's PGO made the second run of a program compile once
+    where the first compiled twice: a Profile recorded then showed no recompile, and `fix` fixed
+    nothing, though the recompile comes back whenever the file changes (and `verify`'s edited copy
+    lost the state its unedited run had). A recorded run compiles as a first run does, says so,
+    and leaves PGO's state file as it was."""
+    import subprocess
+
+    (tmp_path / "train.py").write_text(PGO_SIZES)
+    monkeypatch.setenv("TORCH_COMPILE_JOB_ID", "rf-test-job")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    plain = [subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True) for _ in "12"]
+    assert [p.stdout.split()[-1] for p in plain] == ["2", "1"], plain  # PGO's second run: one graph
+    (state,) = (tmp_path / "cache" / "dynamo").glob("code_state_*.pkl")
+    written = state.read_bytes()
+
+    done = run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
+    assert "TORCH_COMPILE_JOB_ID=rf-test-job: PGO's state was neither read nor written" in done.stderr
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    assert sum(f.recompiles for f in profile.frames) == 1
+    assert state.read_bytes() == written
+    diff = run_cli("apply", ".", "--diff", cwd=tmp_path, check=1).stdout
+    assert "+    torch._dynamo.mark_dynamic(" in diff

@@ -26,7 +26,7 @@ from recompile_fix.profile.recorder.internals import (
     import_optional,
     metrics_contexts,
 )
-from recompile_fix.profile.recorder.program_facts import note_backward, time_compiled_modules
+from recompile_fix.profile.recorder.program_facts import first_run_compiles, note_backward, time_compiled_modules
 from recompile_fix.profile.recorder.recording import Recorder
 from recompile_fix.profile.recorder.stack import note_torch_dir
 from recompile_fix.profile.run_seed import note_untouched_generators, seed_generators  # standard library only
@@ -63,6 +63,7 @@ def install(numpy_before_torch: bool = False) -> Recorder:
     if backend:
         _force_backend(torch, backend)
     note_backward(torch, recorder)
+    first_run_compiles(torch, recorder)
     time_compiled_modules(recorder)
 
     # `recompile-fix verify` also wants what each compiled callable returned.

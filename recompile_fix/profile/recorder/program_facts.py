@@ -4,7 +4,8 @@
   calls): a fact about the program that later edits do not change;
 * the wall time of each call of a ``torch.compile(module)`` wrapper during which nothing compiled
   (its steady state): what a compile-time fix that adds eager work per block would cost the
-  program (RF004 / RF007's choice).
+  program (RF004 / RF007's choice);
+* that a job id would have PGO read an earlier run's state (``first_run_compiles``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from recompile_fix.profile.recorder.recording import Recorder
 
-__all__ = ["SteadyTimes", "note_backward", "time_compiled_modules"]
+__all__ = ["SteadyTimes", "first_run_compiles", "note_backward", "time_compiled_modules"]
 
 _MAX_STEADY_SAMPLES = 200  # call times kept per compiled module (the median of these is written)
 
@@ -58,6 +59,24 @@ def note_backward(torch: types.ModuleType, recorder: Recorder) -> None:
     else:
         autograd.backward = wrap(autograd.backward)
         autograd.grad = wrap(autograd.grad)
+
+
+def first_run_compiles(torch: types.ModuleType, recorder: Recorder) -> None:
+    """With a job id (``TORCH_COMPILE_JOB_ID``), torch's profile-guided dynamism (PGO) reads an
+    earlier run's state from its cache dir and writes this run's back: a second run compiles less
+    than the first, until a file changes. A recorded run compiles as a first run does, and writes
+    nothing there: a Profile shows the recompiles PGO hides until then (the ones an edit removes
+    for good), and `verify`'s two runs (an edited file's PGO state no longer applies) compare alike."""
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    compiler_config = getattr(getattr(torch, "compiler", None), "config", None)
+    job_id = getattr(compiler_config, "job_id", None) or os.environ.get("TORCH_COMPILE_JOB_ID")
+    if not job_id or not getattr(config, "automatic_dynamic_local_pgo", False):
+        return
+    config.automatic_dynamic_local_pgo = False
+    recorder.note_event(
+        f"TORCH_COMPILE_JOB_ID={job_id}: PGO's state was neither read nor written; the run compiles as a "
+        "first run does (PGO's second run hides the recompiles these fixes remove, until a file changes)"
+    )
 
 
 def time_compiled_modules(recorder: Recorder) -> None:
