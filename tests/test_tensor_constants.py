@@ -24,6 +24,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
 from recompile_fix.findings.finding import Safety
+from recompile_fix.pipeline.write import select_fixes
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason
 from recompile_fix.rules import rule_by_id
 
@@ -347,6 +348,32 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs and the
     # parameters AdamW holds at exit, the two callables compared.
     assert "2/2 same" in done.stdout, done.stdout
+
+
+def test_rf003_prefers_dynamic_true_where_the_program_reads_the_lr_back(tmp_path):
+    """A new user's trial: `round(sched.get_last_lr()[0], 8)` raised TypeError after
+    `apply --unsafe-fixes` wrote the tensor lr. `dynamic=True` at the compiled step keeps the lr a
+    Python float: preferred there, the tensor lr its fallback."""
+    train = """
+        import torch
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        step_fn = torch.compile(opt.step)
+        for _ in range(4):
+            model(torch.ones(2, 3)).sum().backward()
+            step_fn()
+            sched.step()
+            print(round(sched.get_last_lr()[0], 8))
+    """
+    frame = optimizer_frame(stack=(at("train.py", 9),))
+    profile, project = project_of(tmp_path, {"train.py": train}, [frame])
+    tensor_lr, dynamic = RF003.plan(profile, project)
+    assert tensor_lr.fallback and not dynamic.fallback and dynamic.unproven  # compiled: only the step
+    assert "reads it back" in dynamic.notes[-1]
+    written = fixed(RF003, select_fixes([tensor_lr, dynamic], unsafe_fixes=True), project, "train.py", unsafe=True)
+    assert "step_fn = torch.compile(opt.step, dynamic=True)" in written and "lr=0.01" in written
 
 
 def test_rf003_program_that_writes_some_other_lr_gets_no_edit(tmp_path):

@@ -151,8 +151,8 @@ class TensorHyperparameters(Rule):
     (`fix` keeps it where a run shows fewer compiles and the outputs bit for bit), a trade-off
     where it is more (a whole training step). Where the tensor lr is offered it is its fallback:
     `apply --unsafe-fixes` writes the tensor lr, and `fix` tries `dynamic=True` only where it
-    does not keep the tensor lr. No such fix under CUDA graphs (`mode="reduce-overhead"`), which
-    specialise every float.
+    does not keep the tensor lr; where the program reads the lr back the two swap places. No
+    such fix under CUDA graphs (`mode="reduce-overhead"`), which specialise every float.
 
     ## Profile evidence
     `self.param_groups[0]['lr'] == 0.01   # for group in self.param_groups:  # optim/adam.py:229
@@ -236,14 +236,23 @@ class TensorHyperparameters(Rule):
 
     def _dynamic_step(self, frame, keys, constructions, findings, evidence, version, project) -> list[Finding]:
         """``dynamic=True`` at the step's compile call: a fallback for the tensor lr where that
-        one is offered, the only fix where it is not (betas beside the lr, floats written back)."""
+        one is offered, the only fix where it is not (betas beside the lr, floats written back),
+        and the preferred one where the program reads the lr back (a 0-d tensor there can fail)."""
         label = constructions[0].label if len(constructions) == 1 else "the optimizer"
         message = self.message.format(
             optimizer=label, key=_keys(keys), compiles=frame.compile_count, fix="compile the step with `dynamic=True`"
         )
-        offered = any(f.fixable and f.evidence is evidence for f in findings)
-        found = dynamic_step_finding(frame, project, version, message, evidence, fallback=offered)
-        return [found] if found is not None else []
+        offered = [f for f in findings if f.fixable and f.evidence is evidence]
+        read_back = any(f.params.get("reads_back") for f in offered)  # then the float is preferred
+        found = dynamic_step_finding(frame, project, version, message, evidence, bool(offered) and not read_back)
+        if found is None:
+            return []
+        if read_back:
+            found.notes.append("preferred to the tensor lr: the lr stays a float where the program reads it back")
+        for tensor_lr in offered if read_back else ():
+            tensor_lr.fallback = True
+            tensor_lr.notes.append("tried where `dynamic=True` at the step's compile call is not kept")
+        return [found]
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
         """The documented pattern from the source alone: a float lr, a scheduler on that
@@ -376,7 +385,7 @@ class TensorHyperparameters(Rule):
             safety=safety,
             evidence=evidence,
             notes=notes,
-            params={**built.params(), "fill": fills},
+            params={**built.params(), "fill": fills, "reads_back": len(reads)},
             message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix),
             # capturable steps run or raise on this program's devices: a run settles it.
             unsafe_because=UNPROVEN,

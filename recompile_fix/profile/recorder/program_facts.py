@@ -70,7 +70,7 @@ def first_run_compiles(torch: types.ModuleType, recorder: Recorder) -> None:
     config = getattr(getattr(torch, "_dynamo", None), "config", None)
     compiler_config = getattr(getattr(torch, "compiler", None), "config", None)
     job_id = getattr(compiler_config, "job_id", None) or os.environ.get("TORCH_COMPILE_JOB_ID")
-    if not job_id or not getattr(config, "automatic_dynamic_local_pgo", False):
+    if config is None or not job_id or not getattr(config, "automatic_dynamic_local_pgo", False):
         return
     config.automatic_dynamic_local_pgo = False
     recorder.note_event(
