@@ -228,3 +228,14 @@ def test_a_trade_off_that_undoes_another_fixs_gain_is_dropped_and_the_gain_kept(
     dropped = {f.rule: why for r in unsafe.rounds for f, why in r.dropped}
     assert dropped["RF005"][0].startswith("makes things worse: the program compiles 3 -> 4 times"), dropped
     assert len([f for r in unsafe.rounds for f, _ in r.dropped]) == 1  # not tried again in a later round
+
+
+def test_the_weights_of_an_optimizer_built_in_main_are_compared_too(tmp_path):
+    """A new user's trial: with the optimizer built and dropped inside `main()`, nothing was left
+    at exit to compare, so every unproven fix was dropped with "no compiled callable returned a
+    tensor". The recorder holds the param groups of the optimizers that stepped until exit."""
+    work = _stage("optimizer_in_main.py", tmp_path)
+    plain = fix_to_fixed_point(["python", "optimizer_in_main.py"], ALL_RULES, root=work, backend="eager", write=False)
+    dropped = {f.location.line: why for r in plain.rounds for f, why in r.dropped}
+    tensor_lr = next(why for line, why in dropped.items() if line == 11)
+    assert tensor_lr[0].startswith("outputs differ: AdamW parameters at exit"), dropped

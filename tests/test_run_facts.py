@@ -358,3 +358,53 @@ def test_a_job_ids_pgo_state_neither_hides_the_recompiles_nor_is_touched(tmp_pat
     assert state.read_bytes() == written
     diff = run_cli("apply", ".", "--diff", cwd=tmp_path, check=1).stdout
     assert "+    torch._dynamo.mark_dynamic(" in diff
+
+
+SCHEDULED_STEP = """
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=8)
+
+
+@torch.compile(backend="eager", dynamic=True)
+def opt_step():
+    opt.step()
+
+
+for step in range(8):
+    x = torch.randn(32, 16)
+    F.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
+    opt_step()
+    opt.zero_grad()
+    sched.step()
+"""
+
+
+@pytest.mark.slow
+def test_recording_the_weights_at_exit_does_not_make_the_step_recompile(tmp_path, monkeypatch):
+    """Noting the optimizers whose weights `fix` and `verify` compare at exit must not change
+    how the step compiles: a global step hook runs inside the compiled step, where dynamo traces
+    it (one that held the param groups there was guarded on what it had seen, and the step's
+    last frame recompiled in every run that recorded outputs). They are noted where built."""
+    (tmp_path / "train.py").write_text(SCHEDULED_STEP)
+    counts = []
+    for record in (False, True):
+        if record:
+            monkeypatch.setenv("RECOMPILE_FIX_RECORD_OUTPUTS", str(tmp_path / "outputs"))
+        run_cli(
+            "profile", "--backend", "eager", "-o", f"p{record}.json", "--", "python", "train.py", cwd=tmp_path, check=0
+        )
+        profile = Profile.load(tmp_path / f"p{record}.json")
+        counts.append(
+            (
+                sum(f.compile_count for f in profile.frames),
+                sum(f.recompiles for f in profile.frames),
+                sorted(f"{b.location.file}:{b.location.line}" for f in profile.frames for b in f.graph_breaks),
+            )
+        )
+    assert counts[1] == counts[0] and counts[0][1] == 0, counts
+    assert list((tmp_path / "outputs").glob("*.pt")), "the outputs were recorded"

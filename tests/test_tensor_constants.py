@@ -12,6 +12,7 @@
 
 import inspect
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -326,11 +327,14 @@ for step in range(8):
 def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_path):
     """A new user's trial: OneCycleLR cycles AdamW's betas with its lr. torch names the lr's
     guard only; the recorder finds `betas` failing beside it, so RF003 knows a tensor lr leaves
-    the recompile (measured: 6 -> 6 compiles) and writes none. `dynamic=True` at the step's
-    compile call traces the lr and the betas as float inputs from the first compile (what PGO's
-    second run does): `fix` keeps it, one compile fewer, the trained weights bit for bit."""
-    (tmp_path / "train.py").write_text(ONE_CYCLE)
-    run_cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
+    the recompile (measured: 6 -> 6 compiles) and writes none. Under the program's own eager
+    backend, `dynamic=True` at the step's compile call traces the lr and the betas as float
+    inputs from the first compile (what PGO's second run does): `fix` keeps it, one compile
+    fewer, the trained weights bit for bit. Under inductor the betas of Adam's `lerp_`
+    specialise the graph again, dynamic or not: no such fix where inductor may compile it."""
+    program = ONE_CYCLE.replace("@torch.compile\n", '@torch.compile(backend="eager")\n')
+    (tmp_path / "train.py").write_text(program)
+    run_cli("profile", "--", "python", "train.py", cwd=tmp_path, check=0)
     profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
     (step,) = [f for f in profile.frames if f.name == "step"]
     assert {r.kind for r in step.value_reasons() if "betas" in (r.source or "")} == {"optimizer_param_group"}
@@ -339,10 +343,12 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     assert tensor_lr.safety is Safety.NONE, tensor_lr.notes
     assert "`betas` changed with the lr at the same steps (recorded)" in tensor_lr.notes[0]
     assert dynamic.location.line == 10 and dynamic.unproven and not dynamic.fallback
+    forced = replace(profile, backend="eager")  # `profile --backend eager`: the program's own unknown
+    assert [f.safety for f in RF003.plan(forced, project)] == [Safety.NONE]
 
-    done = run_cli("fix", "--backend", "eager", "--", "python", "train.py", cwd=tmp_path, check=0)
-    assert (tmp_path / "train.py").read_text() == ONE_CYCLE.replace(
-        "@torch.compile\n", "@torch.compile(dynamic=True)\n"
+    done = run_cli("fix", "--", "python", "train.py", cwd=tmp_path, check=0)
+    assert (tmp_path / "train.py").read_text() == program.replace(
+        '@torch.compile(backend="eager")\n', '@torch.compile(backend="eager", dynamic=True)\n'
     )
     assert "compiles 5 -> 4" in done.stderr, done.stderr
     # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs and the
@@ -374,6 +380,35 @@ def test_rf003_prefers_dynamic_true_where_the_program_reads_the_lr_back(tmp_path
     assert "reads it back" in dynamic.notes[-1]
     written = fixed(RF003, select_fixes([tensor_lr, dynamic], unsafe_fixes=True), project, "train.py", unsafe=True)
     assert "step_fn = torch.compile(opt.step, dynamic=True)" in written and "lr=0.01" in written
+
+
+@pytest.mark.parametrize(
+    "params, offered",
+    [
+        ("model.parameters()", True),
+        ("[p for p in model.parameters() if p.requires_grad]", True),
+        ("[{'params': model.weight, 'lr': 0.02}, {'params': model.bias, 'lr': 0.01}]", True),
+        ("[{'params': model.weight}, {'params': model.bias, 'weight_decay': 0.0}]", False),
+        ("groups_of(model)", False),
+    ],
+)
+def test_rf003_writes_no_tensor_lr_that_param_groups_would_share(tmp_path, params, offered):
+    """A new user's trial (layer-wise lr decay, groups built by a helper, each lr set by hand):
+    the tensor lr given to AdamW's constructor is one object that torch puts in every group that
+    sets none, so each group's `fill_` wrote every group's lr (the checksum moved 4x). No tensor
+    lr where two groups would share it or the groups are out of sight; `dynamic=True` remains."""
+    train = f"""
+        import torch
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.AdamW({params}, lr=0.01)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    """
+    profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
+    (finding,) = RF003.plan(profile, project)
+    assert (finding.safety is not Safety.NONE) == offered, finding.notes
+    if not offered:
+        assert "shared" in finding.notes[0] and "`lr`" in finding.notes[0]
 
 
 def test_rf003_program_that_writes_some_other_lr_gets_no_edit(tmp_path):

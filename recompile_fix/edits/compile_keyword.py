@@ -1,5 +1,6 @@
-"""``<keyword>=True`` at a ``torch.compile`` call the rule found (``dynamic=True``,
-``isolate_recompiles=True``): the one edit several rules make there.
+"""Keyword arguments a rule adds to a call: ``<keyword>=True`` at a ``torch.compile`` call it
+found (``dynamic=True``, ``isolate_recompiles=True``: the one edit several rules make there), and
+any keywords appended in the call's own layout (``append_keywords``).
 
 A Finding carries the call's span (``params["compile_call"]``: start line, column, end line,
 column, as libcst's positions give it) and how the keyword goes in (``params["dynamic"]``):
@@ -8,6 +9,7 @@ value it has."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import libcst as cst
@@ -16,7 +18,7 @@ from recompile_fix.analysis.call_site_code import node_at_span
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 
-__all__ = ["compile_call_params", "compile_keyword_edits"]
+__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits"]
 
 
 def compile_call_params(source: SourceFile, node: cst.CSTNode, keyword: str = "dynamic") -> dict[str, Any]:
@@ -49,3 +51,29 @@ def compile_keyword_edits(file: str, params: dict[str, Any], source: SourceFile,
         return [Edit(file, at, at, f"{keyword}=True", rule)]
     end = source.span(last.value)[1]
     return [Edit(file, end, end, f", {keyword}=True", rule)]
+
+
+def append_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:
+    """Keyword arguments appended to a call, in the call's own layout."""
+    if not call.args:
+        at = source.span(call)[1] - 1
+        return Edit(file, at, at, ", ".join(keywords), rule)
+    last = call.args[-1]
+    end = source.span(last)[1]
+    closing = source.span(call)[1] - 1
+    line_start = source.text.rfind("\n", 0, closing) + 1
+    if source.text[line_start:closing].strip() == "" and line_start > end:
+        # One argument per line, closing paren on its own line: one more line per keyword.
+        last_line = source.positions[last].start.line
+        leading = re.match(r"\s*", source.lines[last_line - 1])
+        assert leading is not None  # `\s*` matches every line
+        indent = leading.group(0)
+        comma = "" if not isinstance(last.comma, cst.MaybeSentinel) else ","
+        text = "".join(f"{indent}{k},\n" for k in keywords)
+        if comma:
+            return Edit(file, end, line_start, f",\n{text}", rule)
+        return Edit(file, line_start, line_start, text, rule)
+    text = ", ".join(keywords)
+    if not isinstance(last.comma, cst.MaybeSentinel):
+        return Edit(file, closing, closing, f" {text}", rule)
+    return Edit(file, end, end, f", {text}", rule)

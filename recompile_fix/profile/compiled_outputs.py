@@ -64,6 +64,7 @@ DEFAULT_CALLS = 8
 MAX_BYTES = 256 * 1024 * 1024  # per process; past it, later outputs are not kept (and it says so)
 FORMAT = "recompile-fix/outputs"
 _MAX_PARAMETERS = 256  # per call of a callable that returns no tensor
+_MAX_OPTIMIZERS = 8  # whose parameters are compared at exit (each held until then: a sweep's first)
 
 
 class OutputRecorder:
@@ -91,7 +92,8 @@ class OutputRecorder:
         self._stance: Callable[[str], Any] | None = getattr(getattr(torch, "compiler", None), "set_stance", None)
         self.fail_on_recompile = fail_on_recompile and self._stance is not None
         self.warm = False
-        self.optimizers: list[weakref.ref] = []  # those that stepped, in order (watch_optimizers)
+        # Those the program built, in order (watch_optimizers): each one's class and param groups.
+        self.optimizers: list[tuple[str, list]] = []
         if fail_on_recompile and self._stance is None:
             print(
                 "recompile-fix: this torch has no torch.compiler.set_stance; --fail-on-recompile is not checked",
@@ -212,33 +214,35 @@ class OutputRecorder:
         return list(found.values())[:_MAX_PARAMETERS]
 
     def watch_optimizers(self) -> None:
-        """Note each optimizer that steps, in the order they first step (torch's global step
-        hook: whatever the program calls, compiled or not)."""
-        try:
-            from torch.optim.optimizer import register_optimizer_step_post_hook as hooks
-        except ImportError:  # a torch without global step hooks: the calls' outputs only
+        """Note each optimizer the program builds, in order: ``Optimizer.__init__`` wrapped, as a
+        step hook would run inside the compiled step (dynamo traced it, guarded on what it had
+        seen, and the step recompiled once in every recorded run). Its param groups are held to
+        the end, so that one built and dropped inside `main()` still shows its weights at exit;
+        one that never steps compares equal."""
+        optimizer_class = self.torch.optim.Optimizer
+        original = optimizer_class.__init__
+        if getattr(original, "_recompile_fix", False):
             return
-        seen: set[int] = set()
+        held = self.optimizers
 
-        def stepped(optimizer, args, kwargs) -> None:
-            if id(optimizer) not in seen:
-                seen.add(id(optimizer))
-                self.optimizers.append(weakref.ref(optimizer))
+        @functools.wraps(original)
+        def init(optimizer, *args, **kwargs):
+            original(optimizer, *args, **kwargs)
+            if len(held) < _MAX_OPTIMIZERS:
+                held.append((type(optimizer).__qualname__, optimizer.param_groups))
 
-        hooks(stepped)
+        init._recompile_fix = True  # type: ignore[attr-defined]
+        optimizer_class.__init__ = init
 
     def record_final_parameters(self) -> None:
         """The parameters each optimizer that stepped holds when the program ends, as one more
         callable (``<exit>``): what training made of every step, where the first calls kept
         show only the first steps' outputs (a gradient that rounds differently shows here)."""
         torch = self.torch
-        for ref in self.optimizers:
-            optimizer = ref()
-            if optimizer is None:
-                continue
+        for name, param_groups in self.optimizers:
             params = [
                 p.detach()
-                for group in optimizer.param_groups
+                for group in param_groups
                 for p in group.get("params", ())
                 if isinstance(p, torch.Tensor) and type(p.detach()) is torch.Tensor and p.layout == torch.strided
             ][:_MAX_PARAMETERS]
@@ -248,9 +252,7 @@ class OutputRecorder:
             if self.truncated or self.bytes + size > self.max_bytes:
                 return  # a model past the budget: its calls' outputs are compared, not its weights
             self.bytes += size
-            entry = self.register(
-                "exit", f"{type(optimizer).__qualname__} parameters at exit", "parameters", "<exit>", 0
-            )
+            entry = self.register("exit", f"{name} parameters at exit", "parameters", "<exit>", 0)
             entry["calls"] = 1
             self.outputs[entry["index"]].append([p.clone() for p in params])
 

@@ -12,7 +12,7 @@ import libcst as cst
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import makes_tensor
-from recompile_fix.edits.compile_keyword import compile_keyword_edits
+from recompile_fix.edits.compile_keyword import append_keywords, compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
@@ -24,6 +24,7 @@ from recompile_fix.rules.rf003_tensor_hyperparameters.compiled_step import (
     dynamic_step_finding,
     innermost_user_location,
 )
+from recompile_fix.rules.rf003_tensor_hyperparameters.param_groups import shared_default_problem
 from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import is_lr_key, lr_readbacks, param_group_owner
 
 __all__ = ["RULE", "TensorHyperparameters"]
@@ -152,7 +153,12 @@ class TensorHyperparameters(Rule):
     where it is more (a whole training step). Where the tensor lr is offered it is its fallback:
     `apply --unsafe-fixes` writes the tensor lr, and `fix` tries `dynamic=True` only where it
     does not keep the tensor lr; where the program reads the lr back the two swap places. No
-    such fix under CUDA graphs (`mode="reduce-overhead"`), which specialise every float.
+    such fix under CUDA graphs (`mode="reduce-overhead"`), which specialise every float, nor
+    where inductor may compile the step and specialise the float again: only Adam's and AdamW's
+    lr reach its kernels as inputs (SGD's `alpha=-lr` and the betas of a `lerp_` do not), so
+    for the rest the program must compile with the eager backend itself. The tensor lr is no fix
+    where param groups would share it (torch puts the constructor's one tensor in every group
+    that sets no `lr`) or where the groups are built out of sight.
 
     ## Profile evidence
     `self.param_groups[0]['lr'] == 0.01   # for group in self.param_groups:  # optim/adam.py:229
@@ -231,7 +237,8 @@ class TensorHyperparameters(Rule):
             for built in constructions:
                 done.add((built.file, built.line))
                 findings.append(self._finding(built, keys, frame, evidence, version, project, files))
-            findings.extend(self._dynamic_step(frame, keys, constructions, findings, evidence, version, project))
+            if _floats_reach_the_step(profile, frame, keys):
+                findings.extend(self._dynamic_step(frame, keys, constructions, findings, evidence, version, project))
         return findings
 
     def _dynamic_step(self, frame, keys, constructions, findings, evidence, version, project) -> list[Finding]:
@@ -318,6 +325,10 @@ class TensorHyperparameters(Rule):
         blockers: list[str] = []
         _scheduler_problems(built, source, version, keys, blockers, notes)
         fills = _program_lr_writes(built, files, project, static_source, blockers)
+        shared = shared_default_problem(
+            source, built.params_arg, built.lr is None or not _is_tensor(source, built.lr.value)
+        )
+        blockers.extend([shared] if shared else [])
         if "lr" in keys and keys & {"betas", "momentum"}:
             blockers.append(
                 f"{_keys(keys - {'lr'})} changed with the lr at the same steps (recorded): a tensor lr "
@@ -410,7 +421,7 @@ class TensorHyperparameters(Rule):
             keywords.append("capturable=True")
         if keywords:
             call = next(n for n in source.nodes(cst.Call) if _position(source, n) == p["call"])
-            edits.append(_add_keywords(source, finding.file, call, keywords, self.id))
+            edits.append(append_keywords(source, finding.file, call, keywords, self.id))
         for start, end, target, value in p.get("fill", ()):
             edits.append(Edit(finding.file, start, end, f"{target}.fill_({value})", self.id))
         return edits
@@ -452,7 +463,9 @@ class _Construction:
         if self.lr is None and len(positional) > 1:
             self.lr = positional[1]
         self.group_lrs = []
-        first = positional[0].value if positional else None
+        given = next((a for a in args if a.keyword is not None and a.keyword.value == "params"), None)
+        first = positional[0].value if positional else given.value if given is not None else None
+        self.params_arg = first
         if isinstance(first, (cst.List, cst.Tuple)):
             for element in first.elements:
                 if isinstance(element.value, cst.Dict):
@@ -590,6 +603,20 @@ def _source_of(file: str, project: Project | None, static_source: SourceFile | N
     return project.source(file) if project is not None else static_source
 
 
+def _floats_reach_the_step(profile: Profile, frame: Frame, keys: set[str]) -> bool:
+    """Does a float input make the step compile once under the backend the program uses? Under
+    its own eager backend, yes. Under inductor only where torch's tensorify pass turns the float
+    into a tensor operand: Adam's and AdamW's lr (measured, torch 2.13: 1 graph, bit for bit);
+    SGD's `add_(grad, alpha=-lr)` and the betas of Adam's `lerp_` specialise the graph on the
+    value again (a new user's trial: SGD under StepLR 4 -> 4 under inductor, 4 -> 3 under eager).
+    A backend `profile --backend` forced says nothing of the program's own: inductor assumed."""
+    backends = set(frame.backends)
+    if profile.backend is None and backends and backends <= {"eager", "aot_eager"}:
+        return True
+    module = _OPTIM_FILE.search(frame.file.replace(os.sep, "/"))
+    return keys == {"lr"} and module is not None and module.group("module") in ("adam", "adamw")
+
+
 def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
     """The profiled user files, those on the frame's compile stacks first."""
     on_stack = []
@@ -632,32 +659,6 @@ def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]
                     )
                 )
     return found
-
-
-def _add_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:
-    """Keyword arguments appended to a call, in the call's own layout."""
-    if not call.args:
-        at = source.span(call)[1] - 1
-        return Edit(file, at, at, ", ".join(keywords), rule)
-    last = call.args[-1]
-    end = source.span(last)[1]
-    closing = source.span(call)[1] - 1
-    line_start = source.text.rfind("\n", 0, closing) + 1
-    if source.text[line_start:closing].strip() == "" and line_start > end:
-        # One argument per line, closing paren on its own line: one more line per keyword.
-        last_line = source.positions[last].start.line
-        leading = re.match(r"\s*", source.lines[last_line - 1])
-        assert leading is not None  # `\s*` matches every line
-        indent = leading.group(0)
-        comma = "" if not isinstance(last.comma, cst.MaybeSentinel) else ","
-        text = "".join(f"{indent}{k},\n" for k in keywords)
-        if comma:
-            return Edit(file, end, line_start, f",\n{text}", rule)
-        return Edit(file, line_start, line_start, text, rule)
-    text = ", ".join(keywords)
-    if not isinstance(last.comma, cst.MaybeSentinel):
-        return Edit(file, closing, closing, f" {text}", rule)
-    return Edit(file, end, end, f", {text}", rule)
 
 
 def _bound_name(source: SourceFile, call: cst.Call) -> str | None:
