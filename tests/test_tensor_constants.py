@@ -951,3 +951,33 @@ def test_numbers_that_stay_numbers_make_the_others_fixes_unproven(tmp_path):
     assert "RF002 [no fix] `sigma`" in report
     run_cli("apply", ".", cwd=tmp_path, check=0)
     assert program.read_text() == before
+
+
+def test_rf003_leaves_alone_an_lr_that_only_changed_beside_another_recompile(tmp_path):
+    """A new user's trial: the step's one recompile was the optimizer making its state on the
+    first step; the lr changed too (recorded beside it, not named by torch), and a tensor lr was
+    offered and written: 14 -> 14 compiles, other numbers. RF003 acts on recompiles torch put
+    down to a hyper-parameter."""
+    frame = optimizer_frame()
+    for compile_ in frame.compiles[1:]:
+        compile_.also_failed, compile_.reasons = compile_.reasons, [
+            Reason(kind="global_state", text="2/0: len(self.state) == 0", source="len(self.state)")
+        ]
+    train = """
+        import torch
+
+        model = torch.nn.Linear(3, 3)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    """
+    profile, project = project_of(tmp_path, {"train.py": train}, [frame])
+    assert RF003.plan(profile, project) == []
+
+
+def test_rf003_without_a_profile_leaves_a_one_cycle_schedule_alone():
+    """A new user's trial: with no Profile, RF003 wrote a tensor lr under OneCycleLR, which also
+    writes Python floats into AdamW's betas every step: the recompile stayed, a frame more
+    compiled, and the numbers moved. Without a run to show the betas did not change: no edit."""
+    text = ONE_CYCLE
+    (finding,) = RF003.plan_static(SourceFile.parse(ROOT / "x.py", text), "x.py")
+    assert finding.safety is Safety.NONE and any("cycle_momentum" in note for note in finding.notes), finding.notes

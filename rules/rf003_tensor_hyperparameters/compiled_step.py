@@ -18,6 +18,7 @@ no fix there.
 from __future__ import annotations
 
 import os
+import re
 
 import libcst as cst
 
@@ -27,9 +28,15 @@ from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_call_params
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import TorchApi
-from recompile_fix.profile.model import Frame, Location
+from recompile_fix.profile.model import Frame, Location, Profile
 
-__all__ = ["DYNAMIC_FLOATS", "compiled_step", "dynamic_step_finding", "innermost_user_location"]
+__all__ = [
+    "DYNAMIC_FLOATS",
+    "compiled_step",
+    "dynamic_step_finding",
+    "floats_reach_the_step",
+    "innermost_user_location",
+]
 
 DYNAMIC_FLOATS = TorchApi(
     "torch.compile(dynamic=True) tracing a float as an input",
@@ -40,14 +47,16 @@ DYNAMIC_FLOATS = TorchApi(
 # Modes and backends that run CUDA graphs, which specialise every float (torch's wrap_symfloat).
 _CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 _OPTIMIZER_METHODS = frozenset({"step", "zero_grad"})
+# The optimizers whose lr inductor's tensorify pass turns into a tensor operand (``floats_reach_the_step``).
+_TENSORIFIED_LR = re.compile(r"(?:^|/)torch/optim/(?:adam|adamw)\.py$")
 
 
 def dynamic_step_finding(
-    frame: Frame, project: Project, release: tuple[int, int] | None, message: str, evidence: dict, fallback: bool
+    frame: Frame, project: Project, release: tuple[int, int] | None, message: str, evidence: dict
 ) -> Finding | None:
     """``dynamic=True`` at the compile call that compiles ``frame``'s optimizer step, or None where
     it would not help (the torch that ran specialises floats, CUDA graphs) or the call is not
-    found. ``fallback``: the tensor lr is offered for these recompiles too, and comes first."""
+    found."""
     if not DYNAMIC_FLOATS.runs_on(release):
         return None
     site = innermost_user_location(frame)
@@ -75,8 +84,6 @@ def dynamic_step_finding(
             "the compiled code does more than the optimizer step: `dynamic=True` traces the sizes of "
             "every tensor it reads as dynamic (kernels that cannot specialise on sizes): a trade-off"
         )
-    if fallback:
-        notes.append("tried where the tensor lr is not kept (it fixes the same recompiles)")
     return Finding(
         rule="RF003",
         file=site.file,  # find_compile_call looks in the site's own file
@@ -87,8 +94,20 @@ def dynamic_step_finding(
         params=compile_call_params(compile_source, node),
         message=message,
         unsafe_because=UNPROVEN if only_the_step else "trade-off",
-        fallback=fallback,
     )
+
+
+def floats_reach_the_step(profile: Profile, frame: Frame, keys: set[str]) -> bool:
+    """Does a float input make the step compile once under the backend the program uses? Under
+    its own eager backend, yes. Under inductor only where torch's tensorify pass turns the float
+    into a tensor operand: Adam's and AdamW's lr (measured, torch 2.13: 1 graph, bit for bit);
+    SGD's `add_(grad, alpha=-lr)` and the betas of Adam's `lerp_` specialise the graph on the
+    value again (a new user's trial: SGD under StepLR 4 -> 4 under inductor, 4 -> 3 under eager).
+    A backend `profile --backend` forced says nothing of the program's own: inductor assumed."""
+    backends = set(frame.backends)
+    if profile.backend is None and backends and backends <= {"eager", "aot_eager"}:
+        return True
+    return keys == {"lr"} and _TENSORIFIED_LR.search(frame.file.replace(os.sep, "/")) is not None
 
 
 def innermost_user_location(frame: Frame) -> Location | None:

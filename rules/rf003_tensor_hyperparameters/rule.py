@@ -22,6 +22,7 @@ from recompile_fix.rules.rf003_tensor_hyperparameters.compiled_step import (
     DYNAMIC_FLOATS,
     compiled_step,
     dynamic_step_finding,
+    floats_reach_the_step,
     innermost_user_location,
 )
 from recompile_fix.rules.rf003_tensor_hyperparameters.param_groups import shared_default_problem
@@ -196,9 +197,10 @@ class TensorHyperparameters(Rule):
         version = profile.torch_release
         frames: dict[tuple, list] = {}
         for frame in profile.frames:
-            # Every hyper-parameter the run saw change, not only the one torch named first (a
-            # OneCycleLR's betas beside its lr).
-            for reason in frame.value_reasons():
+            # Every hyper-parameter the run saw change (a OneCycleLR's betas beside its lr), where
+            # torch named one (not a recompile it put down to the optimizer's state being made).
+            named = any(r.kind == "optimizer_param_group" for r in frame.reasons())
+            for reason in frame.value_reasons() if named else ():
                 match = _PARAM_GROUP.match(reason.source or "") if reason.kind == "optimizer_param_group" else None
                 if match:
                     frames.setdefault(frame.key, [frame, set(), set()])[1].add(match.group("key"))
@@ -237,7 +239,7 @@ class TensorHyperparameters(Rule):
             for built in constructions:
                 done.add((built.file, built.line))
                 findings.append(self._finding(built, keys, frame, evidence, version, project, files))
-            if _floats_reach_the_step(profile, frame, keys):
+            if floats_reach_the_step(profile, frame, keys):
                 findings.extend(self._dynamic_step(frame, keys, constructions, findings, evidence, version, project))
         return findings
 
@@ -250,15 +252,16 @@ class TensorHyperparameters(Rule):
             optimizer=label, key=_keys(keys), compiles=frame.compile_count, fix="compile the step with `dynamic=True`"
         )
         offered = [f for f in findings if f.fixable and f.evidence is evidence]
-        read_back = any(f.params.get("reads_back") for f in offered)  # then the float is preferred
-        found = dynamic_step_finding(frame, project, version, message, evidence, bool(offered) and not read_back)
+        found = dynamic_step_finding(frame, project, version, message, evidence)
         if found is None:
             return []
+        # The tensor lr's fallback, unless the program reads the lr back (a float stays a float).
+        read_back = any(f.params.get("reads_back") for f in offered)
+        for fallback in (offered if read_back else [found]) if offered else []:
+            fallback.fallback = True
+            fallback.notes.append("tried where the other fix of these recompiles is not kept")
         if read_back:
             found.notes.append("preferred to the tensor lr: the lr stays a float where the program reads it back")
-        for tensor_lr in offered if read_back else ():
-            tensor_lr.fallback = True
-            tensor_lr.notes.append("tried where `dynamic=True` at the step's compile call is not kept")
         return [found]
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
@@ -573,7 +576,8 @@ def _scheduler_problems(
                 "(cycle_momentum=True): tensors do not help there; pass cycle_momentum=False if the "
                 "momentum need not cycle"
             )
-            (blockers if keys <= {"betas", "momentum"} else notes).append(text)
+            # Without a run (static mode) nothing shows the momentum did not change: a blocker.
+            (blockers if keys <= {"betas", "momentum"} or version is None else notes).append(text)
 
 
 def _program_lr_writes(
@@ -601,20 +605,6 @@ def _program_lr_writes(
 
 def _source_of(file: str, project: Project | None, static_source: SourceFile | None) -> SourceFile | None:
     return project.source(file) if project is not None else static_source
-
-
-def _floats_reach_the_step(profile: Profile, frame: Frame, keys: set[str]) -> bool:
-    """Does a float input make the step compile once under the backend the program uses? Under
-    its own eager backend, yes. Under inductor only where torch's tensorify pass turns the float
-    into a tensor operand: Adam's and AdamW's lr (measured, torch 2.13: 1 graph, bit for bit);
-    SGD's `add_(grad, alpha=-lr)` and the betas of Adam's `lerp_` specialise the graph on the
-    value again (a new user's trial: SGD under StepLR 4 -> 4 under inductor, 4 -> 3 under eager).
-    A backend `profile --backend` forced says nothing of the program's own: inductor assumed."""
-    backends = set(frame.backends)
-    if profile.backend is None and backends and backends <= {"eager", "aot_eager"}:
-        return True
-    module = _OPTIM_FILE.search(frame.file.replace(os.sep, "/"))
-    return keys == {"lr"} and module is not None and module.group("module") in ("adam", "adamw")
 
 
 def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
