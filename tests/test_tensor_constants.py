@@ -960,9 +960,10 @@ def test_rf003_leaves_alone_an_lr_that_only_changed_beside_another_recompile(tmp
     down to a hyper-parameter."""
     frame = optimizer_frame()
     for compile_ in frame.compiles[1:]:
-        compile_.also_failed, compile_.reasons = compile_.reasons, [
-            Reason(kind="global_state", text="2/0: len(self.state) == 0", source="len(self.state)")
-        ]
+        compile_.also_failed, compile_.reasons = (
+            compile_.reasons,
+            [Reason(kind="global_state", text="2/0: len(self.state) == 0", source="len(self.state)")],
+        )
     train = """
         import torch
 

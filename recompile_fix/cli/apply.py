@@ -246,8 +246,11 @@ def _print_summary(
     fixed = len(result.pending)
     files = len(result.rewrites)
     # What --unsafe-fixes would make beyond the safe ones (a fallback beside its preferred fix: not).
-    unsafe_left = 0 if unsafe_fixes else len(select_fixes(result.findings, unsafe_fixes=True)) - len(
-        select_fixes(result.findings, unsafe_fixes=False)
+    unsafe_left = (
+        0
+        if unsafe_fixes
+        else len(select_fixes(result.findings, unsafe_fixes=True))
+        - len(select_fixes(result.findings, unsafe_fixes=False))
     )
     summary = f"{'Fixed' if write else 'Would fix'} {fixed} finding(s) in {files} file(s)."
     if result.already_applied:
