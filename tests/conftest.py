@@ -62,10 +62,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if TORCH_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
-    # The tests that run programs first, the quick ones after (in their order otherwise): on
-    # pytest-xdist's workers the last minute is quick tests filling both cores, not one worker
-    # finishing a long program run while the other waits.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(hookwrapper=True)
