@@ -295,10 +295,20 @@ def test_a_fallback_is_tried_only_where_its_preferred_fix_is_not_kept():
     assert picked.kept == [fallback] and [f for f, _ in picked.dropped] == [preferred]
     assert trials.asked == [(20,), (30,)]
 
-    trials = _Trials({(20,): rounded})
     within = Tolerance(unproven_exact=False)  # fix --unsafe-fixes: the rule's rounding allowed
+    trials = _Trials({(20,): exact})
     picked = select_verified(before, [fallback, preferred], trials, (), command=["x"], tolerance=within)
     assert picked.kept == [preferred] and picked.dropped == [] and trials.asked == [(20,)]
+
+    # With --unsafe-fixes the tensor lr is kept though it rounds: the fallback is tried in its
+    # place, and kept instead, being bit for bit for as many compiles (a new user's trial:
+    # `fix --unsafe-fixes` ended 1e-8 off where plain `fix` was exact).
+    trials = _Trials({(20,): rounded, (30,): exact})
+    picked = select_verified(before, [fallback, preferred], trials, (), command=["x"], tolerance=within)
+    assert picked.kept == [fallback] and trials.asked == [(20,), (30,)]
+    ((dropped, why),) = picked.dropped
+    assert dropped is preferred and why[0].startswith("kept instead: RF003 at prog.py:30"), why
+    assert picked.last is exact and not picked.verification.rounded
 
 
 def test_apply_makes_a_fallback_only_in_place_of_its_preferred_fix():

@@ -353,7 +353,7 @@ def _apply_verified(
     verb = "Fixed" if write else "Would fix"
     summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
     if result.dropped:
-        summary += f"; dropped {len(result.dropped)} that made things worse or changed nothing"
+        summary += f"; dropped {len(result.dropped)} (why: above)"
     summary += f" ({result.runs} runs of `{' '.join(profile.command)}`)." if result.runs else "."
     click.echo(summary, err=True)
     if write and result.rewrites:

@@ -102,7 +102,7 @@ def _summary(
     verb = "Would fix" if show_diff else "Fixed"
     summary = f"{verb} {len(result.kept)} verified finding(s) in {files} file(s)"
     if result.dropped:
-        summary += f"; dropped {len(result.dropped)} that made things worse or changed nothing"
+        summary += f"; dropped {len(result.dropped)} (why: above)"
     summary += f" ({result.runs} runs of `{' '.join(command)}`)"
     if result.verification is not None:
         v = result.verification

@@ -247,9 +247,12 @@ def select_verified(
                 expect(1)
             if not picker.together(picker.unreduced):
                 picker.result.dropped = dropped
-    for fallback in fallbacks:  # one whose preferred fix was kept is not tried, nor reported
-        if not any(stands_in_for(fallback, kept) for kept in picker.result.kept):
+    for fallback in fallbacks:  # one whose preferred fix was kept is not tried, nor reported,
+        preferred = next((k for k in picker.result.kept if stands_in_for(fallback, k)), None)
+        if preferred is None:
             picker.one_by_one([fallback])
+        elif picker.compare(before, picker.reference, picker.result.kept).rounded:
+            picker.instead(preferred, fallback)  # unless that one only rounds: this may be exact
     result = picker.result
     if result.last is not None and result.verification is None:  # kept one at a time, each on its own terms
         result.verification = picker.compare(before, result.last, result.kept, each_proven=True)
@@ -339,6 +342,22 @@ class _Picker:
         if not kept:
             self.result.verification = check
         return True
+
+    def instead(self, preferred: Finding, fallback: Finding) -> None:
+        """``fallback`` in place of a kept ``preferred`` whose outputs only round (kept with
+        --unsafe-fixes): kept instead where the outputs are then bit for bit, with no more
+        compiles (RF003's `dynamic=True` beside its tensor lr, 1e-8 off)."""
+        if self.expect is not None:
+            self.expect(1)
+        others = [f for f in self.result.kept if f is not preferred]
+        run = self.trial(others + [fallback], f"{fallback.rule} at {fallback.file}:{fallback.location.line} instead")
+        check = self.compare(self.before, run, others + [fallback])
+        if check.verified and not check.rounded and compile_totals(run) <= compile_totals(self.reference):
+            self.result.kept = others + [fallback]
+            self.reference = self.result.last = run
+            self.result.verification = None
+            why = f"{fallback.rule} at {fallback.file}:{fallback.location.line} fixes the same recompiles bit for bit"
+            self.result.dropped.append((preferred, [f"kept instead: {why}"]))
 
     def one_by_one(self, fixes: list[Finding]) -> None:
         """Each fix on top of those kept. Those that alone change nothing are tried once more, all
