@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import PROGRAMS, run_cli
 from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Safety
@@ -360,28 +360,12 @@ def test_a_job_ids_pgo_state_neither_hides_the_recompiles_nor_is_touched(tmp_pat
     assert "+    torch._dynamo.mark_dynamic(" in diff
 
 
-SCHEDULED_STEP = """
-import torch
-import torch.nn.functional as F
-
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=8)
-
-
-@torch.compile(backend="eager", dynamic=True)
-def opt_step():
-    opt.step()
-
-
-for step in range(8):
-    x = torch.randn(32, 16)
-    F.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
-    opt_step()
-    opt.zero_grad()
-    sched.step()
-"""
+# OneCycleLR's step compiled with `dynamic=True`: its lr and betas are float inputs.
+SCHEDULED_STEP = (
+    (PROGRAMS / "scalars" / "one_cycle_step.py")
+    .read_text()
+    .replace("@torch.compile\n", '@torch.compile(backend="eager", dynamic=True)\n')
+)
 
 
 @pytest.mark.slow

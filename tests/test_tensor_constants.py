@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import profiles
-from conftest import ROOT, run_cli
+from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import run_recorded
 from golden_cases import CASES, GOLDEN, case_id, load_case
 from recompile_fix.analysis.project import Project
@@ -300,27 +300,7 @@ def test_rf003_knows_which_schedulers_keep_a_tensor_lr(tmp_path, scheduler, vers
         assert ("writes Python floats into `betas`" in notes) == cycles  # a note: lr is still fixed
 
 
-ONE_CYCLE = """import torch
-import torch.nn.functional as F
-
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=8)
-
-
-@torch.compile
-def opt_step():
-    opt.step()
-
-
-for step in range(8):
-    x = torch.randn(32, 16)
-    F.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
-    opt_step()
-    opt.zero_grad()
-    sched.step()
-"""
+ONE_CYCLE = (PROGRAMS / "scalars" / "one_cycle_step.py").read_text()
 
 
 @pytest.mark.slow
@@ -342,7 +322,8 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     tensor_lr, dynamic = RF003.plan(profile, project)
     assert tensor_lr.safety is Safety.NONE, tensor_lr.notes
     assert "`betas` changed with the lr at the same steps (recorded)" in tensor_lr.notes[0]
-    assert dynamic.location.line == 10 and dynamic.unproven and not dynamic.fallback
+    decorator = program.splitlines().index('@torch.compile(backend="eager")') + 1
+    assert dynamic.location.line == decorator and dynamic.unproven and not dynamic.fallback
     forced = replace(profile, backend="eager")  # `profile --backend eager`: the program's own unknown
     assert [f.safety for f in RF003.plan(forced, project)] == [Safety.NONE]
 
