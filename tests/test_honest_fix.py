@@ -128,25 +128,30 @@ def test_a_program_at_its_minimum_keeps_no_fix(tmp_path):
     assert "Nothing to fix." in render_fix(real)
 
 
-def test_an_unproven_fix_that_rounds_needs_unsafe_fixes_and_keeps_its_label(tmp_path):
+def test_an_unproven_fix_that_rounds_is_not_kept_and_its_bit_exact_fallback_is(tmp_path):
     """A new user's trial: plain `fix` kept an unproven wrap whose outputs were only close (6e-8
     off), relabelled `[*]` and "verified". Without --unsafe-fixes an unproven fix must keep the
-    outputs bit for bit; with it, the rounding its rule declares is allowed and said."""
+    outputs bit for bit: the wrap is dropped, and RF002's other fix of the same recompiles,
+    `dynamic=True` where `mix` is compiled (the float stays a Python float), is kept: 2 -> 1 bit
+    for bit, as PGO's second run. With --unsafe-fixes the bit-exact one is kept too."""
     work = _stage("rounded_weight.py", tmp_path)
     text = (work / "rounded_weight.py").read_text()
     plain = fix_to_fixed_point(["python", "rounded_weight.py"], ALL_RULES, root=work, backend="eager", write=False)
     ((dropped, why),) = [d for r in plain.rounds for d in r.dropped]
-    assert dropped.rule == "RF002" and dropped.unproven and plain.kept == []
+    assert dropped.rule == "RF002" and dropped.unproven and not dropped.fallback
     assert why[0].startswith("outputs differ"), why
+    (kept,) = plain.kept
+    assert kept.fallback and kept.params["keyword"] == "dynamic"
+    assert sum(f.compile_count for f in plain.last.profile.frames) == 1
     shown = render_fix(plain)
-    assert "dropped  rounded_weight.py:18:18: RF002 [unsafe fix]" in shown and "--unsafe-fixes` keeps it" in shown
+    assert "dropped  rounded_weight.py:18:18: RF002 [unsafe fix]" in shown and "with `dynamic=True`" in shown
+    assert "--unsafe-fixes` keeps it" not in shown  # it would not: the bit-exact fallback is kept there too
     unsafe = fix_to_fixed_point(
         ["python", "rounded_weight.py"], ALL_RULES, root=work, backend="eager", write=False, unsafe_fixes=True
     )
     (kept,) = unsafe.kept
-    assert kept.rule == "RF002" and (work / "rounded_weight.py").read_text() == text
-    shown = render_fix(unsafe)
-    assert "RF002 [unsafe fix]" in shown and "not bit for bit" in shown and "RF002 [*]" not in shown
+    assert kept.fallback and (work / "rounded_weight.py").read_text() == text
+    assert "fixes the same recompiles bit for bit" in render_fix(unsafe)
 
 
 def _sweep():

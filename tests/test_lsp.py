@@ -198,6 +198,7 @@ def quick_fix(actions, unsafe: bool) -> lsp.CodeAction | None:
             and a.title.startswith("Fix ")
             and a.diagnostics
             and a.diagnostics[0].data["safety"] in allowed
+            and not a.diagnostics[0].data.get("fallback")  # `apply` writes the preferred fix of the two
         ),
         None,
     )

@@ -64,10 +64,14 @@ def test_negative_case_is_left_alone_and_report_says_why(case, tmp_path):
     assert (directory / "program.out.py").read_text() == (directory / "program.in.py").read_text()
     shutil.copy(directory / "program.in.py", tmp_path / "program.py")
     out = run_cli("report", str(directory / "profile.json"), cwd=tmp_path, check=0).stdout
-    line = next(l for l in out.splitlines() if f" {case.split('/')[0]} [no fix] " in l)
-    assert "it stays a Python number" in line
+    rule = case.split("/")[0]
+    line = next(l for l in out.splitlines() if f" {rule} [no fix] " in l or f" {rule} [unsafe fix] " in l)
     use, consequence = NEGATIVE[case]
-    assert use in out and f"{consequence}; no edit" in out
+    if "[unsafe fix]" in line:  # an int used as a size: `dynamic=True` at the compile call, never safe
+        assert line.endswith("with `dynamic=True`") and f"{consequence}; no 0-d tensor" in out
+    else:
+        assert "it stays a Python number" in line and f"{consequence}; no edit" in out
+    assert use in out
 
 
 @pytest.mark.parametrize(
@@ -733,7 +737,7 @@ def scalar_frame(shapes=((2,), (3,), (4,))):
 def test_rf002_wraps_cache_hit_calls_too_and_notes_a_hidden_shape_change(tmp_path):
     profile, project = project_of(tmp_path, {"program.py": SCALAR}, [scalar_frame()])
     findings = RF002.plan(profile, project)
-    by_line = {f.location.line: f for f in findings}
+    by_line = {f.location.line: f for f in findings if not f.fallback}  # line 4: `dynamic=True`, the fallback
     assert set(by_line) == {10, 11, 13}  # fn(torch.ones(2)) passes no c: left alone
     assert by_line[13].safety is Safety.UNSAFE and "would copy it" in by_line[13].notes[-1]
     assert any("`x` also changed shape between these compiles ([2] ... [4])" in n for n in by_line[10].notes)
@@ -881,7 +885,7 @@ def test_rf002_wraps_a_float_the_run_saw_with_float64_tensors_only_as_float64(tm
         for reason in compile_.reasons:
             reason.source = "temperature"
     profile, project = project_of(tmp_path, {"program.py": ANNEALED_FLOAT64}, [frame])
-    (finding,) = [f for f in RF002.plan(profile, project) if f.params]
+    (finding,) = [f for f in RF002.plan(profile, project) if f.params and not f.fallback]
     assert finding.params["dtype"] == "float64" and finding.unproven, finding.notes
     after = fixed(RF002, [finding], project, "program.py", unsafe=True)
     assert "energy(pos, torch.tensor(temperature, dtype=torch.float64))" in after

@@ -109,8 +109,10 @@ def test_rf002_offers_the_guidance_scale_fix_as_one_a_run_proves(tmp_path):
     case = GOLDEN / "RF002" / "dit_guidance_scale"
     shutil.copy(case / "program.in.py", tmp_path / "program.py")
     profile = Profile.load(case / "profile.json")
-    (finding,) = RF002.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    finding, fallback = RF002.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
     assert finding.safety.value == "unsafe" and finding.params["param"] == "guidance_scale"
+    # `dynamic=True` in place of the call's `dynamic=False`: tried only where the tensor is not kept.
+    assert fallback.fallback and fallback.unsafe_because == "trade-off"
     assert any(".sample` taken for a tensor" in n for n in finding.notes), finding.notes
 
 

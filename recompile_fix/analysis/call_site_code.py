@@ -37,14 +37,20 @@ __all__ = [
     "name_used_elsewhere",
     "node_at_span",
     "root_name",
+    "runs_cuda_graphs",
     "squeezed_code",
 ]
 
+# Modes and backends that run CUDA graphs, which specialise every float and record a graph per size.
+_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
-def find_compile_call(project: Project, path: str, names: set[str]) -> tuple[SourceFile, cst.CSTNode, bool] | None:
+
+def find_compile_call(
+    project: Project, path: str, names: set[str], *, dynamic_true: bool = False
+) -> tuple[SourceFile, cst.CSTNode, bool] | None:
     """The one ``torch.compile(<name>...)``, ``<name>.compile(...)``, ``<name> = torch.compile(...)``
     or ``@torch.compile`` on ``def <name>`` in the file: (file, the call or bare decorator, whether
-    it has ``dynamic=``)."""
+    it has ``dynamic=``). None where it says ``dynamic=True`` already, unless ``dynamic_true``."""
     source = project.source(path)
     if source is None:
         return None
@@ -75,9 +81,30 @@ def find_compile_call(project: Project, path: str, names: set[str]) -> tuple[Sou
     if not isinstance(node, cst.Call):
         return source, node, False
     dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
-    if dynamic is not None and isinstance(dynamic.value, cst.Name) and dynamic.value.value == "True":
+    if (
+        dynamic is not None
+        and isinstance(dynamic.value, cst.Name)
+        and dynamic.value.value == "True"
+        and not dynamic_true
+    ):
         return None  # already dynamic: nothing to edit there
     return source, node, dynamic is not None
+
+
+def runs_cuda_graphs(source: SourceFile, node: cst.CSTNode) -> bool:
+    """Does the compile call ``node`` ask for CUDA graphs (``mode="reduce-overhead"``, a
+    cudagraphs backend or option)?"""
+    if not isinstance(node, cst.Call):
+        return False
+    for arg in node.args:
+        if arg.keyword is None:
+            continue
+        text = source.code(arg.value)
+        if arg.keyword.value == "mode" and any(m in text for m in _CUDAGRAPH_MODES) and "no-cudagraphs" not in text:
+            return True
+        if arg.keyword.value in ("backend", "options") and "cudagraphs" in text:
+            return True
+    return False
 
 
 def calls_nothing(func: cst.FunctionDef | None) -> bool:

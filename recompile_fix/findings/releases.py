@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # names only: a Rule declares TorchApis, this module reads th
     from recompile_fix.findings.rule import Rule
 
 __all__ = [
+    "DYNAMIC_FLOATS",
     "RELEASES",
     "AskedVersion",
     "TorchApi",
@@ -120,6 +121,16 @@ def _own_torch_version() -> str | None:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
         return None
+
+
+# What `dynamic=True` at a compile call does for a Python float argument or attribute (RF002,
+# RF003): traced as a float input from the first compile, not specialised on its value.
+DYNAMIC_FLOATS = TorchApi(
+    "torch.compile(dynamic=True) tracing a float as an input",
+    (2, 6),
+    "pytorch#137782 (specialize_float=False by default); measured 2.13.0, 2.14.1",
+    in_text=False,
+)
 
 
 @dataclass(frozen=True)

@@ -387,6 +387,7 @@ class Engine:
                         "confidence": finding.confidence,
                         "index": index,
                         "sha": analysis.sha,
+                        **({"fallback": True} if finding.fallback else {}),
                     },
                 )
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from recompile_fix.findings.finding import PROVEN
+from recompile_fix.findings.finding import PROVEN, stands_in_for
 from recompile_fix.verify.compare import Verification
 from recompile_fix.verify.recorded import recorded_header, recorded_verdict
 
@@ -161,7 +161,13 @@ def render_fix(result: FixPoint) -> str:
         for finding, why in r.dropped:
             lines.append("  dropped  " + finding.describe().split("\n", 1)[0])
             lines.extend(f"           - {w}" for w in why[:3])
-            if finding.unproven and finding.tolerance is not None and any(w.startswith("outputs differ") for w in why):
+            replaced = any(stands_in_for(k, finding) for k in result.kept)  # its bit-exact fallback was kept
+            if (
+                finding.unproven
+                and finding.tolerance is not None
+                and not replaced
+                and any(w.startswith("outputs differ") for w in why)
+            ):
                 lines.append(
                     "           - its rule allows rounding there: `recompile-fix fix --unsafe-fixes` keeps it if the "
                     "outputs stay within that tolerance"

@@ -17,7 +17,7 @@ def alone_merges_nothing(frame: Frame, planned: list[Finding]) -> list[Finding]:
     the unsafe ones wrap: with safe fixes alone those numbers stay numbers and every compile stays
     (a trial's `kd_loss(..., T, alpha)`: `T` offered `[*]`, 4 -> 4). The safe ones become unproven
     too: `fix` keeps them where a run with the others shows fewer compiles."""
-    unsafe = [f for f in planned if f.safety is Safety.UNSAFE and f.fixable]
+    unsafe = [f for f in planned if f.safety is Safety.UNSAFE and f.fixable and not f.fallback]
     sources = sorted({s for f in unsafe for entry in f.covers for s in entry.get("sources", [])})
     safe = [f for f in planned if f.safety is Safety.SAFE]
     if not sources or not safe:
@@ -77,7 +77,8 @@ def others_stay(frame: Frame, planned: list[Finding], kept: dict[str, Finding]) 
     names = ", ".join(f"`{source}`" for source in kept)
     why = kept_numbers[0].notes[0] if kept_numbers[0].notes else "it stays a Python number"
     for finding in planned:
-        if any(finding is m for m in merging):
+        # `dynamic=True` at the compile call makes the staying numbers symbolic too: not these.
+        if any(finding is m for m in merging) or "compile_call" in finding.params:
             continue
         if finding.safety is Safety.SAFE:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN

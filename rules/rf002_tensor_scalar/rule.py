@@ -16,12 +16,14 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import FLOATING, makes_tensor, zero_d_computes_as_float
+from recompile_fix.edits.compile_keyword import compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
+from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import dynamic_compile_finding, float_fallback
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     ScalarArgument,
@@ -88,6 +90,14 @@ class TensorScalar(Rule):
     its body, two calls on one line). The wrap is made in place, so it keeps the order of
     evaluation in a conditional expression, after `and`/`or` or in an `assert`.
 
+    An int the compiled function uses as a size (`torch.arange(offset, offset + T)`, a view's
+    shape) cannot be a 0-d tensor; `dynamic=True` at the function's `torch.compile` call traces it
+    as a symbolic int from the first compile, which is what PGO's second run does (2 -> 1 compiles,
+    bit for bit). It makes the tensors' sizes dynamic too: unproven, for `fix` to keep where a run
+    shows fewer compiles (a trade-off where the call compiles a whole model or says
+    `dynamic=False`). The same edit is the fallback of a float's 0-d tensor where that one is
+    unsafe: the float stays a Python float in the code (torch >= 2.6).
+
     A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
     decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
     a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
@@ -111,7 +121,7 @@ class TensorScalar(Rule):
     )
     consumes = ("scalar_value",)
     triggers = ("compile",)
-    emits = (TorchApi("torch.tensor", None, "every release"),)
+    emits = (TorchApi("torch.tensor", None, "every release"), DYNAMIC_FLOATS)
     examples = (
         Example(
             before="for i in range(5):\n    fn(torch.ones(3), 0.5 + i)\n",
@@ -133,6 +143,11 @@ class TensorScalar(Rule):
             after=None,
             golden="RF002/timestep_truncated",
         ),
+        Example(  # a size: `dynamic=True` where the function is compiled (unproven: `fix` proves it)
+            before="@torch.compile\ndef rotary(q, offset):\n",
+            after="@torch.compile(dynamic=True)\ndef rotary(q, offset):\n",
+            golden="RF002/rotary_offset",
+        ),
         Example(  # a float64 fill is wrong under inductor: no edit
             before="    return torch.full_like(x, value) + x\n",
             after=None,
@@ -152,8 +167,13 @@ class TensorScalar(Rule):
             in_frame: list[Finding] = []
             kept_numbers: dict[str, Finding] = {}  # numbers the compiled code reads that stay numbers
             for argument in changed_scalars(frame):
-                planned = self._plan_parameter(frame, argument, project)
-                read = [f for f in planned if f.safety is Safety.NONE and f.params.pop("read_by_code", False)]
+                planned = self._plan_parameter(frame, argument, project, profile.torch_release)
+                # A number that stays a number under safe fixes (`dynamic=True` is unsafe) stays read.
+                read = [
+                    f
+                    for f in planned
+                    if (f.safety is Safety.NONE or "compile_call" in f.params) and f.params.pop("read_by_code", False)
+                ]
                 if read:
                     kept_numbers.setdefault(argument.source, read[0])
                 # A number no guard names that gets no edit may not be guarded at all (torch
@@ -163,7 +183,9 @@ class TensorScalar(Rule):
             findings.extend(alone_merges_nothing(frame, others_stay(frame, in_frame, kept_numbers)))
         return findings
 
-    def _plan_parameter(self, frame: Frame, argument: ScalarArgument, project: Project) -> list[Finding]:
+    def _plan_parameter(
+        self, frame: Frame, argument: ScalarArgument, project: Project, release: tuple[int, int] | None
+    ) -> list[Finding]:
         values = argument.values
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         reasons = [r for r in frame.reasons() if r.source == argument.source and r.kind in self.consumes]
@@ -232,7 +254,15 @@ class TensorScalar(Rule):
             planned = finding(sites[0], Safety.NONE, refused)
             # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
             # after a graph break, and a number that reaches nothing may not be guarded at all.
-            if any(u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES for u in uses):
+            blocking = [u for u in uses if u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES]
+            if argument.kind == "int" and blocking and all(u.kind == "shape" for u in blocking):
+                # A size: symbolic from the first compile (a loop count or a branch is guarded on its value).
+                instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refused]
+                dynamic = dynamic_compile_finding(frame, argument.kind, param, function_name, project, planned, instead)
+                if dynamic is not None:
+                    dynamic.params["read_by_code"] = True
+                    return [dynamic]
+            if blocking:
                 _read_by_code(planned)
             return [planned]
         dtype, exact, why = _dtype(
@@ -248,7 +278,10 @@ class TensorScalar(Rule):
             one = self._at_call(site, call, compiled, position, project, wrap, function_name, finding)
             if one is not None:
                 findings.append(one)
-        return _together(findings, function_name)
+        findings = _together(findings, function_name)
+        if argument.kind == "float" and DYNAMIC_FLOATS.runs_on(release):
+            findings.extend(float_fallback(frame, param, function_name, project, findings))
+        return findings
 
     def _at_call(
         self,
@@ -320,6 +353,8 @@ class TensorScalar(Rule):
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        if "compile_call" in finding.params:  # an int used as a size: `dynamic=True` where it is compiled
+            return compile_keyword_edits(finding.file, finding.params, source, self.id)
         start, end = finding.params["arg"]
         value = source.text[start:end]
         dtype = finding.params["dtype"]
@@ -332,7 +367,11 @@ class TensorScalar(Rule):
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The argument is already a tensor made from the number (``torch.tensor(c)``, ours or
-        hand-written)."""
+        hand-written), or the compile call says ``dynamic=True``."""
+        if "compile_call" in finding.params:
+            if not finding.params.get("present"):
+                return None
+            return f"line {finding.params['compile_call'][0]}: `dynamic=True`"
         start, end = finding.params["arg"]
         text = source.text[start:end]
         optional = re.match(r"\s*None\s+if\s+.+?\s+is\s+None\s+else\s+(.*)$", text, re.S)  # ours for None calls

@@ -22,30 +22,21 @@ import re
 
 import libcst as cst
 
-from recompile_fix.analysis.call_site_code import find_compile_call, root_name
+from recompile_fix.analysis.call_site_code import find_compile_call, root_name, runs_cuda_graphs
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_call_params
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame, Location, Profile
 
 __all__ = [
-    "DYNAMIC_FLOATS",
     "compiled_step",
     "dynamic_step_finding",
     "floats_reach_the_step",
     "innermost_user_location",
 ]
 
-DYNAMIC_FLOATS = TorchApi(
-    "torch.compile(dynamic=True) tracing a float as an input",
-    (2, 6),
-    "pytorch#137782 (specialize_float=False by default); measured 2.13.0, 2.14.1",
-    in_text=False,
-)
-# Modes and backends that run CUDA graphs, which specialise every float (torch's wrap_symfloat).
-_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 _OPTIMIZER_METHODS = frozenset({"step", "zero_grad"})
 # The optimizers whose lr inductor's tensorify pass turns into a tensor operand (``floats_reach_the_step``).
 _TENSORIFIED_LR = re.compile(r"(?:^|/)torch/optim/(?:adam|adamw)\.py$")
@@ -67,7 +58,7 @@ def dynamic_step_finding(
     if found is None:
         return None
     compile_source, node, only_the_step = found
-    if _runs_cuda_graphs(compile_source, node):
+    if runs_cuda_graphs(compile_source, node):
         return None
     notes = [
         "with `dynamic=True` torch traces the float as an input from the first compile (without it, "
@@ -165,22 +156,6 @@ def _only_optimizer_calls(func: cst.FunctionDef) -> bool:
             ):
                 return False
     return True
-
-
-def _runs_cuda_graphs(source: SourceFile, node: cst.CSTNode) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    for arg in node.args:
-        if arg.keyword is None:
-            continue
-        text = source.code(arg.value)
-        if arg.keyword.value == "mode" and any(m in text for m in _CUDAGRAPH_MODES) and "no-cudagraphs" not in text:
-            return True
-        if arg.keyword.value == "backend" and "cudagraphs" in text:
-            return True
-        if arg.keyword.value == "options" and "cudagraphs" in text:
-            return True
-    return False
 
 
 def compiled_step(source: SourceFile, optimizer: str) -> int | None:

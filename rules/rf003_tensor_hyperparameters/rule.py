@@ -15,11 +15,10 @@ from recompile_fix.analysis.torch_vocabulary import makes_tensor
 from recompile_fix.edits.compile_keyword import append_keywords, compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.rules.rf003_tensor_hyperparameters.compiled_step import (
-    DYNAMIC_FLOATS,
     compiled_step,
     dynamic_step_finding,
     floats_reach_the_step,

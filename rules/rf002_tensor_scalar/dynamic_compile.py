@@ -1,0 +1,115 @@
+"""RF002's other fix: ``dynamic=True`` at the compiled function's ``torch.compile`` call, for a
+number torch specialises on its value.
+
+Under ``dynamic=None`` torch specialises an int or float argument on its first value and traces
+it as a symbolic number only once it has changed: one recompile, which PGO's second run removes
+by marking it dynamic from the start. ``dynamic=True`` does that on the first run. It is the
+fix for an int the compiled code uses as a size (``torch.arange(offset, offset + T)``), where a
+0-d tensor cannot take its place (measured on torch 2.13: a compiled rotary embedding called
+with offsets 0..5, 2 -> 1 compiles, bit for bit), and the fallback of a float's 0-d tensor where
+that one rounds (the float stays a Python float in the code: torch >= 2.6). It also traces the
+sizes of every tensor the function gets as dynamic, so it is unproven: `fix` keeps it where a
+run shows fewer compiles and the same outputs. Where the call compiles a whole model, or says
+``dynamic=False``, it is a trade-off. CUDA graphs record a graph per size: no fix.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from recompile_fix.analysis.call_site_code import find_compile_call, runs_cuda_graphs
+from recompile_fix.analysis.project import Project
+from recompile_fix.edits.compile_keyword import compile_call_params
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.profile.model import Frame
+
+__all__ = ["dynamic_compile_finding", "float_fallback", "says_dynamic_true"]
+
+
+def dynamic_compile_finding(
+    frame: Frame, kind: str, param: str, function_name: str, project: Project, finding: Finding, why: list[str]
+) -> Finding | None:
+    """``finding`` (RF002's 0-d tensor for ``param``, or its refusal of one) made ``dynamic=True`` at
+    the compile call of ``function_name``, with ``why`` first in its notes; None where the call is
+    not found or runs CUDA graphs."""
+    found = find_compile_call(project, frame.file, {function_name}, dynamic_true=True)
+    if found is None:
+        return None
+    source, node, _ = found
+    if runs_cuda_graphs(source, node):
+        return None
+    present = says_dynamic_true(node)
+    whole_model = not _compiles_the_function(source, node, function_name)
+    static = _says(node, "dynamic", "False")
+    notes = list(why)
+    traced = f"with `dynamic=True` torch traces `{param}` as a symbolic {kind} from the first compile"
+    if static:
+        notes.append(f"{traced} (under `dynamic=False` every new value compiles again, PGO or not)")
+        notes.append("the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)")
+    elif whole_model:
+        notes.append(f"{traced} (without it, only once it has changed; PGO's second run does the same)")
+        notes.append(
+            "the call compiles more than this function: every size it reads becomes dynamic "
+            "(kernels that cannot specialise on sizes): a trade-off"
+        )
+    else:
+        notes.append(f"{traced} (without it, only once it has changed; PGO's second run does the same)")
+        notes.append(
+            f"it also traces the sizes of the tensors `{function_name}` gets as dynamic: unproven, `fix` "
+            "keeps it where a run shows fewer compiles and the same outputs"
+        )
+    params = compile_call_params(source, node)
+    if present:
+        params["present"] = True
+    return Finding(
+        rule=finding.rule,
+        file=frame.file,  # find_compile_call looks in the frame's own file
+        location=source.location_of(node, frame.file),
+        message=finding.message.rsplit(": ", 1)[0] + f": compile `{function_name}` with `dynamic=True`",
+        safety=Safety.UNSAFE,
+        evidence=finding.evidence,
+        notes=notes,
+        covers=finding.covers,
+        params=params,
+        unsafe_because="trade-off" if static or whole_model else UNPROVEN,
+    )
+
+
+def float_fallback(
+    frame: Frame, param: str, function_name: str, project: Project, findings: list[Finding]
+) -> list[Finding]:
+    """``dynamic=True`` as the fallback of a float's 0-d tensor where that one is unsafe (it may
+    round; a float traced as an input stays a Python float in the code)."""
+    if not any(f.safety is Safety.UNSAFE for f in findings):
+        return []
+    why = ["the 0-d tensor is unsafe here (its notes say why); a float traced as an input computes as before"]
+    dynamic = dynamic_compile_finding(frame, "float", param, function_name, project, findings[0], why)
+    if dynamic is None:
+        return []
+    dynamic.fallback = True
+    dynamic.notes.append("tried where the 0-d tensor is not kept")
+    return [dynamic]
+
+
+def says_dynamic_true(node: cst.CSTNode) -> bool:
+    return _says(node, "dynamic", "True")
+
+
+def _says(node: cst.CSTNode, keyword: str, value: str) -> bool:
+    return isinstance(node, cst.Call) and any(
+        a.keyword is not None
+        and a.keyword.value == keyword
+        and isinstance(a.value, cst.Name)
+        and a.value.value == value
+        for a in node.args
+    )
+
+
+def _compiles_the_function(source, node: cst.CSTNode, function_name: str) -> bool:
+    """Is ``node`` the function's own decorator, or ``torch.compile(<function_name>, ...)``?"""
+    if isinstance(source.parents.get(node), cst.Decorator):
+        return True
+    if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
+        first = node.args[0].value
+        return isinstance(first, cst.Name) and first.value == function_name
+    return False
