@@ -274,6 +274,33 @@ def test_fixes_that_only_help_together_are_kept_together_after_another_failed():
     assert trials.asked == [(20, 21, 22), (20,), (21,), (22,), (20, 21)]
 
 
+def test_an_unproven_fix_kept_in_a_set_is_tried_out_where_the_proven_ones_alone_compile_no_more():
+    """A new user's GAN: four proven marks and an unproven one, together 8 -> 5 (verified, kept);
+    the proven four alone make 4: the unproven mark added a compile, and goes. Where the proven
+    ones alone compile more, the set stays; where no recompile remains, no run is spent on it."""
+    before = _run([_frame("fn", 10, range(8))], ONES)
+    together = _run([_frame("fn", 10, range(5))], ONES)
+    proven_alone = _run([_frame("fn", 10, range(4))], ONES)
+    proven = _fix(line=20)
+    unproven = _fix(line=22, safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    trials = _Trials({(20, 22): together, (20,): proven_alone})
+    picked = select_verified(before, [proven, unproven], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [proven] and picked.last is proven_alone and trials.asked == [(20, 22), (20,)]
+    ((dropped, why),) = picked.dropped
+    assert dropped is unproven and why == [
+        "adds nothing on this program: the fixes the rules proved compile it 4 times alone, 5 with it"
+    ]
+
+    trials = _Trials({(20, 22): proven_alone, (20,): together})  # the unproven one pays
+    picked = select_verified(before, [proven, unproven], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [proven, unproven] and picked.dropped == [] and trials.asked == [(20, 22), (20,)]
+
+    once = _run([_frame("fn", 10, range(1))], ONES)
+    trials = _Trials({(20, 22): once})
+    picked = select_verified(before, [proven, unproven], trials, (), command=["x"], tolerance=Tolerance())
+    assert picked.kept == [proven, unproven] and trials.asked == [(20, 22)]
+
+
 def _alternatives():
     """RF003's two ways to fix one recompile: a tensor lr, and `dynamic=True` in its place."""
     preferred = _fix(rule="RF003", line=20, safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance={"why": "rounds"})

@@ -218,7 +218,9 @@ def select_verified(
     # A fallback waits for its preferred fix's trial: tried only where that one is not kept.
     fallbacks = [f for f in fixes if any(stands_in_for(f, other) for other in fixes)]
     fixes = [f for f in fixes if all(f is not b for b in fallbacks)]
-    if fixes and not picker.together(fixes, must_reduce=len(fixes) > 1) and len(fixes) > 1:
+    if fixes and picker.together(fixes, must_reduce=len(fixes) > 1):
+        picker.unproven_pay(fixes)
+    elif len(fixes) > 1:
         # Those the rules proved first (together, when they verify so), then each unproven one
         # and each trade-off on top: a trade-off that fails the run (`dynamic=True` tripping an
         # assertion in torch) or splits a frame must not cost the proven ones their trial together.
@@ -342,6 +344,31 @@ class _Picker:
         if not kept:
             self.result.verification = check
         return True
+
+    def unproven_pay(self, fixes: list[Finding]) -> None:
+        """Where a kept set mixed fixes the rules proved with unproven ones (or trade-offs) and
+        recompiles remain, one more run with the proven ones alone: the others go where it
+        compiles no more (a new user's GAN: an unproven mark on `fake.detach()` added a compile,
+        and the set, 8 -> 5, hid that the proven marks alone made 4)."""
+        proven = [f for f in fixes if not f.unproven and not _trade_off(f)]
+        others = [f for f in fixes if f.unproven or _trade_off(f)]
+        kept = self.result.kept
+        compiles = compile_totals(self.reference)[0]
+        if not proven or not others or compiles <= len(self.reference.profile.frames):
+            return  # no recompile left: no fix in the set can be adding one
+        if any(all(k is not f for k in kept) for f in fixes):
+            return  # some were tried out as changing nothing: the set is not the one kept
+        if self.expect is not None:
+            self.expect(1)
+        run = self.trial(proven, f"the {len(proven)} fixes the rules proved alone")
+        check = self.compare(self.before, run, proven)
+        if not check.verified or compile_totals(run) > compile_totals(self.reference):
+            return
+        alone = compile_totals(run)[0]
+        self.result.kept, self.reference, self.result.last = list(proven), run, run
+        self.result.verification = check
+        why = f"adds nothing on this program: the fixes the rules proved compile it {alone} times alone, {compiles} with it"
+        self.result.dropped.extend((f, [why]) for f in others)
 
     def instead(self, preferred: Finding, fallback: Finding) -> None:
         """``fallback`` in place of a kept ``preferred`` whose outputs only round (kept with

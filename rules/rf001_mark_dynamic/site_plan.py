@@ -162,6 +162,10 @@ class SitePlan:
 
         finding = self.finding("", Safety.SAFE, notes)
         self._fill(finding, source, call, statement, entries, loops, mark)
+        indexed = self._indexed_unseen(entries, names)
+        if indexed is not None:
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+            finding.notes.append(indexed)
         if compared and not self._merges_despite_equality(kept, located, func, func_source):
             # A size the code tests for equality (`if x.shape[0] == 4`, `case 4:`) still compiles
             # apart where a call's size takes the equal branch: unless the recorded sizes and the
@@ -172,6 +176,23 @@ class SitePlan:
                 "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
             )
         return [finding]
+
+    def _indexed_unseen(self, entries: list[dict[str, Any]], names: dict[str, str]) -> str | None:
+        """Why a mark reached through an index into a container (`cache.layers[0].keys`) may raise
+        where it runs, or None: the run recorded no shape of it, only a guard that named it, so
+        it may be missing at calls before that one (a new user's Whisper decoder loop: the cache
+        holds no layers at its first call, and the mark raised IndexError)."""
+        for entry in entries:
+            if any(kind == "item" and isinstance(key, int) for kind, key in entry["steps"]) and not any(
+                src == entry["source"] for src, _ in self.ev.sizes
+            ):
+                return (
+                    f"unproven: `{names[entry['source']]}` is reached through an index into a container "
+                    "the run recorded only when a guard named it (a cache fills as it runs): at a call where "
+                    "it is shorter, the mark raises IndexError; `fix` keeps it only where a run passes and "
+                    "compiles less"
+                )
+        return None
 
     def _passed_to_other_compiled_code(
         self, source: SourceFile, call: cst.Call, statement: cst.CSTNode, entries: list[dict[str, Any]]
