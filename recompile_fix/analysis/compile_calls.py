@@ -4,15 +4,18 @@ the function, ``torch.compile(fn, dynamic=False)`` or ``torch.compile(model, dyn
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import libcst as cst
 
+from recompile_fix.analysis.call_site_code import find_compile_call, root_name, runs_cuda_graphs
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name
 from recompile_fix.profile.model import Frame, Profile
 
-__all__ = ["compile_keyword", "static_compile_site"]
+__all__ = ["CompileCall", "compile_call_of", "compile_keyword", "static_compile_site"]
 
 
 def compile_keyword(source: SourceFile, func: cst.FunctionDef | None, keyword: str) -> tuple[int, str] | None:
@@ -62,3 +65,68 @@ def static_compile_site(profile: Profile, project: Project) -> Callable[[Frame],
         return None
 
     return where
+
+
+@dataclass(frozen=True)
+class CompileCall:
+    """The ``torch.compile`` call (or bare ``@torch.compile``) that compiles a frame, and what it
+    says: where ``dynamic=True`` would go."""
+
+    source: SourceFile
+    file: str
+    node: cst.CSTNode
+    whole: bool  # it compiles more than the frame's own function (a model, a caller)
+    static: bool  # it says dynamic=False
+    dynamic: bool  # it says dynamic=True already
+    cuda_graphs: bool  # mode="reduce-overhead" and kin: a graph recorded per value and size
+
+
+def compile_call_of(project: Project, frame: Frame, function_name: str) -> CompileCall | None:
+    """The compile call of ``frame``: ``function_name``'s decorator or ``torch.compile(<it>)`` in
+    the frame's file, else the compile call of what the user line nearest the frame on its
+    compiles' stacks calls (``cmodel = torch.compile(model)`` for ``cmodel(x)``)."""
+    file = frame.file
+    found = find_compile_call(project, file, {function_name}, dynamic_true=True)
+    if found is None:
+        site = next(
+            (loc for c in frame.compiles for loc in reversed(c.stack) if not os.path.isabs(loc.file)),
+            None,
+        )
+        source = project.source(site.file) if site is not None else None
+        if site is None or source is None:
+            return None
+        called = {root_name(c.func) for c in source.nodes(cst.Call) if source.positions[c].start.line == site.line}
+        file = site.file
+        found = find_compile_call(project, file, {n for n in called if n}, dynamic_true=True)
+        if found is None:
+            return None
+    source, node, _ = found
+    return CompileCall(
+        source=source,
+        file=file,
+        node=node,
+        whole=not _compiles_the_function(source, node, function_name),
+        static=_says(node, "dynamic", "False"),
+        dynamic=_says(node, "dynamic", "True"),
+        cuda_graphs=runs_cuda_graphs(source, node),
+    )
+
+
+def _says(node: cst.CSTNode, keyword: str, value: str) -> bool:
+    return isinstance(node, cst.Call) and any(
+        a.keyword is not None
+        and a.keyword.value == keyword
+        and isinstance(a.value, cst.Name)
+        and a.value.value == value
+        for a in node.args
+    )
+
+
+def _compiles_the_function(source: SourceFile, node: cst.CSTNode, function_name: str) -> bool:
+    """Is ``node`` the function's own decorator, or ``torch.compile(<function_name>, ...)``?"""
+    if isinstance(source.parents.get(node), cst.Decorator):
+        return True
+    if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
+        first = node.args[0].value
+        return isinstance(first, cst.Name) and first.value == function_name
+    return False

@@ -15,15 +15,13 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
-import libcst as cst
-
-from recompile_fix.analysis.call_site_code import find_compile_call, runs_cuda_graphs
+from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.edits.compile_keyword import compile_call_params
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Frame
 
-__all__ = ["dynamic_compile_finding", "float_fallback", "says_dynamic_true"]
+__all__ = ["dynamic_compile_finding", "float_fallback"]
 
 
 def dynamic_compile_finding(
@@ -32,21 +30,15 @@ def dynamic_compile_finding(
     """``finding`` (RF002's 0-d tensor for ``param``, or its refusal of one) made ``dynamic=True`` at
     the compile call of ``function_name``, with ``why`` first in its notes; None where the call is
     not found or runs CUDA graphs."""
-    found = find_compile_call(project, frame.file, {function_name}, dynamic_true=True)
-    if found is None:
+    call = compile_call_of(project, frame, function_name)
+    if call is None or call.cuda_graphs:
         return None
-    source, node, _ = found
-    if runs_cuda_graphs(source, node):
-        return None
-    present = says_dynamic_true(node)
-    whole_model = not _compiles_the_function(source, node, function_name)
-    static = _says(node, "dynamic", "False")
     notes = list(why)
     traced = f"with `dynamic=True` torch traces `{param}` as a symbolic {kind} from the first compile"
-    if static:
+    if call.static:
         notes.append(f"{traced} (under `dynamic=False` every new value compiles again, PGO or not)")
         notes.append("the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)")
-    elif whole_model:
+    elif call.whole:
         notes.append(f"{traced} (without it, only once it has changed; PGO's second run does the same)")
         notes.append(
             "the call compiles more than this function: every size it reads becomes dynamic "
@@ -58,20 +50,20 @@ def dynamic_compile_finding(
             f"it also traces the sizes of the tensors `{function_name}` gets as dynamic: unproven, `fix` "
             "keeps it where a run shows fewer compiles and the same outputs"
         )
-    params = compile_call_params(source, node)
-    if present:
+    params = compile_call_params(call.source, call.node)
+    if call.dynamic:
         params["present"] = True
     return Finding(
         rule=finding.rule,
-        file=frame.file,  # find_compile_call looks in the frame's own file
-        location=source.location_of(node, frame.file),
+        file=call.file,
+        location=call.source.location_of(call.node, call.file),
         message=finding.message.rsplit(": ", 1)[0] + f": compile `{function_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
         notes=notes,
         covers=finding.covers,
         params=params,
-        unsafe_because="trade-off" if static or whole_model else UNPROVEN,
+        unsafe_because="trade-off" if call.static or call.whole else UNPROVEN,
     )
 
 
@@ -89,27 +81,3 @@ def float_fallback(
     dynamic.fallback = True
     dynamic.notes.append("tried where the 0-d tensor is not kept")
     return [dynamic]
-
-
-def says_dynamic_true(node: cst.CSTNode) -> bool:
-    return _says(node, "dynamic", "True")
-
-
-def _says(node: cst.CSTNode, keyword: str, value: str) -> bool:
-    return isinstance(node, cst.Call) and any(
-        a.keyword is not None
-        and a.keyword.value == keyword
-        and isinstance(a.value, cst.Name)
-        and a.value.value == value
-        for a in node.args
-    )
-
-
-def _compiles_the_function(source, node: cst.CSTNode, function_name: str) -> bool:
-    """Is ``node`` the function's own decorator, or ``torch.compile(<function_name>, ...)``?"""
-    if isinstance(source.parents.get(node), cst.Decorator):
-        return True
-    if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
-        first = node.args[0].value
-        return isinstance(first, cst.Name) and first.value == function_name
-    return False

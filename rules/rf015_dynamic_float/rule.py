@@ -1,0 +1,186 @@
+"""RF015 dynamic-float: a module-level float the compiled code reads changes between calls; the
+compile call gets ``dynamic=True`` so that torch traces it as a float input from the first compile."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from recompile_fix.analysis.compile_calls import compile_call_of
+from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.source import SourceFile
+from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits
+from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
+from recompile_fix.findings.releases import DYNAMIC_FLOATS
+from recompile_fix.findings.rule import Example, Rule
+from recompile_fix.profile.model import Frame, Profile, Reason
+from recompile_fix.profile.resume import function_of
+
+__all__ = ["RULE", "DynamicFloat"]
+
+_GLOBAL = re.compile(r"""^G\[(['"])(?P<name>[A-Za-z_]\w*)\1\]$""")
+
+
+class DynamicFloat(Rule):
+    """
+    ## What it does
+    Finds a module-level `float` (a margin, a loss weight, a temperature) that the program changes
+    between calls of a compiled function which reads it, and compiles that function with
+    `dynamic=True`: `@torch.compile(dynamic=True)`, or `dynamic=True` added to its
+    `torch.compile(...)` call.
+
+    ## Why is this bad?
+    torch guards a global float the graph reads on its value (`G['MARGIN'] == 0.2`) and compiles
+    the function again when it changes; under `dynamic=None` only that once (the second compile
+    traces it as a float input), under `dynamic=False` once per value until the recompile limit.
+    PGO's second run (`TORCH_COMPILE_JOB_ID`) starts from the float input; `dynamic=True` does on
+    the first run, on every machine (torch 2.13, a triplet loss whose margin rises each epoch:
+    2 -> 1 compiles, the losses bit for bit).
+
+    ## Example
+    ```python
+    MARGIN = 0.2
+
+    @torch.compile
+    def triplet_loss(a, p, n):
+        return F.relu((a - p).pow(2).sum(-1) - (a - n).pow(2).sum(-1) + MARGIN).mean()
+
+    for epoch in range(4):
+        MARGIN = 0.2 + 0.1 * epoch
+        triplet_loss(a, p, n)
+    ```
+    Use instead:
+    ```python
+    @torch.compile(dynamic=True)
+    def triplet_loss(a, p, n):
+        ...
+    ```
+
+    ## Fix safety
+    Unsafe, unproven: `dynamic=True` also traces the sizes of every tensor the function gets as
+    dynamic (kernels that cannot specialise on a size), and a backend may specialise the float
+    again (inductor's tensorify pass turns some floats back into constants), so `fix` keeps it
+    only where a run shows fewer compiles and the same outputs. Where the call compiles more than
+    the function (a whole model) or says `dynamic=False`, it is a trade-off (`--unsafe-fixes`).
+    No fix under CUDA graphs (`mode="reduce-overhead"`: a graph per value), where the compile call
+    is not found, on torch older than 2.6 (floats specialised by default), or for a library's frame.
+    A global int is RF006's (`torch.compiler.config.dynamic_sources` names it alone).
+
+    ## Profile evidence
+    A value guard on a global that failed, `G['MARGIN'] == 0.2` (kind `global_value`, the value a
+    float), and the values it had at each compile. The compile call is the function's decorator
+    or `torch.compile(<function>)` in its file, else the compile call of what the user line
+    nearest the frame on its compiles' stacks calls.
+    """
+
+    id = "RF015"
+    name = "dynamic-float"
+    message = (
+        "`{name}` is a module-level float that changes between calls of compiled `{frame}` "
+        "({values}; {compiles} compiles): compile `{frame}` with `dynamic=True`"
+    )
+    consumes = ("global_value",)
+    triggers = ("compile",)
+    emits = (DYNAMIC_FLOATS,)
+    finding_only = False
+    examples = (
+        Example(
+            before='@torch.compile(backend="eager")\ndef triplet_loss(anchor, positive, negative):\n',
+            after='@torch.compile(backend="eager", dynamic=True)\ndef triplet_loss(anchor, positive, negative):\n',
+            golden="RF015/dynamic_float",
+        ),
+    )
+
+    def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        findings = []
+        for frame in profile.frames:
+            if os.path.isabs(frame.file):
+                continue  # a library's frame: its compile call is not the user's to edit
+            floats: dict[str, list[Reason]] = {}
+            for reason in frame.value_reasons():
+                match = _GLOBAL.match(reason.source or "")
+                if reason.kind == "global_value" and reason.value_type == "float" and match:
+                    floats.setdefault(match.group("name"), []).append(reason)
+            for name, reasons in floats.items():
+                findings.append(self._finding(frame, name, reasons, profile, project))
+        return findings
+
+    def _finding(self, frame: Frame, name: str, reasons: list[Reason], profile: Profile, project: Project) -> Finding:
+        values = list(dict.fromkeys(r.value for r in reasons))
+        shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        function_name = function_of(frame.name) or frame.name
+        message = self.message.format(name=name, frame=function_name, values=shown, compiles=frame.compile_count)
+        evidence = frame_evidence(frame, reasons, values=values[:10])
+        covers = [cover(frame, sorted({r.source for r in reasons if r.source}), self.consumes)]
+        site = next((loc for c in frame.compiles for loc in c.stack if not os.path.isabs(loc.file)), None)
+
+        def no_fix(why: str) -> Finding:
+            location = reasons[0].first_use or site
+            assert location is not None, "a recompiled frame of the project's has a user line on its stack"
+            return Finding(
+                rule=self.id,
+                file=location.file,
+                location=location,
+                message=message.rsplit(": ", 1)[0] + ": it stays a Python float",
+                safety=Safety.NONE,
+                evidence=evidence,
+                notes=[why],
+                covers=covers,
+            )
+
+        if not DYNAMIC_FLOATS.runs_on(profile.torch_release):
+            return no_fix(f"torch {profile.torch_version} specialises every float: `dynamic=True` would not help")
+        call = compile_call_of(project, frame, function_name)
+        if call is None:
+            return no_fix(f"no `torch.compile` call of `{function_name}` found to add `dynamic=True` to")
+        if call.cuda_graphs:
+            return no_fix("the call runs CUDA graphs, which record a graph per value of the float")
+        notes = [
+            f"with `dynamic=True` torch traces `{name}` as a float input from the first compile "
+            + (
+                "(under `dynamic=False` every new value compiles again, PGO or not)"
+                if call.static
+                else "(without it, only once it has changed; PGO's second run does the same)"
+            )
+        ]
+        if call.static:
+            notes.append("the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)")
+        elif call.whole:
+            notes.append(
+                "the call compiles more than this function: every size it reads becomes dynamic "
+                "(kernels that cannot specialise on sizes): a trade-off"
+            )
+        else:
+            notes.append(
+                f"it also traces the sizes of the tensors `{function_name}` gets as dynamic, and a backend "
+                "may specialise the float again: unproven, `fix` keeps it where a run shows fewer compiles "
+                "and the same outputs"
+            )
+        params = compile_call_params(call.source, call.node)
+        if call.dynamic:
+            params["present"] = True
+        return Finding(
+            rule=self.id,
+            file=call.file,
+            location=call.source.location_of(call.node, call.file),
+            message=message,
+            safety=Safety.UNSAFE,
+            evidence=evidence,
+            notes=notes,
+            covers=covers,
+            params=params,
+            unsafe_because="trade-off" if call.static or call.whole else UNPROVEN,
+        )
+
+    def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        return compile_keyword_edits(finding.file, finding.params, source, self.id)
+
+    def already_present(self, finding: Finding, source: SourceFile) -> str | None:
+        """The compile call says ``dynamic=True`` already (a Profile recorded before the edit)."""
+        if not finding.params.get("present"):
+            return None
+        return f"line {finding.params['compile_call'][0]}: `dynamic=True`"
+
+
+RULE = DynamicFloat()
