@@ -199,9 +199,7 @@ def render_page(
     if profile.frames:
         parts.append(_overview(ordered))
     else:
-        parts.append(
-            '<section class="card"><p>No torch.compile compilation was recorded: nothing recompiles.</p></section>\n'
-        )
+        parts.append(f'<section class="card"><p>{escape(profile.nothing_compiled())}</p></section>\n')
     for number, frame in enumerate(detailed, 1):
         parts.append(
             _frame_section(

@@ -144,7 +144,7 @@ def render_text(
         f"exit code {profile.exit_code if profile.exit_code is not None else '?'})"
     ]
     if not profile.frames:
-        lines.append("No torch.compile compilation was recorded: nothing recompiles.")
+        lines.append(profile.nothing_compiled())
         return "\n".join(lines) + "\n"
     header = ("frame", "compiles", "recompiles", "compile s", "limit hits", "graph breaks")
     frames = sorted(profile.frames, key=lambda f: (-f.compile_count, -f.compile_seconds))

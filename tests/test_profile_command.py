@@ -128,3 +128,17 @@ def test_report_on_truncated_profile(tmp_path, cli):
     bad.write_text('{"schema": "recompile-fix/profile", "frames": [')
     result = cli("report", str(bad), check=2)
     assert result.stderr.count("\n") == 1 and "truncated" in result.stderr
+
+
+def test_a_run_that_failed_before_compiling_is_not_reported_as_clean():
+    """A new user's trial: `report` on the Profile of a program that raised before its first
+    compiled call said "nothing recompiles"; it says the run failed, and what to do."""
+    from profiles import profile_of
+    from recompile_fix.html_report import render_page
+    from recompile_fix.report import render_text
+
+    failed = profile_of(exit_code=1)
+    text = render_text(failed)
+    assert "nothing recompiles" not in text and "before the program exited with code 1" in text
+    assert "before the program exited with code 1" in render_page(failed, [])
+    assert "nothing recompiles" in render_text(profile_of(exit_code=0))

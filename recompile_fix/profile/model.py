@@ -422,6 +422,15 @@ class Profile:
         found = list(dict.fromkeys(b for f in self.frames for b in f.backends))
         return found or ([self.backend] if self.backend else [])
 
+    def nothing_compiled(self) -> str:
+        """What a Profile with no frame says: nothing recompiles, or the run failed first."""
+        if self.exit_code:
+            return (
+                f"No torch.compile compilation was recorded before the program exited with code "
+                f"{self.exit_code}: make it run, then profile it again."
+            )
+        return "No torch.compile compilation was recorded: nothing recompiles."
+
     @property
     def total_compiles(self) -> int:
         return sum(f.compile_count for f in self.frames)
