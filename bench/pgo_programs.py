@@ -262,6 +262,42 @@ for value in (1, 2, 3, 4):
         ),
     ),
     BenchProgram(
+        "global_float",
+        "global float (a margin) 0.2..0.5, compiled function",
+        _program(
+            """
+MARGIN = 0.2
+
+
+@torch.compile
+def hinge(x):
+    return torch.relu(x + MARGIN)
+
+
+x = torch.randn(4, 8)
+for value in (0.2, 0.3, 0.4, 0.5):
+    MARGIN = value
+    outputs.append(hinge(x))
+"""
+        ),
+    ),
+    BenchProgram(
+        "int_size_arg",
+        "python int offset used as a size (arange), 0..12",
+        _program(
+            """
+@torch.compile
+def positions(x, offset):
+    return x + torch.arange(offset, offset + x.shape[0], dtype=x.dtype)[:, None]
+
+
+x = torch.randn(4, 8)
+for offset in (0, 4, 8, 12):
+    outputs.append(positions(x, offset))
+"""
+        ),
+    ),
+    BenchProgram(
         "train_eval",
         "train()/eval() flip x4",
         _program(

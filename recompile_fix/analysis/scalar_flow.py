@@ -62,6 +62,7 @@ class Use:
     float64_only: bool = False  # torch takes a float64 0-d tensor there, not a float32 one
     exact: bool = True  # a 0-d tensor there computes bit-identically (False: only close)
     effect: str = ""  # what a 0-d tensor does at this use, when it is known for this use alone
+    op: str = ""  # the call it is an argument of (`arange`, `view`), where it is one
 
     @property
     def where(self) -> str:
@@ -401,7 +402,10 @@ class ValueFlow(TensorInference):
         line = source.positions[node].start.line
         code = source.lines[line - 1].strip() if line - 1 < len(source.lines) else ""
         verdict = TENSOR if kind == "arith" else UNKNOWN if kind == "unknown" else BLOCKS
+        func = node.func if isinstance(node, cst.Call) else None
+        op = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         return Use(
+            op=op,
             verdict=verdict,
             kind=kind,
             why=why,

@@ -9,6 +9,7 @@ runs every construct with a Python number and with a 0-d tensor and checks the v
 from __future__ import annotations
 
 __all__ = [
+    "SYMBOLIC_SIZE_CALLS",
     "ARITH_FUNCTIONS",
     "ARITH_METHODS",
     "CONVERTERS",
@@ -171,6 +172,31 @@ SHAPE_METHODS = frozenset(
     }
 )
 
+
+# Calls whose size arguments stay symbolic in a dynamic graph (a tensor's length, a range's
+# ends): an int traced as a symbolic int there compiles once. A dim index, a kernel size, a
+# window (`unfold`), a `topk` k are guarded on their value, dynamic or not.
+SYMBOLIC_SIZE_CALLS = frozenset(
+    {
+        "arange",
+        "view",
+        "reshape",
+        "expand",
+        "repeat",
+        "narrow",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "new_zeros",
+        "new_ones",
+        "new_empty",
+        "new_full",
+        "pad",
+    }
+)
 
 SHAPE_FUNCTIONS = frozenset(
     {

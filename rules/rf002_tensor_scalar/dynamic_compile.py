@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
+from recompile_fix.analysis.scalar_flow import Use
+from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
 from recompile_fix.edits.compile_keyword import compile_call_params
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Frame
 
-__all__ = ["dynamic_compile_finding", "float_fallback"]
+__all__ = ["dynamic_compile_finding", "float_fallback", "size_finding"]
 
 
 def dynamic_compile_finding(
@@ -65,6 +67,21 @@ def dynamic_compile_finding(
         params=params,
         unsafe_because="trade-off" if call.static or call.whole else UNPROVEN,
     )
+
+
+def size_finding(
+    frame: Frame, param: str, function_name: str, project: Project, refusal: Finding, blocking: list[Use]
+) -> Finding | None:
+    """``dynamic=True`` for an int whose every blocking use is a size that stays symbolic in a
+    dynamic graph (a range's ends, a view's shape); None where one is a dim, a window, a loop
+    count or a branch, which torch guards on the value, dynamic or not."""
+    if not blocking or not all(u.kind == "shape" and u.op in SYMBOLIC_SIZE_CALLS for u in blocking):
+        return None
+    instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
+    dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, instead)
+    if dynamic is not None:
+        dynamic.params["read_by_code"] = True  # under safe fixes it stays a number the code reads
+    return dynamic
 
 
 def float_fallback(

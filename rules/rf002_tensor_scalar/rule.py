@@ -15,7 +15,11 @@ from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.analysis.torch_vocabulary import FLOATING, makes_tensor, zero_d_computes_as_float
+from recompile_fix.analysis.torch_vocabulary import (
+    FLOATING,
+    makes_tensor,
+    zero_d_computes_as_float,
+)
 from recompile_fix.edits.compile_keyword import compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
@@ -23,7 +27,7 @@ from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
-from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import dynamic_compile_finding, float_fallback
+from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_fallback, size_finding
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     ScalarArgument,
@@ -255,12 +259,9 @@ class TensorScalar(Rule):
             # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
             # after a graph break, and a number that reaches nothing may not be guarded at all.
             blocking = [u for u in uses if u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES]
-            if argument.kind == "int" and blocking and all(u.kind == "shape" for u in blocking):
-                # A size: symbolic from the first compile (a loop count or a branch is guarded on its value).
-                instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refused]
-                dynamic = dynamic_compile_finding(frame, argument.kind, param, function_name, project, planned, instead)
+            if argument.kind == "int":
+                dynamic = size_finding(frame, param, function_name, project, planned, blocking)
                 if dynamic is not None:
-                    dynamic.params["read_by_code"] = True
                     return [dynamic]
             if blocking:
                 _read_by_code(planned)
