@@ -184,6 +184,13 @@ def _frame_lines(frame: Frame, ranks: list[int]) -> list[str]:
     """Under a frame's row: its compiles per rank, its reasons (per call site where it has more
     than one) and its graph breaks."""
     lines = []
+    if frame.name == "inner" and frame.file.replace("\\", "/").endswith("torch/_dynamo/external_utils.py"):
+        # torch's wrap_inline: what torch.compile wraps around an nn.Sequential (a torch.nn module)
+        # or a decorated function (`@torch.no_grad()`); one code object, so one cache for all.
+        lines.append(
+            "    (torch's wrapper around a compiled torch.nn module, e.g. nn.Sequential, or a decorated "
+            "function: every object compiled this way shares this frame's cache; arguments are `args[i]`)"
+        )
     if len(ranks) > 1:
         counts = rank_counts(frame, ranks)
         uneven = " (not the same on every rank)" if len(set(counts.values())) > 1 else ""

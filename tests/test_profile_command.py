@@ -142,3 +142,15 @@ def test_a_run_that_failed_before_compiling_is_not_reported_as_clean():
     assert "nothing recompiles" not in text and "before the program exited with code 1" in text
     assert "before the program exited with code 1" in render_page(failed, [])
     assert "nothing recompiles" in render_text(profile_of(exit_code=0))
+
+
+def test_torchs_wrapper_frame_says_what_it_is():
+    """A new user's GAN: `torch.compile(nn.Sequential(...))` on torch 2.13 compiles torch's
+    `inner` (wrap_inline), shared by every module compiled that way; the report says so."""
+    from profiles import frame_of, profile_of
+    from recompile_fix.report import render_text
+
+    wrapper = "/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py"
+    text = render_text(profile_of(frame_of(["L['args'][0].size()[0] == 4"], name="inner", file=wrapper, first_line=67)))
+    assert "torch's wrapper around a compiled torch.nn module" in text
+    assert "torch's wrapper" not in render_text(profile_of(frame_of(["x.size()[0] == 4"], name="forward")))
