@@ -264,3 +264,32 @@ def test_generate_with_a_static_cache_sized_per_call_says_how_to_size_it_once(tm
     out = run_cli("report", "profile.json", cwd=work, check=0).stdout
     assert "compile it with `dynamic=True`" in out
     assert "a static cache sized by each call (lengths 9, 13 seen): `generate(..., max_cache_len=N)`" in out
+
+
+def test_a_mark_made_above_in_the_same_block_is_not_made_again():
+    """A new user's two models fed one batch: each call's fix marked `batch`, and `apply` wrote
+    the same `maybe_mark_dynamic(batch, 0)` twice, three lines apart. A mark holds for the tensor:
+    the second goes, unless the code between rebinds the name or leaves the block."""
+    from recompile_fix.edits.edit import Edit
+    from recompile_fix.edits.rewrite import _without_marks_made_above
+
+    text = (
+        "for i in range(3):\n"
+        "    batch = data[i]\n"
+        "    a = bert(batch)\n"
+        "    b = qwen(batch)\n"
+        "    batch = batch * 2\n"
+        "    c = gpt(batch)\n"
+    )
+    mark = "    torch._dynamo.maybe_mark_dynamic(batch, 0)\n"
+    at = [text.index(line) for line in ("    a = bert", "    b = qwen", "    c = gpt")]
+    first = Edit("p.py", at[0], at[0], mark)
+    second, third = (Edit("p.py", a, a, mark) for a in at[1:])
+    assert _without_marks_made_above([second], [first], text) == []
+    assert _without_marks_made_above([third], [first], text) == [third]  # rebound between
+    other = Edit("p.py", at[1], at[1], "    torch._dynamo.maybe_mark_dynamic(mask, 0)\n")
+    assert _without_marks_made_above([other], [first], text) == [other]
+    outside = "if x:\n    batch = d\n    torch.f(batch)\nelse:\n    torch.g(batch)\n"
+    inner, other_branch = outside.index("    torch.f"), outside.index("    torch.g")
+    kept = [Edit("p.py", inner, inner, mark)]
+    assert _without_marks_made_above([Edit("p.py", other_branch, other_branch, mark)], kept, outside) != []

@@ -65,6 +65,7 @@ def rewrite(
         # What another finding's fix inserts at the same place already (`, dynamic=True` into one
         # compile call, one tensor's mark at one call): once, before the proof reads the text.
         edits = _without_repeated_lines(edits, taken)
+        edits = _without_marks_made_above(edits, taken, source.text)
         if any(new.overlaps(old) for new in edits for old in taken):
             result.skipped.append((finding, "overlaps another fix in this file"))
             continue
@@ -109,6 +110,64 @@ def _without_repeated_lines(edits: list[Edit], kept: list[Edit]) -> list[Edit]:
                 edit = replace(edit, new_text=text)
         out.append(edit)
     return out
+
+
+# A mark on a tensor holds for the object: made once above in the same block, it need not be
+# made again before the next call that passes the same tensor (two models fed one batch).
+_MARK_LINE = re.compile(
+    r"^(?P<indent>[ \t]*)[\w.]*\b(?:maybe_mark_dynamic|mark_dynamic|mark_unbacked)\((?P<name>[A-Za-z_]\w*)\b"
+)
+
+
+def _without_marks_made_above(edits: list[Edit], kept: list[Edit], text: str) -> list[Edit]:
+    """``edits`` less the mark lines an earlier fix inserts above in the same block, where the code
+    between rebinds nothing the mark names: a second `maybe_mark_dynamic(batch, 0)` before the
+    second model's call."""
+    marks = [(e.start, line) for e in kept if e.start == e.end for line in e.new_text.splitlines(keepends=True)]
+    out = []
+    for edit in edits:
+        if edit.start != edit.end:
+            out.append(edit)
+            continue
+        # What the fixes themselves write between (`x = torch.ones(4)`, the argument bound to a name).
+        written = [e for e in (*kept, *edits) if e is not edit and not _MARK_LINE.match(e.new_text)]
+        lines = edit.new_text.splitlines(keepends=True)
+        kept_lines = [
+            line
+            for line in lines
+            if not any(
+                at < edit.start and line == made and _same_block(text, at, edit.start, line, written)
+                for at, made in marks
+            )
+        ]
+        if not kept_lines:
+            continue
+        out.append(edit if len(kept_lines) == len(lines) else replace(edit, new_text="".join(kept_lines)))
+    return out
+
+
+def _same_block(text: str, start: int, end: int, mark: str, written: list[Edit]) -> bool:
+    """Is ``mark`` (a mark line) still in force at ``end`` when inserted at ``start``: every line
+    between is in its block (indented as deep or deeper), and neither they nor what other edits
+    write between rebind the name it marks?"""
+    match = _MARK_LINE.match(mark)
+    if match is None:
+        return False
+    name = match.group("name")
+    if any(start <= e.start <= end and re.search(rf"\b{re.escape(name)}\b", e.new_text) for e in written):
+        return False
+    indent = len(match.group("indent"))
+    between = text[start:end]
+    for line in between.splitlines():
+        if line.strip() and not line.lstrip().startswith("#") and len(line) - len(line.lstrip()) < indent:
+            return False
+    try:
+        tree = ast.parse("\n".join(line[indent:] for line in between.splitlines()))
+    except SyntaxError:
+        return False
+    return not any(
+        isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) for node in ast.walk(tree)
+    )
 
 
 def _a_statement(line: str) -> bool:
