@@ -276,3 +276,45 @@ def test_a_safe_wrap_that_merges_compiles_only_with_an_unsafe_one_is_unproven(tm
     assert set(findings) == {"T", "alpha"}
     assert all(f.safety.value == "unsafe" for f in findings.values())
     assert findings["T"].unproven and "alone it merges no compiles: `alpha`" in findings["T"].notes[-1]
+
+
+def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_does_not(tmp_path):
+    """A new user's trial: `n` reaches `x.view(n, -1)` and `if n > 4:`; no 0-d tensor can take its
+    place, and `dynamic=True` at the decorator compiles once per side of the branch (3 -> 2, as
+    PGO's run 2). An int that sets `unfold`'s window is guarded on its value, dynamic or not."""
+    from profiles import frame_of, project_of
+    from recompile_fix.findings.finding import Safety
+
+    program = textwrap.dedent(
+        """\
+        import torch
+
+
+        @torch.compile(backend="eager")
+        def regroup(x, n):
+            g = x.view(n, -1)
+            if n > 4:
+                g = g * 2
+            return g.sum(-1)
+
+
+        for n in (2, 3, 6):
+            regroup(torch.ones(12), n)
+        """
+    )
+
+    def plan(text):
+        frame = frame_of(["n == 2"], ["n == 3"], name="regroup", first_line=5)
+        for compile_, n in zip(frame.compiles, (2, 3, 6)):
+            compile_.stack = [Location("program.py", 13, 13, 4, 30, "<module>")]
+            compile_.inputs = {"x": {"type": "Tensor", "shape": [12], "dtype": "float32"}, "n": {"type": "int", "value": n}}
+        profile, project = project_of(tmp_path / str(len(text)), {"program.py": text}, frame)
+        return RF002.plan(profile, project)
+
+    (finding,) = plan(program)
+    assert finding.safety is Safety.UNSAFE and finding.unproven and finding.params["keyword"] == "dynamic"
+    assert finding.message.endswith("compile `regroup` with `dynamic=True`")
+    (window,) = plan(program.replace("g = x.view(n, -1)", "g = x.unfold(0, n, 1)"))
+    assert window.safety is Safety.NONE
+    (passed_through,) = plan(program.replace('@torch.compile(backend="eager")', "@torch.compile(**OPTIONS)"))
+    assert passed_through.safety is Safety.NONE  # `dynamic=` may be in the dict: a second one raises

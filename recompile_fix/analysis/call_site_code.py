@@ -50,7 +50,8 @@ def find_compile_call(
 ) -> tuple[SourceFile, cst.CSTNode, bool] | None:
     """The one ``torch.compile(<name>...)``, ``<name>.compile(...)``, ``<name> = torch.compile(...)``
     or ``@torch.compile`` on ``def <name>`` in the file: (file, the call or bare decorator, whether
-    it has ``dynamic=``). None where it says ``dynamic=True`` already, unless ``dynamic_true``."""
+    it has ``dynamic=``). None where it says ``dynamic=True`` already, unless ``dynamic_true``, and
+    where it passes ``**options`` (whatever a fix added could be a keyword the dict holds)."""
     source = project.source(path)
     if source is None:
         return None
@@ -80,6 +81,8 @@ def find_compile_call(
     node = found[0]
     if not isinstance(node, cst.Call):
         return source, node, False
+    if any(a.star == "**" for a in node.args):
+        return None  # `torch.compile(f, **options)`: a keyword added there may be one the dict holds
     dynamic = next((a for a in node.args if a.keyword is not None and a.keyword.value == "dynamic"), None)
     if (
         dynamic is not None

@@ -45,12 +45,7 @@ def compile_keyword_edits(file: str, params: dict[str, Any], source: SourceFile,
     if given is not None:
         start, end = source.span(given.value)
         return [Edit(file, start, end, "True", rule)]
-    last = node.args[-1] if node.args else None
-    if last is None:
-        at = source.span(node)[1] - 1  # before the closing parenthesis
-        return [Edit(file, at, at, f"{keyword}=True", rule)]
-    end = source.span(last.value)[1]
-    return [Edit(file, end, end, f", {keyword}=True", rule)]
+    return [append_keywords(source, file, node, [f"{keyword}=True"], rule)]  # in the call's own layout
 
 
 def append_keywords(source: SourceFile, file: str, call: cst.Call, keywords: list[str], rule: str) -> Edit:

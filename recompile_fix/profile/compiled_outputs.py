@@ -359,7 +359,7 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
 
         return call_recording
 
-    compile_recording.__wrapped__ = original  # type: ignore[attr-defined]
+    functools.update_wrapper(compile_recording, original)  # its errors name torch.compile, not this
     torch.compile = compile_recording
 
     optimized = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)

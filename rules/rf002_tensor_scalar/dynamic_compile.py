@@ -25,6 +25,8 @@ from recompile_fix.profile.model import Frame
 
 __all__ = ["dynamic_compile_finding", "float_fallback", "size_finding"]
 
+_SYMBOLIC_KINDS = frozenset({"shape", "branch"})
+
 
 def dynamic_compile_finding(
     frame: Frame, kind: str, param: str, function_name: str, project: Project, finding: Finding, why: list[str]
@@ -72,10 +74,13 @@ def dynamic_compile_finding(
 def size_finding(
     frame: Frame, param: str, function_name: str, project: Project, refusal: Finding, blocking: list[Use]
 ) -> Finding | None:
-    """``dynamic=True`` for an int whose every blocking use is a size that stays symbolic in a
-    dynamic graph (a range's ends, a view's shape); None where one is a dim, a window, a loop
-    count or a branch, which torch guards on the value, dynamic or not."""
-    if not blocking or not all(u.kind == "shape" and u.op in SYMBOLIC_SIZE_CALLS for u in blocking):
+    """``dynamic=True`` for an int whose every blocking use stays symbolic in a dynamic graph: a
+    size (a range's ends, a view's shape) or a branch's test (guarded on the outcome, not the
+    value: a warm-up `if step < warmup` compiles once per side); None where one is a dim, a
+    window, a loop count, an index into a list, or a `min`/`max` whose result goes where the
+    analysis stops (a `topk` k), which torch guards on the value."""
+    symbolic = [u for u in blocking if u.kind == "branch" or u.op in SYMBOLIC_SIZE_CALLS]
+    if not blocking or len(symbolic) < len(blocking) or any(u.kind not in _SYMBOLIC_KINDS for u in blocking):
         return None
     instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
     dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, instead)
