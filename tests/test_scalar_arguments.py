@@ -307,7 +307,10 @@ def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_do
         frame = frame_of(["n == 2"], ["n == 3"], name="regroup", first_line=5)
         for compile_, n in zip(frame.compiles, (2, 3, 6)):
             compile_.stack = [Location("program.py", 13, 13, 4, 30, "<module>")]
-            compile_.inputs = {"x": {"type": "Tensor", "shape": [12], "dtype": "float32"}, "n": {"type": "int", "value": n}}
+            compile_.inputs = {
+                "x": {"type": "Tensor", "shape": [12], "dtype": "float32"},
+                "n": {"type": "int", "value": n},
+            }
         profile, project = project_of(tmp_path / str(len(text)), {"program.py": text}, frame)
         return RF002.plan(profile, project)
 
