@@ -72,3 +72,30 @@ def test_already_dynamic_reads_as_done_and_a_global_int_is_rf006s(tmp_path):
     source = project_of(tmp_path, {"program.py": program})[1].source("program.py")
     assert RULE.already_present(finding, source) == "line 6: `dynamic=True`"
     assert _plan(tmp_path, reason=_global("STEPS", 3, "int")) == []
+
+
+def test_two_rules_dynamic_true_on_one_bare_decorator_is_written_once(tmp_path):
+    """RF002 (an int offset used as a size) and RF015 (a global float) on one function: both write
+    `dynamic=True` at its bare `@torch.compile`; `apply --unsafe-fixes` writes it once. Another
+    keyword there (RF001's `isolate_recompiles=True`) overlaps and is left out, never composed
+    into `@torch.compile(a=True)(b=True)`."""
+    from dataclasses import replace
+
+    from recompile_fix.edits.rewrite import rewrite
+    from recompile_fix.rules import ALL_RULES
+
+    program = PROGRAM.replace('@torch.compile(backend="eager")', "@torch.compile")
+    profile, project = project_of(
+        tmp_path, {"program.py": program}, frame_of([_global("MARGIN", 0.2)], name="loss", first_line=7, stack=[CALL])
+    )
+    (finding,) = RULE.plan(profile, project)
+    assert finding.params["dynamic"] == "decorate"
+    twin = replace(finding, rule="RF002", params=dict(finding.params))
+    rules = {r.id: r for r in ALL_RULES}
+    source = project.source("program.py")
+    done = rewrite("program.py", source, [finding, twin], rules, root=tmp_path)
+    assert done.after.count("@torch.compile(dynamic=True)\n") == 1 and len(done.applied) == 2, done.skipped
+    isolate = replace(finding, rule="RF001", params=dict(finding.params, keyword="isolate_recompiles"))
+    done = rewrite("program.py", source, [finding, isolate], rules, root=tmp_path)
+    assert "@torch.compile(dynamic=True)\n" in done.after and ")(" not in done.after
+    assert [f.rule for f, _ in done.skipped] == ["RF001"]

@@ -37,9 +37,11 @@ def compile_keyword_edits(file: str, params: dict[str, Any], source: SourceFile,
     """``<keyword>=True`` at the compile call ``params`` names (``compile_call_params``)."""
     keyword = params.get("keyword", "dynamic")
     if params.get("dynamic") == "decorate":  # a bare `@torch.compile`
+        # The decorator replaced, not a call appended: two keywords there overlap (one is made)
+        # where two insertions would compose into `@torch.compile(a=True)(b=True)`.
         node = node_at_span(source, cst.BaseExpression, params["compile_call"])
-        end = source.span(node)[1]
-        return [Edit(file, end, end, f"({keyword}=True)", rule)]
+        start, end = source.span(node)
+        return [Edit(file, start, end, f"{source.text[start:end]}({keyword}=True)", rule)]
     node = node_at_span(source, cst.Call, params["compile_call"])
     given = next((a for a in node.args if a.keyword is not None and a.keyword.value == keyword), None)
     if given is not None:

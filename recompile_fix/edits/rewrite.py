@@ -100,6 +100,8 @@ def _without_repeated_lines(edits: list[Edit], kept: list[Edit]) -> list[Edit]:
     for edit in edits:
         if edit.start == edit.end and (edit.start, edit.new_text) in whole:
             continue  # the same insertion (`, dynamic=True` into one compile call): once
+        if edit.start != edit.end and any(e == replace(edit, rule=e.rule) for e in kept):
+            continue  # the same replacement (`@torch.compile(dynamic=True)`): once
         there = inserted.get(edit.start) if edit.start == edit.end else None
         if there:
             lines = edit.new_text.splitlines(keepends=True)
