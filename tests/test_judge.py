@@ -344,3 +344,18 @@ def test_apply_makes_a_fallback_only_in_place_of_its_preferred_fix():
     assert select_fixes([preferred, fallback], unsafe_fixes=False) == []
     preferred.safety = Safety.NONE  # the tensor lr cannot help (betas change beside the lr)
     assert select_fixes([preferred, fallback], unsafe_fixes=True) == [fallback]
+
+
+def test_the_unsafe_fixes_hint_is_not_given_where_fix_ran_with_unsafe_fixes():
+    """A dropped unproven fix whose rule allows rounding: plain `fix` says `--unsafe-fixes` would
+    keep it within that tolerance; `fix --unsafe-fixes`, which tried it so, does not."""
+    from recompile_fix.verify.fixpoint import FixPoint, Round
+    from recompile_fix.verify.render import render_fix
+
+    before = _run([_frame("fn", 10, range(2))], ONES)
+    mark = _fix(safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance={"why": "rounds"})
+    dropped = [(mark, ["outputs differ: fn (prog.py:10): call 1, tensor 1: max abs diff 1e-4"])]
+    hint = "`recompile-fix fix --unsafe-fixes` keeps it"
+    for unsafe, shown in ((False, True), (True, False)):
+        result = FixPoint(["x"], before, before, [Round(1, [mark], [], dropped)], converged=True, unsafe_fixes=unsafe)
+        assert (hint in render_fix(result)) is shown

@@ -93,6 +93,7 @@ class FixPoint:
     # Trade-off fixes safe mode does not try (a graph break, regional compile...), each with the
     # recompiles of the last run it is about: what it would give, for --unsafe-fixes.
     not_tried: list[tuple[Finding, int]] = field(default_factory=list)
+    unsafe_fixes: bool = False  # run with --unsafe-fixes: an unproven fix's rounding was allowed
 
     @property
     def kept(self) -> list[Finding]:
@@ -135,7 +136,7 @@ def fix_to_fixed_point(
         work = user.copy_to(scratch / "work")
         trials = Trials(command, work, user, rules, scratch, backend=backend, calls=calls, progress=progress)
         trials.runs, trials.planned = opening.runs, opening.planned
-        result = FixPoint(command=list(command), first=first, last=first)
+        result = FixPoint(command=list(command), first=first, last=first, unsafe_fixes=unsafe_fixes)
         state, plan = _run_rounds(
             result,
             trials,

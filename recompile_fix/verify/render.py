@@ -166,6 +166,7 @@ def render_fix(result: FixPoint) -> str:
                 finding.unproven
                 and finding.tolerance is not None
                 and not replaced
+                and not result.unsafe_fixes  # tried with that tolerance already
                 and any(w.startswith("outputs differ") for w in why)
             ):
                 lines.append(
