@@ -15,10 +15,11 @@ from typing import Any
 import libcst as cst
 
 from recompile_fix.analysis.call_site_code import node_at_span
+from recompile_fix.analysis.compile_calls import CompileCall
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 
-__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits"]
+__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits", "dynamic_true_at"]
 
 
 def compile_call_params(source: SourceFile, node: cst.CSTNode, keyword: str = "dynamic") -> dict[str, Any]:
@@ -74,3 +75,33 @@ def append_keywords(source: SourceFile, file: str, call: cst.Call, keywords: lis
     if not isinstance(last.comma, cst.MaybeSentinel):
         return Edit(file, closing, closing, f" {text}", rule)
     return Edit(file, end, end, f", {text}", rule)
+
+
+def dynamic_true_at(
+    call: CompileCall, traced: str, function_name: str, caveat: str = ""
+) -> tuple[list[str], dict[str, Any], bool]:
+    """What a Finding that writes ``dynamic=True`` at ``call`` says and carries: its notes
+    (``traced``: "with `dynamic=True` torch traces `x` as ... from the first compile"; ``caveat``:
+    more that a run must settle), its params (``present`` where the call says it already), and
+    whether it is a trade-off (the call compiles a whole model, or says ``dynamic=False``)."""
+    if call.static:
+        notes = [
+            f"{traced} (under `dynamic=False` every new value compiles again, PGO or not)",
+            "the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)",
+        ]
+    elif call.whole:
+        notes = [
+            f"{traced} (without it, only once it has changed; PGO's second run does the same)",
+            "the call compiles more than this function: every size it reads becomes dynamic "
+            "(kernels that cannot specialise on sizes): a trade-off",
+        ]
+    else:
+        notes = [
+            f"{traced} (without it, only once it has changed; PGO's second run does the same)",
+            f"it also traces the sizes of the tensors `{function_name}` gets as dynamic{caveat}: unproven, `fix` "
+            "keeps it where a run shows fewer compiles and the same outputs",
+        ]
+    params = compile_call_params(call.source, call.node)
+    if call.dynamic:
+        params["present"] = True
+    return notes, params, call.static or call.whole

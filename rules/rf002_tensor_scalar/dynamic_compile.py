@@ -19,7 +19,7 @@ from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
 from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
-from recompile_fix.edits.compile_keyword import compile_call_params
+from recompile_fix.edits.compile_keyword import dynamic_true_at
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Frame
 
@@ -37,26 +37,8 @@ def dynamic_compile_finding(
     call = compile_call_of(project, frame, function_name)
     if call is None or call.cuda_graphs:
         return None
-    notes = list(why)
     traced = f"with `dynamic=True` torch traces `{param}` as a symbolic {kind} from the first compile"
-    if call.static:
-        notes.append(f"{traced} (under `dynamic=False` every new value compiles again, PGO or not)")
-        notes.append("the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)")
-    elif call.whole:
-        notes.append(f"{traced} (without it, only once it has changed; PGO's second run does the same)")
-        notes.append(
-            "the call compiles more than this function: every size it reads becomes dynamic "
-            "(kernels that cannot specialise on sizes): a trade-off"
-        )
-    else:
-        notes.append(f"{traced} (without it, only once it has changed; PGO's second run does the same)")
-        notes.append(
-            f"it also traces the sizes of the tensors `{function_name}` gets as dynamic: unproven, `fix` "
-            "keeps it where a run shows fewer compiles and the same outputs"
-        )
-    params = compile_call_params(call.source, call.node)
-    if call.dynamic:
-        params["present"] = True
+    notes, params, trade_off = dynamic_true_at(call, traced, function_name)
     return Finding(
         rule=finding.rule,
         file=call.file,
@@ -64,10 +46,10 @@ def dynamic_compile_finding(
         message=finding.message.rsplit(": ", 1)[0] + f": compile `{function_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
-        notes=notes,
+        notes=[*why, *notes],
         covers=finding.covers,
         params=params,
-        unsafe_because="trade-off" if call.static or call.whole else UNPROVEN,
+        unsafe_because="trade-off" if trade_off else UNPROVEN,
     )
 
 

@@ -9,7 +9,7 @@ import re
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits
+from recompile_fix.edits.compile_keyword import compile_keyword_edits, dynamic_true_at
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import DYNAMIC_FLOATS
@@ -136,30 +136,9 @@ class DynamicFloat(Rule):
             return no_fix(f"no `torch.compile` call of `{function_name}` found to add `dynamic=True` to")
         if call.cuda_graphs:
             return no_fix("the call runs CUDA graphs, which record a graph per value of the float")
-        notes = [
-            f"with `dynamic=True` torch traces `{name}` as a float input from the first compile "
-            + (
-                "(under `dynamic=False` every new value compiles again, PGO or not)"
-                if call.static
-                else "(without it, only once it has changed; PGO's second run does the same)"
-            )
-        ]
-        if call.static:
-            notes.append("the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)")
-        elif call.whole:
-            notes.append(
-                "the call compiles more than this function: every size it reads becomes dynamic "
-                "(kernels that cannot specialise on sizes): a trade-off"
-            )
-        else:
-            notes.append(
-                f"it also traces the sizes of the tensors `{function_name}` gets as dynamic, and a backend "
-                "may specialise the float again: unproven, `fix` keeps it where a run shows fewer compiles "
-                "and the same outputs"
-            )
-        params = compile_call_params(call.source, call.node)
-        if call.dynamic:
-            params["present"] = True
+        traced = f"with `dynamic=True` torch traces `{name}` as a float input from the first compile"
+        caveat = ", and a backend may specialise the float again"
+        notes, params, trade_off = dynamic_true_at(call, traced, function_name, caveat)
         return Finding(
             rule=self.id,
             file=call.file,
@@ -170,7 +149,7 @@ class DynamicFloat(Rule):
             notes=notes,
             covers=covers,
             params=params,
-            unsafe_because="trade-off" if call.static or call.whole else UNPROVEN,
+            unsafe_because="trade-off" if trade_off else UNPROVEN,
         )
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
