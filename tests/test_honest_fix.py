@@ -36,6 +36,7 @@ from recompile_fix.profile.model import Location, save_profile
 from recompile_fix.rules import ALL_RULES
 from recompile_fix.verify.fixpoint import fix_to_fixed_point
 from recompile_fix.verify.judge import NO_OP
+from recompile_fix.verify.prove import compile_totals
 from recompile_fix.verify.render import render_fix
 
 pytestmark = pytest.mark.slow
@@ -244,3 +245,21 @@ def test_the_weights_of_an_optimizer_built_in_main_are_compared_too(tmp_path):
     dropped = {f.location.line: why for r in plain.rounds for f, why in r.dropped}
     tensor_lr = next(why for line, why in dropped.items() if line == 11)
     assert tensor_lr[0].startswith("outputs differ: AdamW parameters at exit"), dropped
+
+
+def test_runs_compared_use_deterministic_algorithms_so_an_inductor_mark_keeps_its_bits(tmp_path):
+    """inductor's CPU backward of an embedding accumulates with atomic adds: two runs of the same
+    training program differed (6e-8), so plain `fix` dropped the ragged batch's mark as "outputs
+    differ", on examples/train_generate.py too (keeping nothing after 4 runs). Runs whose outputs
+    are compared now use torch's deterministic algorithms: the mark is kept, bit for bit, in two
+    runs (the profile and the one trial), 2 -> 1 compiles."""
+    name = "inductor_embedding_train.py"
+    work = _stage(name, tmp_path)
+    result = fix_to_fixed_point(["python", name], ALL_RULES, root=work)
+    assert [f.rule for f in result.kept] == ["RF001"] and result.dropped == [], render_fix(result)
+    assert result.runs == 2
+    verification = result.verification
+    assert verification is not None and verification.outputs
+    assert all(o.same and not o.max_abs_diff for o in verification.outputs), render_fix(result)
+    assert "torch._dynamo.mark_dynamic(x, 0)" in (work / name).read_text()
+    assert (compile_totals(result.first)[0], compile_totals(result.last)[0]) == (2, 1)

@@ -25,6 +25,12 @@ Beside each ``.pt`` file it writes the same record without the tensors (``.json`
 recompile-fix installed without torch reads what was called (``load_refs``) and has the
 tensors compared by the user's interpreter (``judge_main``, ``compare``).
 
+A run that records outputs also runs with torch's deterministic algorithms (warn only, unless
+the program sets the mode itself): inductor's CPU backward accumulates with atomic adds (an
+embedding's gradient), so two runs of one unchanged training program differ (1.5e-8 in a
+weight, 1.5e-4 after a few AdamW steps), and a fix's rounding, or its bits, could not be told
+from the program's own noise. Every run compared (before and after a fix) runs so.
+
 Only the standard library and torch, as in the recorder.
 """
 
@@ -382,6 +388,7 @@ def install_from_env(torch) -> OutputRecorder | None:
     if not directory:
         return None
     calls = os.environ.get(CALLS_ENV, "")
+    make_deterministic(torch)
     recorder = OutputRecorder(
         torch,
         max_calls=int(calls) if calls.isdigit() else DEFAULT_CALLS,
@@ -406,6 +413,17 @@ def install_from_env(torch) -> OutputRecorder | None:
 
     atexit.register(write)
     return recorder
+
+
+def make_deterministic(torch) -> None:
+    """torch's deterministic algorithms for this run, warnings only (an op without a deterministic
+    kernel warns and runs as before). Set before the program runs, so no compile sees another
+    mode (Dynamo guards on it); a program that turns it on or off later does as it says."""
+    try:
+        if not torch.are_deterministic_algorithms_enabled():
+            torch.use_deterministic_algorithms(True, warn_only=True)
+    except Exception as exc:  # never break the user's program over it
+        print(f"recompile-fix: deterministic algorithms not set: {exc!r}", file=sys.stderr)
 
 
 def _sidecar(path: str) -> str:

@@ -176,6 +176,8 @@ def run_command(
     kept = None
     with scratch.scratch_dir("outputs") as out:
         env = {OUTPUTS_ENV: out, CALLS_ENV: str(calls), FAIL_ON_RECOMPILE_ENV: "1" if fail_on_recompile else "0"}
+        # cuBLAS is deterministic only with a fixed workspace (read when CUDA starts, in the program).
+        env["CUBLAS_WORKSPACE_CONFIG"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if user is not None and os.environ.get("PYTHONPATH"):  # entries into the tree: the copy's
             env["PYTHONPATH"] = os.pathsep.join(
                 command_in(os.environ["PYTHONPATH"].split(os.pathsep), user.root, at.root)

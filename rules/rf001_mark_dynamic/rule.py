@@ -96,8 +96,9 @@ class MarkDynamic(Rule):
     dynamic size is another kernel: reductions may round differently (a BatchNorm CNN's losses
     2.4e-7 apart) and inductor may guard sizes itself (on CPU, a reduction's `17 <= size <=
     4096`: a ragged batch of 4 still recompiles), so the mark is unproven there: plain `fix` keeps
-    it where a run shows fewer compiles and the outputs bit for bit, `fix --unsafe-fixes` where
-    they are within assert_close. Evidence is
+    it where a run shows fewer compiles and the outputs bit for bit (its runs use torch's
+    deterministic algorithms, so only the mark's own rounding shows: a nanoGPT's two marks keep
+    every bit), `fix --unsafe-fixes` where they are within assert_close. Evidence is
     per call: a call gets the marks its own compiles show. Dimensions whose sizes moved in
     lock-step at a call are tied (torch relates them in its guards): they are marked together,
     with one safety, never half of them, since a hard mark on one half makes torch specialise it
