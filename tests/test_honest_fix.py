@@ -29,15 +29,17 @@ import pytest
 
 from conftest import PROGRAMS, ROOT, run_cli
 from equivalence import run_recorded, total_compiles
+from recompile_fix.analysis.project import Project
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.profile.model import Location, save_profile
+from recompile_fix.profile.model import Location, Profile, save_profile
 from recompile_fix.rules import ALL_RULES
 from recompile_fix.verify.fixpoint import fix_to_fixed_point
 from recompile_fix.verify.judge import NO_OP
-from recompile_fix.verify.prove import compile_totals
+from recompile_fix.verify.prove import Trials, compile_totals, plan_fixes
 from recompile_fix.verify.render import render_fix
+from recompile_fix.verify.tree import Checkout
 
 pytestmark = pytest.mark.slow
 
@@ -263,3 +265,25 @@ def test_runs_compared_use_deterministic_algorithms_so_an_inductor_mark_keeps_it
     assert all(o.same and not o.max_abs_diff for o in verification.outputs), render_fix(result)
     assert "torch._dynamo.mark_dynamic(x, 0)" in (work / name).read_text()
     assert (compile_totals(result.first)[0], compile_totals(result.last)[0]) == (2, 1)
+
+
+def test_a_fix_whose_edit_is_another_kept_fixs_needs_no_run_of_its_own(tmp_path):
+    """RF002 (an int used as a size) and RF015 (a global float) both write `dynamic=True` at one
+    decorator: the second adds no edit to the first, so `fix` keeps it with the first without a
+    run (one at a time it was dropped as "changes nothing"); a fix elsewhere adds one."""
+    name = "two_rules_one_edit.py"
+    work = _stage(name, tmp_path)
+    run_cli("profile", "--", "python", name, cwd=work, check=0)
+    profile = Profile.load(work / ".recompile-fix" / "profile.json")
+    fixes, errors = plan_fixes(work, profile, ALL_RULES, unsafe_fixes=True)
+    assert not errors
+    by_rule = {f.rule: f for f in fixes}
+    assert {"RF002", "RF015"} <= by_rule.keys(), [f.rule for f in fixes]
+    plant = Plant(name, "outs.append", "torch._dynamo.mark_dynamic(x, 0)")
+    user = Checkout.of(work, profile)
+    (planted,) = plant.plan(profile, Project(work, expected_hashes=profile.sources))
+    rules = (*ALL_RULES, plant)
+    trials = Trials(["python", name], user, user, rules, tmp_path / "scratch", backend=None, calls=8, progress=None)
+    assert trials.adds_no_edit([by_rule["RF002"]], by_rule["RF015"])
+    assert trials.adds_no_edit([by_rule["RF015"]], by_rule["RF002"])
+    assert not trials.adds_no_edit([by_rule["RF002"]], planted)

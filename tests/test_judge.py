@@ -359,3 +359,27 @@ def test_the_unsafe_fixes_hint_is_not_given_where_fix_ran_with_unsafe_fixes():
     for unsafe, shown in ((False, True), (True, False)):
         result = FixPoint(["x"], before, before, [Round(1, [mark], [], dropped)], converged=True, unsafe_fixes=unsafe)
         assert (hint in render_fix(result)) is shown
+
+
+def test_a_fix_whose_edit_a_kept_fix_makes_is_kept_with_it_without_a_run():
+    """A trial: two scalars of one compiled function each asked for `dynamic=True` at its compile
+    call; one at a time, the second's run was the first's again, and `fix` dropped it as "changes
+    nothing" though its edit was kept. A fix that adds no edit to the kept ones rides on their run."""
+    before = _run([_frame("fn", 10, range(3)), _frame("gn", 40, range(3), source="y")], ONES)
+    crashed = _run([], exit_code=1)
+    fixed = _run([_frame("fn", 10, range(1)), _frame("gn", 40, range(3), source="y")], ONES)
+    unproven = {"safety": Safety.UNSAFE, "unsafe_because": UNPROVEN}
+    offset, length = _fix(line=20, **unproven), _fix(line=21, **unproven)
+    wrong = _fix(line=50, frame="gn (prog.py:40)", source="y", **unproven)
+    trials = _Trials({(20, 21, 50): crashed, (20,): fixed})
+    same_edit = {(20, 21)}
+
+    def adds_no_edit(kept, fix):
+        return (kept[-1].location.line, fix.location.line) in same_edit
+
+    picked = select_verified(
+        before, [offset, length, wrong], trials, (), command=["x"], tolerance=Tolerance(), adds_no_edit=adds_no_edit
+    )
+    assert picked.kept == [offset, length] and [f for f, _ in picked.dropped] == [wrong]
+    assert trials.asked == [(20, 21, 50), (20,), (20, 21, 50)]  # no run of (20, 21)
+    assert picked.verification is not None and picked.verification.verified

@@ -206,7 +206,14 @@ def _run_rounds(
         trials.prefix = f"round {number}, "
         trials.expect(1)
         selection = select_verified(
-            state, candidates, trials, rules, command=command, tolerance=tolerance, expect=trials.expect
+            state,
+            candidates,
+            trials,
+            rules,
+            command=command,
+            tolerance=tolerance,
+            expect=trials.expect,
+            adds_no_edit=trials.adds_no_edit,
         )
         result.rounds.append(Round(number, candidates, selection.kept, selection.dropped, selection.verification))
         if not selection.kept or selection.last is None:

@@ -202,6 +202,7 @@ def select_verified(
     command: list[str],
     tolerance: Tolerance,
     expect: Callable[[int], None] | None = None,
+    adds_no_edit: Callable[[list[Finding], Finding], bool] | None = None,
 ) -> Selection:
     """Keep the fixes that make nothing worse than ``before`` and change something: all
     together when that verifies (one trial), else one at a time (a trial each), each compared
@@ -213,8 +214,10 @@ def select_verified(
     verified whose own recompiles all stay (``judge.suspects``) is tried out: one more run
     without it, and it goes when that run compiles alike (it changes nothing on this program).
     ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
-    more trials to come."""
+    more trials to come; ``adds_no_edit(kept, fix)``: does ``fix`` write nothing the kept ones do
+    not (two rules' `dynamic=True` at one compile call): kept with them, without a run."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
+    picker.adds_no_edit = adds_no_edit
     # A fallback waits for its preferred fix's trial: tried only where that one is not kept.
     fallbacks = [f for f in fixes if any(stands_in_for(f, other) for other in fixes)]
     fixes = [f for f in fixes if all(f is not b for b in fallbacks)]
@@ -270,6 +273,7 @@ class _Picker:
         self.result = Selection()
         self.reference = before  # the run of the fixes kept so far
         self.unreduced: list[Finding] | None = None  # a set that verified without fewer compiles
+        self.adds_no_edit: Callable[[list[Finding], Finding], bool] | None = None
 
     def compare(
         self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None, each_proven=False
@@ -396,6 +400,11 @@ class _Picker:
         fixes = sorted(fixes, key=_trade_off)
         idle: list[tuple[Finding, list[str]]] = []
         for fix in fixes:
+            if self.result.kept and self.adds_no_edit is not None and self.adds_no_edit(self.result.kept, fix):
+                # Its edit is a kept fix's (deduplicated in the rewrite): a run of it would be the
+                # last run again, and "changes nothing" would be said of an edit that is kept.
+                self.result.kept.append(fix)
+                continue
             run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
             check = self.compare(self.reference, run, [fix], self.result.kept)
             more = self._more(run, [fix]) if check.verified else ""
@@ -496,6 +505,18 @@ class Trials:
             label=self.label(what),
         )
 
+    def adds_no_edit(self, kept: list[Finding], fix: Finding) -> bool:
+        """Do ``kept`` and ``kept + [fix]`` rewrite the snapshot alike (no program run)?"""
+        if all(k.file != fix.file for k in kept):
+            return False
+
+        def texts(fixes: list[Finding]) -> dict[str, str] | None:
+            rewrites, failed = rewrite_files(self.snapshot.cwd, fixes, self.rules)
+            return None if failed else {r.path: r.after for r in rewrites if r.changed}
+
+        before = texts(kept)
+        return before is not None and before == texts(kept + [fix])
+
     def __call__(self, fixes: list[Finding], what: str) -> Run:
         n = self.runs + 1
         tree = self.snapshot.copy_to(self.scratch / f"trial-{n}")
@@ -549,7 +570,14 @@ def apply_verified(
         before = trials.run_user_tree()
         check_before(before)
         selection = select_verified(
-            before, fixes, trials, rules, command=command, tolerance=tolerance, expect=trials.expect
+            before,
+            fixes,
+            trials,
+            rules,
+            command=command,
+            tolerance=tolerance,
+            expect=trials.expect,
+            adds_no_edit=trials.adds_no_edit,
         )
         result.runs = trials.runs
         result.kept, result.dropped, result.verification = selection.kept, selection.dropped, selection.verification
