@@ -154,3 +154,18 @@ def test_torchs_wrapper_frame_says_what_it_is():
     text = render_text(profile_of(frame_of(["L['args'][0].size()[0] == 4"], name="inner", file=wrapper, first_line=67)))
     assert "torch's wrapper around a compiled torch.nn module" in text
     assert "torch's wrapper" not in render_text(profile_of(frame_of(["x.size()[0] == 4"], name="forward")))
+
+
+def test_findings_name_torchs_wrapper_frame_by_what_it_wraps():
+    """Trials: `torch.compile(nn.Sequential(...))` gave "`x` dim 0 passed to compiled `inner`":
+    a name no line of the user's program has. Messages name the module the run recorded
+    torch's `inner` wrapping; any other frame keeps its name."""
+    from profiles import frame_of
+
+    wrapper = "/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py"
+    wraps = {"fn": {"type": "Module", "class": "Sequential", "qualname": "Sequential"}}
+    inner = frame_of(["L['args'][0].size()[0] == 4"], name="inner", file=wrapper, first_line=67, inputs=wraps)
+    assert inner.shown_name == "Sequential" and inner.name == "inner"
+    unknown = frame_of(["L['args'][0].size()[0] == 4"], name="inner", file=wrapper, first_line=67)
+    assert unknown.shown_name == "inner"
+    assert frame_of(["x.size()[0] == 4"], name="inner", inputs=wraps).shown_name == "inner"  # the user's own `inner`

@@ -273,6 +273,17 @@ class Frame:
         return (self.file, self.first_line, self.name)
 
     @property
+    def shown_name(self) -> str:
+        """The name messages give the frame: torch's `inner` wrapper (around an nn.Sequential or a
+        decorated function) by what the run recorded it wraps (``Sequential``), others by name."""
+        if self.name == "inner" and self.file.replace("\\", "/").endswith("torch/_dynamo/external_utils.py"):
+            for compile_ in self.compiles:
+                wrapped = compile_.inputs.get("fn")
+                if isinstance(wrapped, dict) and (wrapped.get("class") or wrapped.get("qualname")):
+                    return str(wrapped.get("class") or wrapped.get("qualname"))
+        return self.name
+
+    @property
     def label(self) -> str:
         """``name (file:line)``: how reports and Findings' evidence name the frame."""
         return f"{self.name} ({self.file}:{self.first_line})"

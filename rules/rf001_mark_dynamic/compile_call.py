@@ -89,7 +89,7 @@ def isolate_finding(
     location = compile_source.location_of(node, plan.site.file)
     compiled = frame.compile_count
     finding = plan.finding(
-        f"compiled `{frame.name}` serves several compiled wrappers, each "
+        f"compiled `{frame.shown_name}` serves several compiled wrappers, each "
         + ("with parameters of its own shapes" if repeated_only else "fixing the size to its own weight")
         + f" ({compiled} compiles, then {frame.limit_hits} recompile-limit hit): compile each "
         "with `isolate_recompiles=True`",
@@ -153,7 +153,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
     names = {root_name(call.func)} | {root_name(a.value) for a in call.args}
     compile_call = find_compile_call(plan.project, plan.site.file, {n for n in names if n})
     head = (
-        f"library code ({where}) calls compiled `{plan.frame.name}` with tensors whose size "
+        f"library code ({where}) calls compiled `{plan.frame.shown_name}` with tensors whose size "
         f"changes ({plan.here} compiles at this call); the program cannot mark them"
     )
     if compile_call is None:
@@ -180,7 +180,7 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
     compile_source, node, _ = compile_call
     location = compile_source.location_of(node, plan.site.file)
     finding = plan.finding(
-        f"compiled `{plan.frame.name}` recompiles for sizes library code ({where}) picks "
+        f"compiled `{plan.frame.shown_name}` recompiles for sizes library code ({where}) picks "
         f"({plan.here} compiles at {plan.site.file}:{plan.site.line}): compile it with `dynamic=True`",
         Safety.UNSAFE,
         [

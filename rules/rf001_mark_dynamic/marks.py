@@ -133,7 +133,7 @@ def site_message(
         parts.append(f"each of `{loop['label']}{steps_code(loop['container'])}` ({leaves})")
     compiles = f"{here} compiles" if here == total else f"{here} of its {total} compiles at this call"
     verb = "changes" if len(parts) == 1 and not loops else "change"
-    return f"{', '.join(parts)} passed to compiled `{frame.name}` {verb} size ({compiles}): mark {'it' if verb == 'changes' else 'them'} dynamic before the call"
+    return f"{', '.join(parts)} passed to compiled `{frame.shown_name}` {verb} size ({compiles}): mark {'it' if verb == 'changes' else 'them'} dynamic before the call"
 
 
 def borrowed_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]], frame: Frame) -> str:
@@ -141,14 +141,14 @@ def borrowed_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]],
     parts = [f"`{e['label']}{steps_code(e['steps'])}` dim {dim_text(e['dims'])}" for e in entries]
     parts += [f"each of `{loop['label']}{steps_code(loop['container'])}`" for loop in loops]
     return (
-        f"{', '.join(parts)} passed to compiled `{frame.name}` compiled dynamic here only because other "
+        f"{', '.join(parts)} passed to compiled `{frame.shown_name}` compiled dynamic here only because other "
         "calls changed its size: mark it dynamic before this call too, as they are"
     )
 
 
 def none_message(source: str, dims: list[int], frame: Frame, compiles: int) -> str:
     counted = f"{compiles} compile" + ("s" if compiles != 1 else "")
-    return f"`{source}` of compiled `{frame.name}` changes size in dim {dim_text(dims)} ({counted})"
+    return f"`{source}` of compiled `{frame.shown_name}` changes size in dim {dim_text(dims)} ({counted})"
 
 
 def dim_text(dims: list[int]) -> str:

@@ -66,7 +66,7 @@ def parameter_shapes_finding(plan: Any, source: SourceFile, call: cst.Call, note
         return None
     location = compile_source.location_of(node, plan.site.file)
     finding = plan.finding(
-        f"compiled `{plan.frame.name}` compiles once per parameter shape ({plan.frame.compile_count} compiles"
+        f"compiled `{plan.frame.shown_name}` compiles once per parameter shape ({plan.frame.compile_count} compiles"
         + (f", then {plan.frame.limit_hits} recompile-limit hit" if plan.frame.limit_hits else "")
         + "): let Dynamo trace parameter sizes as dynamic before the compile",
         Safety.SAFE,

@@ -197,7 +197,11 @@ class TensorScalar(Rule):
         function_name = function_of(frame.name) or frame.name
         param = argument.name or argument.source
         message = self.message.format(
-            param=param, frame=function_name, kind=argument.kind, values=shown, compiles=frame.compile_count
+            param=param,
+            frame=function_of(frame.name) or frame.shown_name,
+            kind=argument.kind,
+            values=shown,
+            compiles=frame.compile_count,
         )
         covers = [cover(frame, [argument.source], self.consumes)]
 
@@ -243,7 +247,11 @@ class TensorScalar(Rule):
                 )
             ]
         message = self.message.format(  # `args[2]` is now the parameter it binds
-            param=param, frame=function_name, kind=argument.kind, values=shown, compiles=frame.compile_count
+            param=param,
+            frame=function_of(frame.name) or frame.shown_name,
+            kind=argument.kind,
+            values=shown,
+            compiles=frame.compile_count,
         )
         position = Parameter.of(source, func, param)
         if position is None:

@@ -249,7 +249,7 @@ class NestedCompileRegion(Rule):
         target_name = f"{site.block}.forward" if site.function is None else site.function
         count = str(site.count) if site.count is not None else "its"
         where = (
-            f"inline in compiled `{frame.name}` ({frame.compile_seconds:.2f} s compiling)"
+            f"inline in compiled `{frame.shown_name}` ({frame.compile_seconds:.2f} s compiling)"
             if frame is not None
             else "one after another"
         )

@@ -167,7 +167,11 @@ class GraphBreakShield(Rule):
             location=location,
             safety=Safety.UNSAFE,
             message=self.message.format(
-                frame=frame.name, value=value, compiles=frame.compile_count, line=pos.start.line, prefix=len(prefix)
+                frame=frame.shown_name,
+                value=value,
+                compiles=frame.compile_count,
+                line=pos.start.line,
+                prefix=len(prefix),
             ),
             params={"function": frame.name, "line": pos.start.line, "col": pos.start.column},
             evidence=evidence,

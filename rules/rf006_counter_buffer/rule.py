@@ -195,7 +195,7 @@ class CounterBuffer(Rule):
         def finding(fix: str, safety: Safety, location: Location, notes: list[str], params=None) -> Finding:
             message = self.message.format(
                 name=state.label if state else counter.name,
-                frame=frame.name,
+                frame=frame.shown_name,
                 values=shown,
                 compiles=compiles,
                 limit=", recompile limit hit" if limit else "",

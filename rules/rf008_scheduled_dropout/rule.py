@@ -202,7 +202,7 @@ class ScheduledDropout(Rule):
             location=location,
             message=self.message.format(
                 source=seen[0][1].source,
-                frame=frame.name,
+                frame=frame.shown_name,
                 values=shown,
                 compiles=sum(len(f.compiles) for f in frames),
                 limit=", recompile limit hit" if any(f.limit_hits for f in frames) else "",

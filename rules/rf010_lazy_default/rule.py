@@ -366,7 +366,7 @@ class LazyDefault(Rule):
             rule=self.id,
             file=location.file,
             location=location,
-            message=self.message.format(attr=attr, frame=frame.name, compiles=len(frame.compiles), fix=fix),
+            message=self.message.format(attr=attr, frame=frame.shown_name, compiles=len(frame.compiles), fix=fix),
             safety=safety,
             params=params or {},
             evidence=frame_evidence(frame, guards),

@@ -139,7 +139,7 @@ class StableKeySet(Rule):
                 file=site.file,
                 location=site,
                 safety=Safety.NONE,
-                message=f"`{param}` of compiled `{frame.name}` gains and loses {names} between calls "
+                message=f"`{param}` of compiled `{frame.shown_name}` gains and loses {names} between calls "
                 f"({len(frame.compiles)} compiles)",
                 evidence=frame_evidence(frame, guards, call_site=f"{site.file}:{site.line}"),
                 notes=[why or ""],
@@ -165,7 +165,7 @@ class StableKeySet(Rule):
             file=site.file,
             location=source.location_of(call, site.file, site.function),
             safety=safety,
-            message=f"`{param}` of compiled `{frame.name}` gains and loses {names} between calls "
+            message=f"`{param}` of compiled `{frame.shown_name}` gains and loses {names} between calls "
             f"({len(frame.compiles)} compiles): pass every key, None where it has none",
             evidence=frame_evidence(frame, guards, call_site=f"{site.file}:{site.line}"),
             notes=notes,

@@ -136,7 +136,7 @@ class LoggingBreak(Rule):
         evidence["logger"] = f"{logger}.{method}"
 
         def finding(safety: Safety, fix: str, note: str, location: Location, params=None) -> Finding:
-            message = self.message.format(frame=frame.name, fix=fix)
+            message = self.message.format(frame=frame.shown_name, fix=fix)
             return Finding(self.id, site.file, location, message, safety, params or {}, evidence, [note])
 
         breaking = f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks)"

@@ -241,7 +241,7 @@ class FloatAttribute(Rule):
         message = self.message.format(
             name=" and ".join(f"`{label}`" for label in labels),
             verb="is a float that changes" if len(labels) == 1 else "are floats that change",
-            frame=frames[0].name,
+            frame=frames[0].shown_name,
             values=shown,
             compiles=compiles,
             limit=", recompile limit hit" if limit else "",
