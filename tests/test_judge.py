@@ -383,3 +383,23 @@ def test_a_fix_whose_edit_a_kept_fix_makes_is_kept_with_it_without_a_run():
     assert picked.kept == [offset, length] and [f for f, _ in picked.dropped] == [wrong]
     assert trials.asked == [(20, 21, 50), (20,), (20, 21, 50)]  # no run of (20, 21)
     assert picked.verification is not None and picked.verification.verified
+
+
+def test_plain_fix_holds_a_kernels_rounding_to_assert_close_and_an_arithmetic_change_to_the_bits():
+    """A trial's tiny BERT under inductor: the mark of a padded batch's length made another kernel,
+    3.7e-9 off, and plain `fix` dropped it (bits wanted), ending where it began. A mark changes no
+    arithmetic of the program, only which kernel inductor runs, as compiling itself does: plain
+    `fix` keeps it within assert_close, says so, and keeps the bits for a 0-d tensor that
+    replaces a Python number (its arithmetic is the program's own)."""
+    before = _run([_frame("fn", 10, range(3))], ONES)
+    rounded = _run([_frame("fn", 10, range(1))], {"fn": [torch.ones(2) + 1e-7]})
+    kernel = {"why": "inductor compiles another kernel for the dynamic size", "kernel": True}
+    mark = _fix(line=20, safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance=kernel)
+    wrap = _fix(rule="RF002", line=20, safety=Safety.UNSAFE, unsafe_because=UNPROVEN, tolerance={"why": "rounds"})
+    exactly = Tolerance(unproven_exact=True)
+    assert not proof_tolerance([mark], exactly)[0].exact  # assert_close's defaults
+    assert proof_tolerance([wrap], exactly)[0].exact
+    picked = select_verified(before, [mark], _Trials({(20,): rounded}), (), command=["x"], tolerance=exactly)
+    assert picked.kept == [mark] and picked.verification.rounded
+    picked = select_verified(before, [wrap], _Trials({(20,): rounded}), (), command=["x"], tolerance=exactly)
+    assert picked.kept == [] and [f for f, _ in picked.dropped] == [wrap]

@@ -103,15 +103,23 @@ def declared(finding: Finding) -> Tolerance:
     return Tolerance(rtol=rtol, atol=atol)
 
 
+def kernel_rounding(finding: Finding) -> bool:
+    """Does the fix round only as the backend's kernels do (another kernel for a dynamic size),
+    the program's own arithmetic unchanged? Such rounding is what compiling does anyway, so plain
+    `fix` holds it to assert_close, not to the bits a fix that changes the arithmetic must keep
+    (a 0-d tensor for a Python number)."""
+    return bool(finding.tolerance and finding.tolerance.get("kernel"))
+
+
 def proof_tolerance(fixes: Iterable[Finding], tolerance: Tolerance) -> tuple[Tolerance, str | None]:
     """The tolerance a run of ``fixes`` is judged with: the user's (``tolerance``), or an unproven
     fix's, where stricter; and, then, which fix asks for it and why (for the notes)."""
     chosen, why = tolerance, None
     for fix in unproven_in(fixes):
-        own = Tolerance(exact=True) if tolerance.unproven_exact else declared(fix)
+        own = Tolerance(exact=True) if tolerance.unproven_exact and not kernel_rounding(fix) else declared(fix)
         if _strictness(own) < _strictness(chosen):
             reason = (fix.tolerance or {}).get("why") or "its rule declares no tolerance"
-            if tolerance.unproven_exact and fix.tolerance is not None:
+            if tolerance.unproven_exact and fix.tolerance is not None and not kernel_rounding(fix):
                 reason = (
                     f"without --unsafe-fixes it must keep the outputs bit for bit (its rule allows rounding: {reason})"
                 )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from recompile_fix.findings.finding import PROVEN, stands_in_for
 from recompile_fix.verify.compare import Verification
+from recompile_fix.verify.judge import kernel_rounding
 from recompile_fix.verify.recorded import recorded_header, recorded_verdict
 
 if TYPE_CHECKING:
@@ -152,6 +153,13 @@ def render_fix(result: FixPoint) -> str:
     for r in result.rounds:
         lines.append(f"Round {r.number}: tried {len(r.tried)} fix(es), kept {len(r.kept)}, dropped {len(r.dropped)}")
         for f in r.kept:
+            if f.unproven and rounded and kernel_rounding(f):
+                proven = (
+                    f"  ({PROVEN}: outputs within assert_close, not bit for bit: {(f.tolerance or {}).get('why')}, "
+                    "the program's arithmetic unchanged)"
+                )
+                lines.append("  kept     " + f.describe(unsafe_fixes=True).split("\n", 1)[0] + proven)
+                continue
             if f.unproven and rounded:
                 proven = "  (kept with --unsafe-fixes: outputs equal within its tolerance, not bit for bit)"
                 lines.append("  kept     " + f.describe().split("\n", 1)[0] + proven)
@@ -165,6 +173,7 @@ def render_fix(result: FixPoint) -> str:
             if (
                 finding.unproven
                 and finding.tolerance is not None
+                and not kernel_rounding(finding)  # held to that tolerance already
                 and not replaced
                 and not result.unsafe_fixes  # tried with that tolerance already
                 and any(w.startswith("outputs differ") for w in why)

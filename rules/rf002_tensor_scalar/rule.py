@@ -196,13 +196,9 @@ class TensorScalar(Rule):
         evidence = frame_evidence(frame, reasons or _hidden_evidence(frame), values=values[:10])
         function_name = function_of(frame.name) or frame.name
         param = argument.name or argument.source
-        message = self.message.format(
-            param=param,
-            frame=function_of(frame.name) or frame.shown_name,
-            kind=argument.kind,
-            values=shown,
-            compiles=frame.compile_count,
-        )
+        shown_frame = function_of(frame.name) or frame.shown_name
+        count = frame.compile_count
+        message = self.message.format(param=param, frame=shown_frame, kind=argument.kind, values=shown, compiles=count)
         covers = [cover(frame, [argument.source], self.consumes)]
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
@@ -246,13 +242,8 @@ class TensorScalar(Rule):
                     ],
                 )
             ]
-        message = self.message.format(  # `args[2]` is now the parameter it binds
-            param=param,
-            frame=function_of(frame.name) or frame.shown_name,
-            kind=argument.kind,
-            values=shown,
-            compiles=frame.compile_count,
-        )
+        # `args[2]` is now the parameter it binds
+        message = self.message.format(param=param, frame=shown_frame, kind=argument.kind, values=shown, compiles=count)
         position = Parameter.of(source, func, param)
         if position is None:
             return [finding(sites[0], Safety.NONE, [f"`{param}` is not a parameter of `{func.name.value}`"])]
