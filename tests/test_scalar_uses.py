@@ -78,6 +78,10 @@ CODE = textwrap.dedent("""
     def returned(x, c):
         return c * 2
 
+    def returned_mixed(x, c):
+        a, b = unknown_pair()
+        return a + c * (b - a)
+
 
     def converted(x, c):
         return x * int(c)
@@ -124,6 +128,15 @@ def uses(source, function, param, tensors):
             "is passed to `external_scale()`, whose source recompile-fix cannot read",
         ),
         ("returned", "c", {"x"}, [BLOCKS], "is returned as a Python number"),
+        # A trial's guidance mix: `eps_uncond + w * (eps_cond - eps_uncond)`, its operands from an
+        # unpacking the analysis cannot type: not "a Python number", as it said.
+        (
+            "returned_mixed",
+            "c",
+            {"x"},
+            [BLOCKS],
+            "is returned in `a + c * (b - a)`, whose other operands are not known to be tensors",
+        ),
         (
             "converted",
             "c",

@@ -213,6 +213,12 @@ class ValueFlow(TensorInference):
             if scope.caller is not None:
                 caller_scope, call = scope.caller
                 return self.classify(call, caller_scope, replace(path, depth=path.depth - 1))
+            operands = [a for a in _operands(node) if not isinstance(a, (cst.Integer, cst.Float, cst.Imaginary))]
+            if len(operands) > 1:  # `base + c * (a - b)`: what the others are is not known here
+                what = (
+                    f"is returned in `{one_line(source.code(node))}`, whose other operands are not known to be tensors"
+                )
+                return [self._use("return", what, node, scope, path)]
             return [self._use("return", "is returned as a Python number", node, scope, path)]
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and node is parent.value:
             targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
@@ -437,3 +443,12 @@ def _constant_index(subscript: cst.Subscript) -> int | None:
         return None
     value = number_literal(subscript.slice[0].slice.value)
     return value if isinstance(value, int) else None
+
+
+def _operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an arithmetic expression, through its operators and parentheses."""
+    if isinstance(expr, cst.BinaryOperation):
+        return _operands(expr.left) + _operands(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _operands(expr.expression)
+    return [expr]
