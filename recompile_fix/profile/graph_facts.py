@@ -18,6 +18,7 @@ Also: whether a block stack's recorded path is one Python can spell from its own
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -171,6 +172,25 @@ def _note_exclusions(shape_env, dynamic: dict[tuple[str, int], tuple[object, dic
                     excluded = entry.setdefault("excludes", [])
                     if shapes[tensor][dim] not in excluded:
                         excluded.append(shapes[tensor][dim])
+                    # The guard itself, in the sizes' own names: `17 <= x.size()[0] <= 64` (inductor's
+                    # CPU reduction) is not the 0/1 specialisation `2 <= x.size()[0]` is.
+                    entry.setdefault("excluded_by", _spelled(expr, dynamic)[:200])
+
+
+def _spelled(expr, dynamic: dict[tuple[str, int], tuple[object, dict]]) -> str:
+    """A guard over size symbols, each written as the size it stands for (``x.size()[0]``)."""
+    lhs, op, rhs = (getattr(expr, k, None) for k in ("lhs", "rel_op", "rhs"))
+    text = f"{lhs} {op} {rhs}" if op and lhs is not None else str(expr)  # `a != 1`, not `Ne(a, 1)`
+    names = {str(symbol): f"{_short(tensor)}.size()[{dim}]" for (tensor, dim), (symbol, _) in dynamic.items()}
+    for symbol in sorted(names, key=len, reverse=True):  # `s10` before `s1`
+        text = re.sub(rf"\b{re.escape(symbol)}\b", names[symbol], text)
+    return text
+
+
+def _short(tensor: str) -> str:
+    """``L['x']`` -> ``x``, ``L['args'][0]`` -> ``args[0]``, as the Profile's inputs spell them."""
+    match = re.match(r"L\[['\"]([A-Za-z_]\w*)['\"]\]", tensor)
+    return match.group(1) + tensor[match.end() :] if match else tensor
 
 
 def float_constant_operands(start_depth: int = 2) -> list[str] | None:

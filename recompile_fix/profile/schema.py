@@ -264,7 +264,7 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
     _int(stack.get("graph_inputs"), f"{where}.graph_inputs", 0, 2**20, optional=True)
 
 
-_DIM_FIELDS = {"dim", "state", "size", "tied", "excludes"}
+_DIM_FIELDS = {"dim", "state", "size", "tied", "excludes", "excluded_by"}
 
 
 def _check_dim(entry: dict[str, Any], where: str) -> None:
@@ -280,6 +280,7 @@ def _check_dim(entry: dict[str, Any], where: str) -> None:
     _str(entry.get("tied"), f"{where}.tied", optional=True, empty=False)
     for j, size in enumerate(_list(entry.get("excludes", []), f"{where}.excludes")):
         _int(size, f"{where}.excludes[{j}]", 0)
+    _str(entry.get("excluded_by"), f"{where}.excluded_by", optional=True, empty=False)
 
 
 def _check_input(entry: dict[str, Any], where: str) -> None:

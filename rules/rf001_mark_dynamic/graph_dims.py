@@ -41,16 +41,16 @@ def refused_by_run(
             )
     for src, dim in group:
         for compile_ in served:
-            excluded = [
-                d["excludes"] for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")
-            ]
+            excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
             if excluded:
-                sizes = ", ".join(str(n) for n in sorted(excluded[0]))
+                sizes = ", ".join(str(n) for n in sorted(excluded[0]["excludes"]))
+                guard = excluded[0].get("excluded_by")
+                # The guard the run recorded; an older Profile's: the usual cause, said as one.
+                why = f"`{guard}`" if guard else "e.g. a size computed from it is 0 or 1 there, which torch specialises"
                 return (
                     f"`{src}` dim {dim} gets no mark: compile {compile_.id} traced it dynamic, and that "
-                    f"graph's own guards reject the size {sizes} an earlier call took (a size computed "
-                    "from it is 0 or 1 there, which torch specialises): marked from the first call, "
-                    f"{sizes} still gets a graph of its own, no fewer compiles"
+                    f"graph's own guards reject the size {sizes} an earlier call took ({why}): marked from "
+                    f"the first call, {sizes} still gets a graph of its own, no fewer compiles"
                 )
     if any(_dynamic(c, src, dim) for src, dim in group for c in served):
         return None
