@@ -265,3 +265,29 @@ def test_an_attribute_set_in_one_file_and_changed_in_another_is_fixed_in_both_or
     assert [path for path, _ in failed] == ["program.py"]
     (model_rewrite,) = rewrites
     assert not model_rewrite.changed and "another file whose fix is left out" in model_rewrite.skipped[0][1]
+
+
+def test_an_nn_dropouts_p_is_rf008s_not_a_float_of_the_users_class(tmp_path):
+    """A trial's early-dropout schedule: RF014 said "[no fix] `p` ... cannot tell which class in
+    the profiled files holds `p`" beside RF008's ScheduledDropout for the same guard. The guard's
+    first use is torch's own dropout module: RF014 leaves it to RF008."""
+    from recompile_fix.profile.model import Location, Reason
+
+    program = (
+        "import torch\nfrom torch import nn\n\n\nclass MLP(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.drop = nn.Dropout(0.1)\n\n    def forward(self, x):\n"
+        "        return self.drop(x)\n"
+    )
+    dropout = Location("/site-packages/torch/nn/modules/dropout.py", 73, function="forward")
+
+    def guard(value, first_use):
+        text = f"self._modules['drop'].p == {value}"
+        source = "self._modules['drop'].p"
+        return Reason(
+            kind="module_attribute", text=text, source=source, value=value, value_type="float", first_use=first_use
+        )
+
+    frame = frame_of([guard(0.1, dropout)], [guard(0.2, None)], name="forward", first_line=10)
+    assert _plan(tmp_path, program, frame) == []
+    frame = frame_of([guard(0.1, None)], [guard(0.2, None)], name="forward", first_line=10)
+    assert [f.rule for f in _plan(tmp_path, program, frame)] == ["RF014"]  # whose `p` is not known

@@ -354,12 +354,23 @@ class _Plan:
         self.location = location
 
 
+def _torch_dropout_p(reason) -> bool:
+    """A guard on the `p` torch's own dropout module reads (its first use in nn/modules/dropout.py)."""
+    use = reason.first_use
+    file = (use.file if use is not None else "").replace("\\", "/")
+    return bool(reason.source) and reason.source.endswith(".p") and file.endswith("torch/nn/modules/dropout.py")
+
+
 def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
     """The attribute sources of ``frame`` that held a float whose value changed: named by a
     failed guard (torch's named one, or one the recorder found failing beside it), or recorded at
     the frame's compiles with more than one value."""
     found: dict[str, list] = {}
+    # An nn.Dropout's `p`: RF008's (a ScheduledDropout), never a float of the user's class.
+    dropout = {r.source for r in frame.value_reasons() if _torch_dropout_p(r)}
     for reason in frame.value_reasons():
+        if reason.source in dropout:
+            continue
         if reason.kind in _KINDS and reason.value_type == "float" and reason.source:
             values = found.setdefault(reason.source, [])
             if isinstance(reason.value, float) and reason.value not in values:
@@ -372,6 +383,8 @@ def _changing_floats(frame: Frame) -> list[tuple[str, list]]:
                 if entry.get("value") not in values:
                     values.append(entry.get("value"))
     for name, values in recorded.items():
+        if name in dropout:
+            continue
         if len(values) > 1 or name in found:
             found[name] = values + [v for v in found.get(name, []) if v not in values]
     return list(found.items())
