@@ -36,7 +36,7 @@ from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, R
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs, match_frames
 from recompile_fix.verify.judge import NO_OP, covered
-from recompile_fix.verify.prove import Trials, apply_fixes, compile_totals, fewer_compiles, plan_result, select_verified
+from recompile_fix.verify.prove import Trials, apply_fixes, compile_totals, fewer_compiles, plan_result
 from recompile_fix.verify.runs import Run, check_before
 from recompile_fix.verify.tree import Checkout
 
@@ -205,16 +205,7 @@ def _run_rounds(
         progress.say(f"round {number}: {len(candidates)} fix(es) to try")
         trials.prefix = f"round {number}, "
         trials.expect(1)
-        selection = select_verified(
-            state,
-            candidates,
-            trials,
-            rules,
-            command=command,
-            tolerance=tolerance,
-            expect=trials.expect,
-            adds_no_edit=trials.adds_no_edit,
-        )
+        selection = trials.select(state, candidates, command=command, tolerance=tolerance)
         result.rounds.append(Round(number, candidates, selection.kept, selection.dropped, selection.verification))
         if not selection.kept or selection.last is None:
             result.converged = True

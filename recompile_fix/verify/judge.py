@@ -116,10 +116,11 @@ def proof_tolerance(fixes: Iterable[Finding], tolerance: Tolerance) -> tuple[Tol
     fix's, where stricter; and, then, which fix asks for it and why (for the notes)."""
     chosen, why = tolerance, None
     for fix in unproven_in(fixes):
-        own = Tolerance(exact=True) if tolerance.unproven_exact and not kernel_rounding(fix) else declared(fix)
+        bits = tolerance.unproven_exact and not kernel_rounding(fix)  # plain `fix`: the bits, or the kernels' rounding
+        own = Tolerance(exact=True) if bits else declared(fix)
         if _strictness(own) < _strictness(chosen):
             reason = (fix.tolerance or {}).get("why") or "its rule declares no tolerance"
-            if tolerance.unproven_exact and fix.tolerance is not None and not kernel_rounding(fix):
+            if bits and fix.tolerance is not None:
                 reason = (
                     f"without --unsafe-fixes it must keep the outputs bit for bit (its rule allows rounding: {reason})"
                 )

@@ -217,7 +217,7 @@ def select_verified(
     more trials to come; ``adds_no_edit(kept, fix)``: does ``fix`` write nothing the kept ones do
     not (two rules' `dynamic=True` at one compile call): kept with them, without a run."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
-    picker.adds_no_edit = adds_no_edit
+    picker.adds_no_edit = adds_no_edit or (lambda kept, fix: False)
     # A fallback waits for its preferred fix's trial: tried only where that one is not kept.
     fallbacks = [f for f in fixes if any(stands_in_for(f, other) for other in fixes)]
     fixes = [f for f in fixes if all(f is not b for b in fallbacks)]
@@ -273,7 +273,7 @@ class _Picker:
         self.result = Selection()
         self.reference = before  # the run of the fixes kept so far
         self.unreduced: list[Finding] | None = None  # a set that verified without fewer compiles
-        self.adds_no_edit: Callable[[list[Finding], Finding], bool] | None = None
+        self.adds_no_edit: Callable[[list[Finding], Finding], bool] = lambda kept, fix: False
 
     def compare(
         self, reference: Run, run: Run, fixes: list[Finding], kept: list[Finding] | None = None, each_proven=False
@@ -400,7 +400,7 @@ class _Picker:
         fixes = sorted(fixes, key=_trade_off)
         idle: list[tuple[Finding, list[str]]] = []
         for fix in fixes:
-            if self.result.kept and self.adds_no_edit is not None and self.adds_no_edit(self.result.kept, fix):
+            if self.result.kept and self.adds_no_edit(self.result.kept, fix):
                 # Its edit is a kept fix's (deduplicated in the rewrite): a run of it would be the
                 # last run again, and "changes nothing" would be said of an edit that is kept.
                 self.result.kept.append(fix)
@@ -517,6 +517,19 @@ class Trials:
         before = texts(kept)
         return before is not None and before == texts(kept + [fix])
 
+    def select(self, before: Run, fixes: list[Finding], *, command: list[str], tolerance: Tolerance) -> Selection:
+        """``select_verified`` with these trials: their run count and their view of the edits."""
+        return select_verified(
+            before,
+            fixes,
+            self,
+            self.rules,
+            command=command,
+            tolerance=tolerance,
+            expect=self.expect,
+            adds_no_edit=self.adds_no_edit,
+        )
+
     def __call__(self, fixes: list[Finding], what: str) -> Run:
         n = self.runs + 1
         tree = self.snapshot.copy_to(self.scratch / f"trial-{n}")
@@ -569,16 +582,7 @@ def apply_verified(
         trials.expect(2)
         before = trials.run_user_tree()
         check_before(before)
-        selection = select_verified(
-            before,
-            fixes,
-            trials,
-            rules,
-            command=command,
-            tolerance=tolerance,
-            expect=trials.expect,
-            adds_no_edit=trials.adds_no_edit,
-        )
+        selection = trials.select(before, fixes, command=command, tolerance=tolerance)
         result.runs = trials.runs
         result.kept, result.dropped, result.verification = selection.kept, selection.dropped, selection.verification
         if result.verification is not None:
