@@ -127,12 +127,19 @@ def test_only_plain_script_and_module_runs_are_warm():
     assert warm.program_of([python, "-c", "pass"]) is None
     assert warm.program_of(["torchrun", "--nproc-per-node=2", __file__]) is None
     assert warm.program_of([python, "missing.py"]) is None
+    # A script named from the run's directory (verify and fix run copies of the project).
+    here = Path(__file__)
+    assert warm.program_of([python, here.name, "x"], cwd=str(here.parent)) == [here.name, "x"]
+    assert warm.program_of([python, here.name], cwd=str(here.parent.parent)) is None
 
 
 def test_per_run_variables_do_not_pick_another_server():
     base = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": "/boot:/user"}
     one = warm._server_env({**base, "RECOMPILE_FIX_PARTS_DIR": "/a", "PYTEST_CURRENT_TEST": "t1"}, "/boot")
-    two = warm._server_env({**base, "RECOMPILE_FIX_PARTS_DIR": "/b", "PYTEST_CURRENT_TEST": "t2"}, "/boot")
+    two = warm._server_env(
+        {**base, "RECOMPILE_FIX_PARTS_DIR": "/b", "PYTEST_CURRENT_TEST": "t2", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+        "/boot",
+    )
     assert one == two == {"PATH": base["PATH"], "PYTHONPATH": "/user"}
     assert warm._server_env({**base, "TORCH_LOGS": "+dynamo"}, "/boot") != one
 

@@ -72,9 +72,10 @@ _PACKAGE_DIR = Path(recompile_fix.__file__).resolve().parent
 _SOCKET_PATH_MAX = 100  # AF_UNIX paths are at most 107 bytes on Linux
 
 # Variables that differ run by run and that nothing reads before the program starts (the child
-# gets the run's own values): ours, a shell's, pytest's (its current test's name changes per test).
+# gets the run's own values): ours, a shell's, pytest's (its current test's name changes per test),
+# and cuBLAS's workspace setting (read when the program first uses cuBLAS; `verify` sets it).
 _PER_RUN_PREFIXES = ("RECOMPILE_FIX_", "PYTEST_")
-_PER_RUN = frozenset({"PWD", "OLDPWD", "_", "SHLVL"})
+_PER_RUN = frozenset({"PWD", "OLDPWD", "_", "SHLVL", "CUBLAS_WORKSPACE_CONFIG"})
 
 _private: list[str] = []  # this process's private directory, when `enable` made one
 
@@ -113,14 +114,15 @@ def _directory() -> Path | None:
     return Path(_private[0]) if _private else None
 
 
-def program_of(argv: list[str]) -> list[str] | None:
+def program_of(argv: list[str], cwd: str | None = None) -> list[str] | None:
     """``[script, *args]`` or ``["-m", module, *args]`` when ``argv`` is an interpreter running a
-    script or a module with no interpreter options; None for anything else."""
+    script (found from ``cwd``, the run's directory) or a module with no interpreter options; None
+    for anything else."""
     if len(argv) < 2 or not is_python(argv[0]):
         return None
     if argv[1] == "-m" and len(argv) > 2 and not argv[2].startswith("-"):
         return argv[1:]
-    if argv[1].startswith("-") or not os.path.isfile(argv[1]):
+    if argv[1].startswith("-") or not os.path.isfile(os.path.join(cwd or os.getcwd(), argv[1])):
         return None
     return argv[1:]
 
@@ -198,7 +200,7 @@ def start(
     """Run ``argv`` in a warm server; None when it cannot be run exactly that way (run it cold).
     ``output``: where its stdout and stderr go (default: ours); ``stdout``/``stderr`` apart."""
     directory = _directory()
-    program = program_of(argv)
+    program = program_of(argv, cwd)
     if directory is None or program is None:
         return None
     server_env = _server_env(env, boot)
