@@ -179,7 +179,7 @@ def test_verify_and_fix_link_an_environment_inside_the_project(tmp_path, layout)
     """The copy `verify`, `fix` and `apply --verify` run in links the program's environment, as
     it is laid out inside the project (python -m venv at any name, a conda prefix), never copies
     it: a command like `.venv/bin/python main.py` runs the same interpreter from the copy."""
-    from recompile_fix.verify.tree import Checkout
+    from recompile_fix.verify.tree import Checkout, through_links
 
     project = tmp_path / "proj"
     name = "envs/dev" if layout == "conda" else layout
@@ -196,6 +196,13 @@ def test_verify_and_fix_link_an_environment_inside_the_project(tmp_path, layout)
     linked = work.root / name
     assert linked.is_symlink() and linked.resolve() == environment.resolve()
     assert (work.root / "main.py").read_text() == "x = 1\n" and not (work.root / "main.py").is_symlink()
+    # The copy runs the environment's interpreter by the project's own path (one warm server for
+    # every copy, and sys.prefix as in the profile run); a script of the copy stays the copy's.
+    interpreter = str(Path(name, "bin", "python"))
+    assert through_links([interpreter, "main.py"], project, work.cwd) == [str(project / interpreter), "main.py"]
+    assert through_links(["python", "main.py"], project, work.cwd) == ["python", "main.py"]
+    (project / "tools").mkdir()
+    assert through_links(["tools/run.sh"], project, work.cwd) == ["tools/run.sh"]
 
 
 def test_a_project_named_below_the_current_folder_uses_its_own_profile(tmp_path):

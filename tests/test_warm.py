@@ -61,19 +61,23 @@ def project(tmp_path):
     return tmp_path
 
 
-def _profile(project: Path, warm_dir: str | None, *args: str, env: dict | None = None):
+def _profile(project: Path, warm_dir: str | None, *args: str, env: dict | None = None, python: str = "python"):
     env = {**(env or {}), **({warm.WARM_DIR_ENV: warm_dir} if warm_dir else {warm.OFF_ENV: "0"})}
-    done = run_cli("profile", "--backend", "eager", "--", "python", "prog.py", *args, cwd=project, env=env)
+    done = run_cli("profile", "--backend", "eager", "--", python, "prog.py", *args, cwd=project, env=env)
     profile = json.loads((project / ".recompile-fix" / "profile.json").read_text())
     return done, profile
 
 
 @pytest.mark.slow
 def test_a_warm_run_is_the_cold_run(project, tmp_path_factory):
-    warm_dir = str(tmp_path_factory.mktemp("warm"))
-    cold, cold_profile = _profile(project, None, "a", "b")
-    first, _ = _profile(project, warm_dir, "a", "b")  # starts the server
-    again, warm_profile = _profile(project, warm_dir, "a", "b")
+    # The interpreter named from the project (`.venv/bin/python`, as the README says), and a
+    # warm directory that does not exist yet.
+    os.symlink(sys.prefix, project / ".venv", target_is_directory=True)
+    python = str(Path(".venv", "bin", Path(sys.executable).name))
+    warm_dir = str(tmp_path_factory.mktemp("warm") / "new")
+    cold, cold_profile = _profile(project, None, "a", "b", python=python)
+    first, _ = _profile(project, warm_dir, "a", "b", python=python)  # starts the server
+    again, warm_profile = _profile(project, warm_dir, "a", "b", python=python)
     servers = _server_pids(Path(warm_dir))
     try:
         assert len(servers) == 1

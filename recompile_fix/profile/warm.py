@@ -205,16 +205,19 @@ def start(
         return None
     server_env = _server_env(env, boot)
     preload = env.get(PRELOAD_ENV, "")
-    key = _key(argv[0], server_env, preload)
+    # `.venv/bin/python` names it from the run's directory; the server starts from its own.
+    interpreter = os.path.join(os.path.abspath(cwd or os.getcwd()), argv[0])
+    key = _key(interpreter, server_env, preload)
     sock_path = directory / f"{key}.sock"
     if len(str(sock_path)) > _SOCKET_PATH_MAX or (directory / f"{key}.refused").exists():
         return None
+    directory.mkdir(parents=True, exist_ok=True)  # RECOMPILE_FIX_WARM_DIR may name a new one
     with open(directory / f"{key}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = _connect(sock_path)
         if conn is None:
             _retire_least_used(directory)
-            if not _start_server(argv[0], server_env, directory, key, preload):
+            if not _start_server(interpreter, server_env, directory, key, preload):
                 return None
             conn = _connect(sock_path)
             if conn is None:

@@ -32,7 +32,7 @@ from recompile_fix.profile.libraries import is_python
 from recompile_fix.profile.model import Location, Profile, relative_to_root
 from recompile_fix.profile.run import resolve_command, run_profiled
 from recompile_fix.progress import Progress
-from recompile_fix.verify.tree import Checkout, command_in
+from recompile_fix.verify.tree import Checkout, command_in, through_links
 
 __all__ = ["CallableOutputs", "Run", "check_before", "check_copy_used", "judge_pairs", "respell", "run_command"]
 
@@ -183,7 +183,7 @@ def run_command(
                 command_in(os.environ["PYTHONPATH"].split(os.pathsep), user.root, at.root)
             )
         if user is not None:
-            command = command_in(command, user.root, at.root)
+            command = through_links(command_in(command, user.root, at.root), user.cwd, at.cwd)
         with open(log, "wb") as fh, progress.run(label or f"running `{' '.join(command)}`", log) as shown:
             profile, code = run_profiled(
                 command, backend=backend, cwd=str(at.cwd), root=str(at.cwd), env=env, output=fh

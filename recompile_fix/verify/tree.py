@@ -17,7 +17,7 @@ from pathlib import Path
 
 from recompile_fix.profile.model import Profile
 
-__all__ = ["LINK_FILE_BYTES", "Checkout", "command_in", "copy_tree", "program_files"]
+__all__ = ["LINK_FILE_BYTES", "Checkout", "command_in", "copy_tree", "program_files", "through_links"]
 
 # Left out of the copy: version control, caches, our own directory.
 _SKIP_DIRS = {
@@ -82,6 +82,21 @@ def command_in(command: list[str], root: Path, tree: Path) -> list[str]:
             arg = str(tree / os.path.relpath(arg, root))
         out.append(arg)
     return out
+
+
+def through_links(command: list[str], user_cwd: Path, copy_cwd: Path) -> list[str]:
+    """The command for the copy, its program by the user's own path where the copy reaches it
+    through a link (`.venv/bin/python` under a linked `.venv`): the same interpreter, its
+    ``sys.prefix`` as in the profile run, and one warm server for every copy."""
+    program = command[0] if command else ""
+    if not program or os.path.isabs(program) or os.sep not in program:
+        return command
+    here = copy_cwd
+    for part in Path(program).parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            return [str(user_cwd / program), *command[1:]]
+    return command
 
 
 _MARKERS = (".git", ".hg", "pyproject.toml", "setup.py", "setup.cfg")
