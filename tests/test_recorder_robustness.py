@@ -19,15 +19,23 @@ ROBUST = PROGRAMS / "robust"
 pytestmark = [pytest.mark.slow, pytest.mark.torch_lane]  # each test profiles a torch program
 
 
-# A single `profile` runs its program in a process of its own (no warm runner): that is the path
-# tested here; tests/test_warm.py checks that a warm run is the same run. torch's own count (the
-# reference) runs in the session's warm runner.
-COLD = {"RECOMPILE_FIX_WARM": "0"}
+# A single `profile` runs its program in a process of its own (no warm runner); `verify` and
+# `fix` run it in the warm runner's forked child. Both paths are tested: these programs cold (the
+# exit path, issue 18's program, a reset of Dynamo), the others warm; tests/test_warm.py checks
+# that a warm run is the same run. torch's own count (the reference) runs warm.
+COLD_PROGRAMS = {"os_exit.py", "metrics_limit.py", "dynamo_reset.py"}
+_PROFILED: dict[str, tuple] = {}
 
 
-def profile_cold(cli, script, out):
-    """`recompile-fix profile` of ``script`` into ``out``, its program in a process of its own."""
-    return cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0, env=COLD)
+def profiled(cli, tmp_path_factory, program: str):
+    """`recompile-fix profile` of ROBUST/``program``: (its result, the Profile's path), once a
+    session per worker."""
+    if program not in _PROFILED:
+        out = tmp_path_factory.mktemp("robust") / "profile.json"
+        env = {"RECOMPILE_FIX_WARM": "0"} if program in COLD_PROGRAMS else None
+        args = ("profile", "-o", str(out), "--backend", "eager", "--", "python", str(ROBUST / program))
+        _PROFILED[program] = (cli(*args, check=0, env=env), out)
+    return _PROFILED[program]
 
 
 # program -> (what the recorder must say it repaired, or None; how the process ended)
@@ -54,10 +62,9 @@ def torch_truth(script):
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS_AND_NOTES))
-def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
+def test_profile_has_every_compile_torch_made(program, tmp_path_factory, cli):
     script = ROBUST / program
-    out = tmp_path / "profile.json"
-    result = profile_cold(cli, script, out)
+    result, out = profiled(cli, tmp_path_factory, program)
     profile = Profile.load(out)
     compiles, graph_breaks = torch_truth(script)
 
@@ -87,9 +94,8 @@ def test_profile_has_every_compile_torch_made(program, tmp_path, cli):
     assert "missing compiles" not in result.stderr
 
 
-def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
-    out = tmp_path / "profile.json"
-    profile_cold(cli, ROBUST / "dynamo_reset.py", out)
+def test_ids_after_reset_are_a_new_generation(tmp_path_factory, cli):
+    _, out = profiled(cli, tmp_path_factory, "dynamo_reset.py")
     profile = Profile.load(out)
     assert [c.id for c in profile.frame("f").compiles] == ["0/0", "0/1", "0/2", "g1:1/0", "g1:1/1"]
     assert [c.id for c in profile.frame("g").compiles] == ["g1:0/0", "g1:0/1"]
@@ -99,10 +105,9 @@ def test_ids_after_reset_are_a_new_generation(tmp_path, cli):
     assert profile.processes[0]["recorder"]["generations"] == 2
 
 
-def test_the_metrics_context_source_alone_records_every_compile(tmp_path, cli):
+def test_the_metrics_context_source_alone_records_every_compile(tmp_path_factory, cli):
     """Another tool's deque is never replaced: every compile comes from MetricsContext's exit."""
-    out = tmp_path / "profile.json"
-    result = profile_cold(cli, ROBUST / "other_tool_deque.py", out)
+    result, out = profiled(cli, tmp_path_factory, "other_tool_deque.py")
     assert "other tool saw ['0/0', '0/1', '0/2']" in result.stdout  # the other tool still sees them all
     status = Profile.load(out).processes[0]["recorder"]
     assert status["sources"] == {"metrics_context": 3}
