@@ -43,7 +43,7 @@ def _alive(pid: int) -> bool:
 
 def _start(tmp_path: Path, *args: str, mode: str = "plain"):
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     shutil.copy(SLEEPER, work / "sleeper.py")
     temp = tmp_path / "temp"  # recompile-fix's temp directories go here: all must be gone after
     temp.mkdir()
@@ -65,6 +65,25 @@ def _start(tmp_path: Path, *args: str, mode: str = "plain"):
     program, helper = map(int, ready.read_text().split())
     time.sleep(1.5)  # the helper past its start-up, sleeping
     return proc, work, temp, program, helper
+
+
+_RECORDED: list[bytes] = []
+
+
+def _with_profile(tmp_path: Path) -> tuple[Path, Path]:
+    """``tmp_path``'s work folder with sleeper.py and a Profile of it (f recompiled once),
+    recorded by an interrupted `profile` once a session per worker; (work, temp)."""
+    if not _RECORDED:
+        proc, work, temp, program, helper = _start(tmp_path / "recording", "profile", "--backend", "eager")
+        proc.send_signal(signal.SIGINT)
+        _finish(proc, program, helper, temp)
+        _RECORDED.append((work / ".recompile-fix" / "profile.json").read_bytes())
+    work, temp = tmp_path / "work", tmp_path / "temp"
+    (work / ".recompile-fix").mkdir(parents=True)
+    temp.mkdir()
+    shutil.copy(SLEEPER, work / "sleeper.py")
+    (work / ".recompile-fix" / "profile.json").write_bytes(_RECORDED[0])
+    return work, temp
 
 
 def _finish(proc, program: int, helper: int, temp: Path) -> str:
@@ -108,10 +127,7 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path):
 
 
 def test_verify_stops_on_sigterm_and_cleans_up(tmp_path):
-    proc, work, temp, program, helper = _start(tmp_path, "profile", "--backend", "eager")
-    proc.send_signal(signal.SIGINT)
-    _finish(proc, program, helper, temp)  # a Profile to verify: f recompiled once
-    (tmp_path / "ready").unlink()
+    work, temp = _with_profile(tmp_path)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -218,10 +234,7 @@ def test_kill_9_of_verify_ends_the_program_and_removes_its_copies(tmp_path, monk
     if warm:
         monkeypatch.setenv("RECOMPILE_FIX_WARM", "1")
         monkeypatch.delenv("RECOMPILE_FIX_WARM_DIR", raising=False)
-    proc, work, temp, program, helper = _start(tmp_path, "profile", "--backend", "eager")
-    proc.send_signal(signal.SIGINT)
-    _finish(proc, program, helper, temp)  # a Profile to verify
-    (tmp_path / "ready").unlink()
+    work, temp = _with_profile(tmp_path)
     env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "recompile_fix", "verify", "--", "python", "sleeper.py", "plain"]
