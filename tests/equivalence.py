@@ -47,6 +47,22 @@ def run_recorded(script: Path, tmp: Path) -> dict:
     return _RUNS[key]
 
 
+def profile_recorded(work: Path, script: str, *flags: str):
+    """`recompile-fix profile --backend eager FLAGS` of ``python SCRIPT`` from ``work``, the
+    program run by the recording harness: the Profile is written as for ``python SCRIPT``, and
+    the same run is ``run_recorded``'s recording of ``work/SCRIPT`` (one run where a test needs
+    both). Returns (the profile command's result, the recording)."""
+    from conftest import run_cli
+
+    path = work / script
+    out = work.parent / f"{path.stem}.profiled.pt"
+    args = ("profile", "--backend", "eager", *flags, "--", "python", str(HARNESS), str(out), script)
+    done = run_cli(*args, cwd=work, check=0)
+    key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest())
+    _RUNS[key] = torch.load(out, weights_only=True)
+    return done, _RUNS[key]
+
+
 def assert_same_outputs(before: dict, after: dict, *, exact: bool = False, of: str = "outputs") -> int:
     """Every compiled callable returned the same tensors in both runs (``of="globals"``: the
     tensors the program keeps in its globals). Returns how many compared."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROGRAMS, run_cli
-from equivalence import assert_same_outputs, run_recorded, total_compiles
+from equivalence import assert_same_outputs, profile_recorded, run_recorded, total_compiles
 from golden_cases import GOLDEN, stage_case
 from recompile_fix.analysis.regional import regional_loops
 from recompile_fix.analysis.source import SourceFile
@@ -239,7 +239,7 @@ def test_heads_compile_twice_with_the_same_outputs(tmp_path, case):
 @pytest.mark.slow
 def test_unet2d_profile_loads_and_its_ragged_batch_is_fixed(tmp_path):
     shutil.copy(HERE / "unet2d_ragged.py", tmp_path / "program.py")
-    run_cli("profile", "-o", "profile.json", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    _, before = profile_recorded(tmp_path, "program.py", "-o", "profile.json")  # the original's run too
     loaded = Profile.load(tmp_path / "profile.json")
     paths = {s.path for f in loaded.frames for s in f.block_stacks}
     assert "up_blocks.0.resnets" in paths  # a ModuleList of ModuleLists
@@ -248,8 +248,6 @@ def test_unet2d_profile_loads_and_its_ragged_batch_is_fixed(tmp_path):
     run_cli("apply", ".", "--profile", "profile.json", cwd=tmp_path, check=0)
     after_text = (tmp_path / "program.py").read_text()
     assert "mark_dynamic(batch, 0)" in after_text, after_text
-    shutil.copy(HERE / "unet2d_ragged.py", tmp_path / "before.py")
-    before = run_recorded(tmp_path / "before.py", tmp_path)
     after = run_recorded(tmp_path / "program.py", tmp_path)
     assert_same_outputs(before, after)
     assert total_compiles(before) == 2 and total_compiles(after) == 1, (before["compiles"], after["compiles"])
@@ -258,13 +256,11 @@ def test_unet2d_profile_loads_and_its_ragged_batch_is_fixed(tmp_path):
 @pytest.mark.slow
 def test_rf007_writes_indexed_stacks_as_python(tmp_path):
     shutil.copy(HERE / "deep_stages.py", tmp_path / "program.py")
-    run_cli("profile", "-o", "profile.json", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    _, before = profile_recorded(tmp_path, "program.py", "-o", "profile.json")  # the original's run too
     run_cli("apply", ".", "--profile", "profile.json", "--unsafe-fixes", "--select", "RF007", cwd=tmp_path, check=0)
     text = (tmp_path / "program.py").read_text()
     ast.parse(text)  # was: `for block in model.stages.0:`, a syntax error
     assert "for block in model.stages[0]:\n    block.compile(" in text and "model.stages[1]" in text
-    shutil.copy(HERE / "deep_stages.py", tmp_path / "before.py")
-    before = run_recorded(tmp_path / "before.py", tmp_path)
     after = run_recorded(tmp_path / "program.py", tmp_path)
     assert_same_outputs(before, after, of="globals")
 

@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from conftest import PROGRAMS, run_cli
-from equivalence import assert_same_outputs, run_recorded, total_compiles
+from equivalence import assert_same_outputs, profile_recorded, run_recorded, total_compiles
 
 HF = PROGRAMS / "hf"
 CASES = sorted(p.name for p in HF.iterdir() if (p / "program.py").exists())
@@ -33,12 +33,11 @@ def test_profile_and_apply_compile_no_more_than_the_hand_fix(name, tmp_path):
     work = tmp_path / name
     work.mkdir()
     shutil.copy(case / "program.py", work / "program.py")
-    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=work, check=0)
+    _, before = profile_recorded(work, "program.py")  # the original's run is the profile run
     flags = ["--unsafe-fixes"] if name in UNSAFE else []
     applied = run_cli("apply", ".", *flags, cwd=work, check=0)
     fixed = (work / "program.py").read_text()
 
-    before = run_recorded(case / "program.py", tmp_path)
     after = run_recorded(work / "program.py", tmp_path)
     compared = assert_same_outputs(before, after, exact=True)
     hand_fix = case / "hand_fix.py"

@@ -323,11 +323,10 @@ def test_two_calls_of_one_statement_bind_two_names(tmp_path):
     overwritten: the critic saw the real batch twice. Each call's name is its own, and the
     program computes what it did."""
     from conftest import run_cli
-    from equivalence import assert_same_outputs, run_recorded
+    from equivalence import assert_same_outputs, profile_recorded, run_recorded
 
     (tmp_path / "program.py").write_text(TWO_IN_ONE_STATEMENT)
-    before = run_recorded(tmp_path / "program.py", tmp_path)
-    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    _, before = profile_recorded(tmp_path, "program.py")
     run_cli("apply", ".", "--unsafe-fixes", cwd=tmp_path, check=0)
     fixed = (tmp_path / "program.py").read_text()
     bound = [line.split(" = ")[0].strip() for line in fixed.splitlines() if line.strip().endswith("i + 8]")]

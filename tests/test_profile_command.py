@@ -102,6 +102,28 @@ def test_python_dash_m_and_bare_script(tmp_path, cli):
 
 
 @pytest.mark.slow
+def test_a_script_run_by_a_launcher_by_its_relative_path(tmp_path, cli):
+    """A launcher that runs the script with runpy by the path as typed (a test harness, a job
+    runner): its classes' module `__file__` is relative, and the Profile still names every file
+    by its absolute path."""
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * 2\n"
+        "net = torch.compile(Net(), backend='eager')\n"
+        "for n in (2, 3):\n"
+        "    net(torch.ones(n))\n"
+    )
+    (tmp_path / "launch.py").write_text("import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    command = ("python", "launch.py", "train.py")
+    cli("profile", "--backend", "eager", "--", *command, cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")  # validated: no relative path
+    assert profile.total_compiles == 2
+    cli("apply", ".", "--check", cwd=tmp_path, check=1)  # a fix to make, not a damaged Profile
+
+
+@pytest.mark.slow
 def test_report_text_and_json(tmp_path, cli):
     out = tmp_path / "p.json"
     cli(

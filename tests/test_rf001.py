@@ -199,12 +199,11 @@ def test_a_tensor_also_passed_to_other_compiled_code_gets_a_mark_that_cannot_rai
     """A trial: `mark_dynamic(ids, 1)` for `embed` went with `ids` into `weighted_sum`, whose
     `range(ids.size(1))` specialises the size: ConstraintViolationError. The mark is
     `maybe_mark_dynamic` there, and the program runs as it did, compiling less."""
-    from equivalence import assert_same_outputs, run_recorded, total_compiles
+    from equivalence import assert_same_outputs, profile_recorded, run_recorded, total_compiles
 
     program = tmp_path / "program.py"
     program.write_text(SHARED_WITH_OTHER_COMPILED_CODE)
-    before = run_recorded(program, tmp_path)
-    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    _, before = profile_recorded(tmp_path, "program.py")
     run_cli("apply", ".", cwd=tmp_path, check=0)
     fixed = program.read_text()
     assert "torch._dynamo.maybe_mark_dynamic(ids, 1)" in fixed and "torch._dynamo.mark_dynamic(" not in fixed, fixed

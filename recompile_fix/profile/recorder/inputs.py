@@ -7,6 +7,7 @@ Read from the locals of torch's ``_compile`` (convert_frame.py); bounded, and ne
 from __future__ import annotations
 
 import math
+import os
 import sys
 import types
 from typing import Any
@@ -134,7 +135,9 @@ class InputWalk:
             # another guard hid (torch names only the first guard that fails).
             defined_in = getattr(sys.modules.get(type(value).__module__), "__file__", None)
             if isinstance(defined_in, str):
-                entry["file"] = defined_in
+                # Absolute as every path the recorder writes: a script run by a launcher
+                # (`python -m cProfile train.py`, runpy) has its path as it was typed.
+                entry["file"] = os.path.abspath(defined_in)
             self.entries[source] = entry
         # Its own buffers and parameters (dtype, rank, device: what a rule's tensor meets),
         # then plain attributes only (a cache held as self.cache): submodules' parameters
