@@ -124,6 +124,25 @@ def test_a_script_run_by_a_launcher_by_its_relative_path(tmp_path, cli):
 
 
 @pytest.mark.slow
+def test_import_paths_are_the_folders_the_program_imported_from(tmp_path, cli):
+    """PYTHONPATH naming a folder the program imports nothing from (a checkout whose virtualenv
+    is inside it, say) is not the program's: `verify` widened its copy to hold it, and copied
+    all of /tmp where that folder was in /tmp."""
+    project, helpers, unrelated = tmp_path / "proj", tmp_path / "helpers", tmp_path / "unrelated"
+    for folder in (project, helpers, unrelated):
+        folder.mkdir()
+    (helpers / "scale.py").write_text("FACTOR = 2\n")
+    (project / "train.py").write_text(
+        "import torch\nfrom scale import FACTOR\nf = torch.compile(lambda x: x * FACTOR, backend='eager')\n"
+        "f(torch.ones(2)); f(torch.ones(3))\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(unrelated), str(helpers)])}
+    cli("profile", "--backend", "eager", "--", "python", "train.py", cwd=project, env=env, check=0)
+    profile = Profile.load(project / ".recompile-fix" / "profile.json")
+    assert str(helpers) in profile.import_paths and str(unrelated) not in profile.import_paths
+
+
+@pytest.mark.slow
 def test_report_text_and_json(tmp_path, cli):
     out = tmp_path / "p.json"
     cli(

@@ -39,20 +39,36 @@ def process_header(torch_version: str | None) -> dict:
 
 def program_import_paths() -> list[str]:
     """The program's own import paths (``sys.path`` as it ended, with what the program or
-    PYTHONPATH added), installed code and our bootstrap left out: `verify` and `fix` run the
-    program in a copy that must hold them."""
+    PYTHONPATH added) that it imported a module from: `verify` and `fix` run the program in a
+    copy that must hold them. Installed code, our bootstrap and an entry nothing was imported
+    from are left out (PYTHONPATH naming a folder that holds a virtualenv would otherwise widen
+    the copy to that folder's parent)."""
     installed = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+    def is_installed(path: str) -> bool:
+        parts = path.split(os.sep)
+        return (
+            "site-packages" in parts
+            or "dist-packages" in parts
+            or any(path == d or path.startswith(d + os.sep) for d in installed)
+        )
+
+    imported_from = {
+        folder
+        for name, module in list(sys.modules.items())
+        if not name.startswith("recompile_fix")
+        and isinstance(file := getattr(module, "__file__", None), str)
+        and not is_installed(folder := os.path.dirname(os.path.abspath(file)))
+    }
     found: list[str] = []
     for entry in sys.path:
         path = os.path.abspath(entry or os.curdir)
-        parts = path.split(os.sep)
         if (
             not os.path.isdir(path)
-            or "site-packages" in parts
-            or "dist-packages" in parts
-            or any(path == d or path.startswith(d + os.sep) for d in installed)
+            or is_installed(path)
             or os.path.exists(os.path.join(path, "sitecustomize.py"))  # ours (or a system one)
             or path in found
+            or not any(d == path or d.startswith(path + os.sep) for d in imported_from)
         ):
             continue
         found.append(path)
