@@ -491,3 +491,53 @@ def test_a_training_script_beside_it_under_the_profiles_eager_backend(tmp_path):
         assert honoured.safety is Safety.UNSAFE and "allow_buffer_reuse = False" in notes(honoured)
     inductor = RF004.honour_training(finding, parsed, lambda: "`loss.backward()` at train.py:5", None)
     assert inductor.safety is Safety.UNSAFE and inductor.evidence["trains"] is True
+
+
+ONE_BLOCK = """\
+import torch
+from torch import nn
+
+
+class Config:
+    n_layer = 1
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return x + torch.relu(self.fc(x))
+
+
+class Model(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(config.n_layer)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+model = torch.compile(Model(Config()), backend="eager")
+for n in (8, 8, 5):
+    model(torch.randn(n, 16))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_layer", [1, 4])
+def test_a_run_with_one_block_is_no_finding(tmp_path, n_layer):
+    """A trial's model built `range(config.n_layer)` blocks and the run's config had one: RF004
+    said [no fix] ("the number of blocks is not a constant in the source"). The recorder now
+    records a stack of one, and RF004 (and its static plan of the file) makes no finding; with
+    four the finding stays, with the count the run recorded."""
+    (tmp_path / "train.py").write_text(ONE_BLOCK.replace("n_layer = 1", f"n_layer = {n_layer}"))
+    run_cli("profile", "--", "python", "train.py", cwd=tmp_path, check=0)
+    report = run_cli("report", cwd=tmp_path, check=0).stdout
+    assert ("RF004" in report) == (n_layer == 4), report
+    if n_layer == 4:
+        assert "runs 4 `Block` blocks" in report, report

@@ -35,11 +35,34 @@ from recompile_fix.analysis.ast_tree import (
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
 from recompile_fix.analysis.source import SourceError, SourceFile
 
-__all__ = ["already_marked", "Analysis", "Members", "MIN_BLOCKS", "Site", "training_in", "training_in_any"]
+__all__ = [
+    "already_marked",
+    "Analysis",
+    "Members",
+    "MIN_BLOCKS",
+    "recorded_too_few",
+    "Site",
+    "training_in",
+    "training_in_any",
+]
 
 # Below this the saving (about one block's compile per block) is not worth a region (RF004) or
 # compiling the blocks one by one (RF007).
 MIN_BLOCKS = 4
+
+
+def recorded_too_few(profile: Any, blocks: Iterable[tuple[str, str]]) -> bool:
+    """Whether the run recorded each of ``blocks`` ((file, class name) pairs) in a compiled module,
+    and every time fewer than ``MIN_BLOCKS`` of it (a config's ``n_layer=1``): a static finding
+    about them is then contradicted by the run. ``profile``: a Profile."""
+    blocks = list(blocks)
+    counts: dict[tuple[str, str], list[int]] = {block: [] for block in blocks}
+    for frame in profile.frames:
+        for stack in frame.block_stacks:
+            key = (stack.file, stack.block.rsplit(".", 1)[-1])
+            if key in counts:
+                counts[key].append(stack.count)
+    return bool(blocks) and all(found and max(found) < MIN_BLOCKS for found in counts.values())
 
 
 @dataclass

@@ -125,10 +125,11 @@ class Rule:
         start, new = min(found)
         return f"line {text.count(chr(10), 0, start) + 1}: `{new.strip().splitlines()[0]}`"
 
-    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding | None:
         """A static Finding (``plan_static``) in the light of what a Profile established about the
         program (e.g. ``Profile.trains``): static mode must not contradict the Profile, also for a
-        file the Profile no longer matches (already fixed, edited since). Default: as it is."""
+        file the Profile no longer matches (already fixed, edited since). None: the Profile
+        shows there is nothing to fix (left out). Default: as it is."""
         return finding
 
     def honour_training(

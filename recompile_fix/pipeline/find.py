@@ -246,7 +246,10 @@ def settle(
         where = None
         try:
             if profile is not None and finding.confidence == "static":
-                finding = rule.honour_facts(finding, profile, source)
+                honoured = rule.honour_facts(finding, profile, source)
+                if honoured is None:
+                    continue  # the run showed there is nothing to fix
+                finding = honoured
             if training is not None:
                 backend = profile.backend if profile is not None else None
                 finding = _honour_training(rule, finding, source, training, memo, backend)

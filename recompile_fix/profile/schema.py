@@ -259,7 +259,7 @@ def _check_block_stack(stack: dict[str, Any], where: str) -> None:
     for key, pattern in (("path", _MODULE_PATH), ("argument", _DOTTED)):
         if isinstance(stack.get(key), str) and not pattern.fullmatch(stack[key]):
             _fail(f"{where}.{key}", f"is {stack[key]!r}, not an attribute path")
-    _int(stack.get("count"), f"{where}.count", 2, 2**20)
+    _int(stack.get("count"), f"{where}.count", 1, 2**20)
     _int(stack.get("line"), f"{where}.line", 1, _MAX_LINE)
     _int(stack.get("graph_inputs"), f"{where}.graph_inputs", 0, 2**20, optional=True)
 

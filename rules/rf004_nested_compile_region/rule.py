@@ -11,7 +11,15 @@ from collections.abc import Callable
 from typing import cast
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
-from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, Site, already_marked, training_in, training_in_any
+from recompile_fix.analysis.block_stacks import (
+    MIN_BLOCKS,
+    Analysis,
+    Site,
+    already_marked,
+    recorded_too_few,
+    training_in,
+    training_in_any,
+)
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.region_check import Verdict
 from recompile_fix.analysis.regional import regional_loops
@@ -301,9 +309,14 @@ class NestedCompileRegion(Rule):
             finding.notes.append("the number of blocks is not a constant in the source")
         return finding
 
-    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding:
-        """A Profile whose run ran a backward pass makes the static finding what the Profile's
-        plan made it: the program trains, whatever this one file shows."""
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding | None:
+        """Left out where the run recorded the blocks, fewer than MIN_BLOCKS of them (the source
+        builds `range(config.n_layer)` of them; this run's config has one). A Profile whose run
+        ran a backward pass makes the static finding what the Profile's plan made it: the
+        program trains, whatever this one file shows."""
+        block = finding.params.get("class")
+        if block and recorded_too_few(profile, [(finding.file, block)]):
+            return None
         if not profile.trains or finding.evidence.get("trains") or finding.safety is Safety.NONE:
             return finding
         try:

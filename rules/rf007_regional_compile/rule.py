@@ -9,7 +9,14 @@ import re
 from typing import Any
 
 from recompile_fix.analysis.ast_tree import DEFS, Tree, dotted, identifiers
-from recompile_fix.analysis.block_stacks import MIN_BLOCKS, Analysis, already_marked, training_in, training_in_any
+from recompile_fix.analysis.block_stacks import (
+    MIN_BLOCKS,
+    Analysis,
+    already_marked,
+    recorded_too_few,
+    training_in,
+    training_in_any,
+)
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.regional import (
     CompileSite,
@@ -173,6 +180,11 @@ class RegionalCompile(Rule):
             assert source is not None, "its compile sites were read from it"
             findings[(path, site.line)] = self._finding(source, path, site, refs, training, profile, project, frame)
         return list(findings.values())
+
+    def honour_facts(self, finding: Finding, profile: Profile, source: SourceFile) -> Finding | None:
+        """Left out where the run recorded every stack's blocks, fewer than MIN_BLOCKS of each."""
+        blocks = [(b["file"], b["block"]) for b in finding.params.get("blocks", [])]
+        return None if recorded_too_few(profile, blocks) else finding
 
     def plan_static(self, source: SourceFile, path: str) -> list[Finding]:
         try:

@@ -58,9 +58,10 @@ def _compiled_module(frame: types.FrameType | None) -> tuple[str, object] | None
 def compiled_frame_blocks() -> list[dict]:
     """Stacks of identical blocks in the module whose code is being compiled: the frame's first
     argument (``self`` of a forward) when it is an ``nn.Module``. Every ModuleList / Sequential in
-    it of at least two children of one class that is not torch's own, by attribute path. RF004 and
-    RF007 read them: they find blocks wherever the model keeps them (a ModuleDict, a parent
-    class's ``__init__`` in another file, a pip package's model) without reading its source."""
+    it of children of one class that is not torch's own, by attribute path. RF004 and RF007 read
+    them: they find blocks wherever the model keeps them (a ModuleDict, a parent class's
+    ``__init__`` in another file, a pip package's model) without reading its source; a stack of
+    one block (``n_layer=1`` in this run's config) tells them there is nothing to share."""
     found = _compiled_module(sys._getframe(2))
     if found is None:
         return []
@@ -84,13 +85,13 @@ def compiled_frame_blocks() -> list[dict]:
 
 
 def _block_stack(path: str, module: Any, argument: str, owner: str, torch: types.ModuleType) -> dict | None:
-    """The ModuleList / Sequential at ``path`` as a block stack when it holds at least two
-    children of one class that is not torch's own and whose source is found; else None."""
+    """The ModuleList / Sequential at ``path`` as a block stack when its children are of one
+    class that is not torch's own and whose source is found; else None."""
     import inspect
 
     children = list(module.children())
     kinds = {type(child) for child in children}
-    if len(children) < 2 or len(kinds) != 1:
+    if not children or len(kinds) != 1:
         return None
     (kind,) = kinds
     if kind.__module__.split(".")[0] == "torch":
