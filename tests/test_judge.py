@@ -377,12 +377,31 @@ def test_a_fix_whose_edit_a_kept_fix_makes_is_kept_with_it_without_a_run():
     def adds_no_edit(kept, fix):
         return (kept[-1].location.line, fix.location.line) in same_edit
 
+    heard: list[int] = []
     picked = select_verified(
-        before, [offset, length, wrong], trials, (), command=["x"], tolerance=Tolerance(), adds_no_edit=adds_no_edit
+        before,
+        [offset, length, wrong],
+        trials,
+        (),
+        command=["x"],
+        tolerance=Tolerance(),
+        adds_no_edit=adds_no_edit,
+        expect=heard.append,
     )
     assert picked.kept == [offset, length] and [f for f, _ in picked.dropped] == [wrong]
     assert trials.asked == [(20, 21, 50), (20,), (20, 21, 50)]  # no run of (20, 21)
     assert picked.verification is not None and picked.verification.verified
+    assert -1 in heard  # the progress line's "run i/n" counts one run fewer
+
+
+def test_the_progress_line_counts_a_run_not_made_out():
+    from recompile_fix.verify.prove import Trials
+
+    trials = Trials(["x"], None, None, (), Path("."), backend=None, calls=1, progress=None)
+    trials.expect(3)
+    assert trials.label("a") == "run 1/3: a"
+    trials.expect(-1)  # a fix kept without a run of its own
+    assert [trials.label("b"), trials.label("c")] == ["run 2/2: b", "run 3/3: c"]
 
 
 def test_plain_fix_holds_a_kernels_rounding_to_assert_close_and_an_arithmetic_change_to_the_bits():

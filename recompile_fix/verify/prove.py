@@ -214,7 +214,7 @@ def select_verified(
     verified whose own recompiles all stay (``judge.suspects``) is tried out: one more run
     without it, and it goes when that run compiles alike (it changes nothing on this program).
     ``trial(fixes, what)`` runs the program with exactly those fixes; ``expect(n)`` hears of n
-    more trials to come; ``adds_no_edit(kept, fix)``: does ``fix`` write nothing the kept ones do
+    more trials to come (n < 0: fewer); ``adds_no_edit(kept, fix)``: does ``fix`` write nothing the kept ones do
     not (two rules' `dynamic=True` at one compile call): kept with them, without a run."""
     picker = _Picker(before, trial, rules, command=command, tolerance=tolerance, expect=expect)
     picker.adds_no_edit = adds_no_edit or (lambda kept, fix: False)
@@ -404,6 +404,8 @@ class _Picker:
                 # Its edit is a kept fix's (deduplicated in the rewrite): a run of it would be the
                 # last run again, and "changes nothing" would be said of an edit that is kept.
                 self.result.kept.append(fix)
+                if self.expect is not None:
+                    self.expect(-1)  # the run counted for it is not made
                 continue
             run = self.trial(self.result.kept + [fix], f"+ {fix.rule} at {fix.file}:{fix.location.line}")
             check = self.compare(self.reference, run, [fix], self.result.kept)
@@ -485,8 +487,12 @@ class Trials:
         self.planned = 0
 
     def expect(self, more: int) -> None:
-        """``more`` runs are coming (after the one under way, if any)."""
-        self.planned = max(self.planned, self.runs + more)
+        """``more`` runs are coming (after the one under way, if any); a negative ``more``: that
+        many fewer than said (a fix kept without a run of its own)."""
+        if more < 0:
+            self.planned = max(self.runs, self.planned + more)
+        else:
+            self.planned = max(self.planned, self.runs + more)
 
     def label(self, what: str) -> str:
         self.runs += 1
