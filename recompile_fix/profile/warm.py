@@ -206,7 +206,10 @@ def start(
     server_env = _server_env(env, boot)
     preload = env.get(PRELOAD_ENV, "")
     # `.venv/bin/python` names it from the run's directory; the server starts from its own.
-    interpreter = os.path.join(os.path.abspath(cwd or os.getcwd()), argv[0])
+    if os.sep in argv[0]:
+        interpreter = os.path.join(os.path.abspath(cwd or os.getcwd()), argv[0])
+    else:
+        interpreter = shutil.which(argv[0]) or argv[0]
     key = _key(interpreter, server_env, preload)
     sock_path = directory / f"{key}.sock"
     if len(str(sock_path)) > _SOCKET_PATH_MAX or (directory / f"{key}.refused").exists():
