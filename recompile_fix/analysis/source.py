@@ -13,7 +13,7 @@ import re
 import symtable
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import libcst as cst
 
@@ -100,12 +100,14 @@ class SourceFile:
             ) from None
         if bom:  # columns of line 1 count the mark's three UTF-8 bytes, as in the file
             for node in ast.walk(tree):
-                if not isinstance(node, Positioned):
+                # (an attribute test: isinstance against the runtime Protocol costs 10x per node)
+                if not hasattr(node, "end_col_offset"):
                     continue
-                if node.lineno == 1:
-                    node.col_offset += 3
-                if node.end_lineno == 1 and node.end_col_offset is not None:
-                    node.end_col_offset += 3
+                positioned = cast(Positioned, node)
+                if positioned.lineno == 1:
+                    positioned.col_offset += 3
+                if positioned.end_lineno == 1 and positioned.end_col_offset is not None:
+                    positioned.end_col_offset += 3
         return tree
 
     # -- metadata ---------------------------------------------------------------------
