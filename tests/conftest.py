@@ -149,6 +149,35 @@ def cli():
     return run_cli
 
 
+def profiled_examples(dest: Path, ignore: tuple[str, ...] = ()) -> Path:
+    """``dest`` holding a copy of examples/ (``ignore``: names left out) and the `.recompile-fix/`
+    that `recompile-fix profile --backend eager -- python examples/run_all.py` records there
+    (run_all imports only its own examples): profiled once a session, shared by pytest-xdist's
+    workers (three test modules start from it)."""
+    import hashlib
+
+    require_slow("recompile-fix profile of examples/run_all.py")
+    examples = ROOT / "examples"
+    shutil.copytree(examples, dest / "examples", ignore=shutil.ignore_patterns("__pycache__", *ignore))
+    digest = hashlib.sha256()
+    for path in sorted(p for p in examples.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(examples)).encode() + b"\0" + path.read_bytes())
+    shared = os.environ.get("RECOMPILE_FIX_TEST_RUNS")
+    cached = Path(shared, f"examples-{digest.hexdigest()[:16]}") if shared else None
+    if cached is not None and cached.is_dir():
+        shutil.copytree(cached, dest / ".recompile-fix")
+        return dest
+    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=dest, check=0)
+    if cached is not None:
+        staged = Path(f"{cached}.{os.getpid()}")
+        shutil.copytree(dest / ".recompile-fix", staged)
+        try:
+            staged.rename(cached)  # another worker may have put its own there first
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
+    return dest
+
+
 def run_cli_here(*args, cwd, check=None):
     """`recompile-fix ARGS` in this process (click's runner, from ``cwd``), for a command that
     runs no program: where the test is what a command writes, a process start and the imports

@@ -2,11 +2,9 @@
 compiles their frame once (from 2), with equal outputs; and `apply --diff` on examples/ is the
 reviewed diff kept in golden/examples.diff."""
 
-import shutil
-
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, profiled_examples, run_cli
 from equivalence import assert_same_outputs, run_recorded
 
 DIFF = ROOT / "golden" / "examples.diff"
@@ -14,9 +12,7 @@ DIFF = ROOT / "golden" / "examples.diff"
 
 @pytest.fixture(scope="module")
 def fixed_examples(tmp_path_factory):
-    work = tmp_path_factory.mktemp("ex")
-    shutil.copytree(ROOT / "examples", work / "examples")
-    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
+    work = profiled_examples(tmp_path_factory.mktemp("ex"))
     diff = run_cli("apply", "examples/", "--diff", cwd=work, check=1).stdout
     run_cli("apply", "examples/", cwd=work, check=0)
     return work, diff

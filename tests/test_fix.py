@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from conftest import PROGRAMS, ROOT, run_cli
+from conftest import PROGRAMS, ROOT, profiled_examples, run_cli
 from equivalence import run_recorded, total_compiles
 from recompile_fix.lsp.engine import Engine
 from recompile_fix.pipeline.fix import is_selected
@@ -131,9 +131,7 @@ def test_after_fix_nothing_is_pending(fixed_example):
 
 
 def test_fix_on_the_examples_converges_with_verifys_numbers(tmp_path):
-    work = tmp_path / "ex"
-    shutil.copytree(ROOT / "examples", work / "examples", ignore=shutil.ignore_patterns("train_generate.py"))
-    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
+    work = profiled_examples(tmp_path / "ex", ignore=("train_generate.py",))
     verified = json.loads(run_cli("verify", "--json", cwd=work, check=0).stdout)
     fixed = run_cli("fix", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
     assert "Converged after" in fixed.stdout

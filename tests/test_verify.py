@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import PROGRAMS, ROOT, run_cli
+from conftest import PROGRAMS, profiled_examples, run_cli
 from headless_browser import layout
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
@@ -56,9 +56,7 @@ def _row(table: str, label: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def verified_examples(tmp_path_factory):
-    work = tmp_path_factory.mktemp("vex")
-    shutil.copytree(ROOT / "examples", work / "examples")
-    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=work, check=0)
+    work = profiled_examples(tmp_path_factory.mktemp("vex"))
     before = _hashes(work)
     result = run_cli("verify", "--html", "verify.html", cwd=work)
     return work, before, result
