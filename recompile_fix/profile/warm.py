@@ -209,7 +209,7 @@ def start(
     if os.sep in argv[0]:
         interpreter = os.path.join(os.path.abspath(cwd or os.getcwd()), argv[0])
     else:
-        interpreter = shutil.which(argv[0]) or argv[0]
+        interpreter = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     key = _key(interpreter, server_env, preload)
     sock_path = directory / f"{key}.sock"
     if len(str(sock_path)) > _SOCKET_PATH_MAX or (directory / f"{key}.refused").exists():
