@@ -12,7 +12,7 @@ import ast
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from recompile_fix.analysis.aliasing import Aliases
 from recompile_fix.analysis.ast_tree import (
@@ -35,6 +35,9 @@ from recompile_fix.analysis.ast_tree import (
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
 from recompile_fix.analysis.source import SourceError, SourceFile
 
+if TYPE_CHECKING:
+    from recompile_fix.profile.model import Profile
+
 __all__ = [
     "already_marked",
     "Analysis",
@@ -51,10 +54,10 @@ __all__ = [
 MIN_BLOCKS = 4
 
 
-def recorded_too_few(profile: Any, blocks: Iterable[tuple[str, str]]) -> bool:
+def recorded_too_few(profile: Profile, blocks: Iterable[tuple[str, str]]) -> bool:
     """Whether the run recorded each of ``blocks`` ((file, class name) pairs) in a compiled module,
     and every time fewer than ``MIN_BLOCKS`` of it (a config's ``n_layer=1``): a static finding
-    about them is then contradicted by the run. ``profile``: a Profile."""
+    about them is then contradicted by the run."""
     blocks = list(blocks)
     counts: dict[tuple[str, str], list[int]] = {block: [] for block in blocks}
     for frame in profile.frames:
