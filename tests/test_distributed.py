@@ -57,6 +57,25 @@ def _torchrun_args(out_dir) -> list[str]:
     ]
 
 
+# torch 2.13's gloo teardown, under a loaded machine, now and then aborts a rank as its
+# interpreter exits (a C++ thread destroyed unjoined; seen twice in hundreds of runs, never alone).
+# No code of ours runs there: such a run is run again, once; any other failure is the test's.
+_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _run_ranks(command, cwd, env: dict, fresh=()) -> subprocess.CompletedProcess:
+    """``command()`` (a torchrun, on a free port) in ``cwd``; again, once, after torch's teardown
+    abort, with the ``fresh`` folders emptied (a retried profile run must not add to the first
+    one's records)."""
+    done = subprocess.run(command(), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    if done.returncode == 0 or _TEARDOWN_ABORT not in done.stderr:
+        return done
+    for folder in fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+    return subprocess.run(command(), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+
+
 def _rank_outputs(out_dir) -> dict[int, dict]:
     return {r: json.loads((out_dir / f"rank{r}.json").read_text()) for r in (0, 1)}
 
@@ -67,13 +86,11 @@ def ddp_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("ddp")
     shutil.copy(SCRIPT, work / "ddp_ragged.py")
     (work / "before").mkdir()
-    profiled = subprocess.run(
-        [sys.executable, "-m", "recompile_fix", "profile", "--", "torchrun", *_torchrun_args(work / "before")],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=_env(TORCH_TRACE=str(work / "trace")),
+    profiled = _run_ranks(
+        lambda: [sys.executable, "-m", "recompile_fix", "profile", "--", "torchrun", *_torchrun_args(work / "before")],
+        work,
+        _env(TORCH_TRACE=str(work / "trace")),
+        fresh=[work / "before", work / "trace"],
     )
     assert profiled.returncode == 0, profiled.stdout + profiled.stderr[-4000:]
     profile = Profile.load(work / ".recompile-fix" / "profile.json")
@@ -116,13 +133,11 @@ def test_apply_fixes_the_ddp_run_on_both_ranks(ddp_run):
         "+        torch._dynamo.maybe_mark_dynamic(data, 0)"
     ]
     (work / "after").mkdir()
-    fixed = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", *_torchrun_args(work / "after")],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=_env(),
+    fixed = _run_ranks(
+        lambda: [sys.executable, "-m", "torch.distributed.run", *_torchrun_args(work / "after")],
+        work,
+        _env(),
+        fresh=[work / "after"],
     )
     assert fixed.returncode == 0, fixed.stderr[-4000:]
     before, after = _rank_outputs(work / "before"), _rank_outputs(work / "after")
