@@ -52,7 +52,8 @@ def rewrite(
             (finding, _fix(rules[finding.rule], finding, source, source.torch_name_at(finding.location.line) or alias))
             for finding in findings
         ]
-    for finding, edits_or_error in fixes:
+    order = {id(finding): i for i, finding in enumerate(findings)}
+    for finding, edits_or_error in sorted(fixes, key=lambda fix: _runs_before(fix[0])):
         if isinstance(edits_or_error, str):
             result.skipped.append((finding, edits_or_error))
             continue
@@ -79,12 +80,23 @@ def rewrite(
         planned.append((finding, FixEdits(tuple(edits), _anchor(source, finding, edits))))
     planned = _proven(source, planned, result)
     planned = _together(source, planned, result)
-    for finding, fix in planned:
+    for _, fix in planned:
         result.edits.extend(fix.edits)
-        result.applied.append(finding)
+    result.applied = sorted((finding for finding, _ in planned), key=lambda f: order[id(f)])
     result.edits[:0] = _import_edits(path, source, result.edits)
     result.after = apply_edits(source.text, result.edits)
     return result
+
+
+def _runs_before(finding: Finding) -> tuple[int, int]:
+    """Where the fixed code ends, the order Python finishes it in: of two fixes that insert
+    statements at one place, the one for a call nested in the other's arguments comes first
+    (`loss = crit(model(x), y)`: `x`'s mark before `pred = model(x)`, which the outer fix binds),
+    and keeps a line both insert. Insertions at different places keep their places."""
+    loc = finding.location
+    if loc.end_line is None or loc.end_col is None:
+        return (loc.line, loc.col or 0)
+    return (loc.end_line, loc.end_col)
 
 
 def _without_repeated_lines(edits: list[Edit], kept: list[Edit]) -> list[Edit]:
