@@ -155,6 +155,20 @@ def test_the_summary_says_how_many_fixes_need_the_flag():
     )
 
 
+def test_a_recompile_that_needs_a_safe_and_an_unsafe_fix_counts_as_unsafe():
+    """A size and a number changed together (the number's guard unsaid by torch, recorded failing
+    by the recorder): with only the safe fix the number still recompiles, so the recompile is one
+    of the fixes that need --unsafe-fixes, whichever guard torch named first."""
+    from recompile_fix.profile.reasons import parse_reasons
+
+    frame = frame_of(["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"])
+    frame.compiles[1].also_failed = parse_reasons("0/0: c == 0.5")
+    size = finding(frame, Safety.SAFE, ["x"], ["size_mismatch"])
+    number = finding(frame, Safety.UNSAFE, ["c"], ["scalar_value"])
+    assert account(profile_of(frame), [size, number]).summary().endswith("1 of the fixes only with --unsafe-fixes")
+    assert account(profile_of(frame), [size, number], unsafe_fixes=False).count(NO_FIX) == 1
+
+
 def test_a_cache_filled_by_its_first_call_is_expected():
     """transformers' DynamicCache: prefill sees `layers[0].is_initialized` False, decode True (a
     tiny Llama's greedy generation, after its size fixes): one graph per state, compiled once."""

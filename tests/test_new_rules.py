@@ -375,6 +375,81 @@ def test_rf006_every_held_counter_that_changed_is_recorded_and_fixed_together(tm
     assert_same_outputs(before, after, exact=True)
 
 
+SHARED_GUARD = """import torch
+
+torch.manual_seed(0)
+
+
+@torch.compile(backend="eager")
+def sample(logits, temperature, top_k):
+    values, _ = torch.topk(logits[:, -1] / temperature, top_k)
+    return values.sum()
+
+
+for length, temperature, top_k in [(5, 0.7, 20), (6, 0.7, 20), (8, 1.0, 20), (5, 1.3, 10)]:
+    print(sample(torch.randn(2, length, 32), temperature, top_k).item())
+"""
+
+
+@pytest.mark.slow
+def test_a_guard_two_graphs_hold_is_recorded_failing_in_each(tmp_path):
+    """The last call changes `temperature` and `top_k`. torch names `top_k == 20` for one cached
+    graph and `temperature == 0.7` for another that holds `top_k == 20` too: that graph fails on
+    `top_k` unsaid, and the recorder says so for each graph (it once kept the first graph's only),
+    so the accounting keeps the recompile for `top_k`, which no fix removes, not for `temperature`."""
+    (tmp_path / "program.py").write_text(SHARED_GUARD)
+    run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = [f for f in profile.frames if f.name == "sample"]
+    last = frame.compiles[-1]
+    named = {(r.entry, r.source) for r in last.reasons}
+    assert (frame.compiles[1].id, "temperature") in named, named
+    unsaid = {(r.entry, r.source) for r in last.also_failed or ()}
+    assert (frame.compiles[1].id, "top_k") in unsaid, unsaid
+    report = run_cli("report", cwd=tmp_path, check=0).stdout
+    assert "3 recompiles: 2 with a proposed fix, 1 with no fix (why given)" in report, report
+
+
+BEHIND_A_SIZE = """import torch
+
+torch.manual_seed(0)
+
+
+@torch.compile(backend="eager")
+def guided(latents, guidance_scale):
+    cond, uncond = latents.chunk(2)
+    return uncond + guidance_scale * (cond - uncond)
+
+
+outputs = []
+for batch, guidance_scale in [(2, 4.0), (2, 4.0), (3, 1.5), (3, 1.5), (4, 7.5)]:
+    latents = torch.randn(2 * batch, 8)
+    outputs.append(guided(latents, guidance_scale))
+"""
+
+
+@pytest.mark.slow
+def test_a_number_that_changed_behind_a_size_guard_is_fixed_too(tmp_path):
+    """The batch and the guidance scale change on the same calls: torch names the size guard
+    only. The recorder's failing value guards show `guidance_scale` failing too, so RF002 wraps
+    it in the same `apply` (it used to wait for a second profile), and the accounting keeps no
+    recompile for it without a fix."""
+    from equivalence import assert_same_outputs, total_compiles
+
+    (tmp_path / "program.py").write_text(BEHIND_A_SIZE)
+    run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = [f for f in profile.frames if f.name == "guided"]
+    assert "guidance_scale" not in {r.source for r in frame.reasons()}
+    assert "guidance_scale" in {r.source for r in frame.value_reasons()}
+    report = run_cli("report", cwd=tmp_path, check=0).stdout
+    assert "with no fix" in report and ", 0 with no fix" in report, report
+    fixed, before, after = _applied_and_run_beside_the_original(tmp_path, BEHIND_A_SIZE)
+    assert "guided(latents, torch.tensor(guidance_scale" in fixed, fixed
+    assert total_compiles(after) == 1 < total_compiles(before)
+    assert_same_outputs(before, after, exact=True)
+
+
 def _applied_and_run_beside_the_original(tmp_path, original: str) -> tuple[str, dict, dict]:
     """`apply` on the profiled program.py; its text, and the recorded runs of the original and of it."""
     from equivalence import run_recorded

@@ -192,7 +192,8 @@ def _outcome(
     for failures in entries:
         fixes = [fixing(r) for r in failures + hidden[id(failures)]]
         if all(fixes):
-            chosen = fixes[0]
+            # Where one of the fixes it needs is unsafe, so is the recompile's: counted as such.
+            chosen = next((f for f in fixes if f is not None and f.safety is Safety.UNSAFE), fixes[0])
             assert chosen is not None
             return Outcome(frame, compile_, failures[0], FIX, chosen.describe(unsafe_fixes=unsafe_fixes), chosen)
     if not entries:

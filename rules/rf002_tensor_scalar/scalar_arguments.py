@@ -47,12 +47,15 @@ class ScalarArgument:
 
 
 def changed_scalars(frame: Frame) -> list[ScalarArgument]:
-    """Every int or float argument of ``frame`` a guard named, then every one whose recorded value
+    """Every int or float argument of ``frame`` a guard named (torch, or the recorder's evaluation of
+    the cached graphs' value guards), then every one whose recorded value
     differs between a recompile and the cache entry its guard failed on (or the compile before
     it), in the order first seen. Attribute chains (``self.n``, ``G['m'].n``) are module state
     (RF006), not arguments."""
     found: dict[str, ScalarArgument] = {}
-    for reason in frame.reasons():
+    # The recorder's failing value guards too (``Compile.also_failed``): a number that changed
+    # with a tensor's size, behind the size guard torch named, is guarded all the same.
+    for reason in frame.value_reasons():
         if reason.kind == "scalar_value" and reason.source and reason.value_type in _NUMBERS:
             argument = _argument(frame, reason.source, named=True)
             if argument is not None:

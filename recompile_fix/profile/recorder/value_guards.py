@@ -33,7 +33,6 @@ def failed_value_guards(code: types.CodeType, f_locals: dict, f_globals: dict) -
     except ImportError:  # a torch without it: nothing recorded, the rules read torch's reasons
         return None
     failed: list[str] = []
-    seen: set[str] = set()
     try:
         entries = list(_debug_get_cache_entry_list(code))[:_MAX_ENTRIES]
     except Exception:
@@ -50,13 +49,15 @@ def failed_value_guards(code: types.CodeType, f_locals: dict, f_globals: dict) -
             if len(failed) >= _MAX_FAILED:
                 return failed
             match = _VALUE_GUARD.match(part)
-            if match is None or part in seen:
+            if match is None:
                 continue
             current = _evaluate(match.group("src"), scope)
             expected = ast.literal_eval(match.group("value"))
-            if type(current) in (int, float) and current != expected:
-                seen.add(part)
-                failed.append(f"{entry_id}: {part}" if entry_id else part)
+            # Per graph: two graphs with one guard (`L['top_k'] == 20`) each fail on it, and a
+            # graph whose failure torch named elsewhere (`temperature`) fails on it unsaid.
+            found = f"{entry_id}: {part}" if entry_id else part
+            if type(current) in (int, float) and current != expected and found not in failed:
+                failed.append(found)
     return failed
 
 
