@@ -450,6 +450,69 @@ def test_a_number_that_changed_behind_a_size_guard_is_fixed_too(tmp_path):
     assert_same_outputs(before, after, exact=True)
 
 
+SCALED = """import functools
+
+
+def apply_scale(forward_fn):
+    \"\"\"A library's forward decorator, as diffusers' `apply_lora_scale` writes it.\"\"\"
+
+    @functools.wraps(forward_fn)
+    def wrapper(self, *args, **kwargs):
+        return forward_fn(self, *args, **kwargs)
+
+    return wrapper
+"""
+
+THROUGH_A_WRAPPER = """import torch
+from torch import nn
+
+from scaling import apply_scale
+
+torch.manual_seed(0)
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    @apply_scale
+    def forward(self, sample, timestep, scale=1.0):
+        return self.proj(sample) * scale + timestep
+
+
+model = torch.compile(Denoiser(), backend="eager")
+latents = torch.randn(4, 8)
+with torch.no_grad():
+    for t in torch.tensor([999, 800, 600, 400]):
+        latents = latents - 0.001 * model(latents, int(t))
+"""
+
+
+@pytest.mark.slow
+def test_a_number_through_a_decorators_wrapper_in_another_file_is_wrapped(tmp_path):
+    """A forward decorated in another file (`wrapper(self, *args)` calls `forward_fn(self, *args)`):
+    torch names `args[1]`, and only the run knows which function `forward_fn` is. The recorder
+    records what the wrapper closes over; RF002 reads `timestep` there (`args[1]` binds the
+    parameter after `sample`, not `sample`) and wraps the call's `int(t)`: 2 -> 1 compiles."""
+    from equivalence import assert_same_outputs, total_compiles
+
+    (tmp_path / "scaling.py").write_text(SCALED)
+    (tmp_path / "program.py").write_text(THROUGH_A_WRAPPER)
+    run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = [f for f in profile.frames if f.name == "wrapper"]
+    assert frame.signature["closes_over"]["forward_fn"] == {
+        "file": "program.py",
+        "line": 14,
+        "name": "Denoiser.forward",
+    }
+    fixed, before, after = _applied_and_run_beside_the_original(tmp_path, THROUGH_A_WRAPPER)
+    assert "model(latents, torch.tensor(int(t)" in fixed, fixed
+    assert total_compiles(after) == 1 < total_compiles(before)
+    assert_same_outputs(before, after, exact=True)
+
+
 def _applied_and_run_beside_the_original(tmp_path, original: str) -> tuple[str, dict, dict]:
     """`apply` on the profiled program.py; its text, and the recorded runs of the original and of it."""
     from equivalence import run_recorded

@@ -145,6 +145,13 @@ class _Merge:
         failed_values = inputs.pop("__failed_values__", None)
         if frame.signature is None and isinstance(signature, dict):
             frame.signature = signature
+            closes_over = signature.get("closes_over")
+            if isinstance(closes_over, dict):  # where the functions it closes over are, spelled
+                signature["closes_over"] = {
+                    name: {**where, "file": self.spell(where["file"])}
+                    for name, where in closes_over.items()
+                    if isinstance(where, dict) and isinstance(where.get("file"), str)
+                }
         compile_ = Compile(
             id=compile_id,
             rank=rank,

@@ -221,8 +221,8 @@ class TensorScalar(Rule):
         compiled_def = compiled_function(source, frame, function_name) if source else None
         if compiled_def is None or source is None:
             return [finding(sites[0], Safety.NONE, [f"cannot read the source of `{function_name}`"])]
-        func = parameter_function(source, frame, compiled_def, argument)
-        if func is None and argument.keyword and argument.name:
+        wrapped = parameter_function(source, frame, compiled_def, argument, project.source)
+        if wrapped is None and argument.keyword and argument.name:
             wrap = _keyword_wrap(self.id, frame, argument, function_name, message, evidence, covers)
             keyword = Parameter(argument.name, None)
             found = [
@@ -230,7 +230,7 @@ class TensorScalar(Rule):
                 for site, call, compiled in calls(sites, project, frame)
             ]
             return _together([f for f in found if f is not None], function_name)
-        if func is None:
+        if wrapped is None:
             return [
                 finding(
                     sites[0],
@@ -242,7 +242,9 @@ class TensorScalar(Rule):
                     ],
                 )
             ]
-        # `args[2]` is now the parameter it binds
+        # `args[2]` is now the parameter it binds, in the wrapped function's file
+        param = argument.name or param
+        source, func = wrapped.source, wrapped.func
         message = self.message.format(param=param, frame=shown_frame, kind=argument.kind, values=shown, compiles=count)
         position = Parameter.of(source, func, param)
         if position is None:
@@ -251,7 +253,7 @@ class TensorScalar(Rule):
             position = Parameter(param, None)  # the wrapper got it in **kwargs: the call names it
         varargs = (frame.signature or {}).get("varargs") or "args"
         tensors = _tensor_inputs(frame, func, argument, forwards(compiled_def, varargs))
-        analysis, uses = _parameter_uses(project, source, frame.file, func, param, set(tensors))
+        analysis, uses = _parameter_uses(project, source, wrapped.file, func, param, set(tensors))
         refused = _refusal(param, func, uses)
         if refused is not None:
             planned = finding(sites[0], Safety.NONE, refused)

@@ -16,6 +16,7 @@ For RF002, which wraps such numbers in 0-d tensors at the call."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -23,7 +24,7 @@ import libcst as cst
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Compile, Frame, Location
 
-__all__ = ["ScalarArgument", "changed_scalars", "forwards", "parameter_function", "parameter_inputs"]
+__all__ = ["ScalarArgument", "Wrapped", "changed_scalars", "forwards", "parameter_function", "parameter_inputs"]
 
 _ITEM = re.compile(r"^(?P<holder>[A-Za-z_]\w*)\[(?P<key>'[A-Za-z_]\w*'|\"[A-Za-z_]\w*\"|\d+)\]$")
 _NUMBERS = ("float", "int")
@@ -37,6 +38,7 @@ class ScalarArgument:
     name: str | None  # the parameter it binds in the user's function (None: not known yet)
     keyword: bool = False  # reached the frame through ``**kwargs``: the call passes it by keyword
     index: int | None = None  # reached it through ``*args``: its position there (self included)
+    offset: int = 0  # positional arguments the wrapper passes before ``*args`` (its own ``self``)
     named: bool = True  # a guard named it (False: it changed with a guard that named another)
     values: list = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)  # float / int
@@ -119,33 +121,82 @@ def _values(frame: Frame, source: str) -> list:
     return values
 
 
+@dataclass(frozen=True)
+class Wrapped:
+    """The function whose parameter a compiled frame's argument is, and the file it is in."""
+
+    source: SourceFile
+    file: str
+    func: cst.FunctionDef
+
+
 def parameter_function(
-    source: SourceFile, frame: Frame, compiled: cst.FunctionDef | None, argument: ScalarArgument
-) -> cst.FunctionDef | None:
+    source: SourceFile,
+    frame: Frame,
+    compiled: cst.FunctionDef | None,
+    argument: ScalarArgument,
+    read: Callable[[str], SourceFile | None] | None = None,
+) -> Wrapped | None:
     """The function whose parameter ``argument`` is: the compiled function itself for a plain
-    name; for a ``*args``/``**kwargs`` item, the function the wrapper passes them to, found
-    where a guard of the frame was first used (torch names that user line: it is inside the
-    wrapped function). Sets ``argument.name`` for an ``args[i]`` item. None when not found."""
+    name; for a ``*args``/``**kwargs`` item, the function the wrapper passes them to: the one the
+    run recorded it closes over and calls with them (``forward_fn(self, *args, **kwargs)``, in
+    any file ``read`` can read), else the one where a guard of the frame was first used in the
+    wrapper's file (torch names that user line: it is inside the wrapped function). Sets
+    ``argument.name`` (and ``argument.offset``) for an ``args[i]`` item. None when not found."""
     if not argument.keyword and argument.index is None:
-        return compiled
-    if compiled is None or not _forwards(compiled, argument.source.split("[", 1)[0]):
+        return Wrapped(source, frame.file, compiled) if compiled is not None else None
+    holder = argument.source.split("[", 1)[0]
+    forwarding = _forwarding_call(compiled, holder) if compiled is not None else None
+    if compiled is None or forwarding is None:
         return None  # the wrapper does not pass them on as it got them: which parameter is unknown
+    # Positional arguments the wrapper passes before `*args` (`self`): `args[i]` binds the
+    # wrapped function's parameter `i` places after them.
+    offset = 0
+    for arg in forwarding.args:
+        if arg.star:
+            break
+        if arg.keyword is None:
+            offset += 1
+    for wrapped in _closed_over(frame, forwarding, read) + _at_first_uses(source, frame, compiled, argument):
+        if _binds(wrapped.func, argument, offset):
+            return wrapped
+    return None
+
+
+def _closed_over(frame: Frame, forwarding: cst.Call, read: Callable[[str], SourceFile | None] | None) -> list[Wrapped]:
+    """The function the run recorded the wrapper closes over under the name it calls."""
+    closes_over = (frame.signature or {}).get("closes_over") or {}
+    where = closes_over.get(forwarding.func.value) if isinstance(forwarding.func, cst.Name) else None
+    if read is None or not isinstance(where, dict) or not isinstance(where.get("file"), str):
+        return []
+    source = read(where["file"])
+    func = source.function_def(where.get("line"), where.get("name", "").rsplit(".", 1)[-1]) if source else None
+    return [Wrapped(source, where["file"], func)] if source is not None and func is not None else []
+
+
+def _at_first_uses(
+    source: SourceFile, frame: Frame, compiled: cst.FunctionDef, argument: ScalarArgument
+) -> list[Wrapped]:
+    found = []
     for location in _first_uses(frame, argument.source):
         if location.file != frame.file:
             continue
         func = _enclosing_function(source, location)
-        if func is None or func is compiled:
-            continue
-        if argument.keyword:
-            if argument.name in _parameters(func)[0] + _parameters(func)[1]:
-                return func
-        else:
-            positional = _parameters(func)[0]
-            assert argument.index is not None
-            if argument.index < len(positional):
-                argument.name = positional[argument.index]
-                return func
-    return None
+        if func is not None and func is not compiled:
+            found.append(Wrapped(source, frame.file, func))
+    return found
+
+
+def _binds(func: cst.FunctionDef, argument: ScalarArgument, offset: int) -> bool:
+    positional, keyword_only = _parameters(func)
+    if argument.keyword:
+        return argument.name in positional + keyword_only
+    assert argument.index is not None
+    if offset + argument.index < len(positional):
+        argument.name = positional[offset + argument.index]
+        argument.offset = offset
+        return True
+    return False
 
 
 def parameter_inputs(
@@ -161,7 +212,7 @@ def parameter_inputs(
     varargs, varkw = signature.get("varargs") or "args", signature.get("varkw") or "kwargs"
     positional, keyword_only = _parameters(func)
     mapped: dict = {}
-    for index, name in enumerate(positional if forwards_args else ()):
+    for index, name in enumerate(positional[argument.offset :] if forwards_args else ()):
         if f"{varargs}[{index}]" in compile_.inputs:
             mapped[name] = compile_.inputs[f"{varargs}[{index}]"]
     for name in positional + keyword_only:
@@ -172,20 +223,22 @@ def parameter_inputs(
 
 def forwards(compiled: cst.FunctionDef, holder: str) -> bool:
     """Does ``compiled`` pass its ``*holder`` / ``**holder`` on unchanged (``fn(*args, **kwargs)``)?"""
-    return _forwards(compiled, holder)
+    return _forwarding_call(compiled, holder) is not None
 
 
-def _forwards(compiled: cst.FunctionDef, holder: str) -> bool:
-    found = False
+def _forwarding_call(compiled: cst.FunctionDef, holder: str) -> cst.Call | None:
+    """The first call in ``compiled`` that passes ``*holder`` / ``**holder`` on as it got them."""
+    found: list[cst.Call] = []
 
     class Find(cst.CSTVisitor):
-        def visit_Arg(self, node: cst.Arg) -> None:
-            nonlocal found
-            if node.star in ("*", "**") and isinstance(node.value, cst.Name) and node.value.value == holder:
-                found = True
+        def visit_Call(self, node: cst.Call) -> None:
+            if not found and any(
+                a.star in ("*", "**") and isinstance(a.value, cst.Name) and a.value.value == holder for a in node.args
+            ):
+                found.append(node)
 
     compiled.visit(Find())
-    return found
+    return found[0] if found else None
 
 
 def _first_uses(frame: Frame, source: str) -> list[Location]:

@@ -189,6 +189,19 @@ def signature(code: types.CodeType) -> dict[str, Any]:
     return taken
 
 
+def closed_over_functions(code: types.CodeType, values: dict) -> dict[str, dict[str, Any]]:
+    """The plain functions the code closes over, by name: where each is defined. A decorator's
+    ``wrapper(self, *args, **kwargs)`` calls the function it wraps through a closure
+    (``forward_fn``): which one, and so whose parameter ``args[1]`` is, only the run knows."""
+    found: dict[str, dict[str, Any]] = {}
+    for name in code.co_freevars[:_MAX_ITEMS]:
+        value = values.get(name)
+        if isinstance(value, types.FunctionType):
+            inner = value.__code__
+            found[name] = {"file": inner.co_filename, "line": inner.co_firstlineno, "name": value.__qualname__}
+    return found
+
+
 def _holders(frame: types.FrameType) -> dict[int, str]:
     """id(object) -> how the user's frame names it: a local, a local dict's item, a local's
     attribute, or a global. Only what a mark placed in that frame could reach."""
@@ -235,6 +248,9 @@ def _read_compiled_frame_inputs() -> dict:
             if not isinstance(values, dict):
                 return {}
             taken = signature(code)
+            closed = closed_over_functions(code, values)
+            if closed:
+                taken["closes_over"] = closed
             walk = InputWalk(torch)
             for name in taken["positional"] + taken["keyword_only"]:
                 walk.visit(name, values.get(name), 0)
