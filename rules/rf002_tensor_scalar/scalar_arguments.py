@@ -169,8 +169,11 @@ def _closed_over(frame: Frame, forwarding: cst.Call, read: Callable[[str], Sourc
     where = closes_over.get(forwarding.func.value) if isinstance(forwarding.func, cst.Name) else None
     if read is None or not isinstance(where, dict) or not isinstance(where.get("file"), str):
         return []
+    line, name = where.get("line"), where.get("name")
+    if not isinstance(line, int) or not isinstance(name, str):
+        return []
     source = read(where["file"])
-    func = source.function_def(where.get("line"), where.get("name", "").rsplit(".", 1)[-1]) if source else None
+    func = source.function_def(line, name.rsplit(".", 1)[-1]) if source else None
     return [Wrapped(source, where["file"], func)] if source is not None and func is not None else []
 
 
