@@ -31,9 +31,11 @@ NEGATIVE = {
         "the default reads `positions` (line 17), a name of `forward`: set `self.cos_cached` where the model is "
         "built, with a representative input",
     ),
+    # Only a run shows what the tensor's path computes: a candidate for `fix`, which drops it.
     "RF002/timestep_truncated": (
-        "RF002 [no fix] `timestep` of compiled `forward` is a Python float that changes",
-        "`timestep` is type-checked by `torch.is_tensor()` at program.py:17",
+        "RF002 [unsafe fix] `timestep` of compiled `forward` is a Python float that changes",
+        "`timestep` is type-checked by `torch.is_tensor()` at program.py:17 (`if not torch.is_tensor(timesteps):`): "
+        "a 0-d tensor takes the path the code has for a tensor there",
     ),
 }
 
@@ -509,6 +511,63 @@ def test_a_number_through_a_decorators_wrapper_in_another_file_is_wrapped(tmp_pa
     }
     fixed, before, after = _applied_and_run_beside_the_original(tmp_path, THROUGH_A_WRAPPER)
     assert "model(latents, torch.tensor(int(t)" in fixed, fixed
+    assert total_compiles(after) == 1 < total_compiles(before)
+    assert_same_outputs(before, after, exact=True)
+
+
+TYPE_TESTED = """import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Denoiser(nn.Module):
+    \"\"\"A timestep embedding as diffusers' UNets take one: a number, or a tensor, each its path.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(1000, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def time_embedding(self, sample, timestep):
+        timesteps = timestep
+        if not torch.is_tensor(timesteps):
+            timesteps = torch.tensor([timesteps], dtype=torch.int64, device=sample.device)
+        elif len(timesteps.shape) == 0:
+            timesteps = timesteps[None].to(sample.device)
+        return self.embed(timesteps.expand(sample.shape[0]))
+
+    def forward(self, sample, timestep):
+        return self.proj(sample) + self.time_embedding(sample, timestep)
+
+
+model = torch.compile(Denoiser(), backend="eager")
+latents = torch.randn(4, 8)
+with torch.no_grad():
+    for t in torch.tensor([999, 800, 600, 400]):
+        latents = latents - 0.01 * model(latents, int(t))
+print(latents.sum().item())
+"""
+
+
+@pytest.mark.slow
+def test_a_number_the_code_type_tests_is_a_candidate_fix_keeps_by_running_it(tmp_path):
+    """`if not torch.is_tensor(timesteps):` gives a tensor a path of its own, which the analysis
+    does not follow: the 0-d tensor is no safe fix (plain `apply` leaves the file alone), but a
+    candidate that `fix` runs: here the tensor's path computes the same, so `fix` keeps it,
+    2 -> 1 compiles with the same outputs (it was "[no fix]", and `int(t)` recompiled)."""
+    from equivalence import assert_same_outputs, run_recorded, total_compiles
+
+    (tmp_path / "program.py").write_text(TYPE_TESTED)
+    run_cli("profile", "--", "python", "program.py", cwd=tmp_path, check=0)
+    assert "RF002 [unsafe fix] `timestep`" in run_cli("report", cwd=tmp_path, check=0).stdout
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    assert (tmp_path / "program.py").read_text() == TYPE_TESTED
+    run_cli("fix", "--", "python", "program.py", cwd=tmp_path, check=0)
+    fixed = (tmp_path / "program.py").read_text()
+    assert "model(latents, torch.tensor(int(t)))" in fixed, fixed
+    (tmp_path / "original.py").write_text(TYPE_TESTED)
+    before, after = run_recorded(tmp_path / "original.py", tmp_path), run_recorded(tmp_path / "program.py", tmp_path)
     assert total_compiles(after) == 1 < total_compiles(before)
     assert_same_outputs(before, after, exact=True)
 

@@ -13,7 +13,7 @@ import libcst as cst
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, consequence, distinct
+from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.torch_vocabulary import (
     FLOATING,
@@ -29,6 +29,7 @@ from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
 from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_fallback, size_finding
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
+from recompile_fix.rules.rf002_tensor_scalar.refusal import other_path, refusal
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     ScalarArgument,
     changed_scalars,
@@ -105,7 +106,11 @@ class TensorScalar(Rule):
     A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
     decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
     a field of a module's output (`unet(x, t).sample`), which the source does not type, the fix is
-    unsafe, for `fix` to prove by running it.
+    unsafe, for `fix` to prove by running it. So is it where the code tests the number's type to
+    take a path of its own for a tensor (`if not torch.is_tensor(timesteps):`, as every diffusers
+    UNet does): only a run shows what that path computes (`unet(latents, int(t))`: `fix` keeps
+    the int64 0-d tensor, 4 -> 1 compiles with the size marks, the same outputs; where the
+    tensor's path computes otherwise, the run says so and `fix` drops it).
 
     ## Profile evidence
     `c == 0.5   # return x + c  # program.py:6 in fn` (a value guard on an argument of the
@@ -254,8 +259,9 @@ class TensorScalar(Rule):
         varargs = (frame.signature or {}).get("varargs") or "args"
         tensors = _tensor_inputs(frame, func, argument, forwards(compiled_def, varargs))
         analysis, uses = _parameter_uses(project, source, wrapped.file, func, param, set(tensors))
-        refused = _refusal(param, func, uses)
-        if refused is not None:
+        refused = refusal(param, func, uses)
+        tensor_path = other_path(param, uses) if refused is not None else None
+        if refused is not None and tensor_path is None:
             planned = finding(sites[0], Safety.NONE, refused)
             # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
             # after a graph break, and a number that reaches nothing may not be guarded at all.
@@ -274,6 +280,8 @@ class TensorScalar(Rule):
             return [_read_by_code(finding(sites[0], Safety.NONE, [why]))]
         optional = bool(analysis.none_tests) or seen_as_none(frame, argument.source)
         safety, notes = _wrap_notes(frame, argument, param, shown, exact, why, optional, analysis, uses)
+        if tensor_path is not None:  # the code has a path for a tensor: only a run shows what it computes
+            safety, notes = Safety.UNSAFE, notes + tensor_path
         wrap = _Wrap(self.id, message, safety, notes, dtype, exact, param, optional, evidence, covers)
         findings = []
         for site, call, compiled in calls(sites, project, frame):
@@ -437,17 +445,6 @@ def _parameter_uses(
         if _serves(guessed) and guessing.fields_taken:
             analysis, uses = guessing, guessed
     return analysis, uses
-
-
-def _refusal(param: str, func: cst.FunctionDef, uses: list[Use]) -> list[str] | None:
-    """Why no 0-d tensor can take the number's place (a use that blocks one, or no tensor
-    arithmetic at all), as the Finding's notes; None when one may."""
-    blocking = distinct(u for u in uses if u.verdict == BLOCKS)
-    if blocking:
-        return [f"`{param}` {u.describe()}: {consequence(u)}; no edit" for u in blocking]
-    if not any(u.verdict == TENSOR for u in uses) and not any(u.verdict == UNKNOWN for u in uses):
-        return [f"`{param}` reaches no tensor arithmetic in `{func.name.value}`; no edit"]
-    return None
 
 
 def _wrap_notes(
