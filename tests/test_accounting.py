@@ -57,7 +57,7 @@ def test_counts_add_up_and_limit_hits_are_not_recompiles():
     assert result.count(FIX) + result.count(NO_FIX) + result.count(EXPECTED) == result.total
     # nothing covers the size change or the global: no fix, and the reason is named
     whys = [o.why for o in result.outcomes if o.category == NO_FIX]
-    assert "no rule has a fix for this reason (tensor size changed `x`)" in whys
+    assert "no rule has a fix for this reason (tensor size changed `x` dim 0)" in whys
     assert "no rule has a fix for this reason (module global changed `G['N']`)" in whys
 
 
@@ -167,6 +167,21 @@ def test_a_recompile_that_needs_a_safe_and_an_unsafe_fix_counts_as_unsafe():
     number = finding(frame, Safety.UNSAFE, ["c"], ["scalar_value"])
     assert account(profile_of(frame), [size, number]).summary().endswith("1 of the fixes only with --unsafe-fixes")
     assert account(profile_of(frame), [size, number], unsafe_fixes=False).count(NO_FIX) == 1
+
+
+def test_a_mark_on_one_dim_covers_no_size_change_of_another():
+    """A fix that marks `tokens` dim 0 (the batch) fixes no change of dim 1 (the sequence length,
+    which the rule refused to mark): that recompile has no fix, whatever the batch fix claims
+    (a padded-to-longest LSTM loop read "7 with a proposed fix" where 1 had one)."""
+    frame = frame_of(
+        ["0/0: tensor 'tokens' size mismatch at index 1. expected 5, actual 8"],
+        ["0/0: tensor 'tokens' size mismatch at index 0. expected 8, actual 3"],
+    )
+    marked = finding(frame, Safety.SAFE, ["tokens"], ["size_mismatch"])
+    marked.covers = [cover(frame, ["tokens"], ["size_mismatch"], [("tokens", 0)])]
+    result = account(profile_of(frame), [marked])
+    assert [o.category for o in result.outcomes] == [NO_FIX, FIX]
+    assert result.outcomes[0].why == "no rule has a fix for this reason (tensor size changed `tokens` dim 1)"
 
 
 def test_a_cache_filled_by_its_first_call_is_expected():

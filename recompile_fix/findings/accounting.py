@@ -212,6 +212,8 @@ def _outcome(
     primary = _unfixed(failures + hidden[id(failures)], fixing)[0]
     phrase = REASON_KINDS.get(primary.kind, primary.kind)
     source = f" `{primary.source}`" if primary.source else ""
+    if primary.source and primary.kind == "size_mismatch" and primary.dim is not None:
+        source += f" dim {primary.dim}"
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
 
 
@@ -364,6 +366,9 @@ def covers_reason(finding: Finding, frame_label: str, reason: Reason) -> int:
             continue
         if entry.get("kinds") and reason.kind not in entry["kinds"]:
             continue
+        dims = (entry.get("dims") or {}).get(reason.source)
+        if dims is not None and reason.kind == "size_mismatch" and reason.dim is not None and reason.dim not in dims:
+            continue  # another dim of the tensor: the fix marks these only
         best = max(best, 2 if entry.get("sources") else 1)
     return best
 

@@ -133,12 +133,21 @@ def frame_evidence(frame: Frame, guards: Iterable[Reason] = (), **more: Any) -> 
     return evidence
 
 
-def cover(frame: Frame, sources: Iterable[str] = (), kinds: Iterable[str] = ()) -> dict[str, Any]:
+def cover(
+    frame: Frame, sources: Iterable[str] = (), kinds: Iterable[str] = (), dims: Iterable[tuple[str, int]] = ()
+) -> dict[str, Any]:
     """One entry of ``Finding.covers``: the recompiles of ``frame`` whose guard is on one of
-    ``sources`` (any, when empty) and of one of ``kinds`` (any, when empty)."""
+    ``sources`` (any, when empty) and of one of ``kinds`` (any, when empty); with ``dims``
+    (source, dim), a size guard on another dim of a source named there is not covered (a mark on
+    the batch dim fixes no change of the sequence length)."""
     entry: dict[str, Any] = {"frame": frame.label}
     if sources:
         entry["sources"] = sorted(set(sources))
     if kinds:
         entry["kinds"] = sorted(set(kinds))
+    by_source: dict[str, set[int]] = {}
+    for source, dim in dims:
+        by_source.setdefault(source, set()).add(dim)
+    if by_source:
+        entry["dims"] = {source: sorted(found) for source, found in by_source.items()}
     return entry

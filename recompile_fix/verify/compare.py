@@ -11,6 +11,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS, compare
 from recompile_fix.profile.model import Frame, Profile
 from recompile_fix.profile.resume import is_resume, without_line
+from recompile_fix.report import short_path
 from recompile_fix.verify.judge import NO_OP, Tolerance, changes_nothing, proof_tolerance, unproven_in
 from recompile_fix.verify.runs import CallableOutputs, Run, judge_pairs
 
@@ -140,7 +141,7 @@ class FrameRow:
     @property
     def label(self) -> str:
         line = self.line_before if self.line_before is not None else self.line_after
-        return f"{self.name} ({self.file}:{line})"
+        return f"{self.name} ({short_path(self.file)}:{line})"  # a library's as report spells it
 
     def value(self, stat: str, side: str):
         data = self.before if side == "before" else self.after

@@ -197,6 +197,7 @@ def merge_same_call(findings: list[Finding]) -> list[Finding]:
             )
             first.safety = Safety.UNSAFE
         first.evidence.setdefault("also_frames", []).append(finding.evidence.get("frame"))
+        first.covers.extend(c for c in finding.covers if c not in first.covers)
         first.notes.extend(n for n in finding.notes if n not in first.notes)
     return merged
 

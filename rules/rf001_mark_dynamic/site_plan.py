@@ -20,7 +20,7 @@ from recompile_fix.analysis.call_site_code import (
 from recompile_fix.analysis.call_targets import Base, CallTarget, library_frame, locate, signature_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, walk
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Location, is_library_path
 from recompile_fix.profile.sources import Step
@@ -161,6 +161,8 @@ class SitePlan:
         notes.extend(self._still_compiles(kept, mark, func, unseen, names, copied))
 
         finding = self.finding("", Safety.SAFE, notes)
+        # The recompiles it is about: the dims it marks, not every size change of the frame.
+        finding.covers = [cover(self.frame, [src for src, _ in kept], self.rule.consumes, kept)]
         self._fill(finding, source, call, statement, entries, loops, mark)
         indexed = self._indexed_unseen(entries, names)
         if indexed is not None:
