@@ -350,7 +350,8 @@ def _not_a_tensor(state: CounterState, uses: list[Use], blocking: list[Use]) -> 
         list(dict.fromkeys(f"{w} at {where}" for w, where in state.bad_writes))
         + [f"`{state.label}` {u.describe()}" for u in distinct(blocking)]
         + [
-            f"`{state.label}` {u.describe()} after `/` or float arithmetic, which int64 would round"
+            f"`{state.label}` reaches tensor arithmetic at {u.where} (`{u.code}`) through `/` or float "
+            "arithmetic, which an int64 tensor would round"
             for u in distinct(inexact)
         ]
     )
