@@ -116,3 +116,24 @@ def test_a_finding_is_found_by_what_it_covers_as_the_accounting_reads_it():
     )
     p = Reason("module_attribute", "self._modules['drop'].p == 0.1", source="self._modules['drop'].p")
     assert why_it_stays(_recompile(p), FRAME, [counter, dropout], [], False).startswith("a trade-off fix (RF008")
+
+
+def test_a_call_the_fix_rewrote_under_inserted_marks_is_one_call_site(tmp_path):
+    """The marks go in above a call whose argument the fix wraps: the per-call-site table maps
+    the call's old line to its new one (it listed `0 -> 2` at line 36 and `4 -> 0` at line 34,
+    one call site shown twice)."""
+    from types import SimpleNamespace
+
+    from recompile_fix.verify.fixpoint import _line_moves
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "work").mkdir()
+    before = "import torch\n\nfor t in ts:\n    eps = step(x, t.item(), labels)\n    print(eps)\n"
+    after = (
+        "import torch\n\nfor t in ts:\n    torch._dynamo.mark_dynamic(x, 0)\n    torch._dynamo.mark_dynamic(labels, 0)\n"
+        "    eps = step(x, torch.tensor(t.item(), dtype=torch.float64), labels)\n    print(eps)\n"
+    )
+    (tmp_path / "user" / "train.py").write_text(before)
+    (tmp_path / "work" / "train.py").write_text(after)
+    moved = _line_moves(SimpleNamespace(cwd=tmp_path / "user"), SimpleNamespace(cwd=tmp_path / "work"))
+    assert [moved("train.py", line) for line in (1, 3, 4, 5)] == [1, 3, 6, 7]

@@ -336,8 +336,9 @@ def _site_counts(frame: Frame | None, tree: Checkout, moved: Callable[[str, int]
 
 
 def _line_moves(user: Checkout, work: Checkout) -> Callable[[str, int], int]:
-    """Where a line of the user's file is in the working copy's (lines the fixes replaced map to
-    their replacements, one for one)."""
+    """Where a line of the user's file is in the working copy's: lines the fixes replaced map to
+    their replacements, one for one, or, where the fix also inserted lines (marks above a call it
+    rewrote), each to the most alike of them, in order."""
     maps: dict[str, dict[int, int]] = {}
 
     def moved(path: str, line: int) -> int:
@@ -352,9 +353,25 @@ def _line_moves(user: Checkout, work: Checkout) -> Callable[[str, int], int]:
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
                 if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
                     maps[path].update((i1 + k + 1, j1 + k + 1) for k in range(i2 - i1))
+                elif tag == "replace":
+                    maps[path].update(_most_alike(before, after, i1, i2, j1, j2))
         return maps[path].get(line, -line)
 
     return moved
+
+
+def _most_alike(before: list[str], after: list[str], i1: int, i2: int, j1: int, j2: int) -> dict[int, int]:
+    """Old lines ``i1:i2`` to the new lines ``j1:j2`` most like each (1-based), in order, where
+    at least half alike: `f(x, t.item())` is `f(x, torch.tensor(t.item(), ...))` under its marks."""
+    found: dict[int, int] = {}
+    start = j1
+    for i in range(i1, i2):
+        scored = [(difflib.SequenceMatcher(a=before[i], b=after[j]).ratio(), j) for j in range(start, j2)]
+        best = max(scored, default=(0.0, -1))
+        if best[0] >= 0.5:
+            found[i + 1] = best[1] + 1
+            start = best[1] + 1
+    return found
 
 
 def _site_rows(first: Run, last: Run, user: Checkout, work: Checkout) -> list[SiteRow]:
