@@ -50,12 +50,11 @@ def grouped_reasons(frame: Frame, compiles: list[Compile] | None = None) -> list
     frame's compiles, or of ``compiles``: one call site's)."""
     counts: Counter = Counter()
     examples: dict[str, list[str]] = {}
-    # One reason per compile: the failure of the newest cache entry (torch's own
-    # `recompile_reason`); the Profile keeps every entry's failure for the rules.
+    # One reason per compile (``shown_reason``); the Profile keeps every entry's failure for the rules.
     for compile_ in frame.compiles if compiles is None else compiles:
-        if not compile_.reasons:
+        reason = shown_reason(compile_)
+        if reason is None:
             continue
-        reason = compile_.reasons[0]
         phrase = _reason_phrase(reason)
         counts[phrase] += 1
         examples.setdefault(phrase, []).append(_reason_example(reason))
@@ -72,9 +71,25 @@ def _unnamed_changes(compiles: list[Compile]) -> list[str]:
     return [f"{n}x changed too, which torch did not name: `{source}`" for source, n in sorted(counts.items())]
 
 
+# A cache entry for another state: the call could never have used it, so its failure says
+# nothing of why this call compiled where an entry of the call's own state failed on another guard.
+_OTHER_STATE = ("grad_mode", "training_flag", "dispatch_key_mismatch", "global_state")
+
+
+def shown_reason(compile_: Compile) -> Reason | None:
+    """The reason a report line gives for ``compile_``: the newest cache entry's failure (torch's
+    own `recompile_reason`), unless that entry is for another state (the eval graph failing on
+    grad mode) and an entry of the call's own state failed on something else (the image size)."""
+    if not compile_.reasons:
+        return None
+    own_state = [r for r in compile_.reasons if r.kind not in _OTHER_STATE]
+    return own_state[0] if own_state and compile_.reasons[0].kind in _OTHER_STATE else compile_.reasons[0]
+
+
 def reason_ids(frame: Frame) -> dict[str, str]:
     """The registry ID (profile.reason_classes) of each phrase ``grouped_reasons`` gives."""
-    return {_reason_phrase(c.reasons[0]): reason_id(c.reasons[0].kind) for c in frame.compiles if c.reasons}
+    shown = [r for r in (shown_reason(c) for c in frame.compiles) if r is not None]
+    return {_reason_phrase(r): reason_id(r.kind) for r in shown}
 
 
 def _first_and_last(examples: list[str]) -> str:

@@ -218,3 +218,17 @@ def test_a_parameter_whose_shape_change_compiled_a_dynamic_graph_is_expected():
     assert result.count(EXPECTED) == 1 and "traced it dynamic" in result.outcomes[0].why
     frame.compiles[1].dims = {"fn._parameters['bias']": [{"dim": 0, "state": "specialized", "size": 5}]}
     assert account(profile_of(frame), []).count(NO_FIX) == 1  # static again: one per shape
+
+
+def test_the_reports_reason_is_the_one_of_the_calls_own_state():
+    """A training call after an eval pass: the newest cache entry (the eval graph) failed on grad
+    mode, the training graph on the image size. The report's line names the size, as the
+    accounting does (it said "grad mode changed" where torch's log shows the size)."""
+    from recompile_fix.report import grouped_reasons
+
+    size = "0/0: tensor 'x' size mismatch at index 2. expected 48, actual 64"
+    frame = frame_of([GRAD], [GRAD.replace("0/0", "0/1"), size])
+    assert [phrase for phrase, _, _ in grouped_reasons(frame)] == [
+        "grad mode changed: `grad_mode`",
+        "tensor size changed: `x` dim 2",
+    ]
