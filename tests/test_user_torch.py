@@ -40,7 +40,7 @@ def second_venv(tmp_path, monkeypatch):
 
 def _forget() -> None:
     """A new process: nothing asked yet (the cache under the project stays)."""
-    installed_torch_version.cache_clear()
+    releases.asked_torch_version.cache_clear()
     releases._ASKED.clear()
     releases._SAID.clear()
 
@@ -131,3 +131,23 @@ def test_the_tools_own_interpreter_is_not_asked(tmp_path, monkeypatch):
     asked = user_torch_version(tmp_path)
     assert asked.ok and asked.version == releases._own_torch_version()
     assert not (tmp_path / TORCH_VERSIONS_CACHE).exists()  # answered in-process: nothing to cache
+
+
+def test_with_a_profile_the_runs_torch_is_used_and_path_is_not_asked(tmp_path):
+    """A Profile names the torch the tree runs on: `report` and `apply` use it, and never ask (or
+    complain about) a `python` on PATH that has no torch (a pyenv shim outside the venv)."""
+    case = ROOT / "golden" / "RF002" / "range_count"
+    project = tmp_path / "project"
+    (project / ".recompile-fix").mkdir(parents=True)
+    (project / "program.py").write_bytes((case / "program.in.py").read_bytes())
+    (project / ".recompile-fix" / "profile.json").write_bytes((case / "profile.json").read_bytes())
+    calls = tmp_path / "calls"
+    _fake_python(tmp_path / "bin", calls, """echo '{"torch": null, "path": []}'""")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    for command in (["report"], ["apply", ".", "--diff"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "recompile_fix", *command], cwd=project, capture_output=True, text=True, env=env
+        )
+        assert done.returncode in (0, 1) and "static mode" not in done.stderr, done.stderr
+        assert command != ["report"] or "RF002" in done.stdout
+    assert not calls.exists()

@@ -35,7 +35,9 @@ __all__ = [
     "AskedVersion",
     "TorchApi",
     "check_edits",
+    "asked_torch_version",
     "installed_torch_version",
+    "use_profiled_torch",
     "release_table",
     "user_python",
     "user_torch_version",
@@ -71,8 +73,27 @@ class TorchApi:
         return re.compile(r"(?<![\w.])\w+\." + re.escape(rest) + r"\b")
 
 
-@functools.cache
+# The torch of the run the pipeline's Profile recorded (``use_profiled_torch``): where there is
+# one, the tree runs on it, whatever `python` on PATH is now (a shim, another environment).
+_PROFILED_TORCH: str | None = None
+
+
+def use_profiled_torch(version: str | None) -> None:
+    """Set by each pipeline run: the Profile's torch version, or None without a Profile."""
+    global _PROFILED_TORCH
+    _PROFILED_TORCH = version
+
+
 def installed_torch_version(root: str | os.PathLike[str] | None = None) -> str | None:
+    """The release the tree's edits are for: the Profile's torch where the pipeline read one, else
+    static mode's (``asked_torch_version``)."""
+    if _PROFILED_TORCH is not None:
+        return _PROFILED_TORCH
+    return asked_torch_version(root)
+
+
+@functools.cache
+def asked_torch_version(root: str | os.PathLike[str] | None = None) -> str | None:
     """Static mode's release: the torch of the user's interpreter, the one ``profile`` would run
     (the first ``python`` on PATH), asked without importing torch in either process; the tool
     may be installed apart (pipx) with another torch or none. Kept in ``root``'s

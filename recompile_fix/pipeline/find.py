@@ -34,6 +34,7 @@ from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety, stands_in_for
 from recompile_fix.findings.plan import plan
 from recompile_fix.findings.rule import Rule
+from recompile_fix.findings.releases import use_profiled_torch
 from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.paths import inside, real_file
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover, is_source
@@ -113,6 +114,7 @@ def find(
             raise SourceError(f"{p}: outside the project ({root}); run from the project root")
         roots.append(resolved)
     result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
+    use_profiled_torch(profile.torch_version if profile is not None else None)
     profiled: list[Finding] = []
     if profile is not None:  # evidence in files edited since profiling, where its code is now
         check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts
