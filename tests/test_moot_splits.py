@@ -30,3 +30,21 @@ def test_a_graph_break_is_moot_where_another_fix_covers_the_same_recompiles_even
     none = Finding("RF002", "train.py", Location("train.py", 50), "tensor", Safety.NONE, covers=list(cover))
     _drop_splits_another_fix_makes_moot([none, apart], ALL_RULES)
     assert apart.safety is Safety.UNSAFE
+
+
+def test_a_no_fix_another_rules_fix_covers_is_left_out():
+    """RF014 says "it stays a float" for a dropout's `p` where RF008 builds the dropout as
+    ScheduledDropout (golden/RF008/dropout_beside_drop_path): only the fix is listed. A [no fix]
+    that covers a source no other rule fixes stays."""
+    from recompile_fix.findings.plan import _another_rule_fixes
+
+    cover = {"frame": "forward (m.py:3)", "sources": ["self._modules['drop'].p"]}
+    fix = Finding("RF008", "m.py", Location("m.py", 9), "fix", Safety.UNSAFE, covers=[dict(cover)])
+    stays = Finding("RF014", "m.py", Location("m.py", 3), "stays", Safety.NONE, covers=[dict(cover)])
+    assert _another_rule_fixes(stays, [fix, stays])
+    wider = Finding("RF014", "m.py", Location("m.py", 3), "stays", Safety.NONE, covers=[{**cover, "sources": ["q"]}])
+    assert not _another_rule_fixes(wider, [fix, wider])
+    same_rule = Finding("RF008", "m.py", Location("m.py", 3), "stays", Safety.NONE, covers=[dict(cover)])
+    assert not _another_rule_fixes(same_rule, [fix, same_rule])
+    fix.safety = Safety.NONE
+    assert not _another_rule_fixes(stays, [fix, stays])

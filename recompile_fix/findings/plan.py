@@ -21,6 +21,7 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
             if not finding.covers:  # the rule did not say which recompiles it is about
                 finding.covers = infer_covers(finding, rule.consumes, profile)
             findings.append(finding)
+    findings = [f for f in findings if not _another_rule_fixes(f, findings)]
     _drop_splits_another_fix_makes_moot(findings, rules)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
     return arbitrate(findings, rules)
@@ -47,6 +48,29 @@ def _drop_splits_another_fix_makes_moot(findings: list[Finding], rules: tuple[Ru
                 f"{better.rule}'s {kind} fix at {better.file}:{better.location.line} makes the frame compile once "
                 "for these values; a graph break would only add a frame (one more compile)"
             ]
+
+
+def _another_rule_fixes(finding: Finding, findings: list[Finding]) -> bool:
+    """Is ``finding`` a [no fix] whose every recompile another rule's fix covers (RF014's "it
+    stays a float" beside RF008's ScheduledDropout for the same `p`)? It says nothing then but
+    that one rule cannot, beside the fix that can."""
+    if finding.fixable or not finding.covers:
+        return False
+    return all(
+        any(
+            other.rule != finding.rule
+            and other.fixable
+            and any(
+                theirs.get("frame") == mine.get("frame")
+                and theirs.get("sources")
+                and set(mine.get("sources") or ()) <= set(theirs["sources"])
+                for theirs in other.covers
+            )
+            for other in findings
+        )
+        for mine in finding.covers
+        if mine.get("sources")
+    ) and all(mine.get("sources") for mine in finding.covers)
 
 
 def _overlap(a: Finding, b: Finding) -> bool:

@@ -19,6 +19,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,7 +39,7 @@ __all__ = [
     "check_edits",
     "asked_torch_version",
     "installed_torch_version",
-    "use_profiled_torch",
+    "profiled_torch",
     "release_table",
     "user_python",
     "user_torch_version",
@@ -73,15 +75,20 @@ class TorchApi:
         return re.compile(r"(?<![\w.])\w+\." + re.escape(rest) + r"\b")
 
 
-# The torch of the run the pipeline's Profile recorded (``use_profiled_torch``): where there is
-# one, the tree runs on it, whatever `python` on PATH is now (a shim, another environment).
+# The torch of the run the pipeline's Profile recorded, while ``profiled_torch`` holds it: the
+# tree runs on that torch, whatever `python` on PATH is now (a shim, another environment).
 _PROFILED_TORCH: str | None = None
 
 
-def use_profiled_torch(version: str | None) -> None:
-    """Set by each pipeline run: the Profile's torch version, or None without a Profile."""
+@contextmanager
+def profiled_torch(version: str | None) -> Iterator[None]:
+    """Within it, ``installed_torch_version`` is ``version`` (a Profile's; None: static mode's)."""
     global _PROFILED_TORCH
-    _PROFILED_TORCH = version
+    before, _PROFILED_TORCH = _PROFILED_TORCH, version
+    try:
+        yield
+    finally:
+        _PROFILED_TORCH = before
 
 
 def installed_torch_version(root: str | os.PathLike[str] | None = None) -> str | None:
@@ -89,11 +96,11 @@ def installed_torch_version(root: str | os.PathLike[str] | None = None) -> str |
     static mode's (``asked_torch_version``)."""
     if _PROFILED_TORCH is not None:
         return _PROFILED_TORCH
-    return asked_torch_version(root)
+    return asked_torch_version(None if root is None else str(root))
 
 
 @functools.cache
-def asked_torch_version(root: str | os.PathLike[str] | None = None) -> str | None:
+def asked_torch_version(root: str | None = None) -> str | None:
     """Static mode's release: the torch of the user's interpreter, the one ``profile`` would run
     (the first ``python`` on PATH), asked without importing torch in either process; the tool
     may be installed apart (pipx) with another torch or none. Kept in ``root``'s

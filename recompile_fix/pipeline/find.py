@@ -33,8 +33,8 @@ from recompile_fix.edits.rewrite import FileRewrite
 from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety, stands_in_for
 from recompile_fix.findings.plan import plan
+from recompile_fix.findings.releases import profiled_torch
 from recompile_fix.findings.rule import Rule
-from recompile_fix.findings.releases import use_profiled_torch
 from recompile_fix.pipeline.memo import DerivedCache
 from recompile_fix.pipeline.paths import inside, real_file
 from recompile_fix.pipeline.scan import StaticScan, content_digest, discover, is_source
@@ -98,6 +98,34 @@ def find(
     texts: Mapping[str, str] | None = None,
     profile_path: Path | None = None,
 ) -> ApplyResult:
+    """``_find``, with the edits' torch release the Profile's where there is one: the tree runs on
+    that torch, whatever `python` on PATH is now."""
+    with profiled_torch(profile.torch_version if profile is not None else None):
+        return _find(
+            paths,
+            profile,
+            rules,
+            root=root,
+            config=config,
+            jobs=jobs,
+            use_cache=use_cache,
+            texts=texts,
+            profile_path=profile_path,
+        )
+
+
+def _find(
+    paths: list[str],
+    profile: Profile | None,
+    rules: tuple[Rule, ...],
+    *,
+    root: Path,
+    config: Config,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    texts: Mapping[str, str] | None = None,
+    profile_path: Path | None = None,
+) -> ApplyResult:
     """The Findings under ``paths`` of ``root`` (``findings``), with the per-file errors; nothing
     is rewritten yet. ``texts``: a file's text where it is not the one on disk (an editor's
     buffers, saved or not), by its path relative to ``root``: every stage reads it instead.
@@ -114,7 +142,6 @@ def find(
             raise SourceError(f"{p}: outside the project ({root}); run from the project root")
         roots.append(resolved)
     result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
-    use_profiled_torch(profile.torch_version if profile is not None else None)
     profiled: list[Finding] = []
     if profile is not None:  # evidence in files edited since profiling, where its code is now
         check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts

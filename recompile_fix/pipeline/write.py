@@ -166,7 +166,8 @@ def _rewrite_memo(
         asked = {
             "findings": [f.to_json() for f in findings],
             "line_length": configured_line_length(Path(root, source.path)),
-            "torch": installed_torch_version(root),
+            # a Profile's torch where the Findings came from one, else static mode's
+            "torch": sorted({f.torch_version or str(installed_torch_version(root)) for f in findings}),
         }
         known = memo.get("rewrite", path, source.text, asked)
         if known is not None:

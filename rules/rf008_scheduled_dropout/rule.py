@@ -180,6 +180,10 @@ class ScheduledDropout(Rule):
             torch_dropout = any(u.file.replace("\\", "/").endswith("torch/nn/modules/dropout.py") for u in uses)
             if torch_dropout and attr == "p":
                 scheduled.setdefault((module, True), []).extend(seen)
+            elif not uses and attr == "p" and module in _dropout_sites(module, set(), {module}, profile, project)[1]:
+                # torch printed the line of first use with another guard's failure (a drop path's,
+                # set in the same step) and never with this one: the source says nn.Dropout.
+                scheduled.setdefault((module, True), []).extend(seen)
             elif not torch_dropout and uses and _PROBABILITY.search(attr):
                 scheduled.setdefault((f"{module}.{attr}", False), []).extend(seen)
         findings = []
