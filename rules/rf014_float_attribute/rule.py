@@ -24,12 +24,12 @@ from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.analysis.torch_vocabulary import zero_d_computes_as_float
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.rules.rf014_float_attribute.dtype import tensor_dtype
 
 __all__ = ["RULE", "FloatAttribute"]
 
@@ -90,9 +90,12 @@ class FloatAttribute(Rule):
     beside a floating tensor of rank >= 1. What it meets is known from the arguments the run
     recorded, or, where every read is in compiled code, from every tensor the compiled graphs'
     float constants met, as the recorder read them from each graph (`float32:2`); otherwise
-    the fix is unproven, and `fix` runs it and keeps it only with the same outputs. A number
+    the fix is unproven, and `fix` runs it and keeps it only with the same outputs. Where the
+    run recorded it meeting a 0-d float32 tensor (a loss weight times a loss), a float64 one
+    would make that result float64: it stays at the default dtype, and its own arithmetic
+    rounds in float32, so `fix` keeps it where the outputs are close (assert_close). A number
     divided by the attribute's tensor (`self.radius / x`) computes close, not bit-identically
-    (torch divides a number as `reciprocal(x) * c`): unproven.
+    (torch divides a number as `reciprocal(x) * c`): unproven, kept where close.
 
     Every assignment is rewritten or none is, across files too (set in `model.py`'s
     `__init__`, changed by `train.py`'s loop: a finding per file, made together or not at
@@ -211,7 +214,7 @@ class FloatAttribute(Rule):
         plan.doubts.extend(_setattr_writes(attribute.name, files, project))
         in_place = any(w.rhs is None for w in writes)
         covered = all(_inside(u, compiled) for u in uses)
-        plan.float64, dtype_doubt = _dtype(uses, attribute.frames, in_place or bool(formats), covered)
+        plan.float64, dtype_doubt, plan.close = tensor_dtype(uses, attribute.frames, in_place, bool(formats), covered)
         if dtype_doubt:
             plan.doubts.append(dtype_doubt)
         devices = {str(t.get("device")) for f in attribute.frames for t in f.tensor_inputs().values()} - {"None", "cpu"}
@@ -287,6 +290,9 @@ class FloatAttribute(Rule):
             notes=notes,
             covers=[cover(f, sorted(a.sources), _KINDS) for a in plan.merged for f in a.frames],
             unsafe_because=UNPROVEN,
+            tolerance={"why": "a 0-d tensor rounds where the float did not"}
+            if plan.close and safety is not Safety.NONE
+            else None,
         )
 
     def _per_file(self, finding: Finding, plan: "_Plan") -> list[Finding]:
@@ -343,6 +349,7 @@ class _Plan:
     why_not: list[str] = field(default_factory=list)
     doubts: list[str] = field(default_factory=list)
     float64: bool = False
+    close: bool = False  # the results may be only close to the float's (assert_close, not bits)
     merged: list[Counter] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
 
@@ -579,58 +586,6 @@ def _name_is_number(name: str, source: SourceFile, at: cst.CSTNode, depth: int) 
     return bound
 
 
-def _dtype(uses: list[Use], frames: list[Frame], in_place: bool, covered: bool) -> tuple[bool, str | None]:
-    """Whether the tensor is float64, and what leaves its results unproven (None: bit-identical).
-
-    A default-dtype (float32) 0-d tensor met directly computes as the Python float did beside a
-    float32 tensor, or a half one of rank >= 1; beside a 0-d half tensor it makes the result
-    float32, beside a float64 one it rounds the number first. A float64 one keeps Python's
-    arithmetic on the number (``1 - alpha``, ``+=``) and computes as the float did beside a
-    floating tensor of rank >= 1. Which tensors it meets: the arguments the run recorded that the
-    source names, else every tensor the compiled graphs' float constants met (``covered``: every
-    read is in compiled code, which those graphs are of)."""
-    arith = [u for u in uses if not u.scalar_slot]
-    inexact = distinct(u for u in uses if not u.exact)
-    if inexact:
-        return False, f"a 0-d tensor computes close to the number, not bit-identically, at {inexact[0].describe()}"
-    scalar_math = next((u for u in arith if u.scalar_math), None)
-    float64_only = next((u for u in uses if u.float64_only), None)
-    float64 = bool(scalar_math or float64_only or in_place)
-    tensors = {n: t for f in frames for n, t in f.tensor_inputs().items()}
-    met = {m for u in arith for m in u.meets}
-    if met and all(m in tensors for m in met):
-        if all(
-            zero_d_computes_as_float(f"{tensors[m].get('dtype')}:{len(tensors[m].get('shape') or ())}", float64)
-            for m in met
-        ):
-            return float64, None
-    elif covered and _graphs_keep(frames, float64):
-        return float64, None
-    if scalar_math is not None:
-        why = f"Python arithmetic on it comes first at {scalar_math.where} (`{scalar_math.code}`): float64"
-    elif float64_only is not None:
-        why = f"torch takes only a float64 0-d tensor at {float64_only.where} (`{float64_only.code}`): float64"
-    elif in_place:
-        why = "it is updated in place (`+=`) or formatted, which float64 does as the float did: float64"
-    else:
-        why = "met directly, a default-dtype 0-d tensor"
-    where = "the compiled graphs" if covered else "the reads outside compiled code"
-    return float64, (
-        f"{why} computes as the float did beside "
-        + ("floating tensors of rank >= 1" if float64 else "float32 tensors, or half ones of rank >= 1")
-        + f", which the run did not record for {where}"
-    )
-
-
-def _graphs_keep(frames: list[Frame], float64: bool) -> bool:
-    """Did every compile of these frames record what its graph's float constants met, each a
-    tensor beside which the 0-d tensor computes as the float did?"""
-    found = [f.float_operands() for f in frames]
-    return all(
-        operands is not None and all(zero_d_computes_as_float(o, float64) for o in operands) for operands in found
-    )
-
-
 def _reads(
     state: AttributeState, frame: Frame, project: Project, compiled: list[tuple[str, int, int]], output_fields: bool
 ) -> tuple[list[Use], list[Use], list[Use]]:
@@ -677,6 +632,7 @@ def _merged(plans) -> list[_Plan]:
         other.writes.extend(w for w in plan.writes if w not in other.writes)
         other.doubts.extend(d for d in plan.doubts if d not in other.doubts)
         other.why_not.extend(w for w in plan.why_not if w not in other.why_not)
+        other.close = other.close or plan.close
         if plan.float64 != other.float64 and not (plan.why_not or other.why_not):
             other.float64 = True
             other.doubts.append("attributes sharing one assignment want different dtypes; float64 for both")
