@@ -6,8 +6,21 @@ from __future__ import annotations
 import libcst as cst
 
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, Use, consequence, distinct
+from recompile_fix.analysis.source import SourceFile, walk
 
-__all__ = ["other_path", "refusal"]
+__all__ = ["converted_dtype", "other_path", "refusal"]
+
+# torch's dtype names as a `dtype=` keyword spells them, by the name the wrap writes.
+_DTYPES = {
+    "long": "int64",
+    "int64": "int64",
+    "int": "int32",
+    "int32": "int32",
+    "float": "float32",
+    "float32": "float32",
+    "double": "float64",
+    "float64": "float64",
+}
 
 
 def refusal(param: str, func: cst.FunctionDef, uses: list[Use]) -> list[str] | None:
@@ -37,3 +50,25 @@ def other_path(param: str, uses: list[Use]) -> list[str] | None:
     ]
     notes += [f"`{param}` {u.describe()}: on the number's path, or a tensor's too" for u in blocking if u not in tests]
     return notes
+
+
+def converted_dtype(
+    uses: list[Use], file: str, func: cst.FunctionDef, source: SourceFile, dtype: str | None, exact: bool
+) -> tuple[str | None, bool, list[str]]:
+    """The 0-d tensor's dtype (``dtype``: the analysis' choice, None for int64), whether it keeps
+    the results bit-identical, and a note: the dtype the number's own path makes a tensor of it
+    with, where a use of it (``uses``, in ``file``, the file of ``func``) is a call that names one
+    (``torch.tensor([timesteps], dtype=torch.long)``, diffusers' UNet2DModel: a float timestep
+    becomes a long there). A 0-d tensor of that dtype computes as that path did (a float
+    truncated toward zero, as there); whether the tensor's path does is the run's to show."""
+    lines = {u.line for u in uses if u.file == file}
+    for call in (n for n in walk(func) if isinstance(n, cst.Call)):
+        if source.qualified_name(call.func) != "torch.tensor" or source.positions[call].start.line not in lines:
+            continue
+        named = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dtype"), None)
+        if isinstance(named, cst.Attribute) and source.qualified_name(named) == f"torch.{named.attr.value}":
+            converted = _DTYPES.get(named.attr.value)
+            if converted is not None and converted != (dtype or "int64"):
+                note = f"the number's path makes a {converted} tensor of it (`{source.code(call)}`): so does the wrap"
+                return converted, False, [note]
+    return dtype, exact, []

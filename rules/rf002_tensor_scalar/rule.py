@@ -29,7 +29,7 @@ from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
 from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_fallback, size_finding
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
-from recompile_fix.rules.rf002_tensor_scalar.refusal import other_path, refusal
+from recompile_fix.rules.rf002_tensor_scalar.refusal import converted_dtype, other_path, refusal
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
     ScalarArgument,
     changed_scalars,
@@ -110,7 +110,11 @@ class TensorScalar(Rule):
     take a path of its own for a tensor (`if not torch.is_tensor(timesteps):`, as every diffusers
     UNet does): only a run shows what that path computes (`unet(latents, int(t))`: `fix` keeps
     the int64 0-d tensor, 4 -> 1 compiles with the size marks, the same outputs; where the
-    tensor's path computes otherwise, the run says so and `fix` drops it).
+    tensor's path computes otherwise, the run says so and `fix` drops it). Where the number's
+    path makes a tensor of it with a dtype the code names (`torch.tensor([timesteps],
+    dtype=torch.long)`, diffusers' UNet2DModel), the 0-d tensor takes that dtype: a float
+    timestep is truncated as there (`t.item()` from an Euler schedule: 2 -> 1 compiles, bit
+    for bit).
 
     ## Profile evidence
     `c == 0.5   # return x + c  # program.py:6 in fn` (a value guard on an argument of the
@@ -147,7 +151,7 @@ class TensorScalar(Rule):
             after="        sample(logits.clone(), torch.tensor(temperature, dtype=torch.float64), top_k)\n",
             golden="RF002/sampling_temperature",
         ),
-        Example(  # a tensor would take the is_tensor() path and keep the fraction: no edit
+        Example(  # a tensor would take the is_tensor() path, which only a run proves: no safe edit
             before="        denoiser(x, t * 999)\n",
             after=None,
             golden="RF002/timestep_truncated",
@@ -208,16 +212,7 @@ class TensorScalar(Rule):
 
         def finding(site: Location, safety: Safety, notes: list[str]) -> Finding:
             no_fix = message.rsplit(": ", 1)[0] + ": it stays a Python number"
-            return Finding(
-                rule=self.id,
-                file=site.file,
-                location=site,
-                message=no_fix,
-                safety=safety,
-                evidence=evidence,
-                notes=notes,
-                covers=covers,
-            )
+            return Finding(self.id, site.file, site, no_fix, safety, evidence=evidence, notes=notes, covers=covers)
 
         sites = call_sites(frame, function_name)
         if not sites:
@@ -281,7 +276,8 @@ class TensorScalar(Rule):
         optional = bool(analysis.none_tests) or seen_as_none(frame, argument.source)
         safety, notes = _wrap_notes(frame, argument, param, shown, exact, why, optional, analysis, uses)
         if tensor_path is not None:  # the code has a path for a tensor: only a run shows what it computes
-            safety, notes = Safety.UNSAFE, notes + tensor_path
+            dtype, exact, converted = converted_dtype(uses, wrapped.file, func, source, dtype, exact)
+            safety, notes = Safety.UNSAFE, notes + tensor_path + converted
         wrap = _Wrap(self.id, message, safety, notes, dtype, exact, param, optional, evidence, covers)
         findings = []
         for site, call, compiled in calls(sites, project, frame):

@@ -1,6 +1,6 @@
-"""Negative: a denoiser that truncates a Python-float timestep to a long tensor (as diffusers'
-UNet2DModel does) takes another path for a tensor timestep: wrapping the float would keep its
-fraction and change the outputs, so RF002 leaves it alone."""
+"""Negative for safe fixes: a denoiser that truncates a Python-float timestep to a long tensor (as
+diffusers' UNet2DModel does) takes another path for a tensor timestep, which the analysis does not
+follow: `apply` leaves it alone, and the long 0-d tensor is a candidate only a run proves."""
 
 import torch
 from torch import nn
