@@ -235,7 +235,9 @@ def test_a_trade_off_that_undoes_another_fixs_gain_is_dropped_and_the_gain_kept(
     assert [f.rule for f in unsafe.kept] == ["RF002"]
     dropped = {f.rule: why for r in unsafe.rounds for f, why in r.dropped}
     assert dropped["RF005"][0].startswith("makes things worse: the program compiles 3 -> 4 times"), dropped
-    assert len([f for r in unsafe.rounds for f, _ in r.dropped]) == 1  # not tried again in a later round
+    assert len([f for r in unsafe.rounds for f, _ in r.dropped if f.rule == "RF005"]) == 1  # not tried again
+    # `smoothing` fills cross_entropy's number slot: its `dynamic=True` candidate changes nothing here
+    assert dropped["RF002"][0].startswith("changes nothing on this program"), dropped
 
 
 def test_the_weights_of_an_optimizer_built_in_main_are_compared_too(tmp_path):

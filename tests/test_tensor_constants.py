@@ -925,7 +925,8 @@ def test_rf006_a_conversion_at_module_level_is_not_traced_and_keeps_the_config(t
 def test_numbers_that_stay_numbers_make_the_others_fixes_unproven(tmp_path):
     """A sampler step whose `sigma` must stay a number (it fills `x.new_full`) and took another
     value at every compile: wrapping `c_in` and `c_skip` merges no two compiles (a trial: 2 -> 2,
-    offered as [*]). They are unproven now, `sigma` is named with why, and `apply` writes nothing."""
+    offered as [*]). They are unproven now, `sigma` is named with why, and `apply` writes nothing
+    (`sigma`'s own candidate, `dynamic=True`, is unproven too)."""
     program = tmp_path / "program.py"
     shutil.copy(ROOT / "tests" / "programs" / "scalars" / "euler_sampler.py", program)
     before = program.read_text()
@@ -933,7 +934,8 @@ def test_numbers_that_stay_numbers_make_the_others_fixes_unproven(tmp_path):
     report = run_cli("report", "--output-format", "full", cwd=tmp_path, check=0).stdout
     assert "RF002 [*]" not in report, report
     assert "RF002 [unsafe fix] `c_in`" in report and "unproven: `sigma` also changes" in report
-    assert "RF002 [no fix] `sigma`" in report
+    # `sigma` stays a number: its candidate is `dynamic=True` at the compile call, for `fix` to prove
+    assert "RF002 [unsafe fix] `sigma` of compiled `euler_step`" in report and "with `dynamic=True`" in report
     run_cli("apply", ".", cwd=tmp_path, check=0)
     assert program.read_text() == before
 

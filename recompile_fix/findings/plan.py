@@ -38,7 +38,11 @@ def _drop_splits_another_fix_makes_moot(findings: list[Finding], rules: tuple[Ru
         if split.rule not in splitters or split.safety is Safety.NONE:
             continue
         better = next(
-            (f for f in findings if f.rule not in splitters and f.fixable and _overlap(f, split)),
+            (
+                f
+                for f in findings
+                if f.rule not in splitters and f.fixable and not f.params.get("may_stay_guarded") and _overlap(f, split)
+            ),
             None,
         )
         if better is not None:

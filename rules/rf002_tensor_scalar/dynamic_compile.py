@@ -23,7 +23,7 @@ from recompile_fix.edits.compile_keyword import dynamic_true_at
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Frame
 
-__all__ = ["dynamic_compile_finding", "float_fallback", "size_finding"]
+__all__ = ["dynamic_compile_finding", "float_candidate", "float_fallback", "size_finding"]
 
 _SYMBOLIC_KINDS = frozenset({"shape", "branch"})
 
@@ -85,3 +85,22 @@ def float_fallback(
     dynamic.fallback = True
     dynamic.notes.append("tried where the 0-d tensor is not kept")
     return [dynamic]
+
+
+def float_candidate(
+    frame: Frame, param: str, function_name: str, project: Project, refusal: Finding, read: list[Use]
+) -> Finding | None:
+    """``dynamic=True`` for a float no 0-d tensor can replace (it fills a slot torch reads as a
+    Python number: `torch._foreach_lerp_(..., weight=1 - decay)`, an EMA's ramped decay): traced
+    as a float input from the first compile, it stays a Python float in the code. Whether torch
+    keeps it symbolic there or guards on it again is the run's to show (measured on torch 2.13:
+    the `_foreach_lerp_` weight, 2 -> 1 compiles, bit for bit); None where the call is not found.
+    ``read``: the uses where the compiled code reads the number."""
+    instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
+    dynamic = dynamic_compile_finding(frame, "float", param, function_name, project, refusal, instead)
+    if dynamic is not None:
+        dynamic.params["read_by_code"] = bool(read)  # under safe fixes it stays a number the code reads
+        # torch may guard on it where a Python number is read all the same: a graph break that
+        # shields a prefix (RF005) is not made moot by it
+        dynamic.params["may_stay_guarded"] = True
+    return dynamic

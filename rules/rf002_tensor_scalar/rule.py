@@ -27,7 +27,7 @@ from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
-from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_fallback, size_finding
+from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_candidate, float_fallback, size_finding
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.refusal import converted_dtype, other_path, refusal
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
@@ -101,7 +101,10 @@ class TensorScalar(Rule):
     bit for bit). It makes the tensors' sizes dynamic too: unproven, for `fix` to keep where a run
     shows fewer compiles (a trade-off where the call compiles a whole model or says
     `dynamic=False`). The same edit is the fallback of a float's 0-d tensor where that one is
-    unsafe: the float stays a Python float in the code (torch >= 2.6).
+    unsafe: the float stays a Python float in the code (torch >= 2.6). It is also the candidate
+    for a float no 0-d tensor can replace (a slot torch reads as a Python number:
+    `torch._foreach_lerp_(ema, params, weight=1 - decay)`, an EMA's ramped decay, 2 -> 1 compiles
+    bit for bit): whether torch keeps it symbolic there is the run's to show.
 
     A type test that only moves a tensor to a device (`if torch.is_tensor(n): n = n.to(loss.device)`)
     decides nothing: a 0-d tensor takes it and computes what the number did. Where the value meets
@@ -261,10 +264,15 @@ class TensorScalar(Rule):
             # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
             # after a graph break, and a number that reaches nothing may not be guarded at all.
             blocking = [u for u in uses if u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES]
-            if argument.kind == "int":
-                dynamic = size_finding(frame, param, function_name, project, planned, blocking)
-                if dynamic is not None:
-                    return [dynamic]
+            dynamic = (
+                size_finding(frame, param, function_name, project, planned, blocking)
+                if argument.kind == "int"
+                else float_candidate(frame, param, function_name, project, planned, blocking)
+                if DYNAMIC_FLOATS.runs_on(release)
+                else None
+            )
+            if dynamic is not None:
+                return [dynamic]
             if blocking:
                 _read_by_code(planned)
             return [planned]
