@@ -137,3 +137,17 @@ def test_a_call_the_fix_rewrote_under_inserted_marks_is_one_call_site(tmp_path):
     (tmp_path / "work" / "train.py").write_text(after)
     moved = _line_moves(SimpleNamespace(cwd=tmp_path / "user"), SimpleNamespace(cwd=tmp_path / "work"))
     assert [moved("train.py", line) for line in (1, 3, 4, 5)] == [1, 3, 6, 7]
+
+
+def test_a_size_of_one_is_the_limitation_only_where_no_other_entry_failed_otherwise():
+    """A trial's `generate()` with a new prompt length: the decode step's entry failed on its
+    length 1, the prefill's on the old prompt length, which is why it compiled again (it read
+    "0/1 specialisation"); a layer swapped for a wider one fails on its parameter's size 1,
+    which no specialisation explains (parameters' shapes are static)."""
+    prefill = _size("input_ids", 7, 9)
+    assert why_it_stays(_recompile(_size("input_ids", 1, 9), prefill), FRAME, [], [], False) == (
+        "no rule for this reason (size_mismatch)"
+    )
+    assert why_it_stays(_recompile(_size("input_ids", 1, 9)), FRAME, [], [], False).startswith("torch limitation")
+    swapped = _size("fn._modules['2']._parameters['bias']", 1, 2)
+    assert not why_it_stays(_recompile(swapped), FRAME, [], [], False).startswith("torch limitation")

@@ -437,8 +437,10 @@ def why_it_stays(
     if not blocking:
         whys = (legitimate.get(r.kind) or f"legitimate: {expected_why(r)}" for r in reasons)
         return "; ".join(dict.fromkeys(whys)) or "no reason recorded"
-    reason = blocking[0]
-    if reason.kind == "size_specialization" or (reason.kind == "size_mismatch" and reason.expected in (0, 1)):
+    # The entry of the call's own kind is the one that could have served it: a prefill whose
+    # prompt length changed fails the decode step's entry on size 1 too, and the length is why.
+    reason = next((r for r in blocking if not _zero_one(r)), blocking[0])
+    if _zero_one(reason):
         return "torch limitation: sizes 0 and 1 are specialised, even when marked dynamic (0/1 specialisation)"
     failed = _closest([(f, why) for f, why in dropped], frame, reason)
     if failed:
@@ -457,6 +459,16 @@ def why_it_stays(
     if finding is not None:
         return f"{finding.rule}'s fix is in the code; torch still recompiles"
     return f"no rule for this reason ({reason.kind})"
+
+
+def _zero_one(reason: Reason) -> bool:
+    """A size guard 0/1 specialisation explains: a size of 0 or 1 the entry was compiled for (not
+    a parameter's or buffer's, whose shapes are static whatever they are: a swapped layer)."""
+    if reason.kind == "size_specialization":
+        return True
+    source = reason.source or ""
+    held = "._parameters[" in source or "._buffers[" in source
+    return reason.kind == "size_mismatch" and reason.expected in (0, 1) and not held
 
 
 def _closest(candidates: list[tuple[Finding, Any]], frame: str, reason: Reason) -> tuple[Finding, Any] | None:
