@@ -694,3 +694,20 @@ def test_two_calls_on_one_line_are_told_apart_by_column():
     site = Location(file="train.py", line=55, col=43, function="<module>")
     assert call_site_label(site, []) == "called at train.py:55 (in <module>)"
     assert call_site_label(site, [], with_column=True) == "called at train.py:55:44 (in <module>)"
+
+
+def test_a_size_specialised_in_one_dim_is_not_small_in_another():
+    """A trial's Qwen2 server: a batch of 1 was specialised in `input_ids` dim 0; the note read
+    "`input_ids` dim 1 had size 1 (or 0)" too, where prompt widths were 8 to 23."""
+    from recompile_fix.profile.model import Frame, Reason
+    from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence
+
+    specialised = Reason("size_specialization", "2 <= L['input_ids'].size()[0]", source="input_ids", dim=0)
+    evidence = SiteEvidence(
+        frame=Frame(name="score", file="prog.py", first_line=20, compiles=[]),
+        site=None,
+        compiles=[],
+        sizes={("input_ids", 0): [4, 1], ("input_ids", 1): [21, 22]},
+        reasons=[specialised],
+    )
+    assert evidence.small("input_ids", [0]) and not evidence.small("input_ids", [1])

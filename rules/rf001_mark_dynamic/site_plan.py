@@ -543,11 +543,17 @@ class SitePlan:
                     ways.append(f"set {BACKED_SIZE_OBLIVIOUS.name} = True")
                 suggestion = "; " + ", or ".join(ways)
             elif self.library or func is None:
+                files = [loc.file for loc in self.library] + [self.frame.file]
+                example = (
+                    " (transformers: `q_length == 1` in masking_utils, `is_causal = q_length > 1` in "
+                    "sdpa_attention: `is_causal must be bool, not SymBool`)"
+                    if any("transformers/" in f.replace("\\", "/") for f in files)
+                    else ""
+                )
                 suggestion = (
-                    ". `mark_unbacked` and `backed_size_oblivious` are not suggested: model code takes "
-                    "another path for a size-1 input (transformers: `q_length == 1` in masking_utils, "
-                    "`is_causal = q_length > 1` in sdpa_attention), so they graph-break there "
-                    "(`is_causal must be bool, not SymBool`) and compile more, not less"
+                    ". `mark_unbacked` and `backed_size_oblivious` are not suggested: model code may take "
+                    f"another path for a size-1 input{example}, so they graph-break there and compile more, "
+                    "not less"
                 )
             else:
                 suggestion = (

@@ -48,7 +48,10 @@ class SiteEvidence:
     def small(self, source: str, dims: list[int]) -> bool:
         """Did this call pass size 0 or 1 in one of these dimensions (specialised even when
         marked dynamic)?"""
-        if any(r.source == source and r.kind == "size_specialization" for r in self.reasons):
+        if any(
+            r.source == source and r.kind == "size_specialization" and (r.dim is None or r.dim in dims)
+            for r in self.reasons
+        ):
             return True
         return self.passed_small(source, dims)
 
