@@ -236,6 +236,15 @@ def test_a_field_of_a_module_output_is_taken_for_a_tensor_unproven(tmp_path):
     [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
     assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
     assert any("last_hidden_state` taken for a tensor" in note for note in finding.notes), finding.notes
+    # A model called by keyword (`self.vit(pixel_values=x).logits / self.temperature`, a trial's
+    # ViT classifier): the same guess, where it read "not known to be tensors" and gave no fix.
+    program = MARGIN.replace(
+        "        return (self.margin - score).clamp(min=0).mean()",
+        "        h = self.backbone(pixel_values=score).logits\n        return (self.margin - h).clamp(min=0).mean()",
+    )
+    [finding] = _plan(tmp_path / "keyword", program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.UNSAFE and finding.unproven, finding.notes
+    assert any("logits` taken for a tensor" in note for note in finding.notes), finding.notes
 
 
 def test_an_attribute_set_in_one_file_and_changed_in_another_is_fixed_in_both_or_neither(tmp_path):
