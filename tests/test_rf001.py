@@ -262,7 +262,10 @@ def test_generate_with_a_static_cache_sized_per_call_says_how_to_size_it_once(tm
     shutil.copytree(PROGRAMS / "static_cache", work)
     out = run_cli("report", "profile.json", cwd=work, check=0).stdout
     assert "compile it with `dynamic=True`" in out
-    assert "a static cache sized by each call (lengths 9, 13 seen): `generate(..., max_cache_len=N)`" in out
+    assert (
+        'a cache sized by each call (lengths 9, 13 seen): `generate(..., cache_implementation="static", '
+        "max_cache_len=N)`" in out
+    )
 
 
 def test_a_mark_made_above_in_the_same_block_is_not_made_again():

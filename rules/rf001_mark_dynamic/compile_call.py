@@ -172,10 +172,10 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
     advice = []
     if static_cache:
         advice = [
-            f"a static cache sized by each call (lengths {', '.join(map(str, static_cache))} seen): "
-            "`generate(..., max_cache_len=N)` (transformers' GenerationConfig, where yours has it) with N "
-            "the longest prompt plus `max_new_tokens` keeps one cache, so one graph per phase, with no "
-            "dynamic kernels",
+            f"a cache sized by each call (lengths {', '.join(map(str, static_cache))} seen): "
+            '`generate(..., cache_implementation="static", max_cache_len=N)` (transformers\' GenerationConfig, '
+            "where yours has it; `max_cache_len` alone is ignored without a static cache) with N the longest "
+            "prompt plus `max_new_tokens` keeps one cache, so one graph per phase, with no dynamic kernels",
         ]
     compile_source, node, _ = compile_call
     location = compile_source.location_of(node, plan.site.file)
