@@ -210,3 +210,14 @@ def test_findings_name_torchs_wrapper_frame_by_what_it_wraps():
     unknown = frame_of(["L['args'][0].size()[0] == 4"], name="inner", file=wrapper, first_line=67)
     assert unknown.shown_name == "inner"
     assert frame_of(["x.size()[0] == 4"], name="inner", inputs=wraps).shown_name == "inner"  # the user's own `inner`
+    # A library decorator's wrapper (diffusers' `apply_lora_scale` around every UNet's forward),
+    # by the one function the run recorded it calling; the user's own decorator keeps its name.
+    calls = {"forward_fn": {"file": "/site-packages/diffusers/models/unet.py", "line": 9, "name": "UNet.forward"}}
+    lora = frame_of(
+        ["L['args'][0].size()[0] == 4"], name="wrapper", file="/site-packages/diffusers/utils/peft_utils.py"
+    )
+    lora.signature = {"closes_over": calls}
+    assert lora.shown_name == "UNet.forward" and lora.name == "wrapper"
+    own = frame_of(["x.size()[0] == 4"], name="wrapper")
+    own.signature = {"closes_over": calls}
+    assert own.shown_name == "wrapper"

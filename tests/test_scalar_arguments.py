@@ -321,3 +321,20 @@ def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_do
     assert window.safety is Safety.NONE
     (passed_through,) = plan(program.replace('@torch.compile(backend="eager")', "@torch.compile(**OPTIONS)"))
     assert passed_through.safety is Safety.NONE  # `dynamic=` may be in the dict: a second one raises
+
+
+def test_dynamic_true_names_what_the_compile_call_compiles():
+    """`unet = torch.compile(unet)` compiles a diffusers UNet whose frame is a decorator's
+    `wrapper`: the fix read "compile `wrapper` with `dynamic=True`"; it names `unet`."""
+    import libcst as cst
+
+    from recompile_fix.analysis.compile_calls import CompileCall
+    from recompile_fix.analysis.source import SourceFile
+    from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import _compiled
+
+    source = SourceFile.parse(Path("program.py"), 'import torch\nunet = torch.compile(unet, backend="eager")\n')
+    call = next(n for n in source.nodes(cst.Call))
+    assert _compiled(CompileCall(source, "program.py", call, True, False, False, False)) == "unet"
+    decorator = SourceFile.parse(Path("program.py"), "import torch\n@torch.compile\ndef f(x):\n    return x\n")
+    node = next(n for n in decorator.nodes(cst.Decorator)).decorator
+    assert _compiled(CompileCall(decorator, "program.py", node, False, False, False, False)) is None

@@ -29,6 +29,7 @@ from recompile_fix.profile.files import (
     sha256_bytes,
     shown_path,
 )
+from recompile_fix.profile.json_depth import MAX_JSON_DEPTH, json_depth
 from recompile_fix.profile.libraries import (
     Interpreter,
     is_library_spelling,
@@ -275,12 +276,17 @@ class Frame:
     @property
     def shown_name(self) -> str:
         """The name messages give the frame: torch's `inner` wrapper (around an nn.Sequential or a
-        decorated function) by what the run recorded it wraps (``Sequential``), others by name."""
+        decorated function) by what the run recorded it wraps (``Sequential``), a library
+        decorator's wrapper (diffusers' `apply_lora_scale`) by the one function it calls, others
+        by name."""
         if self.name == "inner" and self.file.replace("\\", "/").endswith("torch/_dynamo/external_utils.py"):
             for compile_ in self.compiles:
                 wrapped = compile_.inputs.get("fn")
                 if isinstance(wrapped, dict) and (wrapped.get("class") or wrapped.get("qualname")):
                     return str(wrapped.get("class") or wrapped.get("qualname"))
+        calls = list(((self.signature or {}).get("closes_over") or {}).values())
+        if is_library_path(self.file) and len(calls) == 1 and isinstance(calls[0], dict) and calls[0].get("name"):
+            return str(calls[0]["name"])
         return self.name
 
     @property
@@ -539,22 +545,6 @@ class Profile:
             raise UserError(f"{shown}: {exc}") from None
         profile.origin = path.resolve()
         return profile
-
-
-MAX_JSON_DEPTH = 64  # a Profile is 10 deep; json (and this tool) recurse, so 200,000 crash
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[][{}]')
-
-
-def json_depth(text: str) -> int:
-    """How deep the brackets of a JSON text nest (strings skipped), without parsing it."""
-    depth = deepest = 0
-    for token in _JSON_TOKEN.findall(text):
-        if token in ("[", "{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in ("]", "}"):
-            depth -= 1
-    return deepest
 
 
 def save_profile(profile: Profile, path: str | os.PathLike[str]) -> Path:

@@ -31,7 +31,6 @@ from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
 )
 from recompile_fix.rules.rf001_mark_dynamic.graph_dims import parameter_of, refused_by_run
 from recompile_fix.rules.rf001_mark_dynamic.marks import (
-    BACKED_SIZE_OBLIVIOUS,
     MARK_UNBACKED,
     Mark,
     argument_order,
@@ -47,6 +46,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
 from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import parameter_shapes_finding
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses, unseen_call
+from recompile_fix.rules.rf001_mark_dynamic.zero_one import zero_one_suggestion
 
 __all__ = ["SitePlan"]
 
@@ -530,37 +530,10 @@ class SitePlan:
                 "branches on the size would fail to compile; the compiled code seen does not)"
             )
         elif small:
-            if func is not None and unseen is None and not self.library:
-                # Suggest only what the Profile's torch has.
-                ways = ["start with a larger size"]
-                if MARK_UNBACKED.runs_on(self.release):
-                    ways.append(
-                        "try `torch._dynamo.decorators.mark_unbacked` instead (it graph-breaks wherever the "
-                        "compiled code needs a concrete size, e.g. scaled_dot_product_attention: check with "
-                        "`recompile-fix verify`)"
-                    )
-                if BACKED_SIZE_OBLIVIOUS.runs_on(self.release):
-                    ways.append(f"set {BACKED_SIZE_OBLIVIOUS.name} = True")
-                suggestion = "; " + ", or ".join(ways)
-            elif self.library or func is None:
-                files = [loc.file for loc in self.library] + [self.frame.file]
-                example = (
-                    " (transformers: `q_length == 1` in masking_utils, `is_causal = q_length > 1` in "
-                    "sdpa_attention: `is_causal must be bool, not SymBool`)"
-                    if any("transformers/" in f.replace("\\", "/") for f in files)
-                    else ""
-                )
-                suggestion = (
-                    ". `mark_unbacked` and `backed_size_oblivious` are not suggested: model code may take "
-                    f"another path for a size-1 input{example}, so they graph-break there and compile more, "
-                    "not less"
-                )
-            else:
-                suggestion = (
-                    f"; start with a larger size. `mark_unbacked` and `backed_size_oblivious` are not "
-                    f"suggested: the compiled code calls {unseen}, which the analysis cannot read and "
-                    "which may need a concrete size (scaled_dot_product_attention does, and graph-breaks)"
-                )
+            readable = func is not None and unseen is None and not self.library
+            files = [loc.file for loc in self.library] + [self.frame.file]
+            unread = unseen if func is not None and not self.library else None
+            suggestion = zero_one_suggestion(readable, unread, files, self.release)
             if any(self.ev.passed_small(src, [d]) for src, d in kept):
                 had = "had size 1 (or 0) on some calls, which torch specialises"
             else:

@@ -15,7 +15,9 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
-from recompile_fix.analysis.compile_calls import compile_call_of
+import libcst as cst
+
+from recompile_fix.analysis.compile_calls import CompileCall, compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
 from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
@@ -43,7 +45,8 @@ def dynamic_compile_finding(
         rule=finding.rule,
         file=call.file,
         location=call.source.location_of(call.node, call.file),
-        message=finding.message.rsplit(": ", 1)[0] + f": compile `{function_name}` with `dynamic=True`",
+        message=finding.message.rsplit(": ", 1)[0]
+        + f": compile `{_compiled(call) or function_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
         notes=[*why, *notes],
@@ -104,3 +107,12 @@ def float_candidate(
         # shields a prefix (RF005) is not made moot by it
         dynamic.params["may_stay_guarded"] = True
     return dynamic
+
+
+def _compiled(call: CompileCall) -> str | None:
+    """What ``torch.compile(X)`` compiles, as the code spells it (``unet``), where the call names
+    it; None for a decorator (the function's own name says it)."""
+    node = call.node
+    if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
+        return call.source.code(node.args[0].value)
+    return None

@@ -208,7 +208,7 @@ class TensorScalar(Rule):
         evidence = frame_evidence(frame, reasons or _hidden_evidence(frame), values=values[:10])
         function_name = function_of(frame.name) or frame.name
         param = argument.name or argument.source
-        shown_frame = function_of(frame.name) or frame.shown_name
+        shown_frame = frame.shown_name if frame.shown_name != frame.name else function_of(frame.name) or frame.name
         count = frame.compile_count
         message = self.message.format(param=param, frame=shown_frame, kind=argument.kind, values=shown, compiles=count)
         covers = [cover(frame, [argument.source], self.consumes)]
