@@ -330,11 +330,10 @@ def test_dynamic_true_names_what_the_compile_call_compiles():
 
     from recompile_fix.analysis.compile_calls import CompileCall
     from recompile_fix.analysis.source import SourceFile
-    from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import _compiled
 
     source = SourceFile.parse(Path("program.py"), 'import torch\nunet = torch.compile(unet, backend="eager")\n')
     call = next(n for n in source.nodes(cst.Call))
-    assert _compiled(CompileCall(source, "program.py", call, True, False, False, False)) == "unet"
+    assert CompileCall(source, "program.py", call, True, False, False, False).compiled == "unet"
     decorator = SourceFile.parse(Path("program.py"), "import torch\n@torch.compile\ndef f(x):\n    return x\n")
     node = next(n for n in decorator.nodes(cst.Decorator)).decorator
-    assert _compiled(CompileCall(decorator, "program.py", node, False, False, False, False)) is None
+    assert CompileCall(decorator, "program.py", node, False, False, False, False).compiled is None

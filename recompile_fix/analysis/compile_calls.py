@@ -80,6 +80,15 @@ class CompileCall:
     dynamic: bool  # it says dynamic=True already
     cuda_graphs: bool  # mode="reduce-overhead" and kin: a graph recorded per value and size
 
+    @property
+    def compiled(self) -> str | None:
+        """What ``torch.compile(X)`` compiles, as the code spells it (``unet``); None for a
+        decorator (the function's own name says it)."""
+        node = self.node
+        if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
+            return self.source.code(node.args[0].value)
+        return None
+
 
 def compile_call_of(project: Project, frame: Frame, function_name: str) -> CompileCall | None:
     """The compile call of ``frame``: ``function_name``'s decorator or ``torch.compile(<it>)`` in

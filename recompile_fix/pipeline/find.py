@@ -98,86 +98,60 @@ def find(
     texts: Mapping[str, str] | None = None,
     profile_path: Path | None = None,
 ) -> ApplyResult:
-    """``_find``, with the edits' torch release the Profile's where there is one: the tree runs on
-    that torch, whatever `python` on PATH is now."""
-    with profiled_torch(profile.torch_version if profile is not None else None):
-        return _find(
-            paths,
-            profile,
-            rules,
-            root=root,
-            config=config,
-            jobs=jobs,
-            use_cache=use_cache,
-            texts=texts,
-            profile_path=profile_path,
-        )
-
-
-def _find(
-    paths: list[str],
-    profile: Profile | None,
-    rules: tuple[Rule, ...],
-    *,
-    root: Path,
-    config: Config,
-    jobs: int | None = None,
-    use_cache: bool = True,
-    texts: Mapping[str, str] | None = None,
-    profile_path: Path | None = None,
-) -> ApplyResult:
     """The Findings under ``paths`` of ``root`` (``findings``), with the per-file errors; nothing
     is rewritten yet. ``texts``: a file's text where it is not the one on disk (an editor's
     buffers, saved or not), by its path relative to ``root``: every stage reads it instead.
     ``profile_path``: where the Profile was read from (its profiled texts are kept beside it),
-    if not where the configuration says."""
-    rules = tuple(r for r in rules if config.rule_enabled(r.id))
-    files = _Files(root, texts)
-    roots = []
-    for p in paths:
-        resolved = Path(p).resolve()
-        if not resolved.exists() and os.path.relpath(resolved, root) not in files.texts:
-            raise SourceError(f"{p}: no such file or directory")
-        if not inside(resolved, [root]):
-            raise SourceError(f"{p}: outside the project ({root}); run from the project root")
-        roots.append(resolved)
-    result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
-    profiled: list[Finding] = []
-    if profile is not None:  # evidence in files edited since profiling, where its code is now
-        check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts
-        profile, stale_frames = relocate(profile, root, profile_path or Path(root, config.profile), texts)
-        result.errors.extend(stale_frames)
-        result.stale_frames = stale_frames
-        result.profile = profile
-        profiled = _plan_from_profile(profile, rules, root, roots, result, config, files)
-    scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
-    unsaved = [r for r in roots if not r.exists() and is_source(r)]  # a buffer not saved yet
-    static = scan.run(discover(paths, root, config.excluded) + unsaved, texts=texts)
-    if profile is not None:  # the Profile names the torch that runs this tree: its release gates the edits
+    if not where the configuration says. The edits' torch release is the Profile's where there is
+    one: the tree runs on that torch, whatever `python` on PATH is now."""
+    with profiled_torch(profile.torch_version if profile is not None else None):
+        rules = tuple(r for r in rules if config.rule_enabled(r.id))
+        files = _Files(root, texts)
+        roots = []
+        for p in paths:
+            resolved = Path(p).resolve()
+            if not resolved.exists() and os.path.relpath(resolved, root) not in files.texts:
+                raise SourceError(f"{p}: no such file or directory")
+            if not inside(resolved, [root]):
+                raise SourceError(f"{p}: outside the project ({root}); run from the project root")
+            roots.append(resolved)
+        result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
+        profiled: list[Finding] = []
+        if profile is not None:  # evidence in files edited since profiling, where its code is now
+            check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts
+            profile, stale_frames = relocate(profile, root, profile_path or Path(root, config.profile), texts)
+            result.errors.extend(stale_frames)
+            result.stale_frames = stale_frames
+            result.profile = profile
+            profiled = _plan_from_profile(profile, rules, root, roots, result, config, files)
+        scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
+        unsaved = [r for r in roots if not r.exists() and is_source(r)]  # a buffer not saved yet
+        static = scan.run(discover(paths, root, config.excluded) + unsaved, texts=texts)
+        if profile is not None:  # the Profile names the torch that runs this tree: its release gates the edits
+            for finding in static:
+                finding.torch_version = finding.torch_version or profile.torch_version
+        result.errors.extend(scan.errors)
+        result.files_parsed = scan.parsed
         for finding in static:
-            finding.torch_version = finding.torch_version or profile.torch_version
-    result.errors.extend(scan.errors)
-    result.files_parsed = scan.parsed
-    for finding in static:
-        digest = scan.digests.get(finding.file)
-        if digest is not None:
-            result.planned_from.setdefault(finding.file, digest)
-            if result.planned_from[finding.file] != digest:
-                result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
-    merged = _one_per_file(merge_findings(profiled, static, config), root)
-    suppressed = [f for f in merged if is_suppressed(files.line(f.file, f.location.line), f.rule)]
-    # A fallback goes with its preferred fix: a suppression comment on the optimizer declines the rule's
-    # fix of those recompiles, not only the tensor lr written there.
-    findings = [f for f in merged if all(f is not s and not stands_in_for(f, s) for s in suppressed)]
-    result.findings, result.present = settle(
-        findings,
-        rules,
-        profile=profile,
-        source_of=files.source,
-        memo=result.memo,
-        training=TrainingInProject(root, config.excluded, files),
-    )
-    return result
+            digest = scan.digests.get(finding.file)
+            if digest is not None:
+                result.planned_from.setdefault(finding.file, digest)
+                if result.planned_from[finding.file] != digest:
+                    result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
+        merged = _one_per_file(merge_findings(profiled, static, config), root)
+        suppressed = [f for f in merged if is_suppressed(files.line(f.file, f.location.line), f.rule)]
+        # A fallback goes with its preferred fix: a suppression comment on the optimizer declines the rule's
+        # fix of those recompiles, not only the tensor lr written there.
+        findings = [f for f in merged if all(f is not s and not stands_in_for(f, s) for s in suppressed)]
+        result.findings, result.present = settle(
+            findings,
+            rules,
+            profile=profile,
+            source_of=files.source,
+            memo=result.memo,
+            training=TrainingInProject(root, config.excluded, files),
+        )
+        return result
 
 
 def settle_in(

@@ -15,9 +15,7 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
-import libcst as cst
-
-from recompile_fix.analysis.compile_calls import CompileCall, compile_call_of
+from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
 from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
@@ -46,7 +44,7 @@ def dynamic_compile_finding(
         file=call.file,
         location=call.source.location_of(call.node, call.file),
         message=finding.message.rsplit(": ", 1)[0]
-        + f": compile `{_compiled(call) or function_name}` with `dynamic=True`",
+        + f": compile `{call.compiled or function_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
         notes=[*why, *notes],
@@ -67,8 +65,7 @@ def size_finding(
     symbolic = [u for u in blocking if u.kind == "branch" or u.op in SYMBOLIC_SIZE_CALLS]
     if not blocking or len(symbolic) < len(blocking) or any(u.kind not in _SYMBOLIC_KINDS for u in blocking):
         return None
-    instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
-    dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, instead)
+    dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, _instead(refusal))
     if dynamic is not None:
         dynamic.params["read_by_code"] = True  # under safe fixes it stays a number the code reads
     return dynamic
@@ -99,8 +96,7 @@ def float_candidate(
     keeps it symbolic there or guards on it again is the run's to show (measured on torch 2.13:
     the `_foreach_lerp_` weight, 2 -> 1 compiles, bit for bit); None where the call is not found.
     ``read``: the uses where the compiled code reads the number."""
-    instead = [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
-    dynamic = dynamic_compile_finding(frame, "float", param, function_name, project, refusal, instead)
+    dynamic = dynamic_compile_finding(frame, "float", param, function_name, project, refusal, _instead(refusal))
     if dynamic is not None:
         dynamic.params["read_by_code"] = bool(read)  # under safe fixes it stays a number the code reads
         # torch may guard on it where a Python number is read all the same: a graph break that
@@ -109,10 +105,6 @@ def float_candidate(
     return dynamic
 
 
-def _compiled(call: CompileCall) -> str | None:
-    """What ``torch.compile(X)`` compiles, as the code spells it (``unet``), where the call names
-    it; None for a decorator (the function's own name says it)."""
-    node = call.node
-    if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
-        return call.source.code(node.args[0].value)
-    return None
+def _instead(refusal: Finding) -> list[str]:
+    """The refusal's notes, read as why no 0-d tensor (the number still gets an edit)."""
+    return [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
