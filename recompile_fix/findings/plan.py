@@ -58,23 +58,13 @@ def _another_rule_fixes(finding: Finding, findings: list[Finding]) -> bool:
     """Is ``finding`` a [no fix] whose every recompile another rule's fix covers (RF014's "it
     stays a float" beside RF008's ScheduledDropout for the same `p`)? It says nothing then but
     that one rule cannot, beside the fix that can."""
-    if finding.fixable or not finding.covers:
+    if finding.fixable or not finding.covers or not all(mine.get("sources") for mine in finding.covers):
         return False
+    fixed = [c for f in findings if f.rule != finding.rule and f.fixable for c in f.covers if c.get("sources")]
     return all(
-        any(
-            other.rule != finding.rule
-            and other.fixable
-            and any(
-                theirs.get("frame") == mine.get("frame")
-                and theirs.get("sources")
-                and set(mine.get("sources") or ()) <= set(theirs["sources"])
-                for theirs in other.covers
-            )
-            for other in findings
-        )
+        any(c.get("frame") == mine.get("frame") and set(mine["sources"]) <= set(c["sources"]) for c in fixed)
         for mine in finding.covers
-        if mine.get("sources")
-    ) and all(mine.get("sources") for mine in finding.covers)
+    )
 
 
 def _overlap(a: Finding, b: Finding) -> bool:
