@@ -125,7 +125,11 @@ def short_path(path: str) -> str:
 
 
 def frame_label(frame: Frame) -> str:
-    return f"{frame.name} ({display_location(short_path(frame.file), frame.first_line)})"
+    """``forward (model.py:12)``; a library decorator's wrapper by what it calls, then the
+    wrapper (``UNet2DConditionModel.forward via wrapper (diffusers/utils/peft_utils.py:80)``)."""
+    shown = frame.shown_name
+    name = f"{shown} via {frame.name}" if shown != frame.name and frame.name != "inner" else frame.name
+    return f"{name} ({display_location(short_path(frame.file), frame.first_line)})"
 
 
 def call_site_label(site: Location | None, compiles: list[Compile], with_column: bool = False) -> str:

@@ -129,7 +129,7 @@ def test_a_module_int_torch_did_not_name_keeps_the_recompile_despite_the_fix():
         compile_.inputs = {"self.active_layers": {"type": "int", "value": layers}, "x": {"type": "Tensor"}}
     first = account(profile_of(frame), [fix_p]).outcomes[0]
     assert first.category == NO_FIX and first.reason.source == "self.active_layers"
-    assert first.why == "no rule has a fix for this reason (nn.Module attribute changed `self.active_layers`)"
+    assert first.why == "no rule has a fix for this reason (attribute value changed `self.active_layers`)"
     for compile_ in frame.compiles:  # an int torch never named as failing: not guarded on its value
         compile_.inputs["self.steps"] = compile_.inputs.pop("self.active_layers")
     assert account(profile_of(frame), [fix_p]).outcomes[0].category == FIX

@@ -687,5 +687,5 @@ def test_the_report_names_the_values_that_changed_beside_torchs_guard(tmp_path):
         compile_.also_failed = parse_reasons(f"0/{n}: self._modules['enc'].num_updates == {n}")
     profile, _ = project_of(tmp_path, {"program.py": NESTED_COUNTER}, frame)
     text = render_text(profile)
-    assert "3x nn.Module attribute changed: `self._modules['dec'].num_updates`" in text, text
+    assert "3x attribute value changed: `self._modules['dec'].num_updates`" in text, text
     assert "3x changed too, which torch did not name: `self._modules['enc'].num_updates`" in text, text

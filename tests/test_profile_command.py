@@ -201,7 +201,8 @@ def test_findings_name_torchs_wrapper_frame_by_what_it_wraps():
     """Trials: `torch.compile(nn.Sequential(...))` gave "`x` dim 0 passed to compiled `inner`":
     a name no line of the user's program has. Messages name the module the run recorded
     torch's `inner` wrapping; any other frame keeps its name."""
-    from profiles import frame_of
+    from profiles import frame_of, profile_of
+    from recompile_fix.report import render_text
 
     wrapper = "/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py"
     wraps = {"fn": {"type": "Module", "class": "Sequential", "qualname": "Sequential"}}
@@ -218,6 +219,8 @@ def test_findings_name_torchs_wrapper_frame_by_what_it_wraps():
     )
     lora.signature = {"closes_over": calls}
     assert lora.shown_name == "UNet.forward" and lora.name == "wrapper"
+    # The report's table too (it said `wrapper (diffusers/utils/peft_utils.py)`), wrapper and file kept.
+    assert "UNet.forward via wrapper (diffusers/utils/peft_utils.py:" in render_text(profile_of(lora))
     own = frame_of(["x.size()[0] == 4"], name="wrapper")
     own.signature = {"closes_over": calls}
     assert own.shown_name == "wrapper"

@@ -116,7 +116,7 @@ REASON_KINDS = {
     "requires_grad_mismatch": "requires_grad changed",
     "dispatch_key_mismatch": "tensor dispatch keys changed",
     "scalar_value": "Python scalar argument changed",
-    "module_attribute": "nn.Module attribute changed",
+    "module_attribute": "attribute value changed",
     "attribute_presence": "attribute added or removed",
     "global_value": "module global changed",
     "optimizer_param_group": "optimizer hyper-parameter changed",
