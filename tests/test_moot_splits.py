@@ -32,6 +32,26 @@ def test_a_graph_break_is_moot_where_another_fix_covers_the_same_recompiles_even
     assert apart.safety is Safety.UNSAFE
 
 
+def test_the_plan_leaves_a_moot_graph_break_out():
+    """Trials: "RF005 [no fix] ... RF002's safe fix makes the frame compile once" under nearly
+    every 0-d tensor fix. The plan lists the fix alone; a break beside a fix of other recompiles,
+    or beside no fix, stays (and a [no fix] it covers is left out)."""
+    from recompile_fix.findings.plan import _without_moot_findings
+
+    cover = [{"frame": "nt_xent_loss (prog.py:20)", "sources": ["temperature"]}]
+    tensor = Finding("RF002", "prog.py", Location("prog.py", 49), "tensor", Safety.SAFE, covers=list(cover))
+    split = Finding("RF005", "prog.py", Location("prog.py", 24), "break", Safety.UNSAFE, covers=list(cover))
+    assert _without_moot_findings([tensor, split], ALL_RULES) == [tensor]
+    apart = Finding(
+        "RF005", "prog.py", Location("prog.py", 24), "break", Safety.UNSAFE, covers=[{**cover[0], "sources": ["tau"]}]
+    )
+    assert _without_moot_findings([tensor, apart], ALL_RULES) == [tensor, apart]
+    none = Finding("RF002", "prog.py", Location("prog.py", 49), "tensor", Safety.NONE, covers=list(cover))
+    alone = Finding("RF005", "prog.py", Location("prog.py", 24), "break", Safety.UNSAFE, covers=list(cover))
+    assert _without_moot_findings([none, alone], ALL_RULES) == [alone]  # the break is the fix there
+    assert alone.safety is Safety.UNSAFE
+
+
 def test_a_no_fix_another_rules_fix_covers_is_left_out():
     """RF014 says "it stays a float" for a dropout's `p` where RF008 builds the dropout as
     ScheduledDropout (golden/RF008/dropout_beside_drop_path): only the fix is listed. A [no fix]

@@ -38,6 +38,15 @@ def case(id, text, **want):
 
 # fmt: off
 REAL_213 = [
+    # -- a guard on arithmetic of one value: the value's guard, with no value of its own ---------
+    # timm-style `keep_prob = 1 - drop_prob` then `bernoulli_(keep_prob)`, the attribute traced as
+    # a float symbol after its first change, specialised there (a trial's drop-path schedule)
+    case("affine-attribute",
+         "0/1: (1.0 + ((-1)*self._modules['blocks']._modules['1']._modules['drop_path'].drop_prob)) == 0.95"
+         "  # random_tensor = x.new_empty(shape).bernoulli_(keep_prob)  # prog.py:15 in drop_path"
+         " (_dynamo/utils.py:4243 in run_node)",
+         kind="module_attribute", source="self._modules['blocks']._modules['1']._modules['drop_path'].drop_prob",
+         value_type="float", entry="0/1", first_use=("prog.py", 15, "drop_path")),
     # -- tensor guards: no source comment, no user stack ------------------------------------------
     case("size", "0/0: tensor 'x' size mismatch at index 0. expected 3, actual 4",
          kind="size_mismatch", source="x", dim=0, expected=3, actual=4, entry="0/0"),

@@ -21,10 +21,18 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
             if not finding.covers:  # the rule did not say which recompiles it is about
                 finding.covers = infer_covers(finding, rule.consumes, profile)
             findings.append(finding)
-    findings = [f for f in findings if not _another_rule_fixes(f, findings)]
-    _drop_splits_another_fix_makes_moot(findings, rules)
+    findings = _without_moot_findings(findings, rules)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
     return arbitrate(findings, rules)
+
+
+def _without_moot_findings(findings: list[Finding], rules: tuple[Rule, ...]) -> list[Finding]:
+    """The findings less those another rule's fix makes moot: a graph break where another fix
+    makes the frame compile once, then every [no fix] (that break among them) whose recompiles
+    another rule's fix covers (trials: a "[no fix]" under nearly every 0-d tensor fix, saying only
+    that the other fix is better)."""
+    _drop_splits_another_fix_makes_moot(findings, rules)
+    return [f for f in findings if not _another_rule_fixes(f, findings)]
 
 
 def _drop_splits_another_fix_makes_moot(findings: list[Finding], rules: tuple[Rule, ...]) -> None:

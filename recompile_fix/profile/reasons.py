@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
-from recompile_fix.profile.model import Location, Reason
+from recompile_fix.profile.model import Location, Reason, source_of_expression
 
 __all__ = [
     "VALUE_KINDS",
@@ -78,7 +78,11 @@ _LIMIT = "recompile limit exceeded"
 # torch < 2.13: ``RecompileLimitExceeded("<limit type> reached")``.
 _LIMIT_REACHED = re.compile(r"\b((?:accumulated_)?(?:recompile|cache_size)_limit) reached\b")
 # The guard's comment: ``  # <source line>  # <path tail>:<line> in <fn>`` (the last ``  # ``).
-_COMMENT_PLACE = re.compile(r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \(HINT: .*)?\s*$")
+# torch 2.13 adds the frame of its own that installed the guard where that is not the user's:
+# ``# prog.py:15 in drop_path (_dynamo/utils.py:4243 in run_node)``.
+_COMMENT_PLACE = re.compile(
+    r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \([^()\n]+:\d+ in \w+\))?(?: \(HINT: .*)?\s*$"
+)
 # Guards on a value (``c == 0.5``): the kinds ``_parse_value_guard`` gives.
 VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
 # An attribute's None test (``self.scale is None  # if self.scale is None:  # model.py:22 in
@@ -290,6 +294,11 @@ def _parse_guard(guard: str, body: str) -> Reason:
 
 
 def _parse_value_guard(source: str, value) -> Reason:
+    chain = source_of_expression(source)
+    if chain is not None:  # arithmetic on one value (``(1.0 + ((-1)*self.p)) == 0.95``): that value's guard
+        reason = _parse_value_guard(chain, None)
+        reason.expression, reason.value_type = source, _value_type(value)
+        return reason
     reason = Reason(kind="scalar_value", text="", source=source, value=value, value_type=_value_type(value))
     if _OPTIMIZER.search(source):
         reason.kind = "optimizer_param_group"
