@@ -10,6 +10,7 @@ from recompile_fix.notebook import display_location
 from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
 from recompile_fix.profile.reason_classes import reason_id
+from recompile_fix.profile.resume import parse_resume
 from recompile_fix.reason_docs import reason_url
 
 __all__ = [
@@ -128,7 +129,8 @@ def frame_label(frame: Frame) -> str:
     """``forward (model.py:12)``; a library decorator's wrapper by what it calls, then the
     wrapper (``UNet2DConditionModel.forward via wrapper (diffusers/utils/peft_utils.py:80)``)."""
     shown = frame.shown_name
-    name = f"{shown} via {frame.name}" if shown != frame.name and frame.name != "inner" else frame.name
+    wrapper = shown != frame.name and frame.name != "inner" and parse_resume(frame.name) is None
+    name = f"{shown} via {frame.name}" if wrapper else frame.name
     return f"{name} ({display_location(short_path(frame.file), frame.first_line)})"
 
 

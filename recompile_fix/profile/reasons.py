@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 import re
 
-from recompile_fix.profile.model import Location, Reason, source_of_expression
+from recompile_fix.profile.model import Location, Reason
+from recompile_fix.profile.sources import source_of_expression
 
 __all__ = [
     "VALUE_KINDS",

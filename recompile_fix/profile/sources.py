@@ -9,7 +9,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-__all__ = ["Step", "SourcePath", "module_path_code", "parse_source"]
+__all__ = ["SourcePath", "Step", "canonical_source", "module_path_code", "parse_source", "source_of_expression"]
 
 _ROOT = re.compile(r"[A-Za-z_]\w*")
 _ATTR = re.compile(r"\.([A-Za-z_]\w*)")
@@ -76,3 +76,52 @@ def module_path_code(path: str) -> str:
     ``up_blocks.0.resnets`` -> ``.up_blocks[0].resnets`` (a ModuleList's or Sequential's child
     by index: the recorder keeps a digit step only there)."""
     return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))
+
+
+# ``self.__dict__['_modules']['drop'].p`` is ``self._modules['drop'].p``: torch spells an
+# instance attribute either way (a module reached through a property, 2.13); the rules match one.
+_DICT_ATTRIBUTE = re.compile(r"""\.__dict__\[(['"])([A-Za-z_]\w*)\1\]""")
+
+
+_NUMBER_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
+
+
+def source_of_expression(source: str | None) -> str | None:
+    """The one guardable source an arithmetic guard is computed from (``(1.0 + ((-1)*self.p))``:
+    ``self.p``), spelled as torch spells sources; None for a plain source, or anything else."""
+    if not source or not source.startswith("(") or not any(op in source for op in "+-*/"):
+        return None
+    try:
+        tree = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        return None
+    chains: set[str] = set()
+
+    def walk(node: ast.AST) -> bool:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _NUMBER_OPS):
+            return walk(node.left) and walk(node.right)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, _NUMBER_OPS):
+            return walk(node.operand)
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+        if _is_chain(node):
+            chains.add(ast.unparse(node))
+            return True
+        return False
+
+    return next(iter(chains)) if walk(tree) and len(chains) == 1 else None
+
+
+def _is_chain(node: ast.AST) -> bool:
+    """``name``, ``a.b``, ``a._modules['m'].p``, ``G['x']``: what torch names a guarded value by."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def canonical_source(source: str | None) -> str | None:
+    """A guarded expression as the rules match it: instance attributes read through
+    ``__dict__`` spelled as attributes (Profiles recorded before this are read the same way)."""
+    return _DICT_ATTRIBUTE.sub(r".\2", source) if source and "__dict__[" in source else source
