@@ -101,6 +101,21 @@ def test_a_value_passed_in_from_outside_is_unproven(tmp_path):
     assert any("may not be a number" in note for note in finding.notes), finding.notes
 
 
+def test_a_value_from_a_schedule_of_numbers_is_a_number(tmp_path):
+    """A trial's focal loss: `for epoch, gamma in enumerate(gamma_schedule): focal.gamma = gamma`
+    with `gamma_schedule = [0.0, 1.0, 2.0]` was "the value may not be a number"; a list of
+    something else still is."""
+    schedule = "schedule = [0.5, 0.75, 1.0]\nfor epoch, m in enumerate(schedule):\n    criterion.margin = m\n"
+    program = MARGIN.replace("for epoch in range(3):\n    criterion.margin = 0.5 + 0.25 * epoch\n", schedule)
+    assert schedule in program
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert "criterion.margin = torch.tensor(m)\n" in _fixed(finding, program)
+    unknown = program.replace("schedule = [0.5, 0.75, 1.0]", "schedule = [load(0.5), 0.75]")
+    [finding] = _plan(tmp_path, unknown, _frame(0.5, 0.75))
+    assert any("may not be a number" in note for note in finding.notes), finding.notes
+
+
 def test_another_class_attribute_of_the_same_name_is_left_alone(tmp_path):
     program = MARGIN.replace(
         "criterion = MarginLoss()",

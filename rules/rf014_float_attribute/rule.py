@@ -575,15 +575,52 @@ def _name_is_number(name: str, source: SourceFile, at: cst.CSTNode, depth: int) 
                     ):
                         return False
     for loop in source.nodes(cst.For):
-        if is_name(loop.target, name) and (scope is source.module or scope in set(source.ancestors(loop))):
-            bound = True
-            over = loop.iter
-            if isinstance(over, (cst.List, cst.Tuple)):  # `for v in (0.1, 0.2):`
-                if not all(_number_shaped(e.value, source, loop, depth + 1) for e in over.elements):
-                    return False
-            elif not (isinstance(over, cst.Call) and source.qualified_name(over.func) == "range"):
-                return False
+        if not (scope is source.module or scope in set(source.ancestors(loop))):
+            continue
+        over: cst.BaseExpression | None = loop.iter
+        if is_name(loop.target, name):
+            pass
+        elif (  # `for epoch, v in enumerate(schedule):`
+            isinstance(loop.target, cst.Tuple)
+            and len(loop.target.elements) == 2
+            and isinstance(over, cst.Call)
+            and source.qualified_name(over.func) == "enumerate"
+            and over.args
+        ):
+            index, item = (e.value for e in loop.target.elements)
+            if is_name(index, name):
+                over = None  # the count: an int
+            elif is_name(item, name):
+                over = over.args[0].value
+            else:
+                continue
+        else:
+            continue
+        bound = True
+        if over is not None and not _numbers_in(over, source, loop, depth + 1):
+            return False
     return bound
+
+
+def _numbers_in(over: cst.BaseExpression, source: SourceFile, at: cst.CSTNode, depth: int) -> bool:
+    """Does iterating ``over`` give Python numbers: ``range()``, a list or tuple of numbers, or a
+    name bound in scope only to such (`schedule = [0.0, 1.0, 2.0]`)?"""
+    if isinstance(over, (cst.List, cst.Tuple)):  # `for v in (0.1, 0.2):`
+        return all(_number_shaped(e.value, source, at, depth + 1) for e in over.elements)
+    if isinstance(over, cst.Call):
+        return source.qualified_name(over.func) == "range"
+    if not isinstance(over, cst.Name) or depth > 12:
+        return False
+    scope = next((a for a in source.ancestors(at) if isinstance(a, cst.FunctionDef)), source.module)
+    bindings = [
+        node.value
+        for node in source.nodes(cst.Assign)
+        if (scope is source.module or scope in set(source.ancestors(node)))
+        and any(is_name(t.target, over.value) for t in node.targets)
+    ]
+    return bool(bindings) and all(
+        isinstance(v, (cst.List, cst.Tuple)) and _numbers_in(v, source, at, depth + 1) for v in bindings
+    )
 
 
 def _reads(
