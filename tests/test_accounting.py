@@ -199,6 +199,16 @@ def test_an_autocast_switch_is_expected():
     assert outcome.category == EXPECTED and "one graph per autocast state" in outcome.why, outcome.why
 
 
+def test_the_other_side_of_a_branch_on_a_dynamic_value_is_expected():
+    """A trial's Lightning-style module after RF006 made `current_epoch` dynamic: the one recompile
+    left was "other guard" (`self.current_epoch <= 0`). It is the branch's other side, once."""
+    frame = frame_of(["0/0: self.current_epoch <= 0  # if self.current_epoch < self.freeze_epochs:"])
+    (outcome,) = account(profile_of(frame), []).outcomes
+    assert outcome.category == EXPECTED, outcome.why
+    assert "a branch on `self.current_epoch` took its other side" in outcome.why
+    assert "`self.current_epoch <= 0`" in outcome.why
+
+
 def test_a_mode_string_or_a_flag_is_expected():
     """`mode == 'fast'`, `cfg['residual'] == True`: each value takes its own path, a bounded set of
     graphs (a new user's forward with a string mode and a dict config)."""

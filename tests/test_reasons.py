@@ -38,6 +38,13 @@ def case(id, text, **want):
 
 # fmt: off
 REAL_213 = [
+    # -- a comparison on a number traced as a symbol: which side of a branch the graph is for ------
+    # (a trial: a Lightning-style `current_epoch` int made dynamic, `if self.current_epoch < 2:`)
+    case("value-branch",
+         "0/0: self.current_epoch <= 0  # if self.current_epoch < self.freeze_epochs:  # prog.py:26 in forward"
+         " (_dynamo/variables/tensor.py:2606 in evaluate_expr)",
+         kind="value_branch", source="self.current_epoch", value=0, value_type="int", entry="0/0",
+         first_use=("prog.py", 26, "forward")),
     # -- a guard on arithmetic of one value: the value's guard, with no value of its own ---------
     # timm-style `keep_prob = 1 - drop_prob` then `bernoulli_(keep_prob)`, the attribute traced as
     # a float symbol after its first change, specialised there (a trial's drop-path schedule)

@@ -307,6 +307,11 @@ def expected_why(reason: Reason) -> str | None:
         return f"`torch.autocast` switched (`{reason.source}`): one graph per autocast state"
     if reason.kind == "training_flag":
         return "`.training` flipped (train/eval): one graph per mode"
+    if reason.kind == "value_branch":
+        return (
+            f"a branch on `{reason.source}` took its other side (the graph was for `{reason.expression}`): "
+            "one graph per side"
+        )
     if reason.kind == "requires_grad_mismatch":
         return (
             f"`{reason.source}` requires grad on some calls and not on others (the first layer's "

@@ -91,7 +91,8 @@ class Reason:
     value: Any = None  # the value the failed entry was specialised on (value guards)
     value_type: str | None = None  # float / int / bool / str / None
     first_use: Location | None = None  # the user line that first used the guarded value
-    # The guarded arithmetic of ``source`` where torch guarded one (``(1.0 + ((-1)*self.p))``).
+    # The guarded arithmetic of ``source`` where torch guarded one (``(1.0 + ((-1)*self.p))``), or
+    # the comparison a ``value_branch`` guard made (``self.current_epoch <= 0``).
     expression: str | None = None
 
     def __post_init__(self) -> None:
@@ -127,6 +128,7 @@ REASON_KINDS = {
     "id_mismatch": "object identity changed",
     "limit_hit": "recompile limit hit: frame runs eagerly from here on",
     "other": "other guard",
+    "value_branch": "a branch on a dynamic value took its other side",
 }
 
 

@@ -257,6 +257,19 @@ REASON_CLASSES: tuple[ReasonClass, ...] = (
         "Read torch's text: the source it names is what changed.",
         "Please report it with the guard text, so it gets a class of its own.",
     ),
+    ReasonClass(
+        "RC022",
+        "value_branch",
+        "Which side of a comparison a number traced as a symbol (dynamic) took: the code branches on "
+        "it (`if self.current_epoch < self.freeze_epochs:`), and each side is a graph of its own.",
+        "@torch.compile(backend='eager', dynamic=True)\ndef f(x, epoch):\n    if epoch < 4:\n"
+        "        return x.detach() * 2\n    return x * 2\n\nfor epoch in range(2, 6):\n"
+        "    f(torch.randn(4), epoch)  # epoch 4 recompiles: the other side",
+        "0/0: epoch <= 3  # if epoch < 4:  # rc22.py:4 in f (_dynamo/variables/tensor.py:2606 in evaluate_expr)",
+        "Nothing needs to: one graph per side of the branch, each compiled once. To share one graph, "
+        "compute both sides as tensors and pick with `torch.where`.",
+        "A branch with more sides than two (a chain of `elif`s on the value) compiles once per side.",
+    ),
 )
 
 _BY_KIND = {c.kind: c for c in REASON_CLASSES}

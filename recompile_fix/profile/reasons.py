@@ -46,6 +46,9 @@ _REQUIRES_GRAD = re.compile(r"expected requires_grad=(\d)")
 _BACKEND_KEY = re.compile(r"DispatchKeySet\((?:Sparse(?:Csr)?|Quantized|Nested)?(\w+)")
 _EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
 _EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
+# A relational guard on a number traced as a symbol: which side of a branch this graph is for.
+_COMPARE = re.compile(r"^(?P<src>.+?) (?P<op><=|<|>=|>|!=) (?P<value>-?\d+(?:\.\d*)?(?:e-?\d+)?)$")
+_CHAIN = re.compile(r"""^[A-Za-z_]\w*(?:\.\w+|\[(?:'[^']*'|"[^"]*"|\d+)\])*$""")
 _OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\](?:\[\d+\])?$")  # and ['betas'][0]
 _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
 # ``self.scale``, and a held module's (``self._modules['dec'].n``, as torch spells it).
@@ -85,7 +88,14 @@ _COMMENT_PLACE = re.compile(
     r"  # (?P<file>[^#\n]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)(?: \([^()\n]+:\d+ in \w+\))?(?: \(HINT: .*)?\s*$"
 )
 # Guards on a value (``c == 0.5``): the kinds ``_parse_value_guard`` gives.
-VALUE_KINDS = {"scalar_value", "optimizer_param_group", "global_value", "training_flag", "module_attribute"}
+VALUE_KINDS = {
+    "scalar_value",
+    "optimizer_param_group",
+    "global_value",
+    "training_flag",
+    "module_attribute",
+    "value_branch",
+}
 # An attribute's None test (``self.scale is None  # if self.scale is None:  # model.py:22 in
 # forward``, RF010's lazy default): its comment is the line that tested it, a first use. An
 # argument's identity guard (``a is b``) names where the argument was bound instead.
@@ -288,6 +298,20 @@ def _parse_guard(guard: str, body: str) -> Reason:
     if size:  # a symbolic shape guard such as ``x.size()[0] == 16``
         return Reason(kind="size_mismatch", text="", source=size.group("src"), dim=int(size.group("dim")))
 
+    compare = _COMPARE.match(guard)
+    if compare:  # `self.current_epoch <= 0`: a branch on a value traced as a symbol
+        src = compare.group("src").strip()
+        chain = source_of_expression(src) or (src if _CHAIN.match(src) else None)
+        if chain is not None:
+            value = _literal(compare.group("value"))
+            return Reason(
+                kind="value_branch",
+                text="",
+                source=chain,
+                value=value,
+                value_type=_value_type(value),
+                expression=guard.strip(),
+            )
     equals = _EQUALS.match(guard)
     if equals:
         return _parse_value_guard(equals.group("src").strip(), _literal(equals.group("value")))
