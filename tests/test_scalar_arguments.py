@@ -337,3 +337,17 @@ def test_dynamic_true_names_what_the_compile_call_compiles():
     decorator = SourceFile.parse(Path("program.py"), "import torch\n@torch.compile\ndef f(x):\n    return x\n")
     node = next(n for n in decorator.nodes(cst.Decorator)).decorator
     assert CompileCall(decorator, "program.py", node, False, False, False, False).compiled is None
+
+
+def test_a_shape_change_hidden_behind_the_numbers_guard_is_named_without_promising_a_mark():
+    """A trial's seq2seq: `trg` changed shape behind the guard on `teacher_forcing_ratio`. The note
+    said "RF001 marks it dynamic" where RF001's finding said no mark can (a specialised size)."""
+    from profiles import frame_of
+    from recompile_fix.rules.rf002_tensor_scalar.rule import _masked_changes
+
+    frame = frame_of(["0/0: teacher_forcing_ratio == 0.75"], name="forward")
+    for compile_, rows in zip(frame.compiles, (4, 8)):
+        compile_.inputs = {"trg": {"type": "Tensor", "shape": [rows, 8]}}
+    [note] = _masked_changes(frame, "teacher_forcing_ratio")
+    assert note.startswith("`trg` also changed shape between these compiles ([4, 8] ... [8, 8])")
+    assert "a 0-d tensor does not stop those recompiles" in note and "marks it" not in note

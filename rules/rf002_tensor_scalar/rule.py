@@ -572,7 +572,7 @@ def _masked_changes(frame: Frame, param: str) -> list[str]:
             notes.append(
                 f"`{name}` also changed shape between these compiles ({shapes[0]} ... {shapes[-1]}), "
                 f"hidden behind the guard on `{param}` (torch reports the first failing guard): "
-                "RF001 marks it dynamic from the recorded shapes"
+                "a 0-d tensor does not stop those recompiles (RF001's finding on the call says whether a mark can)"
             )
     return notes
 
