@@ -298,3 +298,23 @@ def test_a_mark_that_the_dynamic_graph_itself_rules_out_is_not_offered(tmp_path)
     assert finding.safety is Safety.NONE
     assert "guards reject the size 32 an earlier call took (`" in finding.notes[0], finding.notes
     assert guards[0] in finding.notes[0], finding.notes
+
+
+def test_a_dynamic_graph_that_rejects_several_earlier_sizes_leaves_the_mark_to_a_run():
+    """A trial's wav2vec2 on clips of 4000, 6400 and then longer samples: the dynamic graph's guard
+    (`32*(n//10) - 32 > 20480`) rejects both earlier sizes, and RF001 said "no fewer compiles";
+    marked from the first call the two share one graph (3 -> 2, `fix` kept it). One size rejected
+    stays refused: a graph per side, as before."""
+    from recompile_fix.profile.model import Compile
+    from recompile_fix.rules.rf001_mark_dynamic.graph_dims import refused_by_run, split_by_run
+
+    guard = "32*((input_values.size()[1]//10)) - 32 > 20480"
+    record = {"dim": 1, "state": "dynamic", "excludes": [4000, 6400], "excluded_by": guard}
+    compiles = [Compile(id="0/0"), Compile(id="0/1"), Compile(id="0/2", dims={"input_values": [record]})]
+    group = [("input_values", 1)]
+    assert refused_by_run(group, compiles, compiles) is None
+    note = split_by_run(group, compiles, compiles)
+    assert note is not None and note.startswith("unproven: compile 0/2") and "4000, 6400" in note and guard in note
+    one = [Compile(id="0/0"), Compile(id="0/1", dims={"input_values": [{**record, "excludes": [4000]}]})]
+    assert "no fewer compiles" in (refused_by_run(group, one, one) or "")
+    assert split_by_run(group, one, one) is None

@@ -7,7 +7,8 @@ not guesses from the source text.
   ConstraintViolationError at the first call, ``maybe_mark_dynamic`` changes nothing.
 * The graph traced the dimension dynamic, and its own guards reject a size an earlier compile
   took (``excludes``: a size computed from it is 0 or 1 there, a stride-32 network at 32
-  pixels): a mark made at that earlier call gives a graph for its side only, no fewer compiles.
+  pixels): a mark made at that earlier call gives a graph for its side only, no fewer compiles
+  where it rejects one size; where it rejects several, they may share that graph (unproven).
 * The tensor is a module's parameter (``self._parameters['lora_a']``), replaced by one of
   another shape (a LoRA rank swap): torch keeps parameters' shapes static, and the object the
   call holds (a compiled wrapper) may have no such parameter to mark.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from recompile_fix.profile.model import Compile
 from recompile_fix.profile.sources import parse_source
 
-__all__ = ["parameter_of", "refused_by_run"]
+__all__ = ["parameter_of", "refused_by_run", "split_by_run"]
 
 
 def refused_by_run(
@@ -42,7 +43,7 @@ def refused_by_run(
     for src, dim in group:
         for compile_ in served:
             excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
-            if excluded:
+            if excluded and len(set(excluded[0]["excludes"])) < 2:
                 sizes = ", ".join(str(n) for n in sorted(excluded[0]["excludes"]))
                 guard = excluded[0].get("excluded_by")
                 # The guard the run recorded; an older Profile's: the usual cause, said as one.
@@ -76,6 +77,28 @@ def refused_by_run(
                 f"specialised it, as {why}; `mark_dynamic` would raise ConstraintViolationError and "
                 "`maybe_mark_dynamic` would change nothing"
             )
+    return None
+
+
+def split_by_run(group: list[tuple[str, int]], compiles: list[Compile], frame_compiles: list[Compile]) -> str | None:
+    """Why a mark of ``group`` is unproven where the run's dynamic graph rejects two or more sizes
+    earlier compiles took (`32*(n//10) - 32 > 20480`: a branch on the size): marked from the first
+    call, those sizes may share one graph for their side of the guard, so there are fewer compiles
+    (a trial's wav2vec2 on clips of 4000, 6400 and more samples: 3 -> 2), unless other guards
+    split them too. None where no graph rejects more than one size (``refused_by_run`` refuses
+    the mark where it rejects one: a graph per side, as before)."""
+    for src, dim in group:
+        for compile_ in [c for c in frame_compiles + compiles if c.dims]:
+            excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
+            if excluded and len(set(excluded[0]["excludes"])) >= 2:
+                sizes = ", ".join(str(n) for n in sorted(set(excluded[0]["excludes"])))
+                guard = excluded[0].get("excluded_by")
+                return (
+                    f"unproven: compile {compile_.id} traced `{src}` dim {dim} dynamic, and that graph's own guards "
+                    f"reject the sizes {sizes} earlier calls took{f' (`{guard}`)' if guard else ''}: marked from the "
+                    "first call, they may share one graph for their side, one compile for the other side; "
+                    "`fix` keeps the mark only where a run shows fewer compiles"
+                )
     return None
 
 

@@ -29,7 +29,7 @@ from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
     library_call_finding,
     per_wrapper_sizes,
 )
-from recompile_fix.rules.rf001_mark_dynamic.graph_dims import parameter_of, refused_by_run
+from recompile_fix.rules.rf001_mark_dynamic.graph_dims import parameter_of, refused_by_run, split_by_run
 from recompile_fix.rules.rf001_mark_dynamic.marks import (
     MARK_UNBACKED,
     Mark,
@@ -168,6 +168,18 @@ class SitePlan:
         if indexed is not None:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
             finding.notes.append(indexed)
+        split = next(
+            (
+                note
+                for group in self.ev.groups
+                if set(group) & set(kept)
+                and (note := split_by_run(group, self.ev.compiles + self.ev.linked, self.frame.compiles))
+            ),
+            None,
+        )
+        if split is not None:
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+            finding.notes.append(split)
         if compared and not self._merges_despite_equality(kept, located, func, func_source):
             # A size the code tests for equality (`if x.shape[0] == 4`, `case 4:`) still compiles
             # apart where a call's size takes the equal branch: unless the recorded sizes and the
