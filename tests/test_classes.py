@@ -120,3 +120,11 @@ def test_read_only_stays_inside_the_root(project, tmp_path):
     assert project.read_only("../outside.py") is None
     assert project.read_only(str(tmp_path / "train.py")) is None  # absolute: not a project path
     assert project.read_only("models/base.py") is not None
+
+
+def test_a_module_imported_from_a_library_file_is_looked_for_in_finitely_many_places(project):
+    """A library file's spelling (`/site-packages/...`) as the importer: the walk up its folders
+    never reached "" and looped for ever (a trial's report took 14 GB before it was stopped)."""
+    classes = ClassIndex(project)
+    assert classes.module_file("/site-packages/transformers/models/llama/modeling_llama.py", "configuration") is None
+    assert classes.resolve("/site-packages/transformers/models/llama/modeling_llama.py", "LlamaModel") is None

@@ -315,3 +315,26 @@ def test_an_nn_dropouts_p_is_rf008s_not_a_float_of_the_users_class(tmp_path):
     assert _plan(tmp_path, program, frame) == []
     frame = frame_of([guard(0.1, None)], [guard(0.2, None)], name="forward", first_line=10)
     assert [f.rule for f in _plan(tmp_path, program, frame)] == ["RF014"]  # whose `p` is not known
+
+
+def test_a_module_of_the_users_inside_a_library_model_is_found_by_what_the_run_recorded(tmp_path):
+    """A trial's LoRA layer swapped into a transformers model compiled whole: the frame is the
+    library's decorator (`wrapped_func`), the guard `args[0]._modules['crit'].margin == 0.5`. The
+    recorder names the class of the module holding it (the user's); without that record, library
+    code's attribute is left alone."""
+    holder = {"type": "Module", "class": "MarginLoss", "qualname": "MarginLoss", "defined_in": "program.py"}
+    frame = frame_of(
+        ["args[0]._modules['crit'].margin == 0.5"],
+        ["args[0]._modules['crit'].margin == 0.75"],
+        name="wrapped_func",
+        file="/site-packages/transformers/utils/deprecation.py",
+        first_line=121,
+    )
+    for compile_ in frame.compiles:
+        compile_.inputs = {"args[0]._modules['crit']": holder, "args[1]": _INPUTS["score"]}
+    [finding] = _plan(tmp_path, MARGIN, frame)
+    assert finding.rule == "RF014" and "`MarginLoss.margin`" in finding.message, finding.message
+    assert "criterion.margin = torch.tensor(0.5 + 0.25 * epoch" in _fixed(finding, MARGIN)
+    for compile_ in frame.compiles:
+        compile_.inputs = {"args[1]": _INPUTS["score"]}
+    assert _plan(tmp_path / "unrecorded", MARGIN, frame) == []

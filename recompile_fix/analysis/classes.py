@@ -75,7 +75,9 @@ class ClassIndex:
             bases, here = [], directory
             while True:
                 bases.append(here)
-                if not here:
+                # "" ends a relative path; "/" is its own dirname (a library file's spelling,
+                # `/site-packages/...`: it looped for ever, gigabytes of bases).
+                if not here or os.path.dirname(here) == here:
                     break
                 here = os.path.dirname(here)
         for base in bases:

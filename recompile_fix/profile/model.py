@@ -65,6 +65,9 @@ SCHEMA = "recompile-fix/profile"
 SCHEMA_VERSION = 1
 
 
+_SUBMODULE = re.compile(r"""\._modules\[['"](\w+)['"]\]""")
+
+
 @dataclass(frozen=True)
 class Location:
     """A span of user source. ``col``/``end_col`` are 0-based UTF-8 offsets, as CPython gives them."""
@@ -333,8 +336,11 @@ class Frame:
         ``source`` (``self``, ``self.loss``: an argument or its attribute), as the recorder saw
         it: the class by identity, not by a name another file's class may share. None: not
         recorded (an older Profile, a trace, an object deeper than the recorder looks)."""
+        wanted = _SUBMODULE.sub(r".\1", source)
         for compile_ in self.compiles:
             entry = compile_.inputs.get(source)
+            if entry is None:  # `args[0].model.q_proj`: the recorder spells submodules `_modules['model']`
+                entry = next((e for k, e in compile_.inputs.items() if _SUBMODULE.sub(r".\1", k) == wanted), None)
             if (
                 isinstance(entry, dict)
                 and entry.get("type") == "Module"

@@ -40,19 +40,16 @@ def refused_by_run(
                 "shapes static, and the object the call holds may have no such parameter to mark (a "
                 "compiled wrapper holds none): each shape compiles once, whatever the call marks"
             )
-    for src, dim in group:
-        for compile_ in served:
-            excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
-            if excluded and len(set(excluded[0]["excludes"])) < 2:
-                sizes = ", ".join(str(n) for n in sorted(excluded[0]["excludes"]))
-                guard = excluded[0].get("excluded_by")
-                # The guard the run recorded; an older Profile's: the usual cause, said as one.
-                why = f"`{guard}`" if guard else "e.g. a size computed from it is 0 or 1 there, which torch specialises"
-                return (
-                    f"`{src}` dim {dim} gets no mark: compile {compile_.id} traced it dynamic, and that "
-                    f"graph's own guards reject the size {sizes} an earlier call took ({why}): marked from "
-                    f"the first call, {sizes} still gets a graph of its own, no fewer compiles"
-                )
+    rejected = _rejected(group, served)
+    if rejected is not None and not _may_share(rejected, compiles):
+        src, dim, compile_, sizes, guard = rejected
+        # The guard the run recorded; an older Profile's: the usual cause, said as one.
+        why = f"`{guard}`" if guard else "e.g. a size computed from it is 0 or 1 there, which torch specialises"
+        return (
+            f"`{src}` dim {dim} gets no mark: compile {compile_.id} traced it dynamic, and that "
+            f"graph's own guards reject the size {sizes} an earlier call took ({why}): marked from "
+            f"the first call, {sizes} still gets a graph of its own, no fewer compiles"
+        )
     if any(_dynamic(c, src, dim) for src, dim in group for c in served):
         return None
     for src, dim in group:
@@ -81,25 +78,41 @@ def refused_by_run(
 
 
 def split_by_run(group: list[tuple[str, int]], compiles: list[Compile], frame_compiles: list[Compile]) -> str | None:
-    """Why a mark of ``group`` is unproven where the run's dynamic graph rejects two or more sizes
-    earlier compiles took (`32*(n//10) - 32 > 20480`: a branch on the size): marked from the first
-    call, those sizes may share one graph for their side of the guard, so there are fewer compiles
-    (a trial's wav2vec2 on clips of 4000, 6400 and more samples: 3 -> 2), unless other guards
-    split them too. None where no graph rejects more than one size (``refused_by_run`` refuses
-    the mark where it rejects one: a graph per side, as before)."""
+    """Why a mark of ``group`` is unproven where the run's dynamic graph rejects sizes earlier
+    compiles took (`32*(n//10) - 32 > 20480`: a branch on the size) and a mark may still merge
+    compiles: two or more sizes rejected (marked from the first call, they may share one graph for
+    their side: a trial's wav2vec2 on clips of 4000, 6400 and longer, 3 -> 2), or more than two
+    compiles at the call (one graph per side is fewer: a trial's EfficientNet at three scales and
+    two aspect ratios, 4 -> 3). None where the graph rejects nothing, or where ``refused_by_run``
+    refuses: one size rejected and two compiles, a graph per side as before."""
+    rejected = _rejected(group, [c for c in frame_compiles + compiles if c.dims])
+    if rejected is None or not _may_share(rejected, compiles):
+        return None
+    src, dim, compile_, sizes, guard = rejected
+    return (
+        f"unproven: compile {compile_.id} traced `{src}` dim {dim} dynamic, and that graph's own guards "
+        f"reject the size {sizes} earlier calls took{f' (`{guard}`)' if guard else ''}: marked from the "
+        "first call, a graph per side of that guard may still be fewer compiles than now; `fix` keeps "
+        "the mark only where a run shows fewer compiles"
+    )
+
+
+def _rejected(group: list[tuple[str, int]], served: list[Compile]) -> tuple[str, int, Compile, str, str | None] | None:
+    """(source, dim, compile, sizes, guard) where a dynamic graph's own guards reject the sizes
+    earlier compiles took; None where none does."""
     for src, dim in group:
-        for compile_ in [c for c in frame_compiles + compiles if c.dims]:
+        for compile_ in served:
             excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
-            if excluded and len(set(excluded[0]["excludes"])) >= 2:
+            if excluded:
                 sizes = ", ".join(str(n) for n in sorted(set(excluded[0]["excludes"])))
-                guard = excluded[0].get("excluded_by")
-                return (
-                    f"unproven: compile {compile_.id} traced `{src}` dim {dim} dynamic, and that graph's own guards "
-                    f"reject the sizes {sizes} earlier calls took{f' (`{guard}`)' if guard else ''}: marked from the "
-                    "first call, they may share one graph for their side, one compile for the other side; "
-                    "`fix` keeps the mark only where a run shows fewer compiles"
-                )
+                return src, dim, compile_, sizes, excluded[0].get("excluded_by")
     return None
+
+
+def _may_share(rejected: tuple[str, int, Compile, str, str | None], compiles: list[Compile]) -> bool:
+    """Could a mark from the first call still merge compiles: several sizes rejected, or more than
+    the two graphs (one per side of the guard) a mark leaves at the least?"""
+    return "," in rejected[3] or len({c.id for c in compiles}) > 2
 
 
 def _dynamic(compile_: Compile, src: str, dim: int) -> bool:

@@ -145,14 +145,20 @@ class FloatAttribute(Rule):
         attributes: dict[tuple, Counter] = {}
         owners: dict[tuple, tuple[str, str, str] | None] = {}
         for frame in profile.frames:
-            if os.path.isabs(frame.file):
-                continue  # library code: its attributes are not the user's to edit
+            library = os.path.isabs(frame.file)
             for source, value in _changing_floats(frame):
                 # `self._modules['criterion'].margin`: the loss a compiled model holds
                 match = ATTRIBUTE_SOURCE.match(attribute_path(source))
                 if match is None:
                     continue
                 root = match.group("root") + match.group("rest")
+                if library:
+                    # Library code's attribute; a module of the user's that library code runs (a
+                    # LoRA layer swapped into a transformers model) only where the run recorded it.
+                    recorded = frame.module_class(root)
+                    if recorded is None or os.path.isabs(recorded[0]):
+                        continue
+                    owners[frame.key, root] = (*recorded, "recorded")
                 if (frame.key, root) not in owners:
                     owners[frame.key, root] = counter_owner(frame, root, project)
                 owner = owners[frame.key, root]

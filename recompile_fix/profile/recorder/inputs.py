@@ -14,7 +14,7 @@ from typing import Any
 
 from recompile_fix.profile.module_tensors import held_tensors  # standard library only
 from recompile_fix.profile.recorder.stack import user_frame_past_library
-from recompile_fix.profile.recorder.value_guards import FAILED_VALUES, failed_value_guards
+from recompile_fix.profile.recorder.value_guards import FAILED_VALUES, failed_value_guards, guarded_holders
 
 __all__ = ["MAX_STRINGS", "InputWalk", "compiled_frame_inputs", "describe_value", "signature", "walkable"]
 
@@ -270,9 +270,15 @@ def _read_compiled_frame_inputs() -> dict:
             inputs: dict[str, object] = dict(walk.entries)
             inputs[_SIGNATURE] = taken
             globals_ = frame.f_locals.get("globals")
-            failed = failed_value_guards(code, values, globals_ if isinstance(globals_, dict) else {})
+            scope = globals_ if isinstance(globals_, dict) else {}
+            failed = failed_value_guards(code, values, scope)
             if failed is not None:
                 inputs[FAILED_VALUES] = failed
+                try:
+                    for source, holder in guarded_holders(failed, values, scope, torch.nn.Module).items():
+                        inputs.setdefault(source, holder)
+                except Exception:  # an object that cannot be described: the rules read the source
+                    pass
             return inputs
         frame = frame.f_back
     return {}

@@ -9,14 +9,18 @@ Bounded, and never raises: a guard that cannot be evaluated is skipped."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import sys
 import types
 
-__all__ = ["FAILED_VALUES", "failed_value_guards"]
+__all__ = ["FAILED_VALUES", "failed_value_guards", "guarded_holders"]
 
 FAILED_VALUES = "__failed_values__"  # inputs[FAILED_VALUES]: the guards, as "<entry id>: <code part>"
 _MAX_ENTRIES = 16  # cached graphs looked at (the recompile limit is 8)
-_MAX_PARTS = 4096  # code parts looked at per graph
+# Code parts looked at per graph: a tiny Llama's run to tens of thousands (a guard per parameter),
+# with a swapped-in module's float among the last; a part that is no `==` is passed over at once.
+_MAX_PARTS = 1 << 17
 _MAX_FAILED = 32  # failing guards recorded per compile
 # ``L['self']._modules['enc'].n == 3``, ``G['STEP'] == 4``, ``L['alpha'] == 0.25``: a source
 # made of names, attributes and constant subscripts, compared with a number.
@@ -48,7 +52,7 @@ def failed_value_guards(code: types.CodeType, f_locals: dict, f_globals: dict) -
         for part in list(parts)[:_MAX_PARTS]:
             if len(failed) >= _MAX_FAILED:
                 return failed
-            match = _VALUE_GUARD.match(part)
+            match = _VALUE_GUARD.match(part) if " == " in part else None
             if match is None:
                 continue
             current = _evaluate(match.group("src"), scope)
@@ -66,3 +70,31 @@ def _evaluate(source: str, scope: dict) -> object:
         return eval(compile(source, "<guard>", "eval"), {"__builtins__": {}}, scope)  # noqa: S307 torch's guard text
     except Exception:
         return None
+
+
+def guarded_holders(failed: list[str], f_locals: dict, f_globals: dict, module_type: type) -> dict[str, dict]:
+    """The class of each nn.Module whose attribute a failing value guard reads
+    (``L['args'][0]._modules['model']._modules['q_proj'].scaling == 2.0``: the module holding
+    ``scaling``), keyed as the Profile spells sources (``args[0]._modules['model']._modules['q_proj']``),
+    described as the inputs describe a module. A user's module swapped into a library model
+    (a hand-written LoRA layer) is found by what ran, not by what the library's ``__init__`` builds."""
+    holders: dict[str, dict] = {}
+    scope = {"L": f_locals, "G": f_globals}
+    for text in failed:
+        match = _VALUE_GUARD.match(text.split(": ", 1)[-1])
+        if match is None or "." not in match.group("src"):
+            continue
+        holder_source = match.group("src").rsplit(".", 1)[0]
+        holder = _evaluate(holder_source, scope)
+        if not isinstance(holder, module_type):
+            continue
+        cls = type(holder)
+        entry = {"type": "Module", "class": cls.__name__, "qualname": cls.__qualname__}
+        defined_in = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if isinstance(defined_in, str):
+            entry["file"] = os.path.abspath(defined_in)
+        holders[_LOCAL.sub(r"\1", holder_source, count=1)] = entry
+    return holders
+
+
+_LOCAL = re.compile(r"""^L\[['"]([A-Za-z_]\w*)['"]\]""")
