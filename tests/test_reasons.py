@@ -38,6 +38,12 @@ def case(id, text, **want):
 
 # fmt: off
 REAL_213 = [
+    # -- a view's storage offset, traced as a symbol, then a tensor of its own (offset 0) -----------
+    case("storage-offset",
+         "0/1: 2 <= x.storage_offset()  # return x * 2  # rc23.py:4 in f (user code shown is first use of this "
+         "value--the guard itself is not due user code but due to 0/1 specialization in the framework; to avoid "
+         "specialization try torch._dynamo.decorators.mark_unbacked(tensor, dim))",
+         kind="storage_offset", source="x", entry="0/1"),
     # -- a comparison on a number traced as a symbol: which side of a branch the graph is for ------
     # (a trial: a Lightning-style `current_epoch` int made dynamic, `if self.current_epoch < 2:`)
     case("value-branch",

@@ -33,8 +33,7 @@ __all__ = [
     "in_a_function",
 ]
 
-# ``self.num_iter``, ``G['criterion'].num_iter``, ``model.blocks.n``, ``args[0].model.n`` (a
-# library decorator's wrapper holds the model as its first positional): a root, then attributes.
+# ``self.n``, ``G['criterion'].n``, ``model.blocks.n``, ``args[0].model.n`` (a library wrapper's): a root, then attributes.
 ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+(?:\[\d+\])?)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
 _SUBMODULE = re.compile(r"""\._modules\[['"](\w+)['"]\]""")
 

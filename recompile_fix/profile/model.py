@@ -132,6 +132,7 @@ REASON_KINDS = {
     "limit_hit": "recompile limit hit: frame runs eagerly from here on",
     "other": "other guard",
     "value_branch": "a branch on a dynamic value took its other side",
+    "storage_offset": "tensor storage offset changed",
 }
 
 

@@ -270,6 +270,21 @@ REASON_CLASSES: tuple[ReasonClass, ...] = (
         "compute both sides as tensors and pick with `torch.where`.",
         "A branch with more sides than two (a chain of `elif`s on the value) compiles once per side.",
     ),
+    ReasonClass(
+        "RC023",
+        "storage_offset",
+        "Where a tensor starts in its storage: a view into a larger tensor (a crop, a slice) starts "
+        "past 0, a tensor of its own at 0; once the offset was traced as a symbol, 0 and 1 are "
+        "specialised, as sizes are.",
+        f"{_F}def f(x):\n    return x * 2\n\nbig = torch.randn(16, 4)\nf(big[2:6])  # a view: offset 8\n"
+        "f(big[3:9])  # another view and size: offset and size dynamic\n"
+        "f(torch.randn(6, 4))  # a tensor of its own, offset 0: recompiles",
+        "0/2: 2 <= x.storage_offset()  # B, C, H, W = x.shape  # timm/layers/patch_embed.py:121 in forward",
+        "Pass tensors of one kind: `.contiguous()` on the views before the call (a copy, offset 0), "
+        "or views on every call.",
+        "A test-time augmentation that crops (views) on some calls and flips (copies) on others "
+        "compiles for each kind; `.contiguous()` at the call makes them one.",
+    ),
 )
 
 _BY_KIND = {c.kind: c for c in REASON_CLASSES}

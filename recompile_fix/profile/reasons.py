@@ -54,6 +54,7 @@ _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
 # ``self.scale``, and a held module's (``self._modules['dec'].n``, as torch spells it).
 _ATTRIBUTE = re.compile(r"""^(\w+)((?:\.\w+|\.\_modules\[['"][\w.]+['"]\])*\.\w+)$""")
 _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
+_OFFSET_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.storage_offset\(\)")
 _STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
 _LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
 # An empty dict or list guarded by its truth (`**kwargs` of an empty dict: ``not kwargs``): its
@@ -209,34 +210,7 @@ def _value_type(value) -> str:
 def _parse_guard(guard: str, body: str) -> Reason:
     tensor = _TENSOR.match(guard)
     if tensor:
-        kind = _TENSOR_KINDS.get(tensor.group("what").strip(), "other")
-        reason = Reason(kind=kind, text="", source=tensor.group("src"))
-        rest = tensor.group("rest")
-        at_index = _AT_INDEX.search(rest)
-        device_index = _DEVICE_INDEX.search(rest)
-        requires_grad = _REQUIRES_GRAD.search(rest)
-        if device_index:
-            reason.expected = _literal(device_index.group(1))
-            reason.actual = _literal(device_index.group(2))
-        elif requires_grad:
-            reason.expected = requires_grad.group(1) == "1"
-            reason.actual = not reason.expected
-        elif at_index:
-            reason.dim = int(at_index.group(1))
-            reason.expected = _literal(at_index.group(2))
-            reason.actual = _literal(at_index.group(3))
-        else:
-            expected = _EXPECTED_ACTUAL.search(rest)
-            if expected:
-                reason.expected = _literal(expected.group(1))
-                if expected.group(2) is not None:
-                    reason.actual = _literal(expected.group(2))
-        if kind == "dispatch_key_mismatch":
-            expected_key, actual_key = (_BACKEND_KEY.match(str(v)) for v in (reason.expected, reason.actual))
-            if expected_key and actual_key and expected_key.group(1) != actual_key.group(1):
-                reason.kind = "device_mismatch"
-                reason.expected, reason.actual = expected_key.group(1).lower(), actual_key.group(1).lower()
-        return reason
+        return _parse_tensor_guard(tensor)
 
     not_tensor = _NOT_TENSOR.match(guard)
     if not_tensor:
@@ -259,6 +233,10 @@ def _parse_guard(guard: str, body: str) -> Reason:
         size = _SIZE_GUARD.search(guard)
         if size:
             return Reason(kind="size_specialization", text="", source=size.group("src"), dim=int(size.group("dim")))
+
+    offset = _OFFSET_GUARD.search(guard)
+    if offset:  # `2 <= x.storage_offset()`: a view into a larger tensor, then a tensor of its own
+        return Reason(kind="storage_offset", text="", source=offset.group("src"))
 
     stride = _STRIDE_GUARD.search(guard)
     if stride:
@@ -298,24 +276,45 @@ def _parse_guard(guard: str, body: str) -> Reason:
     if size:  # a symbolic shape guard such as ``x.size()[0] == 16``
         return Reason(kind="size_mismatch", text="", source=size.group("src"), dim=int(size.group("dim")))
 
-    compare = _COMPARE.match(guard)
-    if compare:  # `self.current_epoch <= 0`: a branch on a value traced as a symbol
-        src = compare.group("src").strip()
-        chain = source_of_expression(src) or (src if _CHAIN.match(src) else None)
-        if chain is not None:
-            value = _literal(compare.group("value"))
-            return Reason(
-                kind="value_branch",
-                text="",
-                source=chain,
-                value=value,
-                value_type=_value_type(value),
-                expression=guard.strip(),
-            )
+    compare = _parse_comparison(guard)
+    if compare is not None:
+        return compare
     equals = _EQUALS.match(guard)
     if equals:
         return _parse_value_guard(equals.group("src").strip(), _literal(equals.group("value")))
     return Reason(kind="other", text="")
+
+
+def _parse_tensor_guard(tensor: re.Match[str]) -> Reason:
+    """``tensor 'x' size mismatch at index 0. expected 3, actual 4`` and its kin."""
+    kind = _TENSOR_KINDS.get(tensor.group("what").strip(), "other")
+    reason = Reason(kind=kind, text="", source=tensor.group("src"))
+    rest = tensor.group("rest")
+    at_index = _AT_INDEX.search(rest)
+    device_index = _DEVICE_INDEX.search(rest)
+    requires_grad = _REQUIRES_GRAD.search(rest)
+    if device_index:
+        reason.expected = _literal(device_index.group(1))
+        reason.actual = _literal(device_index.group(2))
+    elif requires_grad:
+        reason.expected = requires_grad.group(1) == "1"
+        reason.actual = not reason.expected
+    elif at_index:
+        reason.dim = int(at_index.group(1))
+        reason.expected = _literal(at_index.group(2))
+        reason.actual = _literal(at_index.group(3))
+    else:
+        expected = _EXPECTED_ACTUAL.search(rest)
+        if expected:
+            reason.expected = _literal(expected.group(1))
+            if expected.group(2) is not None:
+                reason.actual = _literal(expected.group(2))
+    if kind == "dispatch_key_mismatch":
+        expected_key, actual_key = (_BACKEND_KEY.match(str(v)) for v in (reason.expected, reason.actual))
+        if expected_key and actual_key and expected_key.group(1) != actual_key.group(1):
+            reason.kind = "device_mismatch"
+            reason.expected, reason.actual = expected_key.group(1).lower(), actual_key.group(1).lower()
+    return reason
 
 
 def _parse_value_guard(source: str, value) -> Reason:
@@ -334,3 +333,16 @@ def _parse_value_guard(source: str, value) -> Reason:
     elif _ATTRIBUTE.match(source):
         reason.kind = "module_attribute"
     return reason
+
+
+def _parse_comparison(guard: str) -> Reason | None:
+    """``self.current_epoch <= 0``: which side of a branch on a value traced as a symbol."""
+    compare = _COMPARE.match(guard)
+    src = compare.group("src").strip() if compare else ""
+    chain = source_of_expression(src) or (src if _CHAIN.match(src) else None)
+    if compare is None or chain is None:
+        return None
+    value = _literal(compare.group("value"))
+    return Reason(
+        kind="value_branch", text="", source=chain, value=value, value_type=_value_type(value), expression=guard.strip()
+    )
