@@ -335,6 +335,14 @@ def test_a_module_of_the_users_inside_a_library_model_is_found_by_what_the_run_r
     [finding] = _plan(tmp_path, MARGIN, frame)
     assert finding.rule == "RF014" and "`MarginLoss.margin`" in finding.message, finding.message
     assert "criterion.margin = torch.tensor(0.5 + 0.25 * epoch" in _fixed(finding, MARGIN)
+    # Not recorded (torch's guard manager listed no code part for it): by name, for a run to prove.
     for compile_ in frame.compiles:
         compile_.inputs = {"args[1]": _INPUTS["score"]}
-    assert _plan(tmp_path / "unrecorded", MARGIN, frame) == []
+    [guessed] = _plan(tmp_path / "unrecorded", MARGIN, frame)
+    assert guessed.safety is Safety.UNSAFE and guessed.unproven
+    assert any("did not record which module holds it" in note for note in guessed.notes), guessed.notes
+    # A library class's own attribute, as recorded: left alone.
+    library = {**holder, "defined_in": "/site-packages/transformers/loss.py"}
+    for compile_ in frame.compiles:
+        compile_.inputs = {"args[0]._modules['crit']": library, "args[1]": _INPUTS["score"]}
+    assert _plan(tmp_path / "library", MARGIN, frame) == []

@@ -153,12 +153,13 @@ class FloatAttribute(Rule):
                     continue
                 root = match.group("root") + match.group("rest")
                 if library:
-                    # Library code's attribute; a module of the user's that library code runs (a
-                    # LoRA layer swapped into a transformers model) only where the run recorded it.
+                    # Library code's own attribute is not the user's to edit; a module of the user's
+                    # that library code runs (a LoRA layer swapped into a transformers model) is, by
+                    # the class the run recorded, else by name (unproven, see `_plan`).
                     recorded = frame.module_class(root)
-                    if recorded is None or os.path.isabs(recorded[0]):
+                    if recorded is not None and os.path.isabs(recorded[0]):
                         continue
-                    owners[frame.key, root] = (*recorded, "recorded")
+                    owners[frame.key, root] = (*recorded, "recorded") if recorded is not None else None
                 if (frame.key, root) not in owners:
                     owners[frame.key, root] = counter_owner(frame, root, project)
                 owner = owners[frame.key, root]
@@ -187,6 +188,11 @@ class FloatAttribute(Rule):
         files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
         state = AttributeState.find(attribute, frame, files, project)
         plan = _Plan(attribute, state.label or attribute.name)
+        if attribute.owner is None and all(os.path.isabs(f.file) for f in attribute.frames) and not state.why_not:
+            plan.doubts.append(
+                f"library code (`{frame.shown_name}`) reads it and the run did not record which module holds it: "
+                f"`{state.label}` by name, the one class in the profiled files that assigns `{attribute.name}`"
+            )
         fallback = attribute.first_use or Location(file=frame.file, line=frame.first_line)
         if state.why_not:
             plan.refuse(state.why_not, state.why_not_location or fallback)
