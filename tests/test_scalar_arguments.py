@@ -351,3 +351,18 @@ def test_a_shape_change_hidden_behind_the_numbers_guard_is_named_without_promisi
     [note] = _masked_changes(frame, "teacher_forcing_ratio")
     assert note.startswith("`trg` also changed shape between these compiles ([4, 8] ... [8, 8])")
     assert "a 0-d tensor does not stop those recompiles" in note and "marks it" not in note
+
+
+def test_a_number_guard_on_what_the_run_recorded_as_a_tensor_is_no_argument_to_wrap():
+    """A damaged Profile (the fuzz suite: a guard's source replaced by `x`) said `x == 0.2` where
+    every compile recorded `x` as a tensor: RF002 wrapped the tensor in `torch.tensor(x, ...)`."""
+    from profiles import frame_of
+    from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import changed_scalars
+
+    frame = frame_of(["0/0: x == 0.2"], name="forward")
+    for compile_ in frame.compiles:
+        compile_.inputs = {"x": {"type": "Tensor", "shape": [2, 3], "dtype": "float32"}}
+    assert changed_scalars(frame) == []
+    for compile_, value in zip(frame.compiles, (0.2, 0.1)):
+        compile_.inputs = {"x": {"type": "float", "value": value}}
+    assert [a.source for a in changed_scalars(frame)] == ["x"]

@@ -59,6 +59,9 @@ def changed_scalars(frame: Frame) -> list[ScalarArgument]:
     # with a tensor's size, behind the size guard torch named, is guarded all the same.
     for reason in frame.value_reasons():
         if reason.kind == "scalar_value" and reason.source and reason.value_type in _NUMBERS:
+            recorded = {(c.inputs.get(reason.source) or {}).get("type") for c in frame.compiles}
+            if recorded - {None, "None", *_NUMBERS}:
+                continue  # the run recorded no number there (a tensor): a guard that does not fit it
             argument = _argument(frame, reason.source, named=True)
             if argument is not None:
                 found.setdefault(reason.source, argument).kinds.add(reason.value_type)
