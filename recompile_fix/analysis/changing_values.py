@@ -35,14 +35,6 @@ __all__ = [
 
 # ``self.n``, ``G['criterion'].n``, ``model.blocks.n``, ``args[0].model.n`` (a library wrapper's): a root, then attributes.
 ATTRIBUTE_SOURCE = re.compile(r"""^(?P<root>G\[['"]\w+['"]\]|\w+(?:\[\d+\])?)(?P<rest>(?:\.\w+)*)\.(?P<attr>\w+)$""")
-_SUBMODULE = re.compile(r"""\._modules\[['"](\w+)['"]\]""")
-
-
-def attribute_path(source: str) -> str:
-    """A guard's source with torch's submodule spelling read as attributes: the counter of a
-    module a compiled model holds (``self._modules['dec'].num_updates``) is ``self.dec.num_updates``,
-    which ``ATTRIBUTE_SOURCE`` matches."""
-    return _SUBMODULE.sub(r".\1", source)
 
 
 # libcst node classes by name: reading cst.* here would load libcst when the module is imported.

@@ -37,7 +37,7 @@ from recompile_fix.profile.libraries import (
     spell_library_file,
 )
 from recompile_fix.profile.schema import validate_profile_json
-from recompile_fix.profile.sources import canonical_source, source_of_expression
+from recompile_fix.profile.sources import attribute_path, canonical_source, source_of_expression
 
 __all__ = [
     "REASON_KINDS",
@@ -63,9 +63,6 @@ __all__ = [
 
 SCHEMA = "recompile-fix/profile"
 SCHEMA_VERSION = 1
-
-
-_SUBMODULE = re.compile(r"""\._modules\[['"](\w+)['"]\]""")
 
 
 @dataclass(frozen=True)
@@ -337,11 +334,11 @@ class Frame:
         ``source`` (``self``, ``self.loss``: an argument or its attribute), as the recorder saw
         it: the class by identity, not by a name another file's class may share. None: not
         recorded (an older Profile, a trace, an object deeper than the recorder looks)."""
-        wanted = _SUBMODULE.sub(r".\1", source)
+        wanted = attribute_path(source)
         for compile_ in self.compiles:
             entry = compile_.inputs.get(source)
             if entry is None:  # `args[0].model.q_proj`: the recorder spells submodules `_modules['model']`
-                entry = next((e for k, e in compile_.inputs.items() if _SUBMODULE.sub(r".\1", k) == wanted), None)
+                entry = next((e for k, e in compile_.inputs.items() if attribute_path(k) == wanted), None)
             if (
                 isinstance(entry, dict)
                 and entry.get("type") == "Module"

@@ -9,7 +9,15 @@ import ast
 import re
 from dataclasses import dataclass
 
-__all__ = ["SourcePath", "Step", "canonical_source", "module_path_code", "parse_source", "source_of_expression"]
+__all__ = [
+    "SourcePath",
+    "Step",
+    "attribute_path",
+    "canonical_source",
+    "module_path_code",
+    "parse_source",
+    "source_of_expression",
+]
 
 _ROOT = re.compile(r"[A-Za-z_]\w*")
 _ATTR = re.compile(r"\.([A-Za-z_]\w*)")
@@ -125,3 +133,12 @@ def canonical_source(source: str | None) -> str | None:
     """A guarded expression as the rules match it: instance attributes read through
     ``__dict__`` spelled as attributes (Profiles recorded before this are read the same way)."""
     return _DICT_ATTRIBUTE.sub(r".\2", source) if source and "__dict__[" in source else source
+
+
+_SUBMODULE = re.compile(r"""\._modules\[['"](\w+)['"]\]""")
+
+
+def attribute_path(source: str) -> str:
+    """A guard's source with torch's submodule spelling read as attributes: the counter of a
+    module a compiled model holds (``self._modules['dec'].num_updates``) is ``self.dec.num_updates``."""
+    return _SUBMODULE.sub(r".\1", source)

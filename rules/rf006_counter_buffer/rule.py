@@ -13,7 +13,6 @@ from recompile_fix.analysis.changing_values import (
     Counter,
     CounterState,
     GlobalState,
-    attribute_path,
     counter_owner,
     in_a_function,
 )
@@ -26,6 +25,7 @@ from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.sources import attribute_path
 
 __all__ = ["RULE", "CounterBuffer"]
 

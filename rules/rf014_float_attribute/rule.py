@@ -15,7 +15,6 @@ from recompile_fix.analysis.changing_values import (
     ATTRIBUTE_SOURCE,
     AttributeState,
     Counter,
-    attribute_path,
     counter_owner,
     holder_class,
     read_in_unprofiled_imports,
@@ -29,6 +28,7 @@ from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
+from recompile_fix.profile.sources import attribute_path
 from recompile_fix.rules.rf014_float_attribute.dtype import tensor_dtype
 
 __all__ = ["RULE", "FloatAttribute"]
