@@ -22,6 +22,8 @@ import re
 import sys
 import types
 
+from recompile_fix.profile.sources import strip_local_scope  # standard library only
+
 __all__ = ["compiled_graph_dims", "float_constant_operands", "spellable_module_path"]
 
 _MAX_DIMS = 256  # dims recorded per compile
@@ -181,16 +183,12 @@ def _spelled(expr, dynamic: dict[tuple[str, int], tuple[object, dict]]) -> str:
     """A guard over size symbols, each written as the size it stands for (``x.size()[0]``)."""
     lhs, op, rhs = (getattr(expr, k, None) for k in ("lhs", "rel_op", "rhs"))
     text = f"{lhs} {op} {rhs}" if op and lhs is not None else str(expr)  # `a != 1`, not `Ne(a, 1)`
-    names = {str(symbol): f"{_short(tensor)}.size()[{dim}]" for (tensor, dim), (symbol, _) in dynamic.items()}
+    names = {
+        str(symbol): f"{strip_local_scope(tensor)}.size()[{dim}]" for (tensor, dim), (symbol, _) in dynamic.items()
+    }
     for symbol in sorted(names, key=len, reverse=True):  # `s10` before `s1`
         text = re.sub(rf"\b{re.escape(symbol)}\b", names[symbol], text)
     return text
-
-
-def _short(tensor: str) -> str:
-    """``L['x']`` -> ``x``, ``L['args'][0]`` -> ``args[0]``, as the Profile's inputs spell them."""
-    match = re.match(r"L\[['\"]([A-Za-z_]\w*)['\"]\]", tensor)
-    return match.group(1) + tensor[match.end() :] if match else tensor
 
 
 def float_constant_operands(start_depth: int = 2) -> list[str] | None:

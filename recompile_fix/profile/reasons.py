@@ -19,7 +19,7 @@ import ast
 import re
 
 from recompile_fix.profile.model import Location, Reason
-from recompile_fix.profile.sources import source_of_expression
+from recompile_fix.profile.sources import parse_source, source_of_expression, strip_local_scope
 
 __all__ = [
     "VALUE_KINDS",
@@ -31,7 +31,6 @@ __all__ = [
     "strip_local_scope",
 ]
 
-_LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 _ENTRY = re.compile(r"^\s*(!?[\d/]+):\s*", re.S)
 _USER_STACK = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)(?:\n\s+(?P<code>.*))?')
 _TENSOR = re.compile(r"^tensor '(?P<src>.+?)' (?P<what>[\w ]+?) mismatch(?P<rest>.*)$", re.S)
@@ -48,7 +47,6 @@ _EXPECTED_ACTUAL = re.compile(r"expected (.+?)(?:, actual (.+?))?\s*$")
 _EQUALS = re.compile(r"^(?P<src>.+?) == (?P<value>.+)$")
 # A relational guard on a number traced as a symbol: which side of a branch this graph is for.
 _COMPARE = re.compile(r"^(?P<src>.+?) (?P<op><=|<|>=|>|!=) (?P<value>-?\d+(?:\.\d*)?(?:e-?\d+)?)$")
-_CHAIN = re.compile(r"""^[A-Za-z_]\w*(?:\.\w+|\[(?:'[^']*'|"[^"]*"|\d+)\])*$""")
 _OPTIMIZER = re.compile(r"\.param_groups\[(\d+)\]\[['\"](\w+)['\"]\](?:\[\d+\])?$")  # and ['betas'][0]
 _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
 # ``self.scale``, and a held module's (``self._modules['dec'].n``, as torch spells it).
@@ -113,11 +111,6 @@ _TENSOR_KINDS = {
     "dispatch key set": "dispatch_key_mismatch",
     "Tensor device index": "device_mismatch",
 }
-
-
-def strip_local_scope(text: str) -> str:
-    """``L['x']`` (torch < 2.13) -> ``x``, as torch 2.13 prints it."""
-    return _LOCAL_SCOPE.sub(r"\1", text)
 
 
 def parse_reasons(text: str) -> list[Reason]:
@@ -339,7 +332,7 @@ def _parse_comparison(guard: str) -> Reason | None:
     """``self.current_epoch <= 0``: which side of a branch on a value traced as a symbol."""
     compare = _COMPARE.match(guard)
     src = compare.group("src").strip() if compare else ""
-    chain = source_of_expression(src) or (src if _CHAIN.match(src) else None)
+    chain = source_of_expression(src) or (src if parse_source(src) else None)
     if compare is None or chain is None:
         return None
     value = _literal(compare.group("value"))

@@ -17,6 +17,7 @@ __all__ = [
     "module_path_code",
     "parse_source",
     "source_of_expression",
+    "strip_local_scope",
 ]
 
 _ROOT = re.compile(r"[A-Za-z_]\w*")
@@ -112,21 +113,12 @@ def source_of_expression(source: str | None) -> str | None:
             return walk(node.operand)
         if isinstance(node, ast.Constant):
             return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-        if _is_chain(node):
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and parse_source(ast.unparse(node)):
             chains.add(ast.unparse(node))
             return True
         return False
 
     return next(iter(chains)) if walk(tree) and len(chains) == 1 else None
-
-
-def _is_chain(node: ast.AST) -> bool:
-    """``name``, ``a.b``, ``a._modules['m'].p``, ``G['x']``: what torch names a guarded value by."""
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
-            return False
-        node = node.value
-    return isinstance(node, ast.Name)
 
 
 def canonical_source(source: str | None) -> str | None:
@@ -142,3 +134,11 @@ def attribute_path(source: str) -> str:
     """A guard's source with torch's submodule spelling read as attributes: the counter of a
     module a compiled model holds (``self._modules['dec'].num_updates``) is ``self.dec.num_updates``."""
     return _SUBMODULE.sub(r".\1", source)
+
+
+_LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
+
+
+def strip_local_scope(text: str) -> str:
+    """``L['x']`` (torch < 2.13, and guards' code parts) -> ``x``, as torch 2.13 prints it."""
+    return _LOCAL_SCOPE.sub(r"\1", text)

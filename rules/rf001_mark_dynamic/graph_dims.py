@@ -42,7 +42,8 @@ def refused_by_run(
             )
     rejected = _rejected(group, served)
     if rejected is not None and not _may_share(rejected, compiles):
-        src, dim, compile_, sizes, guard = rejected
+        src, dim, compile_, rejected_sizes, guard = rejected
+        sizes = ", ".join(map(str, rejected_sizes))
         # The guard the run recorded; an older Profile's: the usual cause, said as one.
         why = f"`{guard}`" if guard else "e.g. a size computed from it is 0 or 1 there, which torch specialises"
         return (
@@ -88,31 +89,32 @@ def split_by_run(group: list[tuple[str, int]], compiles: list[Compile], frame_co
     rejected = _rejected(group, [c for c in frame_compiles + compiles if c.dims])
     if rejected is None or not _may_share(rejected, compiles):
         return None
-    src, dim, compile_, sizes, guard = rejected
+    src, dim, compile_, rejected_sizes, guard = rejected
     return (
         f"unproven: compile {compile_.id} traced `{src}` dim {dim} dynamic, and that graph's own guards "
-        f"reject the size {sizes} earlier calls took{f' (`{guard}`)' if guard else ''}: marked from the "
+        f"reject the size {', '.join(map(str, rejected_sizes))} earlier calls took{f' (`{guard}`)' if guard else ''}: marked from the "
         "first call, a graph per side of that guard may still be fewer compiles than now; `fix` keeps "
         "the mark only where a run shows fewer compiles"
     )
 
 
-def _rejected(group: list[tuple[str, int]], served: list[Compile]) -> tuple[str, int, Compile, str, str | None] | None:
+def _rejected(
+    group: list[tuple[str, int]], served: list[Compile]
+) -> tuple[str, int, Compile, list[int], str | None] | None:
     """(source, dim, compile, sizes, guard) where a dynamic graph's own guards reject the sizes
     earlier compiles took; None where none does."""
     for src, dim in group:
         for compile_ in served:
             excluded = [d for d in (compile_.dims or {}).get(src, []) if d.get("dim") == dim and d.get("excludes")]
             if excluded:
-                sizes = ", ".join(str(n) for n in sorted(set(excluded[0]["excludes"])))
-                return src, dim, compile_, sizes, excluded[0].get("excluded_by")
+                return src, dim, compile_, sorted(set(excluded[0]["excludes"])), excluded[0].get("excluded_by")
     return None
 
 
-def _may_share(rejected: tuple[str, int, Compile, str, str | None], compiles: list[Compile]) -> bool:
+def _may_share(rejected: tuple[str, int, Compile, list[int], str | None], compiles: list[Compile]) -> bool:
     """Could a mark from the first call still merge compiles: several sizes rejected, or more than
     the two graphs (one per side of the guard) a mark leaves at the least?"""
-    return "," in rejected[3] or len({c.id for c in compiles}) > 2
+    return len(rejected[3]) > 1 or len({c.id for c in compiles}) > 2
 
 
 def _dynamic(compile_: Compile, src: str, dim: int) -> bool:

@@ -101,9 +101,12 @@ class EagerLibraryCall(Rule):
     )
 
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
+        if not COMPILER_DISABLE.runs_on(profile.torch_release):
+            return []
         compiled = {(f.file, function_of(f.name)) for f in profile.frames if not is_library_path(f.file)}
-        by_site: dict[tuple[Any, ...], list[Frame]] = {}
-        sites: dict[tuple[Any, ...], tuple[Location, str]] = {}
+        # The user's call each recompiling library frame is reached through: its span, the call,
+        # the library function it calls, and the frames reached through it.
+        by_site: dict[tuple[Any, ...], tuple[Location, str, list[Frame]]] = {}
         for frame in profile.frames:
             if not is_library_path(frame.file) or _is_torch(frame.file) or frame.recompiles == 0:
                 continue
@@ -115,19 +118,11 @@ class EagerLibraryCall(Rule):
             key, site, callee = reached[0]  # type: ignore[misc]
             if (site.file, function_of(site.function)) not in compiled or function_of(callee) in _MODULE_CALLS:
                 continue
-            by_site.setdefault(key, []).append(frame)
-            sites[key] = (site, callee)
-        findings = []
-        for key, frames in by_site.items():
-            site, callee = sites[key]
-            finding = self._finding(profile, project, site, callee, frames)
-            if finding is not None:
-                findings.append(finding)
-        return findings
+            by_site.setdefault(key, (site, callee, []))[2].append(frame)
+        findings = [self._finding(project, site, callee, frames) for site, callee, frames in by_site.values()]
+        return [f for f in findings if f is not None]
 
-    def _finding(
-        self, profile: Profile, project: Project, site: Location, callee: str, frames: list[Frame]
-    ) -> Finding | None:
+    def _finding(self, project: Project, site: Location, callee: str, frames: list[Frame]) -> Finding | None:
         source = project.source(site.file)
         call = source.call_at(site.line, site.col, site.end_line, site.end_col) if source is not None else None
         if source is None or call is None or not isinstance(call.func, (cst.Name, cst.Attribute)):
@@ -161,8 +156,6 @@ class EagerLibraryCall(Rule):
             f"the graph), each guarded on {shown}: a compile per new value, none used twice. Run eagerly, it "
             f"compiles nothing; the rest of `{user_frame}` is compiled as before"
         ]
-        if not COMPILER_DISABLE.runs_on(profile.torch_release):
-            return None
         if not eager:
             notes.append(
                 f"unproven: the library code ran compiled by {', '.join(sorted(str(b) for b in backends))} "

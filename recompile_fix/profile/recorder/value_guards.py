@@ -14,6 +14,8 @@ import re
 import sys
 import types
 
+from recompile_fix.profile.sources import strip_local_scope  # standard library only
+
 __all__ = ["FAILED_VALUES", "failed_value_guards", "guarded_holders"]
 
 FAILED_VALUES = "__failed_values__"  # inputs[FAILED_VALUES]: the guards, as "<entry id>: <code part>"
@@ -93,8 +95,5 @@ def guarded_holders(failed: list[str], f_locals: dict, f_globals: dict, module_t
         defined_in = getattr(sys.modules.get(cls.__module__), "__file__", None)
         if isinstance(defined_in, str):
             entry["file"] = os.path.abspath(defined_in)
-        holders[_LOCAL.sub(r"\1", holder_source, count=1)] = entry
+        holders[strip_local_scope(holder_source)] = entry
     return holders
-
-
-_LOCAL = re.compile(r"""^L\[['"]([A-Za-z_]\w*)['"]\]""")
