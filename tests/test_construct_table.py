@@ -3,8 +3,9 @@ compiled code (tests/programs/constructs/table.py), what the analysis allows (a 
 unsafe one, or none) and what torch 2.13 measurably does with the number and with a 0-d tensor
 (compiles, graph breaks, outputs against the original run eagerly).
 
-The quick test pins the analysis' verdicts. The slow one runs every construct under torch and
-checks each verdict against the measurement:
+The quick test pins the analysis' verdicts. The slow one checks each verdict against what torch
+did when every construct ran under it (measure.py; recorded per torch release in
+constructs/measured/, measured live on a release not recorded there):
 
 * allowed (safe): under dynamic=None and dynamic=False the tensor compiles no more often than
   the number, breaks no graph, and the outputs are bit-identical;
@@ -16,6 +17,7 @@ On torch 2.13 it also checks every cell against the numbers recorded here (the c
 construct table), so a torch upgrade that changes a verdict shows up as a diff of this file.
 """
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -196,14 +198,31 @@ def _cell(run: dict) -> str:
     return f"{left} -> {side(tensor)}"
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    require_slow("the construct table")
-    specs = []
-    for name in table.CONSTRUCTS:
-        specs.append(f"{name}:{verdict(name)[1]}:eager")
+# The measurement, recorded: what measure.py printed for these specs on a torch release, with a
+# digest of what decides it (table.py, measure.py, the specs). A release recorded here is read
+# from its file, any other measured live; `pytest --update-golden` measures again and records it
+# (a cold inductor cache, as on a fresh clone). test_the_records_are_of_this_table fails when
+# table.py or measure.py changed since, so a record is never older than the table it measures.
+MEASURED = PROGRAMS / "constructs" / "measured"
+
+
+def _specs() -> list[str]:
+    specs = [f"{name}:{verdict(name)[1]}:eager" for name in table.CONSTRUCTS]
     specs += [f"{name}:{verdict(name)[1]}:inductor:None" for name in RECORDED_INDUCTOR]
-    specs += [f"{name}:float32:eager" for name in RECORDED_FLOAT32]
+    return specs + [f"{name}:float32:eager" for name in RECORDED_FLOAT32]
+
+
+def _digest(specs: list[str]) -> str:
+    data = b"".join((PROGRAMS / "constructs" / f).read_bytes() for f in ("table.py", "measure.py"))
+    return hashlib.sha256(data + "\n".join(specs).encode()).hexdigest()
+
+
+def _record_of(release: str) -> Path:
+    return MEASURED / f"torch-{release.split('+')[0]}.json"
+
+
+def _measure(specs: list[str], tmp_path_factory) -> dict:
+    require_slow("the construct table")
     out = tmp_path_factory.mktemp("constructs") / "measured.json"
     cold_cache = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path_factory.mktemp("inductor-cache"))}
     done = subprocess.run(
@@ -214,6 +233,32 @@ def measured(tmp_path_factory):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory, request):
+    specs, record = _specs(), _record_of(torch.__version__)
+    if not request.config.getoption("--update-golden") and record.is_file():
+        kept = json.loads(record.read_text())
+        if kept["digest"] == _digest(specs):
+            return kept["measured"]
+    result = _measure(specs, tmp_path_factory)
+    if request.config.getoption("--update-golden"):
+        record.parent.mkdir(exist_ok=True)
+        text = json.dumps({"torch": torch.__version__, "digest": _digest(specs), "measured": result}, indent=1)
+        record.write_text(text + "\n")
+    return result
+
+
+@pytest.mark.parametrize("record", sorted(p.name for p in MEASURED.glob("torch-*.json")))
+def test_the_records_are_of_this_table(record):
+    """A recorded measurement is of the table and the measuring code as they are now."""
+    kept = json.loads((MEASURED / record).read_text())
+    assert kept["digest"] == _digest(_specs()), (
+        f"tests/programs/constructs changed since {record} was measured: measure again with "
+        "`pytest tests/test_construct_table.py --update-golden` on that torch release"
+    )
+    assert set(kept["measured"]) == set(_specs())
 
 
 def _as_measured_here(recorded: str, measured: str) -> str:
