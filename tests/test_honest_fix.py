@@ -289,3 +289,17 @@ def test_a_fix_whose_edit_is_another_kept_fixs_needs_no_run_of_its_own(tmp_path)
     assert trials.adds_no_edit([by_rule["RF002"]], by_rule["RF015"])
     assert trials.adds_no_edit([by_rule["RF015"]], by_rule["RF002"])
     assert not trials.adds_no_edit([by_rule["RF002"]], planted)
+
+
+def test_outputs_that_are_nan_in_both_runs_prove_no_fix(tmp_path):
+    """A new user's trial: a compiled AdamW under a warm-up from lr 0 returned NaN before and
+    after, and `fix` called the outputs equal. NaN everywhere matches NaN: no evidence, said so,
+    and an unproven fix is not kept on it."""
+    work = _stage("nan_outputs.py", tmp_path)
+    text = (work / "nan_outputs.py").read_text()
+    result = fix_to_fixed_point(["python", "nan_outputs.py"], ALL_RULES, root=work, backend="eager")
+    ((dropped, why),) = [d for r in result.rounds for d in r.dropped]
+    assert dropped.rule == "RF015" and result.kept == [] and (work / "nan_outputs.py").read_text() == text
+    assert any("every tensor compiled code returned (4) was NaN everywhere in both runs" in w for w in why), why
+    shown = render_fix(result)
+    assert "NaN everywhere in both runs" in shown, shown

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = [
+    "ALL_NAN",
     "CALLS_ENV",
     "DEFAULT_CALLS",
     "FAIL_ON_RECOMPILE_ENV",
@@ -69,6 +70,7 @@ FAIL_ON_RECOMPILE_ENV = "RECOMPILE_FIX_FAIL_ON_RECOMPILE"
 DEFAULT_CALLS = 8
 MAX_BYTES = 256 * 1024 * 1024  # per process; past it, later outputs are not kept (and it says so)
 FORMAT = "recompile-fix/outputs"
+ALL_NAN = "NaN everywhere in both runs"  # what ``compare`` says of an equal pair that proves nothing
 _MAX_PARAMETERS = 256  # per call of a callable that returns no tensor
 _MAX_OPTIMIZERS = 8  # whose parameters are compared at exit (each held until then: a sweep's first)
 
@@ -467,7 +469,8 @@ def load_refs(directory: str) -> list[dict]:
 def compare(before, after, *, exact: bool = False, rtol: float | None = None, atol: float | None = None):
     """(same?, max abs difference, what differs) of two recorded tensors: bit for bit
     (``exact``), within ``rtol``/``atol`` (the other one 0), or within
-    ``torch.testing.assert_close``'s default tolerances for their dtype. NaN equals NaN."""
+    ``torch.testing.assert_close``'s default tolerances for their dtype. NaN equals NaN; a pair
+    that is NaN everywhere in both is the same, and says so (``ALL_NAN``)."""
     import torch
 
     if before.shape != after.shape:
@@ -495,6 +498,8 @@ def compare(before, after, *, exact: bool = False, rtol: float | None = None, at
             same = True
         except AssertionError:
             same = False
+    if same and before.numel() and bool(both_nan.all()):
+        return same, diff, ALL_NAN  # NaN matches NaN: equal, and no evidence of the values
     return same, diff, "" if same else f"max abs diff {diff:.3g}"
 
 

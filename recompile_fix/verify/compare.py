@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.rule import Rule
-from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS, compare
+from recompile_fix.profile.compiled_outputs import ALL_NAN, DEFAULT_CALLS, compare
 from recompile_fix.profile.model import Frame, Profile
 from recompile_fix.profile.resume import is_resume, without_line
 from recompile_fix.report import short_path
@@ -43,6 +43,7 @@ class OutputRow:
     calls_before: int | None
     calls_after: int | None
     compared: int = 0  # tensors compared
+    all_nan: int = 0  # of them, NaN everywhere in both runs: equal, and no evidence of the values
     same: bool = True
     max_abs_diff: float | None = None
     detail: str = ""
@@ -82,6 +83,7 @@ def compare_outputs(
             for j in range(len(b_call)):
                 same, diff, why = next(judged)
                 row.compared += 1
+                row.all_nan += same and why == ALL_NAN
                 if diff is not None:
                     row.max_abs_diff = max(row.max_abs_diff or 0.0, diff)
                 if not same:
@@ -206,9 +208,15 @@ class Verification:
 
     @property
     def outputs_compared(self) -> int:
-        """How many tensor pairs were compared: 0 when no compiled callable returned a tensor
-        (an optimizer step, an in-place update), where "outputs equal" would claim nothing."""
-        return sum(o.compared for o in self.outputs)
+        """How many tensor pairs were compared with values to compare: 0 when no compiled callable
+        returned a tensor (an optimizer step, an in-place update), or each it returned was NaN
+        everywhere in both runs, where "outputs equal" would claim nothing."""
+        return sum(o.compared - o.all_nan for o in self.outputs)
+
+    @property
+    def outputs_all_nan(self) -> int:
+        """Tensor pairs NaN everywhere in both runs (equal, and no evidence)."""
+        return sum(o.all_nan for o in self.outputs)
 
     @property
     def rounded(self) -> bool:
@@ -228,6 +236,7 @@ class Verification:
             "command": self.command,
             "verified": self.verified,
             "outputs_compared": self.outputs_compared,
+            "outputs_all_nan": self.outputs_all_nan,
             "ran": self.ran,
             "against_recorded": self.against_recorded,
             "fixes": [f.to_json() for f in self.fixes],
@@ -391,6 +400,12 @@ def _judge_outputs(v: Verification, before: Run, after: Run, allows: Set[str]) -
             row.outputs = (
                 "differ" if not all(o.same for o in mine) else "close" if any(_close(o) for o in mine) else "same"
             )
+    if v.outputs_all_nan:  # NaN matches NaN: such a pair is no evidence, and the reader is told
+        v.notes.append(
+            f"{v.outputs_all_nan} of the {v.outputs_compared + v.outputs_all_nan} tensors compared were NaN "
+            "everywhere in both runs: equal, but no evidence of the values (the program's numbers are NaN "
+            "without the fixes too)"
+        )
     if after.exit_code != before.exit_code:  # after a crash, missing outputs say nothing more
         return
     for out in v.outputs:
@@ -425,6 +440,9 @@ def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Findi
     if c_after >= c_before and not traded:
         v.regressions.append(f"an unproven fix must remove compiles ({named}): compiles {c_before} -> {c_after}")
     if not v.outputs_compared:
-        v.regressions.append(
-            f"an unproven fix needs outputs to compare ({named}): no compiled callable returned a tensor"
+        nothing = (
+            f"every tensor compiled code returned ({v.outputs_all_nan}) was NaN everywhere in both runs"
+            if v.outputs_all_nan
+            else "no compiled callable returned a tensor"
         )
+        v.regressions.append(f"an unproven fix needs outputs to compare ({named}): {nothing}")

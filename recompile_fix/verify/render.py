@@ -94,7 +94,8 @@ def render_text(v: Verification) -> str:
         one_sided = o.calls_before is None or o.calls_after is None
         status = ("close " if o.max_abs_diff else "same  ") if o.same else "only  " if one_sided else "DIFFER"
         detail = f": {o.detail}" if o.detail else ""
-        lines.append(f"  {status} {o.label}: calls {calls}, {o.compared} tensors{diff}{detail}")
+        nan = f" ({o.all_nan} NaN everywhere in both runs)" if o.all_nan else ""
+        lines.append(f"  {status} {o.label}: calls {calls}, {o.compared} tensors{nan}{diff}{detail}")
     if not v.outputs and not v.against_recorded:
         lines.append("  (no compiled callable was recorded)")
     for note in v.notes:
@@ -139,6 +140,8 @@ def outputs_verdict(v: Verification) -> str:
             worst = max(o.max_abs_diff or 0.0 for o in close)
             return f"outputs equal {v.tolerance.describe()} (not bit for bit: max abs diff {worst:.3g})"
         return "outputs equal"
+    if v.outputs_all_nan:
+        return f"no outputs compared (each of the {v.outputs_all_nan} tensors was NaN everywhere in both runs)"
     return "no outputs compared (no compiled callable returned a tensor)"
 
 
