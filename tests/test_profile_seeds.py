@@ -87,3 +87,14 @@ def test_profile_hashes_every_named_source(tmp_path, cli):
     gn = profile.frame("gn")
     assert [(b.location.line, b.count) for b in gn.graph_breaks] == [(21, 1)]
     assert "graph_break()" in gn.graph_breaks[0].reason
+
+
+def test_a_mark_after_an_unmarked_graph_is_a_reason_of_its_own(tmp_path, cli):
+    """torch guards a mark (pytorch PR #176341; 2.13 and 2.14 alike): a marked call after an
+    unmarked warm-up at the same size recompiles, and the guard, which names no tensor, is RC024
+    `dim_marking_added`, not "other"."""
+    out = tmp_path / "profile.json"
+    script = PROGRAMS / "reasons" / "marked_after_warmup.py"
+    cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0)
+    (frame,) = Profile.load(out).frames
+    assert (len(frame.compiles), [r.kind for r in frame.reasons()]) == (2, ["dim_marking_added"])

@@ -38,6 +38,11 @@ def case(id, text, **want):
 
 # fmt: off
 REAL_213 = [
+    # -- a mark is guarded (a trial on 2.14.1: a timm ResNet's BatchNorm recalibration, unmarked,
+    # then an eval loop whose batch `maybe_mark_dynamic` marks); the guard names no tensor ----------
+    case("dim-marking-added",
+         "0/0: _has_dynamo_dim_marking is present on runtime tensor but was absent at compile time",
+         kind="dim_marking_added", entry="0/0"),
     # -- a view's storage offset, traced as a symbol, then a tensor of its own (offset 0) -----------
     case("storage-offset",
          "0/1: 2 <= x.storage_offset()  # return x * 2  # rc23.py:4 in f (user code shown is first use of this "

@@ -130,6 +130,7 @@ REASON_KINDS = {
     "other": "other guard",
     "value_branch": "a branch on a dynamic value took its other side",
     "storage_offset": "tensor storage offset changed",
+    "dim_marking_added": "a tensor marked dynamic met a graph compiled for unmarked tensors",
 }
 
 

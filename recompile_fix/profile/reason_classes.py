@@ -285,6 +285,21 @@ REASON_CLASSES: tuple[ReasonClass, ...] = (
         "A test-time augmentation that crops (views) on some calls and flips (copies) on others "
         "compiles for each kind; `.contiguous()` at the call makes them one.",
     ),
+    ReasonClass(
+        "RC024",
+        "dim_marking_added",
+        "Whether a tensor was marked dynamic (torch guards the mark itself, pytorch PR #176341): "
+        "a graph traced with unmarked tensors, from an earlier call on another path (a "
+        "warm-up, a calibration pass), does not serve a call whose tensor is marked, even at a "
+        "size the graph had.",
+        f"{_F}def f(x):\n    return x * 2\n\nf(torch.randn(4, 3))  # a warm-up, unmarked\n"
+        "x = torch.randn(4, 3)\ntorch._dynamo.mark_dynamic(x, 0)\nf(x)  # marked: recompiles",
+        "0/0: _has_dynamo_dim_marking is present on runtime tensor but was absent at compile time",
+        "Mark the tensor at every call that reaches the compiled code, the earlier one too (or mark "
+        "none), so that one graph serves them all.",
+        "A calibration or warm-up pass before a marked loop costs this one compile; where the two "
+        "passes also differ in train/eval mode or grad mode, they are graphs of their own anyway.",
+    ),
 )
 
 _BY_KIND = {c.kind: c for c in REASON_CLASSES}

@@ -52,6 +52,8 @@ _GLOBAL = re.compile(r"""^G\[['"](\w+)['"]\]$""")
 # ``self.scale``, and a held module's (``self._modules['dec'].n``, as torch spells it).
 _ATTRIBUTE = re.compile(r"""^(\w+)((?:\.\w+|\.\_modules\[['"][\w.]+['"]\])*\.\w+)$""")
 _SIZE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.size\(\)\[(?P<dim>\d+)\]")
+# It names no tensor: a call brought a marked one where the graph was traced with it unmarked.
+_DIM_MARKING = "_has_dynamo_dim_marking is present on runtime tensor but was absent at compile time"
 _OFFSET_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.storage_offset\(\)")
 _STRIDE_GUARD = re.compile(r"(?P<src>[\w.\[\]'\"]+?)\.stride\(\)\[(?P<dim>\d+)\]")
 _LEN = re.compile(r"^len\((?P<src>.+?)\) == (?P<value>\d+)$")
@@ -226,6 +228,9 @@ def _parse_guard(guard: str, body: str) -> Reason:
         size = _SIZE_GUARD.search(guard)
         if size:
             return Reason(kind="size_specialization", text="", source=size.group("src"), dim=int(size.group("dim")))
+
+    if guard.startswith(_DIM_MARKING):  # a mark is guarded (pytorch PR #176341)
+        return Reason(kind="dim_marking_added", text="")
 
     offset = _OFFSET_GUARD.search(guard)
     if offset:  # `2 <= x.storage_offset()`: a view into a larger tensor, then a tensor of its own
