@@ -31,6 +31,7 @@ __all__ = [
     "self_attr",
     "simple_string",
     "Tree",
+    "tree_of",
     "unstarred",
 ]
 
@@ -109,6 +110,15 @@ class Tree:
             if isinstance(parent, (*DEFS, ast.Lambda)):
                 return None
         return None
+
+
+def tree_of(source: SourceFile) -> Tree:
+    """``source``'s Tree, built once: RF004's blocks, its look for a region already written and
+    RF007's compile sites all read the same file's (each build is a pass over every node)."""
+    tree = source.__dict__.get("_ast_tree")
+    if tree is None:
+        tree = source.__dict__["_ast_tree"] = Tree(source.syntax)
+    return tree
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

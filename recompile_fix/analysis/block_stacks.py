@@ -20,7 +20,6 @@ from recompile_fix.analysis.ast_tree import (
     FORS,
     Def,
     Loop,
-    Tree,
     arguments,
     code_of,
     dotted,
@@ -30,6 +29,7 @@ from recompile_fix.analysis.ast_tree import (
     parameter_receiving,
     self_attr,
     simple_string,
+    tree_of,
     unstarred,
 )
 from recompile_fix.analysis.region_check import RegionWalker, Verdict
@@ -44,6 +44,7 @@ __all__ = [
     "Members",
     "MIN_BLOCKS",
     "recorded_too_few",
+    "REGION_DECORATORS",
     "Site",
     "training_in",
     "training_in_any",
@@ -116,7 +117,7 @@ class Analysis:
 
     def __init__(self, source: SourceFile):
         self.source = source
-        self.tree = Tree(source.syntax)
+        self.tree = tree_of(source)
         body = source.syntax.body
         self.classes = {s.name: s for s in body if isinstance(s, ast.ClassDef)}
         self.functions = {s.name: s for s in body if isinstance(s, DEFS)}
@@ -631,10 +632,13 @@ def _loop_count(analysis: Analysis, node: ast.AST, init: Def) -> int | None:
     return None
 
 
+REGION_DECORATORS = ("nested_compile_region", "mark_compile_region")  # torch's name, and its older one
+
+
 def already_marked(func: Def) -> bool:
     for decorator in func.decorator_list:
         expr = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if dotted(expr).endswith(("nested_compile_region", "mark_compile_region")):
+        if dotted(expr).endswith(REGION_DECORATORS):
             return True
     return False
 

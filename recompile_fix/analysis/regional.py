@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from recompile_fix.analysis.ast_tree import DEFS, Def, arguments, code_of, dotted, self_attr
+from recompile_fix.analysis.ast_tree import DEFS, Def, arguments, code_of, dotted, self_attr, tree_of
 from recompile_fix.analysis.block_stacks import Analysis, Site
 from recompile_fix.analysis.source import SourceFile
 
@@ -57,9 +58,9 @@ class CompileSite:
         return self.target or self.module
 
 
-def _torch_names(tree: ast.Module) -> set[str]:
+def _torch_names(nodes: Iterable[ast.AST]) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "torch" or alias.name.startswith("torch."):
@@ -88,17 +89,20 @@ def _is_module_expr(node: ast.expr) -> bool:
 def compile_sites(source: SourceFile) -> list[CompileSite]:
     """Whole-module compiles in the file (statements only: a compile inside an expression, e.g.
     ``DDP(torch.compile(m))``, is not one the rule can replace)."""
-    tree = source.syntax
-    torch_names = _torch_names(tree)
-    functions = {n.name for n in ast.walk(tree) if isinstance(n, DEFS)}
+    # One pass over the file's nodes picks what the site tests read (big model files have tens of
+    # thousands: each walk of them was 25 ms); the Tree is the one RF004 reads too.
+    kinds = (ast.Import, ast.ImportFrom, *DEFS, ast.Assign, ast.Expr, ast.ClassDef)
+    nodes = [n for n in tree_of(source).order if isinstance(n, kinds)]
+    torch_names = _torch_names(nodes)
+    functions = {n.name for n in nodes if isinstance(n, DEFS)}
     imported = {
         (a.asname or a.name).split(".")[0]
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in n.names
     }
     sites = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
             call, target = node.value, node.targets[0]
             if (
@@ -341,8 +345,10 @@ def _index_parameters(analysis: Analysis, site: Site, init: Def) -> set[str]:
 def regional_loops(source: SourceFile) -> list[tuple[int, str]]:
     """Blocks already compiled one by one: ``for block in model.blocks: block.compile(...)``, as
     (line, the iterated expression as written)."""
-    found = []
-    for node in ast.walk(source.syntax):
+    found: list[tuple[int, str]] = []
+    if not _METHOD_COMPILE.search(source.text):  # no `block.compile(...)`: no tree to walk
+        return found
+    for node in tree_of(source).order:
         if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _module_expr(node.iter)):
             continue
         for statement in node.body:
@@ -378,6 +384,7 @@ def _module_expr(node: ast.expr) -> str:
 
 
 _USE_CACHE_OFF = re.compile(r"use_cache\s*=\s*False")
+_METHOD_COMPILE = re.compile(r"\.\s*compile\s*\(")
 
 
 def turns_off_cache(source: SourceFile) -> int | None:

@@ -314,8 +314,9 @@ def expected_why(reason: Reason) -> str | None:
         )
     if reason.kind == "requires_grad_mismatch":
         return (
-            f"`{reason.source}` requires grad on some calls and not on others (the first layer's "
-            "input beside a later layer's, data beside an activation): autograd needs a graph for each"
+            f"`{reason.source}` requires grad on some calls and not on others (data beside an activation, "
+            "real samples beside generated ones, or what a frozen part returns before and after it is "
+            "unfrozen): autograd needs a graph for each"
         )
     if (
         reason.kind == "dispatch_key_mismatch"

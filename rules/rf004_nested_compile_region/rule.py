@@ -10,9 +10,10 @@ import re
 from collections.abc import Callable
 from typing import cast
 
-from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile
+from recompile_fix.analysis.ast_tree import DEFS, Tree, class_name, eager_compile, tree_of
 from recompile_fix.analysis.block_stacks import (
     MIN_BLOCKS,
+    REGION_DECORATORS,
     Analysis,
     Site,
     already_marked,
@@ -366,7 +367,9 @@ class NestedCompileRegion(Rule):
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The function is already a region (``nested_compile_region``, ours or hand-written)."""
-        func = _target_def(Tree(source.syntax), finding.params)
+        if not any(name in source.text for name in REGION_DECORATORS):
+            return None  # no decorator can end with a name the text lacks: no tree to build
+        func = _target_def(tree_of(source), finding.params)
         if func is None or not already_marked(func):
             return None
         return f"line {func.lineno}: `{finding.params['function']}` is already a nested_compile_region"
@@ -374,7 +377,7 @@ class NestedCompileRegion(Rule):
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         p = finding.params
-        func = _target_def(Tree(source.syntax), p)
+        func = _target_def(tree_of(source), p)
         if func is None:
             raise ValueError(f"no `def {p['function']}` at line {p['line']}")
         if already_marked(func):
@@ -393,7 +396,7 @@ def _buffer_reuse_off(source: SourceFile, func: ast.AST, file: str, torch_name: 
     region (its class, its decorators first); none where the file turns it off already."""
     if "allow_buffer_reuse" in source.text:
         return []
-    tree = Tree(source.syntax)
+    tree = tree_of(source)
     top: ast.AST = func
     for parent in tree.ancestors(func):
         if isinstance(parent, ast.Module):

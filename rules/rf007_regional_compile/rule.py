@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any
 
-from recompile_fix.analysis.ast_tree import DEFS, Tree, dotted, identifiers
+from recompile_fix.analysis.ast_tree import DEFS, dotted, identifiers, tree_of
 from recompile_fix.analysis.block_stacks import (
     MIN_BLOCKS,
     Analysis,
@@ -417,7 +417,7 @@ class RegionalCompile(Rule):
             return []
         edits = [Edit(finding.file, source.offset(first, 0), source.line_offsets[last], "", self.id)]
         ending = _line_ending(source.text[source.offset(first, 0) : source.line_offsets[last]]) or "\n"
-        tree = Tree(source.syntax)
+        tree = tree_of(source)
         classes = {n.name: n for n in tree.order if isinstance(n, ast.ClassDef)}
         call = f"@{torch_name}.compile({keywords})" if keywords else f"@{torch_name}.compile"
         for block in dict.fromkeys(b["block"] for b in finding.params["blocks"]):
@@ -534,7 +534,7 @@ def _loop_variable(source: SourceFile, statement: ast.stmt) -> str:
     """A name for the loop variable that no code of its scope reads: in a function, any name of
     the function (and what it nests); at module level, the module's own names and the names its
     functions read without binding them (globals)."""
-    tree = Tree(source.syntax)
+    tree = tree_of(source)
     scope = next((a for a in tree.ancestors(statement) if isinstance(a, DEFS)), None)
     if scope is not None:
         used = identifiers(tree.walk(scope))
