@@ -204,3 +204,18 @@ def test_what_git_ignores_is_not_scanned_unless_named(tmp_path):
     subprocess.run(["git", "-C", str(tmp_path), "add", "-f", "build.py"], check=True)
     tracked = sorted(str(p.relative_to(tmp_path)) for p in discover([str(tmp_path)], tmp_path, lambda _: False))
     assert tracked == ["build.py", "src/model.py"]
+
+
+def test_the_scan_bench_reads_what_apply_writes(tmp_path):
+    """bench/scan_throughput.py counts the findings of the JSON output (so a fast run is seen to
+    have done the work): it read the rows by a key they had lost, and nothing ran it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("scan_throughput", ROOT / "bench" / "scan_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (tmp_path / "models").mkdir()
+    program = ROOT / "golden" / "RF004" / "sequential_blocks" / "program.in.py"
+    (tmp_path / "models" / "model.py").write_text(program.read_text())
+    seconds, found = bench.run_ours(tmp_path, 1, as_json=True)
+    assert seconds > 0 and found.startswith("RF004 "), found
