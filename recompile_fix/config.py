@@ -84,7 +84,11 @@ class Config:
         """Does a pattern match the path, or one of its parts (``build`` excludes ``a/build/x.py``)?"""
         part_pattern, path_pattern = self._exclude_patterns
         relative = os.path.normcase(relative)
-        return any(part_pattern.match(part) for part in Path(relative).parts) or bool(path_pattern.match(relative))
+        # Split as text: a Path per call was most of a large tree's walk.
+        parts = (relative.replace(os.altsep, os.sep) if os.altsep else relative).split(os.sep)
+        return any(part_pattern.match(part) for part in parts if part not in ("", ".")) or bool(
+            path_pattern.match(relative)
+        )
 
     @functools.cached_property
     def _exclude_patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]]:

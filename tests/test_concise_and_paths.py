@@ -124,7 +124,7 @@ def test_apply_without_paths_is_the_current_folder(project):
 
 
 def test_is_source_is_the_one_test():
-    from recompile_fix.pipeline.scan import is_source, skipped_sources
+    from recompile_fix.pipeline.paths import is_source, skipped_sources
 
     assert is_source("a/b.py") and not is_source("notes.txt") and is_source("nb.ipynb")  # tests/test_notebooks.py
     assert skipped_sources([str(ROOT / "README.md"), str(ROOT / "recompile_fix"), "absent.txt"]) == [

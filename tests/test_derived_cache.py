@@ -160,3 +160,33 @@ def test_the_remembered_plan_answers_as_a_run_without_the_cache_does(tmp_path, m
     warm = _apply(root, monkeypatch, "--check", "--output-format", "json")
     fresh = _apply(root, monkeypatch, "--check", "--output-format", "json", "--no-cache")
     assert (warm.exit_code, warm.output) == (fresh.exit_code, fresh.output)
+
+
+def test_a_warm_run_reads_no_training_script(tmp_path, monkeypatch):
+    """RF004 asks whether a file of the project trains through the blocks (a `train.py` beside
+    the model): the static scan keeps what each file says to that search, so a warm run reads
+    neither it nor any other file the scan saw settled."""
+    import time
+
+    import recompile_fix.pipeline.find as find_module
+    import recompile_fix.pipeline.scan as scan_module
+
+    root = _project(tmp_path)
+    (root / "train.py").write_text(
+        "import torch\nfrom deep_blocks import DeepModel\nDeepModel()(torch.randn(2, 4, 16)).sum().backward()\n"
+    )
+    monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
+    time.sleep(0.05)
+    cold = _apply(root, monkeypatch, "--check", "--output-format", "concise")
+    assert "deep_blocks.py" in cold.output and "RF004 [unsafe fix]" in cold.output, cold.output
+    read: list[str] = []
+    real_named, real_bounded = find_module.read_named_file, scan_module.read_bounded
+    monkeypatch.setattr(
+        find_module, "read_named_file", lambda path, *a, **k: read.append(str(path)) or real_named(path, *a, **k)
+    )
+    monkeypatch.setattr(
+        scan_module, "read_bounded", lambda path, *a, **k: read.append(str(path)) or real_bounded(path, *a, **k)
+    )
+    warm = _apply(root, monkeypatch, "--check", "--output-format", "concise")
+    assert (warm.exit_code, warm.output) == (cold.exit_code, cold.output)
+    assert not [p for p in read if p.endswith("train.py")], read

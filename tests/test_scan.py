@@ -9,7 +9,8 @@ import libcst as cst
 from conftest import ROOT
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
-from recompile_fix.pipeline.scan import CACHE_FILE, StaticScan, discover
+from recompile_fix.pipeline.paths import discover
+from recompile_fix.pipeline.scan import CACHE_FILE, StaticScan
 from recompile_fix.profile.model import Location
 
 
@@ -219,3 +220,46 @@ def test_the_scan_bench_reads_what_apply_writes(tmp_path):
     (tmp_path / "models" / "model.py").write_text(program.read_text())
     seconds, found = bench.run_ours(tmp_path, 1, as_json=True)
     assert seconds > 0 and found.startswith("RF004 "), found
+
+
+def _settled(monkeypatch, *files):
+    """Statuses recorded at once (no settling margin), with each file's ctime a clock tick behind."""
+    import time
+
+    import recompile_fix.pipeline.scan as scan_module
+
+    monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
+    time.sleep(0.05)  # past a coarse clock's tick: a later write gets another ctime
+    return files
+
+
+def test_a_warm_run_reads_no_file_whose_status_is_recorded(tmp_path, monkeypatch):
+    root = _tree(tmp_path)
+    _settled(monkeypatch)
+    scan, _ = _scan(root)
+    assert scan.read == 2  # a.py and b.py, read and hashed once
+    scan, findings = _scan(root)
+    assert (scan.read, scan.parsed, len(findings)) == (0, 0, 1)
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_read_again_though_its_status_was_recorded(tmp_path, monkeypatch):
+    # ctime, which no program sets back, tells the edit apart where size and mtime do not.
+    root = _tree(tmp_path)
+    a = root / "pkg" / "a.py"
+    a.write_text("print(1)\nx = 22222\n")
+    _settled(monkeypatch)
+    _scan(root)
+    stamp = a.stat()
+    a.write_text("x = 22222\nprint(1)\n")
+    os.utime(a, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    scan, findings = _scan(root)
+    assert (scan.read, scan.parsed) == (1, 1) and [f.location.line for f in findings] == [2]
+
+
+def test_a_file_written_just_now_has_no_status_recorded(tmp_path):
+    # Another write within the same clock tick would leave its times as they were: such a file is
+    # read and hashed on every run until it has settled, and parsed only when its bytes changed.
+    root = _tree(tmp_path)
+    _scan(root)
+    scan, findings = _scan(root)
+    assert (scan.read, scan.parsed, len(findings)) == (2, 0, 1)

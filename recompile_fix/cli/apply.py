@@ -76,7 +76,7 @@ def apply(**options: Any) -> None:
     defer_heavy()  # a warm run answers from the caches: libcst loads only if a file is parsed
     from recompile_fix.config import enter_project
     from recompile_fix.pipeline.lock import project_lock
-    from recompile_fix.pipeline.scan import skipped_sources
+    from recompile_fix.pipeline.paths import skipped_sources
 
     paths = list(options["paths"]) or ["."]  # as ruff: no PATHS is the current folder
     for skipped in skipped_sources(paths):  # one line each, as ruff; the exit status is the others'

@@ -58,8 +58,16 @@ def arbitrate(findings: Iterable[Finding], rules: Iterable[Rule]) -> list[Findin
     findings = list(findings)
     by_id = {rule.id: rule for rule in rules}
     claims = {id(f): by_id[f.rule].claims(f) if f.rule in by_id and f.fixable else [] for f in findings}
-    for index, first in enumerate(findings):
-        for second in findings[index + 1 :]:
+    # Only Findings that claim the same thing can meet: each is paired with the later ones of its
+    # things' (a large tree has hundreds of Findings, few of them rivals).
+    claimants = [f for f in findings if claims[id(f)]]
+    by_thing: dict[str, list[int]] = {}
+    for index, finding in enumerate(claimants):
+        for thing in {c.thing for c in claims[id(finding)]}:
+            by_thing.setdefault(thing, []).append(index)
+    for index, first in enumerate(claimants):
+        rivals = sorted({i for c in claims[id(first)] for i in by_thing[c.thing] if i > index})
+        for second in (claimants[i] for i in rivals):
             if not (first.fixable and second.fixable) or first.rule == second.rule:
                 continue
             shared = _shared(claims[id(first)], claims[id(second)])

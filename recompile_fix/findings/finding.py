@@ -4,8 +4,9 @@ the source alone, in static mode); rewriting turns them into Edits."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
 
@@ -68,7 +69,9 @@ class Finding:
         return self.safety is not Safety.NONE
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # What ``dataclasses.asdict`` gives, built directly: asdict deep-copies leaf by leaf, a
+        # third of a warm scan's time over a large tree (its memo keys are these dicts).
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
         data["safety"] = self.safety.value
         return data
 
@@ -151,3 +154,19 @@ def cover(
     if by_source:
         entry["dims"] = {source: sorted(found) for source, found in by_source.items()}
     return entry
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as ``asdict`` copies it: containers and dataclasses rebuilt, atoms shared."""
+    if isinstance(value, _ATOMS):
+        return value
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return copy.deepcopy(value)

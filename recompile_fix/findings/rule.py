@@ -140,10 +140,9 @@ class Rule:
         backend: str | None = None,
     ) -> Finding:
         """The Finding where a file of the project that neither the Profile nor this file saw
-        runs a backward pass (a training script beside the inference script profiled).
-        ``where()``: that call and its file, or None (found on the first ask, once per run: it
-        reads the project); ``backend``: the one the Profile was recorded with (`--backend`).
-        Default: as it is."""
+        runs a backward pass (a training script beside the inference script profiled); asked
+        only where there is one. ``where()``: that call and its file (searched once per run);
+        ``backend``: the one the Profile was recorded with (`--backend`). Default: as it is."""
         return finding
 
     def claims(self, finding: Finding) -> list[Claim]:

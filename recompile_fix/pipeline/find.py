@@ -20,7 +20,6 @@ language server passes one (``texts``), else the bytes on disk.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +35,9 @@ from recompile_fix.findings.plan import plan
 from recompile_fix.findings.releases import profiled_torch
 from recompile_fix.findings.rule import Rule
 from recompile_fix.pipeline.memo import DerivedCache
-from recompile_fix.pipeline.paths import inside, real_file
-from recompile_fix.pipeline.scan import StaticScan, content_digest, discover, is_source
+from recompile_fix.pipeline.paths import discover, inside, is_source, real_file
+from recompile_fix.pipeline.scan import StaticScan, content_digest
+from recompile_fix.pipeline.training import TrainingInProject
 from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
@@ -149,7 +149,7 @@ def find(
             profile=profile,
             source_of=files.source,
             memo=result.memo,
-            training=TrainingInProject(root, config.excluded, files),
+            training=TrainingInProject(root, config.excluded, files, scan.training_facts),
         )
         return result
 
@@ -161,67 +161,6 @@ def settle_in(
     files = _Files(Path(root))
     training = TrainingInProject(Path(root), load_config(Path(root)).excluded, files)
     return settle(findings, rules, profile=profile, source_of=files.source, training=training)
-
-
-# A backward pass, as text: `loss.backward()`, `torch.autograd.backward(...)`, `autograd.grad(...)`.
-# Two patterns, each with a literal start (one alternation of both took 1.9 s over 45 MB).
-_BACKWARD = (re.compile(rb"\.backward\s*\("), re.compile(rb"autograd\.(?:backward|grad)\s*\("))
-
-
-_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import|import[ \t]+([\w., \t]+))", re.M)
-
-
-def _imported_names(data: bytes) -> frozenset[str]:
-    """Every dotted part of every module a file's text imports (`from pkg.model import GPT`:
-    pkg, model; `import a.b as c, d`: a, b, d)."""
-    names: set[str] = set()
-    for match in _IMPORT.finditer(data):
-        text = (match.group(1) or match.group(2) or b"").decode(errors="replace")
-        for item in text.split(","):
-            module = item.strip().split(" ")[0]
-            names.update(part for part in module.split(".") if part)
-    return frozenset(names)
-
-
-class TrainingInProject:
-    """Where a Python file of the project (``root``, less what the configuration excludes) that
-    imports a given module runs a backward pass: a training script beside the file a finding is
-    in, which neither the Profile nor that file shows. Read by text, once, on the first ask (a
-    parse of every file would cost a warm run its cache)."""
-
-    def __init__(self, root: Path, excluded: Callable[[str], bool], files: "_Files"):
-        self.root, self.excluded, self.files = root, excluded, files
-        self._trainers: list[tuple[str, frozenset[str], str]] | None = None  # (file, modules it imports, the call)
-
-    def _scan(self) -> list[tuple[str, frozenset[str], str]]:
-        if self._trainers is None:
-            self._trainers = []
-            for path in discover([str(self.root)], self.root, self.excluded):
-                if path.suffix != ".py":
-                    continue
-                relative = os.path.relpath(path, self.root)
-                try:
-                    data = self.files.read(relative)
-                except OSError:
-                    continue
-                found = [m for m in (pattern.search(data) for pattern in _BACKWARD) if m is not None]
-                match = min(found, key=lambda m: m.start()) if found else None
-                if match is not None:
-                    start = data.rfind(b"\n", 0, match.start()) + 1
-                    end = data.find(b"\n", match.start())
-                    call = data[start : end if end >= 0 else len(data)].decode(errors="replace").strip()
-                    line = data.count(b"\n", 0, match.start()) + 1
-                    self._trainers.append((relative, _imported_names(data), f"`{call}` at {relative}:{line}"))
-        return self._trainers
-
-    def of(self, path: str) -> str | None:
-        """The first training file that imports ``path``'s module (``import model``, ``from
-        model import GPT``, ``from .model import``, ``from pkg.model import``), or None."""
-        module = Path(path).stem
-        for relative, imported, where in self._scan():
-            if module in imported and os.path.normpath(relative) != os.path.normpath(path):
-                return where
-        return None
 
 
 def settle(
@@ -283,8 +222,8 @@ def _honour_training(
             asked.append(training.of(finding.file))
         return asked[0]
 
-    if type(rule).honour_training is Rule.honour_training:
-        return finding
+    if type(rule).honour_training is Rule.honour_training or where() is None:
+        return finding  # no training file imports it: nothing to honour
     inputs = [finding.to_json(), where(), backend]
     known = memo.get("training", finding.file, source.text, inputs) if memo is not None else None
     if known is not None:
@@ -508,12 +447,23 @@ class _Files:
         self.texts: Mapping[str, str] = texts or {}
         self._sources: dict[str, SourceFile | None] = {}
         self._lines: dict[str, list[str]] = {}
+        self._bytes: dict[str, bytes] = {}
 
     def read(self, path: str, interpreter: Interpreter | None = None) -> bytes:
         """The file's bytes (``interpreter``: where the Profile's library files are)."""
         if path in self.texts:
             return self.texts[path].encode("utf-8")
-        return read_named_file(path, self.root, interpreter)
+        if interpreter is not None:
+            return read_named_file(path, self.root, interpreter)
+        if path not in self._bytes:  # suppression comments, then settle: one read
+            self._bytes[path] = read_named_file(path, self.root)
+        return self._bytes[path]
+
+    def peek(self, path: str) -> bytes:
+        """The file's bytes, not kept (a search over the whole project)."""
+        if path in self.texts:
+            return self.texts[path].encode("utf-8")
+        return self._bytes[path] if path in self._bytes else read_named_file(path, self.root)
 
     def reader_or_none(self, interpreter: Interpreter | None) -> Callable[[str], bytes | None]:
         def read_or_none(path: str) -> bytes | None:

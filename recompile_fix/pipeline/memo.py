@@ -36,6 +36,7 @@ class DerivedCache:
         self.key = f"{_FORMAT}:{code_digest()}"
         self._entries: dict[str, dict[str, Any]] | None = None
         self._seen: dict[str, str] = {}  # file -> digest of its bytes in this run
+        self._texts: dict[str, tuple[str, str]] = {}  # file -> (the text last hashed, its digest)
         self._dirty = False
         self.hits = 0
         self.misses = 0
@@ -81,8 +82,12 @@ class DerivedCache:
         self._dirty = True
 
     def _digest(self, file: str, text: str) -> str:
+        known = self._texts.get(file)
+        if known is not None and known[0] is text:  # asked again about the same text: hashed once
+            return known[1]
         digest = content_digest(text.encode("utf-8"))
         self._seen[file] = digest
+        self._texts[file] = (text, digest)
         return digest
 
     def save(self) -> None:

@@ -5,6 +5,10 @@
 * Results, including "nothing here", are cached by file content (a digest of its bytes, cheap
   next to parsing), tool version and configuration, so a re-run over an unchanged tree parses
   nothing; a file edited back to its old size and mtime is still scanned again.
+* A warm run reads no file whose status (size, mtime, ctime, inode) is the one recorded with its
+  entry, as git's index does: only a status taken when the file was last changed well before
+  (``_SETTLED_NS``) is recorded, so an edit in the same clock tick cannot pass for no edit, and
+  ctime, which no program sets back, changes with every write.
 """
 
 from __future__ import annotations
@@ -13,11 +17,10 @@ import gc
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,8 @@ from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
-from recompile_fix.notebook import NOTEBOOK_SUFFIX, source_of
+from recompile_fix.notebook import source_of
+from recompile_fix.pipeline.training import TrainingFact, training_fact
 from recompile_fix.profile.files import read_bounded
 from recompile_fix.tool_code import code_digest
 
@@ -35,81 +39,38 @@ __all__ = [
     "CacheEntry",
     "code_digest",
     "content_digest",
-    "discover",
-    "is_source",
     "Scanned",
-    "skipped_sources",
     "StaticScan",
 ]
 
-# A file's cache entry: [content digest, its findings as JSON].
+# A file's cache entry: [content digest, its findings as JSON, its status or None (``_status``),
+# what it says to the training search (``training_fact``)].
 CacheEntry = list[Any]
-# What scanning one file gives: (relative path, content digest, findings as JSON, error).
-Scanned = tuple[str, str | None, list[dict[str, Any]], str | None]
+# What scanning one file gives: (relative path, content digest, findings as JSON, error, training fact).
+Scanned = tuple[str, str | None, list[dict[str, Any]], str | None, TrainingFact]
 
 CACHE_FILE = ".recompile-fix/cache/static.json"
-_CACHE_FORMAT = "2"  # entries keyed by content alone (format 1 also keyed by mtime and size)
+# Format 3: entries keyed by content, with the status that spares a warm run the read (format 1
+# keyed them by mtime and size, 2 by content alone).
+_CACHE_FORMAT = "3"
+# A status is recorded only for a file last changed this long before the scan began: a later
+# write within a coarse clock's tick would leave its times as they were.
+_SETTLED_NS = 3_000_000_000
+
+
+def _status(path: str | os.PathLike[str]) -> list[int] | None:
+    """What a file's status says of its bytes: changed bytes change it (ctime with every write)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
 
 
 def content_digest(data: bytes) -> str:
     """The digest a file's bytes are known by: its cache entry, and what its Findings were planned
     from (a rewrite of other bytes is refused)."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def is_source(path: str | os.PathLike[str]) -> bool:
-    """Is this a file the rules read (Python source)? The one test, for a file named on the
-    command line and for one found in a folder: a new kind (a notebook) is added here."""
-    return Path(path).suffix in (".py", NOTEBOOK_SUFFIX)
-
-
-def skipped_sources(paths: Iterable[str]) -> list[str]:
-    """The files named in ``paths`` that are not sources (``is_source``): `apply` warns of each
-    and skips it, as ruff does."""
-    return [p for p in paths if Path(p).is_file() and not is_source(p)]
-
-
-def discover(paths: list[str], root: Path, excluded: Callable[[str], bool]) -> list[Path]:
-    """Python files and notebooks under ``paths``, less what the configuration excludes and, in a
-    git work tree, what git ignores (as ruff does: copies in an ignored `work/`, build output); an
-    explicitly named source file is always included (one that is not a source,
-    ``skipped_sources``, never)."""
-    files: list[Path] = []
-    walked: list[Path] = []
-    for given in paths:
-        path = Path(given).resolve()
-        if path.is_file():
-            if is_source(path):
-                files.append(path)
-            continue
-        for directory, dirnames, filenames in os.walk(path):
-            rel_dir = os.path.relpath(directory, root)
-            dirnames[:] = sorted(d for d in dirnames if not excluded(os.path.normpath(os.path.join(rel_dir, d))))
-            for name in sorted(filenames):
-                if is_source(name) and not excluded(os.path.normpath(os.path.join(rel_dir, name))):
-                    walked.append(Path(directory, name))
-    ignored = git_ignored(root, walked)
-    return files + [f for f in walked if f not in ignored]
-
-
-def git_ignored(root: Path, files: list[Path]) -> set[Path]:
-    """The ``files`` git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes) where
-    ``root`` is in a git work tree; none where it is not, or git cannot say."""
-    if not files or shutil.which("git") is None:
-        return set()
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
-            input=b"\0".join(os.fsencode(f) for f in files),
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    if done.returncode not in (0, 1):  # 128: not a work tree (or git failed): nothing ignored
-        return set()
-    return {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p}
 
 
 # -- worker side ---------------------------------------------------------------------------
@@ -138,27 +99,28 @@ def _scan_one(path: str, relative: str, text: str | None = None) -> Scanned:
         # A .py link to /dev/zero in the tree: refused.
         data = text.encode("utf-8") if text is not None else source_of(path, read_bounded(path))
     except OSError as exc:
-        return relative, None, [], f"{relative}: cannot read: {exc.strerror}"
+        return relative, None, [], f"{relative}: cannot read: {exc.strerror}", None
     except UserError as exc:  # a notebook that is not one
-        return relative, None, [], str(exc)
+        return relative, None, [], str(exc), None
     digest = content_digest(data)
+    fact = training_fact(data) if relative.endswith(".py") else None
     candidates = [r for r in _RULES if r.may_fire(data)]
     if not candidates:
-        return relative, digest, [], None
+        return relative, digest, [], None, fact
     try:
         # Not parsed yet: each rule asks for the tree it needs (ast for most, libcst for few).
         source = SourceFile.read(Path(relative), data, parse=False)
     except SourceError as exc:
-        return relative, digest, [], str(exc)
+        return relative, digest, [], str(exc), fact
     found: list[dict[str, Any]] = []
     for rule in candidates:
         try:
             found.extend(f.to_json() for f in rule.plan_static(source, relative))
         except SourceError as exc:
-            return relative, digest, [], str(exc)
+            return relative, digest, [], str(exc), fact
         except Exception as exc:  # one rule's crash must not lose the file's other findings
-            return relative, digest, found, f"{relative}: internal error in {rule.id}: {exc!r}"
-    return relative, digest, found, None
+            return relative, digest, found, f"{relative}: internal error in {rule.id}: {exc!r}", fact
+    return relative, digest, found, None, fact
 
 
 def _scan_chunk(items: list[tuple[str, str]]) -> list[Scanned]:
@@ -184,6 +146,9 @@ class StaticScan:
         self.errors: list[str] = []
         self.parsed = 0  # files that missed the cache (for the benchmark and tests)
         self.digests: dict[str, str] = {}  # relative path -> digest of the bytes its findings came from
+        self.read = 0  # files read here (a warm run reads none whose status is recorded)
+        # relative path -> what the file on disk says to the training search (``training_fact``)
+        self.training_facts: dict[str, TrainingFact] = {}
 
     def _load_cache(self) -> dict[str, CacheEntry]:
         if not self.use_cache:
@@ -224,42 +189,56 @@ class StaticScan:
         fresh: dict[str, CacheEntry] = {}
         results: dict[str, list[dict[str, Any]]] = {}
         todo: list[tuple[str, str]] = []
+        statuses: dict[str, list[int] | None] = {}  # of the files scanned: the status to record
         buffers = []
+        started = time.time_ns()
+        restamped = False
         for path in files:
             rel = os.path.relpath(path, self.root)
             if texts is not None and rel in texts:
                 buffers.append((str(path), rel, texts[rel]))
                 continue
+            status = _status(path)
+            entry = cache.get(rel)
+            if not (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[0], str)):
+                entry = None
+            if entry is not None and status is not None and entry[2] == status:
+                self._reuse(rel, entry, fresh, results)  # unchanged since recorded: not read
+                continue
             try:
                 digest = content_digest(source_of(path, read_bounded(path)))
+                self.read += 1
             except UserError:  # a notebook that is not one: scanning it says so
                 todo.append((str(path), rel))
                 continue
             except OSError:
                 continue
-            entry = cache.get(rel)
-            if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest:
-                fresh[rel] = entry
-                results[rel] = entry[1]
-                self.digests[rel] = digest
+            settled = status if status is not None and 0 < status[2] < started - _SETTLED_NS else None
+            if entry is not None and entry[0] == digest:
+                if entry[2] != settled:
+                    entry, restamped = [entry[0], entry[1], settled, entry[3]], True
+                self._reuse(rel, entry, fresh, results)
                 continue
+            statuses[rel] = settled
             todo.append((str(path), rel))
         if todo:
             self.parsed = len(todo)
             show = sys.stderr.isatty() if progress is None else progress
-            for rel, scanned_digest, found, error in self._scan(todo, show):
+            for rel, scanned_digest, found, error, fact in self._scan(todo, show):
                 if error:
                     self.errors.append(error)
                     continue  # not cached: an error must be reported again next time
                 # The digest of the bytes the worker read: the findings belong to those.
-                fresh[rel] = [scanned_digest, found]
+                fresh[rel] = [scanned_digest, found, statuses.get(rel), fact]
                 results[rel] = found
+                self.training_facts[rel] = fact
                 if scanned_digest is not None:
                     self.digests[rel] = scanned_digest
-        self._save_cache(fresh)
+        if todo or restamped or len(fresh) != len(cache):  # else the cache holds these entries already
+            self._save_cache(fresh)
         if buffers:
             self.parsed += len(buffers)
-            for rel, scanned_digest, found, error in self._scan_buffers(buffers):
+            for rel, scanned_digest, found, error, _ in self._scan_buffers(buffers):
                 if error:
                     self.errors.append(error)
                     continue
@@ -268,6 +247,14 @@ class StaticScan:
                     self.digests[rel] = scanned_digest
         findings = [Finding.from_json(f) for rel in sorted(results) for f in results[rel]]
         return findings
+
+    def _reuse(
+        self, rel: str, entry: CacheEntry, fresh: dict[str, CacheEntry], results: dict[str, list[dict[str, Any]]]
+    ) -> None:
+        fresh[rel] = entry
+        results[rel] = entry[1]
+        self.digests[rel] = entry[0]
+        self.training_facts[rel] = entry[3]
 
     def _scan_buffers(self, buffers: list[tuple[str, str, str]]) -> list[Scanned]:
         """The open buffers, in this process (a few files, which the editor is waiting on)."""
