@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_suppressed", "strip_suppressions", "suppressed_rules", "with_suppression"]
+__all__ = ["can_suppress", "is_suppressed", "strip_suppressions", "suppressed_rules", "with_suppression"]
 
 _COMMENT = re.compile(r"#\s*recompile-fix:\s*ignore(?:\[(?P<ids>[A-Za-z0-9_,\s]*)\])?")
 _CODE = r"[A-Za-z]+[0-9]+"
 _NOQA = re.compile(rf"#\s*(?i:noqa)(?![\w-])(?:\s*:\s*(?P<ids>{_CODE}(?:(?:\s*,\s*|[ \t]+){_CODE})*))?")
+
+
+def can_suppress(data: bytes) -> bool:
+    """Can a file's bytes hold a suppression comment at all? (Most files cannot: their lines are
+    never split.) Substring tests, not a regex: an alternation loses the literal search."""
+    return b"recompile-fix" in data or b"noqa" in data.lower()
 
 
 def suppressed_rules(line_text: str) -> set[str] | None:

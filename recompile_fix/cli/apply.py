@@ -208,7 +208,7 @@ def _shown(result: ApplyResult, show_diff: bool, output_format: str, unsafe_fixe
         return diff_text(result.rewrites)
     # A fallback is listed while its preferred fix is not made (it would be, in its place).
     chosen = [f for f in result.findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
-    listed = [f for f in result.findings if not any(stands_in_for(f, c) for c in chosen)]
+    listed = [f for f in result.findings if not (f.fallback and any(stands_in_for(f, c) for c in chosen))]
     return render(
         listed,
         output_format,

@@ -42,7 +42,7 @@ from recompile_fix.profile.files import read_named_file
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources, check_agreement
-from recompile_fix.suppression import is_suppressed
+from recompile_fix.suppression import can_suppress, is_suppressed
 
 __all__ = [
     "ApplyResult",
@@ -126,7 +126,8 @@ def find(
             profiled = _plan_from_profile(profile, rules, root, roots, result, config, files)
         scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
         unsaved = [r for r in roots if not r.exists() and is_source(r)]  # a buffer not saved yet
-        static = scan.run(discover(paths, root, config.excluded) + unsaved, texts=texts)
+        walks: dict[Path, list[Path]] = {}  # the scan's folders: the training search walks them once
+        static = scan.run(discover(paths, root, config.excluded, walks) + unsaved, texts=texts)
         if profile is not None:  # the Profile names the torch that runs this tree: its release gates the edits
             for finding in static:
                 finding.torch_version = finding.torch_version or profile.torch_version
@@ -139,17 +140,19 @@ def find(
                 if result.planned_from[finding.file] != digest:
                     result.planned_from[finding.file] = "changed"  # two reads, two contents: fix neither
         merged = _one_per_file(merge_findings(profiled, static, config), root)
-        suppressed = [f for f in merged if is_suppressed(files.line(f.file, f.location.line), f.rule)]
+        suppressed = [f for f in merged if is_suppressed(files.suppression_line(f.file, f.location.line), f.rule)]
         # A fallback goes with its preferred fix: a suppression comment on the optimizer declines the rule's
         # fix of those recompiles, not only the tensor lr written there.
-        findings = [f for f in merged if all(f is not s and not stands_in_for(f, s) for s in suppressed)]
+        findings = [
+            f for f in merged if all(f is not s and not (f.fallback and stands_in_for(f, s)) for s in suppressed)
+        ]
         result.findings, result.present = settle(
             findings,
             rules,
             profile=profile,
             source_of=files.source,
             memo=result.memo,
-            training=TrainingInProject(root, config.excluded, files, scan.training_facts),
+            training=TrainingInProject(root, config.excluded, files, scan.training_facts, walks),
         )
         return result
 
@@ -482,11 +485,13 @@ class _Files:
                 self._sources[path] = None
         return self._sources[path]
 
-    def line(self, path: str, number: int) -> str:
-        """One line, for suppression comments ("" past the end, or unreadable)."""
+    def suppression_line(self, path: str, number: int) -> str:
+        """One line, for its suppression comment ("" past the end, unreadable, or in a file that
+        holds no such comment)."""
         if path not in self._lines:
             try:
-                self._lines[path] = self.read(path).decode("utf-8").splitlines()
+                data = self.read(path)
+                self._lines[path] = data.decode("utf-8").splitlines() if can_suppress(data) else []
             except (OSError, UnicodeDecodeError):
                 self._lines[path] = []
         lines = self._lines[path]

@@ -30,6 +30,7 @@ from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import installed_torch_version
 from recompile_fix.findings.rule import Rule
 from recompile_fix.notebook import source_of
+from recompile_fix.pipeline.paths import relative_to
 from recompile_fix.pipeline.training import TrainingFact, training_fact
 from recompile_fix.profile.files import read_bounded
 from recompile_fix.tool_code import code_digest
@@ -194,7 +195,7 @@ class StaticScan:
         started = time.time_ns()
         restamped = False
         for path in files:
-            rel = os.path.relpath(path, self.root)
+            rel = relative_to(path, self.root)
             if texts is not None and rel in texts:
                 buffers.append((str(path), rel, texts[rel]))
                 continue

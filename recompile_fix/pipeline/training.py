@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from recompile_fix.pipeline.paths import discover
+from recompile_fix.pipeline.paths import discover, relative_to
 
 __all__ = ["TrainingFact", "TrainingInProject", "training_fact"]
 
@@ -64,7 +64,8 @@ class _Reader(Protocol):
 class TrainingInProject:
     """Where a Python file of the project (``root``, less what the configuration excludes) that
     imports a given module runs a backward pass. Searched once, on the first ask; ``known``: what
-    the static scan read of files on disk, by relative path (an editor's buffer is read anew)."""
+    the static scan read of files on disk, by relative path (an editor's buffer is read anew);
+    ``walks``: the folders it walked."""
 
     def __init__(
         self,
@@ -72,18 +73,20 @@ class TrainingInProject:
         excluded: Callable[[str], bool],
         files: _Reader,
         known: Mapping[str, TrainingFact] | None = None,
+        walks: dict[Path, list[Path]] | None = None,
     ):
         self.root, self.excluded, self.files = root, excluded, files
         self.known: Mapping[str, TrainingFact] = known or {}
+        self.walks = walks  # the folders the scan walked (``discover``)
         self._trainers: list[tuple[str, frozenset[str], str]] | None = None  # (file, modules it imports, the call)
 
     def _scan(self) -> list[tuple[str, frozenset[str], str]]:
         if self._trainers is None:
             self._trainers = []
-            for path in discover([str(self.root)], self.root, self.excluded):
+            for path in discover([str(self.root)], self.root, self.excluded, self.walks):
                 if path.suffix != ".py":
                     continue
-                relative = os.path.relpath(path, self.root)
+                relative = relative_to(path, self.root)
                 if relative in self.known and relative not in self.files.texts:
                     fact = self.known[relative]
                 else:

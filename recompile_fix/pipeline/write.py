@@ -66,7 +66,7 @@ def is_selected(finding: Finding, *, unsafe_fixes: bool) -> bool:
 def select_fixes(findings: Iterable[Finding], *, unsafe_fixes: bool) -> list[Finding]:
     """The selected fixes, less a fallback whose preferred fix is selected too (one fix each)."""
     chosen = [f for f in findings if is_selected(f, unsafe_fixes=unsafe_fixes)]
-    return [f for f in chosen if not any(stands_in_for(f, other) for other in chosen)]
+    return [f for f in chosen if not (f.fallback and any(stands_in_for(f, other) for other in chosen))]
 
 
 # -- rewrite ---------------------------------------------------------------------------------
