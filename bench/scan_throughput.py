@@ -2,9 +2,9 @@
 transformers package (about a million lines).
 
 Prints wall seconds and lines/s for recompile-fix cold with 1 and 2 processes and warm (second
-run, nothing changed), then the same tree through TorchFix in its own virtualenv (it pins an
-older libcst), and the ratios, all measured in this one run. Targets on a 2-core machine: cold
-<= 35 s, warm <= 1.5 s, >= 10x TorchFix.
+run, nothing changed: best of 3), then the same tree through TorchFix in its own virtualenv (it
+pins an older libcst), and the ratios, all measured in this one run. Targets on a 2-core machine
+(issue 29): cold <= 3.4 s on 2 processes, warm <= 0.5 s; >= 10x TorchFix.
 
     python bench/scan_throughput.py [--tree DIR] [--torchfix-venv DIR] [--skip-torchfix]
 """
@@ -82,6 +82,9 @@ def main() -> None:
     )
     parser.add_argument("--skip-torchfix", action="store_true")
     args = parser.parse_args()
+    # Timed as on a user's machine, which keeps bytecode: where PYTHONDONTWRITEBYTECODE is set (this
+    # sandbox sets it) every run would compile the tool's 170 modules again.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
     tree = (args.tree or default_tree()).resolve()
     files, lines = count_lines(tree)
@@ -100,8 +103,7 @@ def main() -> None:
             shutil.rmtree(work / ".recompile-fix", ignore_errors=True)
             seconds, _ = run_ours(work, jobs)
             record(f"cold, {jobs} process{'es' if jobs > 1 else ''}", seconds)
-        seconds, _ = run_ours(work, 2)
-        record("warm (nothing changed)", seconds)
+        record("warm (nothing changed)", min(run_ours(work, 2)[0] for _ in range(3)))
         shutil.rmtree(work / ".recompile-fix", ignore_errors=True)
         seconds, found = run_ours(work, 2, as_json=True)
         record("cold, 2, JSON with edits", seconds)
@@ -124,8 +126,8 @@ def main() -> None:
     if torchfix_seconds:
         print(f"recompile-fix cold (2 processes) vs TorchFix: {torchfix_seconds / cold2:.1f}x faster")
     print(
-        f"targets: cold <= 35 s ({'met' if cold2 <= 35 else 'MISSED'}), "
-        f"warm <= 1.5 s ({'met' if results['warm (nothing changed)'] <= 1.5 else 'MISSED'})"
+        f"targets: cold <= 3.4 s ({'met' if cold2 <= 3.4 else 'MISSED'}), "
+        f"warm <= 0.5 s ({'met' if results['warm (nothing changed)'] <= 0.5 else 'MISSED'})"
         + (f", >= 10x TorchFix ({'met' if torchfix_seconds / cold2 >= 10 else 'MISSED'})" if torchfix_seconds else "")
     )
 
