@@ -98,3 +98,5 @@ def test_a_mark_after_an_unmarked_graph_is_a_reason_of_its_own(tmp_path, cli):
     cli("profile", "-o", str(out), "--backend", "eager", "--", "python", str(script), check=0)
     (frame,) = Profile.load(out).frames
     assert (len(frame.compiles), [r.kind for r in frame.reasons()]) == (2, ["dim_marking_added"])
+    # What RF001 reads to mark the warm-up too: the marks the program made, at each compile.
+    assert [c.inputs["x"].get("marked") for c in frame.compiles] == [None, [0]]

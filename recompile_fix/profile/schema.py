@@ -293,11 +293,14 @@ def _check_input(entry: dict[str, Any], where: str) -> None:
                     _fail(f"{where}.{key}", f"has {len(values)} dimensions")
                 for d, size in enumerate(values):
                     _int(size, f"{where}.{key}[{d}]", 0 if key == "shape" else -(2**62))
-        if "marked" in entry:  # dims the program marked dynamic (recorder: `_dynamo_dynamic_indices`)
-            marked = _list(entry["marked"], f"{where}.marked")
-            rank = len(entry["shape"]) if isinstance(entry.get("shape"), list) else MAX_DIM
-            for d, dim in enumerate(marked):
-                _int(dim, f"{where}.marked[{d}]", 0, rank - 1)
+        # Dims the program marked dynamic (recorder: `_dynamo_dynamic_indices`), and weakly
+        # (`maybe_mark_dynamic`: `_dynamo_weak_dynamic_indices`).
+        for key in ("marked", "maybe_marked"):
+            if key in entry:
+                marked = _list(entry[key], f"{where}.{key}")
+                rank = len(entry["shape"]) if isinstance(entry.get("shape"), list) else MAX_DIM
+                for d, dim in enumerate(marked):
+                    _int(dim, f"{where}.{key}[{d}]", 0, rank - 1)
         if isinstance(entry.get("shape"), list) and isinstance(entry.get("stride"), list):
             if len(entry["shape"]) != len(entry["stride"]):
                 _fail(where, f"has a shape of {len(entry['shape'])} dimensions and a stride of {len(entry['stride'])}")

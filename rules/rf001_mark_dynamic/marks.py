@@ -37,6 +37,7 @@ __all__ = [
     "marked_expression",
     "merge_same_call",
     "none_message",
+    "shared_message",
     "short_path",
     "singular",
     "site_message",
@@ -143,6 +144,20 @@ def borrowed_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]],
     return (
         f"{', '.join(parts)} passed to compiled `{frame.shown_name}` compiled dynamic here only because other "
         "calls changed its size: mark it dynamic before this call too, as they are"
+    )
+
+
+def shared_message(entries: list[dict[str, Any]], loops: list[dict[str, Any]], frame: Frame) -> tuple[str, str]:
+    """A call that passes unmarked what the program marks dynamic at another call: the message,
+    and the note that says why."""
+    parts = [f"`{e['label']}{steps_code(e['steps'])}` dim {dim_text(e['dims'])}" for e in entries]
+    parts += [f"each of `{loop['label']}{steps_code(loop['container'])}`" for loop in loops]
+    return (
+        f"{', '.join(parts)} passed to compiled `{frame.shown_name}` unmarked here, marked dynamic at "
+        "another call: torch compiles again for the mark; mark it before this call too",
+        "torch guards whether a tensor was marked dynamic (PR #176341): a graph traced with it "
+        "unmarked here does not serve the marked call, even at a size it had; marked at both, one "
+        "graph serves them",
     )
 
 

@@ -48,7 +48,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
 )
 from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import PARAMETER_SHAPES, fix_parameter_shapes
 from recompile_fix.rules.rf001_mark_dynamic.site_plan import SitePlan
-from recompile_fix.rules.rf001_mark_dynamic.size_evidence import borrow_marks, site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import borrow_marks, share_marks, site_evidence
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
 
 __all__ = ["RULE", "MarkDynamic"]
@@ -75,7 +75,10 @@ class MarkDynamic(Rule):
     call that compiled those dimensions dynamic at once only because other calls had changed
     them (an eval loop after a training loop at other lengths: automatic dynamic) gets the same
     mark: with the other calls marked, nothing makes them dynamic there, and it would compile
-    static, then again.
+    static, then again. A call that passes unmarked a tensor the program itself marks at another
+    call (a warm-up or a latency probe before a marked loop) gets the program's own mark: torch
+    guards whether a tensor was marked at all (RC024), so the marked call compiled again even
+    at a size the first graph had.
 
     ## Example
     ```python
@@ -157,13 +160,15 @@ class MarkDynamic(Rule):
     ## Profile evidence
     `tensor 'x' size mismatch at index 0. expected 32, actual 17` (also `L['x']`, `args[0]`,
     `kwargs['input_ids']`, `kwargs['past_key_values'].layers[0].keys`), and the shapes of every
-    tensor reachable from the compiled frame's arguments at each compile.
+    tensor reachable from the compiled frame's arguments at each compile, with the dims the
+    program marked (`_has_dynamo_dim_marking is present on runtime tensor but was absent at
+    compile time`: a mark after an unmarked call).
     """
 
     id = "RF001"
     name = "mark-dynamic"
     message = "{what} passed to compiled `{frame}` change size ({compiles}): mark them dynamic before the call"
-    consumes = ("size_mismatch", "size_specialization", "stride_mismatch")
+    consumes = ("size_mismatch", "size_specialization", "stride_mismatch", "dim_marking_added")
     triggers = ("compile",)
     emits = (
         MARK_DYNAMIC,
@@ -253,7 +258,8 @@ class MarkDynamic(Rule):
                     planned.extend(found)
                     marked |= _marked_dims(found)
             # Calls that got those dims dynamic from the marked calls' changes, after them.
-            for ev in borrow_marks(evidence, marked) if marked else []:
+            # Calls that traced unmarked what the program marks at another call (a warm-up).
+            for ev in [*(borrow_marks(evidence, marked) if marked else []), *share_marks(frame, evidence)]:
                 planned.extend(
                     f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
                 )

@@ -37,6 +37,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
     borrowed_message,
     loops_of_marks,
     none_message,
+    shared_message,
     short_path,
     site_message,
     steps_code,
@@ -127,7 +128,7 @@ class SitePlan:
         if tied:
             return self.none(tied)
         entries, loops, names = self._layout(source, call, kept, located)
-        if not self.ev.borrowed and not self._marking_helps(kept):
+        if not (self.ev.borrowed or self.ev.shared) and not self._marking_helps(kept):
             return self._no_help(kept, func, names)
         for entry in list(entries):
             if entry["optional"] and any(kind == "item" for kind, _ in entry["steps"]):
@@ -163,6 +164,8 @@ class SitePlan:
         finding = self.finding("", Safety.SAFE, notes)
         # The recompiles it is about: the dims it marks, not every size change of the frame.
         finding.covers = [cover(self.frame, [src for src, _ in kept], self.rule.consumes, kept)]
+        if self.ev.shared:  # torch's guard on the mark names no tensor
+            finding.covers.append(cover(self.frame, kinds=["dim_marking_added"]))
         self._fill(finding, source, call, statement, entries, loops, mark)
         indexed = self._indexed_unseen(entries, names)
         if indexed is not None:
@@ -345,6 +348,9 @@ class SitePlan:
             not partial and self._marked_by_program(kept) and not any(self.ev.small(src, [d]) for src, d in kept)
         )
         small = any(self.ev.small(src, [d]) for src, d in kept)
+        if self.ev.shared:  # the program's own kind of mark, which it ran at the other call
+            hard = self._marked_by_program(kept) and not small
+            return hard, "mark_dynamic" if hard else "maybe_mark_dynamic"
         mark = "mark_dynamic" if hard else "maybe_mark_dynamic"
         if hard and small and MARK_UNBACKED.runs_on(self.release) and calls_nothing(func):
             # An unbacked size breaks the graph wherever torch needs a concrete one (SDPA picks
@@ -659,7 +665,10 @@ class SitePlan:
             "loops": loop_entries,
         }
         finding.message = site_message(entries, loop_entries, self.frame, self.here, len(self.frame.compiles))
-        if self.ev.borrowed:
+        if self.ev.shared:
+            finding.message, note = shared_message(entries, loop_entries, self.frame)
+            finding.notes.append(note)
+        elif self.ev.borrowed:
             finding.message = borrowed_message(entries, loop_entries, self.frame)
             finding.notes.append(
                 "the run traced these sizes as dynamic here only because other calls of the frame had "

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from recompile_fix.profile.model import Compile, Frame, Location, Reason
 
-__all__ = ["SiteEvidence", "site_evidence"]
+__all__ = ["SiteEvidence", "borrow_marks", "share_marks", "site_evidence"]
 
 Dim = tuple[str, int]  # (guard source, dimension)
 
@@ -44,6 +44,9 @@ class SiteEvidence:
     # Dims this call got dynamic from other calls' size changes (automatic dynamic), which marks
     # at those calls take away: this call needs its own mark (see ``borrow_marks``).
     borrowed: bool = False
+    # Dims this call traced unmarked that the program marks at another call: torch compiled again
+    # there for the mark alone (see ``share_marks``).
+    shared: bool = False
 
     def small(self, source: str, dims: list[int]) -> bool:
         """Did this call pass size 0 or 1 in one of these dimensions (specialised even when
@@ -211,6 +214,42 @@ def borrow_marks(evidence: list[SiteEvidence], marked: set[Dim]) -> list[SiteEvi
                         dims.setdefault(src, set()).add(d)
         if dims:
             ev.changed, ev.borrowed = dims, True
+            _tie(ev)
+            found.append(ev)
+    return found
+
+
+def share_marks(frame: Frame, evidence: list[SiteEvidence]) -> list[SiteEvidence]:
+    """The calls of a frame that passed, unmarked, a tensor the program marks dynamic at another
+    of its calls, where torch compiled again for the mark alone (RC024 `dim_marking_added`: since
+    pytorch PR #176341 it guards whether a tensor was marked, so a warm-up or calibration call
+    before a marked loop costs a graph of its own, even at a size it had). The same mark at these
+    calls makes one graph serve them all (measured: 2 -> 1 compiles)."""
+    if not any(r.kind == "dim_marking_added" for c in frame.compiles for r in c.reasons):
+        return []
+    marks: dict[str, set[int]] = {}  # source -> the dims some call of the frame marked
+    marking: list[Compile] = []  # the compiles that saw them marked
+    for compile_ in frame.compiles:
+        for source, entry in compile_.inputs.items():
+            seen = set((entry or {}).get("marked") or ()) | set((entry or {}).get("maybe_marked") or ())
+            if seen:
+                marks.setdefault(source, set()).update(seen)
+                if compile_ not in marking:
+                    marking.append(compile_)
+    found = []
+    for ev in evidence:
+        if ev.changed or ev.site is None:
+            continue
+        dims: dict[str, set[int]] = {}
+        for compile_ in ev.compiles:
+            for source, entry in compile_.inputs.items():
+                if entry.get("type") != "Tensor" or source not in marks:
+                    continue
+                if not (entry.get("marked") or entry.get("maybe_marked")):
+                    dims.setdefault(source, set()).update(marks[source])
+        if dims:
+            ev.changed, ev.shared = dims, True
+            ev.linked += [c for c in marking if c not in ev.linked]  # the marks it copies
             _tie(ev)
             found.append(ev)
     return found

@@ -43,9 +43,13 @@ def describe_value(value: object) -> dict | None:
         }
         # The dims the program marked with `mark_dynamic` (a hard mark): another call of the same
         # frame must mark them so too, or the graphs do not match (`_dynamo_dynamic_indices`).
-        marked = getattr(value, "_dynamo_dynamic_indices", None)
-        if marked and len(marked) <= value.dim():
-            entry["marked"] = sorted(int(d) for d in marked if isinstance(d, int) and 0 <= d < value.dim())
+        # `maybe_marked`: with `maybe_mark_dynamic` (a weak mark). Torch guards either kind's
+        # presence (`_has_dynamo_dim_marking`): a call that passes the tensor unmarked first
+        # compiles again at the marked call (RC024).
+        for key, attribute in (("marked", "_dynamo_dynamic_indices"), ("maybe_marked", "_dynamo_weak_dynamic_indices")):
+            marked = getattr(value, attribute, None)
+            if marked and len(marked) <= value.dim():
+                entry[key] = sorted(int(d) for d in marked if isinstance(d, int) and 0 <= d < value.dim())
         return entry
     if isinstance(value, float) and not math.isfinite(value):
         # A default like diffusers' `s_tmax=float("inf")`: JSON has no spelling for it, and no
