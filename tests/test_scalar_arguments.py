@@ -366,3 +366,39 @@ def test_a_number_guard_on_what_the_run_recorded_as_a_tensor_is_no_argument_to_w
     for compile_, value in zip(frame.compiles, (0.2, 0.1)):
         compile_.inputs = {"x": {"type": "float", "value": value}}
     assert [a.source for a in changed_scalars(frame)] == ["x"]
+
+
+@pytest.mark.slow
+def test_an_args_item_of_a_compiled_no_grad_function_is_its_parameter(tmp_path):
+    """`@torch.compile` over `@torch.no_grad()` (an EMA update) compiles torch's `inner` around
+    torch's `decorate_context`, both taking `*args, **kwargs`: the run records the function their
+    `functools.wraps` chain ends in, so `args[2]` is `momentum` and `dynamic=True` is offered at
+    the decorator (a trial: "neither shows whose parameter it is", no fix; `dynamic=True` kept
+    the checksum and took 4 -> 3 compiles)."""
+    (tmp_path / "program.py").write_text(
+        textwrap.dedent("""
+            import torch
+
+
+            @torch.compile(backend="eager")
+            @torch.no_grad()
+            def ema_update(teacher, student, momentum):
+                teacher.mul_(momentum).add_(student, alpha=1 - momentum)
+
+
+            teacher, student = torch.zeros(4), torch.ones(4)
+            for step in range(3):
+                ema_update(teacher, student, 0.9 + 0.01 * step)
+        """)
+    )
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    (frame,) = profile.frames
+    (where,) = frame.signature["closes_over"].values()
+    assert where["wraps"]["name"] == "ema_update" and where["wraps"]["file"] == "program.py"
+    findings = RF002.plan(profile, Project(tmp_path, expected_hashes=profile.sources))
+    dynamic = [f for f in findings if "compile_call" in f.params]
+    assert [(f.location.line, f.message.rsplit(": ", 1)[1]) for f in dynamic] == [
+        (5, "compile `ema_update` with `dynamic=True`")
+    ]
+    assert dynamic[0].unsafe_because == UNPROVEN and "`momentum`" in dynamic[0].message

@@ -137,6 +137,16 @@ class _Merge:
             self.named.add(f["file"])
         return frame
 
+    def _spelled_function(self, where: dict) -> dict:
+        """Where a closed-over function is (and the one it wraps, ``wraps``), paths spelled."""
+        spelled = {**where, "file": self.spell(where["file"])}
+        wraps = where.get("wraps")
+        if isinstance(wraps, dict) and isinstance(wraps.get("file"), str):
+            spelled["wraps"] = {**wraps, "file": self.spell(wraps["file"])}
+        else:
+            spelled.pop("wraps", None)
+        return spelled
+
     def _compile(self, raw: dict, compile_id: str, rank: int | None, frame: Frame) -> Compile:
         """One compile typed: its inputs (the signature goes to its frame), reasons, failure,
         stack and block stacks, every path spelled as the Profile spells paths."""
@@ -148,7 +158,7 @@ class _Merge:
             closes_over = signature.get("closes_over")
             if isinstance(closes_over, dict):  # where the functions it closes over are, spelled
                 signature["closes_over"] = {
-                    name: {**where, "file": self.spell(where["file"])}
+                    name: self._spelled_function(where)
                     for name, where in closes_over.items()
                     if isinstance(where, dict) and isinstance(where.get("file"), str)
                 }

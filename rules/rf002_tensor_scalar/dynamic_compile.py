@@ -44,7 +44,7 @@ def dynamic_compile_finding(
         file=call.file,
         location=call.source.location_of(call.node, call.file),
         message=finding.message.rsplit(": ", 1)[0]
-        + f": compile `{call.compiled or function_name}` with `dynamic=True`",
+        + f": compile `{call.compiled or frame.shown_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
         notes=[*why, *notes],

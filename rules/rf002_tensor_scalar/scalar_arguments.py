@@ -167,17 +167,25 @@ def parameter_function(
 
 
 def _closed_over(frame: Frame, forwarding: cst.Call, read: Callable[[str], SourceFile | None] | None) -> list[Wrapped]:
-    """The function the run recorded the wrapper closes over under the name it calls."""
+    """The function the run recorded the wrapper closes over under the name it calls, then the one
+    that function's ``functools.wraps`` chain of ``*args, **kwargs`` wrappers ends in (a compiled
+    `@torch.no_grad()` function: torch's ``decorate_context`` passes its arguments on to it)."""
     closes_over = (frame.signature or {}).get("closes_over") or {}
     where = closes_over.get(forwarding.func.value) if isinstance(forwarding.func, cst.Name) else None
-    if read is None or not isinstance(where, dict) or not isinstance(where.get("file"), str):
+    if read is None or not isinstance(where, dict):
         return []
-    line, name = where.get("line"), where.get("name")
-    if not isinstance(line, int) or not isinstance(name, str):
-        return []
-    source = read(where["file"])
-    func = source.function_def(line, name.rsplit(".", 1)[-1]) if source else None
-    return [Wrapped(source, where["file"], func)] if source is not None and func is not None else []
+    found = []
+    for place in (where, where.get("wraps")):
+        if not isinstance(place, dict) or not isinstance(place.get("file"), str):
+            continue
+        line, name = place.get("line"), place.get("name")
+        if not isinstance(line, int) or not isinstance(name, str):
+            continue
+        source = read(place["file"])
+        func = source.function_def(line, name.rsplit(".", 1)[-1]) if source else None
+        if source is not None and func is not None:
+            found.append(Wrapped(source, place["file"], func))
+    return found
 
 
 def _at_first_uses(

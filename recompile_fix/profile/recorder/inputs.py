@@ -203,7 +203,31 @@ def closed_over_functions(code: types.CodeType, values: dict) -> dict[str, dict[
         if isinstance(value, types.FunctionType):
             inner = value.__code__
             found[name] = {"file": inner.co_filename, "line": inner.co_firstlineno, "name": value.__qualname__}
+            wrapped = _passed_through_to(value)
+            if wrapped is not None:
+                code_of = wrapped.__code__
+                found[name]["wraps"] = {
+                    "file": code_of.co_filename,
+                    "line": code_of.co_firstlineno,
+                    "name": wrapped.__qualname__,
+                }
     return found
+
+
+def _passed_through_to(function: types.FunctionType) -> types.FunctionType | None:
+    """The function a chain of ``functools.wraps`` decorators ends in (``@torch.no_grad()`` on a
+    compiled function: torch's ``decorate_context`` calls it), where each wrapper on the way
+    takes nothing but ``*args, **kwargs`` (so passes them on as it got them, as such decorators
+    do); None where there is no such chain."""
+    seen = 0
+    while seen < 8:
+        code = function.__code__
+        takes_only_star = code.co_argcount == 0 and code.co_kwonlyargcount == 0 and code.co_flags & 0x0C == 0x0C
+        wrapped = getattr(function, "__wrapped__", None)
+        if not takes_only_star or not isinstance(wrapped, types.FunctionType):
+            return function if seen else None
+        function, seen = wrapped, seen + 1
+    return None
 
 
 def _holders(frame: types.FrameType) -> dict[int, str]:
