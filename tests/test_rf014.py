@@ -346,3 +346,69 @@ def test_a_module_of_the_users_inside_a_library_model_is_found_by_what_the_run_r
     for compile_ in frame.compiles:
         compile_.inputs = {"args[0]._modules['crit']": library, "args[1]": _INPUTS["score"]}
     assert _plan(tmp_path / "library", MARGIN, frame) == []
+
+
+def _two_floats_frame(line: int):
+    """`forward` compiled twice, `self.alpha` and `self.temperature` changed together, called at
+    ``line`` (where the compiled module is called: its compile call is found from there)."""
+    from recompile_fix.profile.model import Location
+
+    frame = frame_of(
+        ["self.alpha == 0.5"], name="forward", first_line=11, stack=[Location(file="program.py", line=line)]
+    )
+    for compile_, (alpha, temperature) in zip(frame.compiles, [(0.5, 4.0), (0.75, 3.5)]):
+        compile_.inputs = {
+            **_INPUTS,
+            "self": {**_INPUTS["self"], "class": "Distillation", "qualname": "Distillation"},
+            "self.alpha": {"type": "float", "value": alpha},
+            "self.temperature": {"type": "float", "value": temperature},
+        }
+    return frame
+
+
+DISTILLATION = """\
+import torch
+import torch.nn as nn
+
+
+class Distillation(nn.Module):
+    def __init__(self, alpha=0.5, temperature=4.0):
+        super().__init__()
+        self.alpha = alpha
+        self.temperature = temperature
+
+    def forward(self, score):
+        t = self.temperature
+        soft = score.div(t).softmax(-1).sum() * (t * t)
+        return self.alpha * soft + (1 - self.alpha) * score.mean()
+
+
+criterion = Distillation()
+compiled = torch.compile(criterion, backend="eager")
+for epoch in range(2):
+    criterion.alpha, criterion.temperature = 0.5 + 0.25 * epoch, 4.0 - 0.5 * epoch
+    compiled(torch.randn(4))
+"""
+
+
+def test_unsafe_0d_tensors_get_one_dynamic_true_at_the_compile_call_as_their_fallback(tmp_path):
+    """A trial's distillation loss: both 0-d tensors unsafe (`(1 - self.alpha)` is Python arithmetic
+    first, met by a 0-d mean: float64 would round otherwise), which `fix` dropped. One `dynamic=True`
+    at the module's compile call stands in for both (the trial's hand fix: 3 -> 2 compiles, the
+    checksum bit for bit); under the eager backend it trades no kernel, so it is unproven, for
+    `fix` to keep, not a trade-off."""
+    from recompile_fix.findings.finding import UNPROVEN, stands_in_for
+
+    findings = _plan(tmp_path, DISTILLATION, _two_floats_frame(21))
+    tensors = [f for f in findings if "wrap" in f.params]
+    (dynamic,) = [f for f in findings if "compile_call" in f.params]
+    assert len(tensors) == 2 and all(f.safety is Safety.UNSAFE for f in tensors), [f.notes for f in findings]
+    assert dynamic.fallback and dynamic.unsafe_because == UNPROVEN and dynamic.location.line == 18
+    assert dynamic.message.endswith(": compile `criterion` with `dynamic=True`"), dynamic.message
+    assert "`Distillation.alpha` and `Distillation.temperature`" in dynamic.message
+    assert all(stands_in_for(dynamic, f) for f in tensors)
+    fixed = _fixed(dynamic, DISTILLATION)
+    assert 'compiled = torch.compile(criterion, backend="eager", dynamic=True)\n' in fixed
+    inductor = _plan(tmp_path, DISTILLATION.replace(', backend="eager"', ""), _two_floats_frame(21))
+    (traded,) = [f for f in inductor if "compile_call" in f.params]
+    assert traded.unsafe_because == "trade-off"  # inductor: every size dynamic in its kernels

@@ -79,6 +79,9 @@ class CompileCall:
     static: bool  # it says dynamic=False
     dynamic: bool  # it says dynamic=True already
     cuda_graphs: bool  # mode="reduce-overhead" and kin: a graph recorded per value and size
+    # backend="eager" or "aot_eager": the graph's ops run as they are, no kernel is generated for
+    # a size (so a dynamic size costs no specialised kernel)
+    no_kernels: bool = False
 
     @property
     def compiled(self) -> str | None:
@@ -118,6 +121,7 @@ def compile_call_of(project: Project, frame: Frame, function_name: str) -> Compi
         static=_says(node, "dynamic", "False"),
         dynamic=_says(node, "dynamic", "True"),
         cuda_graphs=runs_cuda_graphs(source, node),
+        no_kernels=_says_backend(node, ("eager", "aot_eager")),
     )
 
 
@@ -127,6 +131,16 @@ def _says(node: cst.CSTNode, keyword: str, value: str) -> bool:
         and a.keyword.value == keyword
         and isinstance(a.value, cst.Name)
         and a.value.value == value
+        for a in node.args
+    )
+
+
+def _says_backend(node: cst.CSTNode, backends: tuple[str, ...]) -> bool:
+    return isinstance(node, cst.Call) and any(
+        a.keyword is not None
+        and a.keyword.value == "backend"
+        and isinstance(a.value, cst.SimpleString)
+        and a.value.evaluated_value in backends
         for a in node.args
     )
 

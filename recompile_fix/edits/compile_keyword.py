@@ -83,11 +83,19 @@ def dynamic_true_at(
     """What a Finding that writes ``dynamic=True`` at ``call`` says and carries: its notes
     (``traced``: "with `dynamic=True` torch traces `x` as ... from the first compile"; ``caveat``:
     more that a run must settle), its params (``present`` where the call says it already), and
-    whether it is a trade-off (the call compiles a whole model, or says ``dynamic=False``)."""
+    whether it is a trade-off (the call compiles a whole model with a backend that generates
+    kernels, or says ``dynamic=False``)."""
     if call.static:
         notes = [
             f"{traced} (under `dynamic=False` every new value compiles again, PGO or not)",
             "the call asks for `dynamic=False`: every tensor size becomes dynamic instead (a trade-off)",
+        ]
+    elif call.whole and call.no_kernels:
+        notes = [
+            f"{traced} (without it, only once it has changed; PGO's second run does the same)",
+            "the call compiles more than this function, and every size it reads becomes dynamic; its "
+            "backend generates no kernels, so none is traded: unproven, `fix` keeps it where a run shows "
+            "fewer compiles and the same outputs",
         ]
     elif call.whole:
         notes = [
@@ -104,4 +112,4 @@ def dynamic_true_at(
     params = compile_call_params(call.source, call.node)
     if call.dynamic:
         params["present"] = True
-    return notes, params, call.static or call.whole
+    return notes, params, call.static or (call.whole and not call.no_kernels)

@@ -110,14 +110,16 @@ class Finding:
 
 
 def stands_in_for(fallback: Finding, other: Finding) -> bool:
-    """Is ``fallback`` another way to fix what ``other`` fixes (see ``Finding.fallback``)?"""
+    """Is ``fallback`` another way to fix what ``other`` fixes (see ``Finding.fallback``)? One
+    fallback may fix what several Findings do (one `dynamic=True` for two floats of a frame)."""
     return (
         fallback.fallback
         and not other.fallback
         and other is not fallback
         and other.fixable
         and other.rule == fallback.rule
-        and other.covers == fallback.covers
+        and all(c in fallback.covers for c in other.covers)
+        and (bool(other.covers) or not fallback.covers)
     )
 
 

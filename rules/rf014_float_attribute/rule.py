@@ -23,6 +23,7 @@ from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.edits.compile_keyword import compile_keyword_edits
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
@@ -30,6 +31,8 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.sources import attribute_path
 from recompile_fix.rules.rf014_float_attribute.dtype import tensor_dtype
+from recompile_fix.rules.rf014_float_attribute.dynamic import dynamic_compile, one_per_call
+from recompile_fix.rules.rf014_float_attribute.number_shaped import number_shaped
 
 __all__ = ["RULE", "FloatAttribute"]
 
@@ -181,7 +184,16 @@ class FloatAttribute(Rule):
                         f"`{other.labels[0]}` also changes between calls of compiled `{shared[0].name}` and stays a "
                         "float: this fix alone may remove no compile there"
                     )
-        return [finding for plan in plans for finding in self._per_file(self._finding(plan), plan)]
+        found: list[Finding] = []
+        dynamics: list[Finding] = []
+        for plan in plans:
+            finding = self._finding(plan)
+            frames = list({id(f): f for a in plan.merged for f in a.frames}.values())
+            labels = list(dict.fromkeys(plan.labels))
+            dynamic = dynamic_compile(finding, frames, labels, project, profile.torch_release)
+            found.extend(self._per_file(finding, plan))
+            dynamics.extend([dynamic] if dynamic is not None else [])
+        return found + one_per_call(dynamics)
 
     def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
         frame = attribute.frames[0]
@@ -333,6 +345,8 @@ class FloatAttribute(Rule):
 
     # -- rewriting ---------------------------------------------------------------------
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+        if "compile_call" in finding.params:
+            return compile_keyword_edits(finding.file, finding.params, source, self.id)
         dtype = f", dtype={torch_name}.float64" if finding.params["float64"] else ""
         return [
             Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
@@ -439,7 +453,7 @@ def _writes(state: AttributeState, project: Project) -> tuple[list[_Write], list
                 continue
             if value is not None:
                 shared = shared or (isinstance(node, cst.Assign) and len(node.targets) > 1)
-                if not _number_shaped(value, source, node) and not _constructed_with_numbers(
+                if not number_shaped(value, source, node) and not _constructed_with_numbers(
                     state, project, classes, source, node, value
                 ):
                     doubts.append(f"`{code}` at {where}: the value may not be a number")
@@ -514,7 +528,7 @@ def _constructed_with_numbers(
         return False
     params = [*init.params.posonly_params, *init.params.params]
     param = next((p for p in [*params, *init.params.kwonly_params] if p.name.value == value.value), None)
-    if param is None or param.default is None or not _number_shaped(param.default, source, init):
+    if param is None or param.default is None or not number_shaped(param.default, source, init):
         return False
     position = params.index(param) - 1 if param in params else None  # `self` is not passed
     calls = 0
@@ -532,107 +546,9 @@ def _constructed_with_numbers(
             positional = [a for a in call.args if a.keyword is None]
             if passed is None and position is not None and position < len(positional):
                 passed = positional[position]
-            if passed is not None and not _number_shaped(passed.value, other, call):
+            if passed is not None and not number_shaped(passed.value, other, call):
                 return False
     return calls > 0
-
-
-_NUMBER_CALLS = {"min", "max", "abs", "float", "round", "sum"}
-
-
-def _number_shaped(value: cst.BaseExpression, source: SourceFile, at: cst.CSTNode, depth: int = 0) -> bool:
-    """Is ``value`` surely a Python number: literals, arithmetic, ``min``/``max``/``float`` of
-    numbers, ``math.*``, and names bound (in the enclosing function or module) only to such, or
-    as loop variables over ``range()``?"""
-    if depth > 12:  # a name bound to itself, or code too deep to follow
-        return False
-    if isinstance(value, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(value, cst.UnaryOperation):
-        return _number_shaped(value.expression, source, at, depth + 1)
-    if isinstance(value, cst.BinaryOperation):
-        return _number_shaped(value.left, source, at, depth + 1) and _number_shaped(value.right, source, at, depth + 1)
-    if isinstance(value, cst.IfExp):
-        return _number_shaped(value.body, source, at, depth + 1) and _number_shaped(value.orelse, source, at, depth + 1)
-    if isinstance(value, cst.Call):
-        func = source.qualified_name(value.func)
-        if func in ("float", "int"):
-            return True  # a number, or it raises as the float did
-        if func in _NUMBER_CALLS or func.startswith("math."):
-            return all(_number_shaped(a.value, source, at, depth + 1) for a in value.args)
-        return False
-    if isinstance(value, cst.Name):
-        return _name_is_number(value.value, source, at, depth)
-    return False
-
-
-def _name_is_number(name: str, source: SourceFile, at: cst.CSTNode, depth: int) -> bool:
-    scope = next((a for a in source.ancestors(at) if isinstance(a, cst.FunctionDef)), source.module)
-    bound = False
-    for node in source.nodes(cst.Assign):
-        if scope not in set(source.ancestors(node)) and scope is not source.module:
-            continue
-        for target in node.targets:
-            if is_name(target.target, name):
-                bound = True
-                if not _number_shaped(node.value, source, node, depth + 1):
-                    return False
-            elif isinstance(target.target, cst.Tuple):  # `steps, batch = 6, 8`
-                names = [is_name(e.value, name) for e in target.target.elements]
-                if any(names):
-                    bound = True
-                    values = node.value.elements if isinstance(node.value, cst.Tuple) else ()
-                    if len(values) != len(names) or not _number_shaped(
-                        values[names.index(True)].value, source, node, depth + 1
-                    ):
-                        return False
-    for loop in source.nodes(cst.For):
-        if not (scope is source.module or scope in set(source.ancestors(loop))):
-            continue
-        over: cst.BaseExpression | None = loop.iter
-        if is_name(loop.target, name):
-            pass
-        elif (  # `for epoch, v in enumerate(schedule):`
-            isinstance(loop.target, cst.Tuple)
-            and len(loop.target.elements) == 2
-            and isinstance(over, cst.Call)
-            and source.qualified_name(over.func) == "enumerate"
-            and over.args
-        ):
-            index, item = (e.value for e in loop.target.elements)
-            if is_name(index, name):
-                over = None  # the count: an int
-            elif is_name(item, name):
-                over = over.args[0].value
-            else:
-                continue
-        else:
-            continue
-        bound = True
-        if over is not None and not _numbers_in(over, source, loop, depth + 1):
-            return False
-    return bound
-
-
-def _numbers_in(over: cst.BaseExpression, source: SourceFile, at: cst.CSTNode, depth: int) -> bool:
-    """Does iterating ``over`` give Python numbers: ``range()``, a list or tuple of numbers, or a
-    name bound in scope only to such (`schedule = [0.0, 1.0, 2.0]`)?"""
-    if isinstance(over, (cst.List, cst.Tuple)):  # `for v in (0.1, 0.2):`
-        return all(_number_shaped(e.value, source, at, depth + 1) for e in over.elements)
-    if isinstance(over, cst.Call):
-        return source.qualified_name(over.func) == "range"
-    if not isinstance(over, cst.Name) or depth > 12:
-        return False
-    scope = next((a for a in source.ancestors(at) if isinstance(a, cst.FunctionDef)), source.module)
-    bindings = [
-        node.value
-        for node in source.nodes(cst.Assign)
-        if (scope is source.module or scope in set(source.ancestors(node)))
-        and any(is_name(t.target, over.value) for t in node.targets)
-    ]
-    return bool(bindings) and all(
-        isinstance(v, (cst.List, cst.Tuple)) and _numbers_in(v, source, at, depth + 1) for v in bindings
-    )
 
 
 def _reads(

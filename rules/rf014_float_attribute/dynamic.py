@@ -1,0 +1,82 @@
+"""RF014's other fix: `dynamic=True` at the compile call of the module that reads the float, where
+the 0-d tensor is unsafe (it may round: a distillation loss's `alpha * soft`, 1.9e-9 off). With
+`dynamic=True` torch traces the attribute as a float input from the first compile; the code keeps
+its Python float, so the arithmetic is the float's. Not where the code reads it as a Python number
+(a branch, a `bernoulli_(p)`): torch guards it there all the same, and RF008's fix of a scheduled
+drop path is the one that works. A trial's distillation loss (`torch.compile(kd_loss)`, temperature and
+alpha annealed): 3 -> 2 compiles, the checksum bit for bit, where the tool had offered only the
+0-d tensors, which `fix` dropped."""
+
+from __future__ import annotations
+
+import os
+
+from recompile_fix.analysis.compile_calls import compile_call_of
+from recompile_fix.analysis.project import Project
+from recompile_fix.edits.compile_keyword import dynamic_true_at
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.findings.releases import DYNAMIC_FLOATS
+from recompile_fix.profile.model import Frame
+from recompile_fix.profile.resume import function_of
+
+__all__ = ["dynamic_compile", "one_per_call"]
+
+
+def dynamic_compile(
+    finding: Finding, frames: list[Frame], labels: list[str], project: Project, release: tuple[int, int] | None
+) -> Finding | None:
+    """``dynamic=True`` at the compile call of the one user frame that reads the float(s), the
+    fallback of an unsafe 0-d tensor (unproven: `dynamic=True` also makes the frame's tensor sizes
+    dynamic, and a backend may specialise the float again). None where the 0-d tensor is safe or
+    refused, or no call is found."""
+    if finding.safety is not Safety.UNSAFE:
+        return None
+    own = [f for f in frames if not os.path.isabs(f.file)]
+    if len(own) != 1 or len(frames) != 1 or not DYNAMIC_FLOATS.runs_on(release):
+        return None
+    frame = own[0]
+    function_name = function_of(frame.name) or frame.name
+    call = compile_call_of(project, frame, function_name)
+    if call is None or call.cuda_graphs:
+        return None
+    names = " and ".join(f"`{label}`" for label in labels)
+    traced = f"with `dynamic=True` torch traces {names} as a float input from the first compile"
+    notes, params, trade_off = dynamic_true_at(call, traced, function_name, ", and a backend may specialise it again")
+    why = "the 0-d tensor is unsafe here (its notes say why); a float traced as an input computes as before"
+    dynamic = Finding(
+        rule=finding.rule,
+        file=call.file,
+        location=call.source.location_of(call.node, call.file),
+        message=finding.message.rsplit(": ", 1)[0]
+        + f": compile `{call.compiled or frame.shown_name}` with `dynamic=True`",
+        safety=Safety.UNSAFE,
+        evidence=finding.evidence,
+        notes=[why, *notes, "tried where the 0-d tensor is not kept"],
+        covers=finding.covers,
+        params=params,
+        unsafe_because="trade-off" if trade_off else UNPROVEN,
+        fallback=True,
+    )
+    dynamic.params["floats"], dynamic.params["frame"] = labels, frame.shown_name
+    return dynamic
+
+
+def one_per_call(findings: list[Finding]) -> list[Finding]:
+    """One `dynamic=True` per compile call: the floats of one frame (a loss's temperature and
+    weight) are one edit, tried once, that stands in for each of their 0-d tensors."""
+    by_call: dict[tuple, Finding] = {}
+    for finding in findings:
+        key = (finding.file, tuple(finding.params["compile_call"]), finding.fallback)
+        kept = by_call.setdefault(key, finding)
+        if kept is finding:
+            continue
+        kept.params["floats"] += [f for f in finding.params["floats"] if f not in kept.params["floats"]]
+        kept.covers += [c for c in finding.covers if c not in kept.covers]
+        names = " and ".join(f"`{f}`" for f in kept.params["floats"])
+        tail = kept.message.rsplit(": ", 1)[1]
+        kept.message = f"{names} are floats that change between calls of compiled `{kept.params['frame']}`: {tail}"
+        kept.notes[1] = (
+            f"with `dynamic=True` torch traces {names} as float inputs from the first compile"
+            + (kept.notes[1].split(" from the first compile", 1)[1])
+        )
+    return list(by_call.values())
