@@ -98,7 +98,13 @@ class FloatAttribute(Rule):
     would make that result float64: it stays at the default dtype, and its own arithmetic
     rounds in float32, so `fix` keeps it where the outputs are close (assert_close). A number
     divided by the attribute's tensor (`self.radius / x`) computes close, not bit-identically
-    (torch divides a number as `reciprocal(x) * c`): unproven, kept where close.
+    (torch divides a number as `reciprocal(x) * c`): unproven, kept where close. Where the 0-d
+    tensor is unproven, `dynamic=True` at the compile call of the module that reads it is its
+    fallback (one for every such float of the frame), which `fix` tries where the 0-d tensor is
+    not kept: torch traces the float as an input from the first compile, and the code computes
+    with its Python float (a distillation loss: 3 -> 2 compiles, bit for bit); unproven too,
+    since every tensor size of the frame becomes dynamic, and a trade-off where the call
+    compiles a whole model with a backend that generates kernels.
 
     Every assignment is rewritten or none is, across files too (set in `model.py`'s
     `__init__`, changed by `train.py`'s loop: a finding per file, made together or not at
