@@ -422,3 +422,27 @@ def test_plain_fix_holds_a_kernels_rounding_to_assert_close_and_an_arithmetic_ch
     assert picked.kept == [mark] and picked.verification.rounded
     picked = select_verified(before, [wrap], _Trials({(20,): rounded}), (), command=["x"], tolerance=exactly)
     assert picked.kept == [] and [f for f, _ in picked.dropped] == [wrap]
+
+
+def _slow_frame(name, line, count, seconds):
+    frame = _frame(name, line, range(count))
+    for compile_ in frame.compiles:
+        compile_.seconds = {"dynamo": seconds}  # what the recorder keeps: the whole compile
+    return frame
+
+
+def test_an_unproven_fix_that_lengthens_compiling_is_a_trade_off_not_a_fix():
+    """A trial under inductor: `fix` kept `dynamic=True`, two 0-d tensors and a mark together, 3 ->
+    2 compiles, and compiling went from 15.6 s to 31.3 s. Fewer, slower compiles are a speed
+    trade-off: an unproven fix must not lengthen compiling by half and 2 s; within that (a busy
+    machine's stretch) it passes."""
+    unproven = _fix(safety=Safety.UNSAFE, unsafe_because=UNPROVEN)
+    before = _run([_slow_frame("fn", 10, 3, 5.2)], ONES)
+    slower = _run([_slow_frame("fn", 10, 2, 15.6)], ONES)
+    v = compare_runs(before, slower, command=["x"], fixes=[unproven], tolerance=Tolerance())
+    assert v.regressions == [
+        "an unproven fix must not lengthen compiling (RF001 at prog.py:20): compile seconds 15.60 -> 31.20"
+    ]
+    stretched = _run([_slow_frame("fn", 10, 2, 9.0)], ONES)  # 15.6 -> 18.0 s: within the margin
+    assert compare_runs(before, stretched, command=["x"], fixes=[unproven], tolerance=Tolerance()).verified
+    assert compare_runs(before, slower, command=["x"], fixes=[_fix()], tolerance=Tolerance()).verified  # proven

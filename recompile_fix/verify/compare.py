@@ -418,6 +418,11 @@ def _judge_outputs(v: Verification, before: Run, after: Run, allows: Set[str]) -
             v.regressions.append(f"outputs differ: {out.label}: {out.detail}")
 
 
+# Compile seconds an unproven fix may add before it is a trade-off: margins wide enough for a
+# busy machine's stretch of every compile alike (compare ``_new_frames``).
+_SLOWER, _SLOWER_SECONDS = 1.5, 2.0
+
+
 def _close(output: OutputRow) -> bool:
     """Outputs within the tolerance that are not bit for bit the same."""
     return output.same and bool(output.max_abs_diff)
@@ -439,6 +444,13 @@ def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Findi
     traded = "frame_once" in allows and c_after == c_before and r_after < r_before
     if c_after >= c_before and not traded:
         v.regressions.append(f"an unproven fix must remove compiles ({named}): compiles {c_before} -> {c_after}")
+    s_before, s_after = v.total("compile_seconds", "before"), v.total("compile_seconds", "after")
+    if s_after > s_before * _SLOWER and s_after - s_before > _SLOWER_SECONDS:
+        # Fewer compiles of slower kernels (a trial under inductor: `dynamic=True`, two 0-d tensors
+        # and a mark, 3 -> 2 compiles, 15.6 -> 31.3 s compiling) is a speed trade-off, not a fix.
+        v.regressions.append(
+            f"an unproven fix must not lengthen compiling ({named}): compile seconds {s_before:.2f} -> {s_after:.2f}"
+        )
     if not v.outputs_compared:
         nothing = (
             f"every tensor compiled code returned ({v.outputs_all_nan}) was NaN everywhere in both runs"
