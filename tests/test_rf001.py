@@ -295,3 +295,26 @@ def test_a_mark_made_above_in_the_same_block_is_not_made_again():
     inner, other_branch = outside.index("    torch.f"), outside.index("    torch.g")
     kept = [Edit("p.py", inner, inner, mark)]
     assert _without_marks_made_above([Edit("p.py", other_branch, other_branch, mark)], kept, outside) != []
+
+
+def test_a_mark_under_a_kernel_generating_backend_where_the_program_asks_for_static_kernels_is_a_trade_off(tmp_path):
+    """A trial's bucketed server: `torch.compile(model, dynamic=False)  # static kernels per
+    bucket`, under inductor. Plain `fix` kept the mark as "verified" (5 -> 1 compiles: one
+    dynamic kernel where the program chose one per size). Under inductor a mark there gives the
+    static kernels away: a trade-off, tried only with --unsafe-fixes; under eager it stays safe."""
+    from golden_cases import GOLDEN, stage_case
+
+    from recompile_fix.findings.finding import TRADE_OFF
+
+    work = stage_case(GOLDEN / "RF001" / "ragged_batch_module", tmp_path / "work")
+    program = work / "program.py"
+    program.write_text(program.read_text().replace("torch.compile(net)", "torch.compile(net, dynamic=False)"))
+    for backend, safety, because in (("inductor", Safety.UNSAFE, TRADE_OFF), ("eager", Safety.SAFE, TRADE_OFF)):
+        profile = Profile.load(work / "profile.json")
+        for frame in profile.frames:
+            for compile_ in frame.compiles:
+                compile_.backend = backend
+        (finding,) = plan(profile, Project(work), (rule_by_id("RF001"),))
+        assert finding.safety is safety, finding.notes
+        if safety is Safety.UNSAFE:
+            assert finding.unsafe_because == because and "asks for `dynamic=False`" in finding.notes[-1]

@@ -20,13 +20,14 @@ from recompile_fix.analysis.call_site_code import (
     squeezed_code,
 )
 from recompile_fix.analysis.call_targets import Base
+from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, walk
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, frame_evidence
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety, frame_evidence
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Profile, is_library_path
-from recompile_fix.profile.resume import is_resume
+from recompile_fix.profile.resume import function_of, is_resume
 from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
     ISOLATE_RECOMPILES,
     fix_compile_call,
@@ -98,7 +99,9 @@ class MarkDynamic(Rule):
     frame with a backend that generates kernels (inductor, the default), the kernel for a
     dynamic size is another kernel: reductions may round differently (a BatchNorm CNN's losses
     2.4e-7 apart) and inductor may guard sizes itself (on CPU, a reduction's `17 <= size <=
-    4096`: a ragged batch of 4 still recompiles), so the mark is unproven there: `fix` keeps it
+    4096`: a ragged batch of 4 still recompiles), so the mark is unproven there (a trade-off
+    where the compile call asks for `dynamic=False`: static kernels, one per size, which the mark
+    gives away for one dynamic kernel; `--unsafe-fixes` only): `fix` keeps it
     where a run shows fewer compiles and the outputs within assert_close (the mark changes no
     arithmetic of the program, only the kernel; its runs use torch's deterministic algorithms, so
     only that shows: a nanoGPT's two marks keep every bit, a tiny BERT's 3.7e-9 off). Evidence is
@@ -263,7 +266,7 @@ class MarkDynamic(Rule):
                 planned.extend(
                     f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
                 )
-            findings.extend(_under_kernel_backend(planned, frame, profile))
+            findings.extend(_under_kernel_backend(planned, frame, profile, project))
         return _one_per_edit(merge_same_call(findings))
 
     def _plan_resume(self, frame: Frame) -> list[Finding]:
@@ -455,16 +458,29 @@ def _one_per_edit(findings: list[Finding]) -> list[Finding]:
 _VALUE_KEEPING_BACKENDS = {"eager", "aot_eager", "aot_eager_decomp_partition"}
 
 
-def _under_kernel_backend(findings: list[Finding], frame: Frame, profile: Profile) -> list[Finding]:
+def _under_kernel_backend(findings: list[Finding], frame: Frame, profile: Profile, project: Project) -> list[Finding]:
     """The safe marks of a frame the run compiled with a kernel-generating backend, unproven:
     inductor's kernel for a dynamic size reduces in another order than the static one (a
     BatchNorm CNN's losses 2.4e-7 apart), and on CPU adds guards of its own (a reduction's
-    `17 <= size <= 4096`) that can keep a ragged batch recompiling (measured 4 -> 4)."""
+    `17 <= size <= 4096`) that can keep a ragged batch recompiling (measured 4 -> 4). A trade-off
+    where the compile call asks for `dynamic=False`: the program chose a static kernel per size
+    (a trial's bucketed server, "static kernels per bucket"), which a mark gives away."""
     backends = set(frame.backends)
     if profile.backend is not None or not backends or backends <= _VALUE_KEEPING_BACKENDS:
         return findings  # the program's own backend keeps values (or `--backend` chose it)
+    static: bool | None = None
     for finding in findings:
         if finding.safety is Safety.SAFE and (finding.params.get("marks") or finding.params.get("loops")):
+            if static is None:
+                call = compile_call_of(project, frame, function_of(frame.name) or frame.name)
+                static = call is not None and call.static
+            if static:
+                finding.safety, finding.unsafe_because = Safety.UNSAFE, TRADE_OFF
+                finding.notes.append(
+                    "a trade-off: the compile call asks for `dynamic=False`, a static kernel for each size, "
+                    "which the mark gives away for one kernel that serves them all"
+                )
+                continue
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
             finding.tolerance = {
                 "why": f"{'/'.join(sorted(backends))} compiles another kernel for the dynamic size",
