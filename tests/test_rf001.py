@@ -303,7 +303,6 @@ def test_a_mark_under_a_kernel_generating_backend_where_the_program_asks_for_sta
     dynamic kernel where the program chose one per size). Under inductor a mark there gives the
     static kernels away: a trade-off, tried only with --unsafe-fixes; under eager it stays safe."""
     from golden_cases import GOLDEN, stage_case
-
     from recompile_fix.findings.finding import TRADE_OFF
 
     work = stage_case(GOLDEN / "RF001" / "ragged_batch_module", tmp_path / "work")
@@ -318,3 +317,28 @@ def test_a_mark_under_a_kernel_generating_backend_where_the_program_asks_for_sta
         assert finding.safety is safety, finding.notes
         if safety is Safety.UNSAFE:
             assert finding.unsafe_because == because and "asks for `dynamic=False`" in finding.notes[-1]
+
+
+@pytest.mark.slow
+def test_a_mark_that_changes_nothing_alone_is_not_offered(tmp_path):
+    """A trial's sentence embedder: the corpus embedded in a comprehension (no mark can go
+    there), then the queries: their one compile came from sizes the corpus' graphs did not serve.
+    Marked alone the queries' call still compiles once and the corpus' calls as before (3 -> 3),
+    yet a safe `apply` wrote the mark. No fix there now, and the note says why."""
+    (tmp_path / "program.py").write_text(
+        "import torch\n\n\n"
+        '@torch.compile(backend="eager")\n'
+        "def embed(x):\n"
+        "    return x.softmax(-1).sum(-1)\n\n\n"
+        "corpus = torch.cat([embed(torch.randn(8, n)) for n in (10, 12, 14)])\n"
+        "queries = embed(torch.randn(5, 12))\n"
+    )
+    run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
+    profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
+    findings = {f.location.line: f for f in plan(profile, Project(tmp_path), (rule_by_id("RF001"),))}
+    assert findings[9].safety is Safety.NONE and "comprehension" in findings[9].notes[0]
+    assert findings[10].safety is Safety.NONE, findings[10].notes
+    assert findings[10].notes == [
+        "marked alone it changes nothing: this call compiles once, and the call at line 9, which passes "
+        "them too, gets no mark (see its finding)"
+    ]

@@ -49,7 +49,12 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
 )
 from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import PARAMETER_SHAPES, fix_parameter_shapes
 from recompile_fix.rules.rf001_mark_dynamic.site_plan import SitePlan
-from recompile_fix.rules.rf001_mark_dynamic.size_evidence import borrow_marks, share_marks, site_evidence
+from recompile_fix.rules.rf001_mark_dynamic.size_evidence import (
+    SiteEvidence,
+    borrow_marks,
+    share_marks,
+    site_evidence,
+)
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
 
 __all__ = ["RULE", "MarkDynamic"]
@@ -130,7 +135,8 @@ class MarkDynamic(Rule):
     that runs on only some evaluations of its statement (a branch of `a if c else b`, an operand
     after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
     skips) or in a class body (a name bound there becomes a class attribute): there, no fix, and
-    the finding says why. Where a parameter or local shadows `torch`, the inserted code names it
+    the finding says why; nor at another call of the frame that compiled once, which marked alone
+    would still compile once (its tensors meet no graph of the unmarked call's). Where a parameter or local shadows `torch`, the inserted code names it
     through a module-level `import torch as _torch`. A stride guard on a sliced
     view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
     passes a contiguous copy (`.clone(memory_format=torch.contiguous_format)`; `.contiguous()`
@@ -255,11 +261,15 @@ class MarkDynamic(Rule):
                 if (site := c.user_call_site) is not None
             }
             planned: list[Finding] = []
+            sites = []
             for ev in evidence:
                 if ev.changed and ev.site is not None:
                     found = SitePlan(self, ev, project, release, uses, elsewhere).findings()
-                    planned.extend(found)
-                    marked |= _marked_dims(found)
+                    sites.append((ev, found))
+            _moot_alone(sites)
+            for _, found in sites:
+                planned.extend(found)
+                marked |= _marked_dims(found)
             # Calls that got those dims dynamic from the marked calls' changes, after them.
             # Calls that traced unmarked what the program marks at another call (a warm-up).
             for ev in [*(borrow_marks(evidence, marked) if marked else []), *share_marks(frame, evidence)]:
@@ -494,6 +504,39 @@ def _under_kernel_backend(findings: list[Finding], frame: Frame, profile: Profil
                 "the outputs within assert_close (the mark changes no arithmetic of the program)"
             )
     return findings
+
+
+def _moot_alone(sites: list[tuple[SiteEvidence, list[Finding]]]) -> None:
+    """No mark, with why, at a call that compiled once, where another call of the frame passes the
+    same tensors and can get no mark (inside a comprehension): its compile came from sizes that
+    call's graphs did not serve, and marked alone it still compiles once, the other call as
+    before (a trial: `[embed(**batch) for ...]` then `embed(**queries)`: the mark kept 3 compiles,
+    and a safe `apply` wrote it). Torch guards the mark itself (RC024): its graph serves no
+    unmarked call either."""
+    for ev, found in sites:
+        if len(ev.compiles) != 1:
+            continue
+        stuck = next(
+            (
+                other
+                for other, theirs in sites
+                if other is not ev
+                and set(other.changed) & set(ev.changed)
+                and theirs
+                and all(f.safety is Safety.NONE for f in theirs)
+            ),
+            None,
+        )
+        if stuck is None or stuck.site is None:
+            continue
+        for finding in found:
+            if finding.fixable and (finding.params.get("marks") or finding.params.get("loops")):
+                finding.safety, finding.params = Safety.NONE, {}
+                finding.message = finding.message.rsplit(": ", 1)[0]
+                finding.notes = [
+                    f"marked alone it changes nothing: this call compiles once, and the call at line "
+                    f"{stuck.site.line}, which passes them too, gets no mark (see its finding)"
+                ]
 
 
 def _marked_dims(findings: list[Finding]) -> set[tuple[str, int]]:
