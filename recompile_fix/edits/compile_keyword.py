@@ -18,8 +18,9 @@ from recompile_fix.analysis.call_site_code import node_at_span
 from recompile_fix.analysis.compile_calls import CompileCall
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
+from recompile_fix.findings.finding import Finding
 
-__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits", "dynamic_true_at"]
+__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits", "dynamic_true_at", "one_per_compile_call"]
 
 
 def compile_call_params(source: SourceFile, node: cst.CSTNode, keyword: str = "dynamic") -> dict[str, Any]:
@@ -113,3 +114,42 @@ def dynamic_true_at(
     if call.dynamic:
         params["present"] = True
     return notes, params, call.static or (call.whole and not call.no_kernels)
+
+
+def one_per_compile_call(findings: list[Finding], frame_name: str) -> list[Finding]:
+    """One Finding per compile call and keyword where several would write the same edit there
+    (`dynamic=True` for each of three floats of a loss: one edit, tried once by `fix`), the rest
+    left as they are. Each such Finding names what it is for in ``params["names"]``; merged, the
+    one kept covers all their recompiles and names them all (a fallback merges with fallbacks)."""
+    kept: dict[tuple[object, ...], Finding] = {}
+    out: list[Finding] = []
+    for finding in findings:
+        if "compile_call" not in finding.params or "names" not in finding.params:
+            out.append(finding)
+            continue
+        call = tuple(finding.params["compile_call"])
+        key = (
+            finding.rule,
+            finding.file,
+            call,
+            finding.params.get("keyword"),
+            finding.fallback,
+            finding.unsafe_because,
+        )
+        first = kept.setdefault(key, finding)
+        if first is finding:
+            out.append(finding)
+            continue
+        first.params["names"] += [n for n in finding.params["names"] if n not in first.params["names"]]
+        first.params.update({k: v for k, v in finding.params.items() if v is True})  # a caveat of one holds
+        first.covers += [c for c in finding.covers if c not in first.covers]
+        first.notes += [n for n in finding.notes if n not in first.notes and not n.startswith("with `dynamic=True`")]
+        names = " and ".join(f"`{n}`" for n in first.params["names"])
+        first.message = f"{names} change between calls of compiled `{frame_name}`: {first.message.rsplit(': ', 1)[1]}"
+        first.notes = [
+            f"with `dynamic=True` torch traces {names} from the first compile{n.split(' from the first compile', 1)[1]}"
+            if n.startswith("with `dynamic=True`")
+            else n
+            for n in first.notes
+        ]
+    return out

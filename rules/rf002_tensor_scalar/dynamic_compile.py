@@ -39,6 +39,7 @@ def dynamic_compile_finding(
         return None
     traced = f"with `dynamic=True` torch traces `{param}` as a symbolic {kind} from the first compile"
     notes, params, trade_off = dynamic_true_at(call, traced, function_name)
+    params["names"] = [param]
     return Finding(
         rule=finding.rule,
         file=call.file,

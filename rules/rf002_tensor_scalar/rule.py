@@ -20,7 +20,7 @@ from recompile_fix.analysis.torch_vocabulary import (
     makes_tensor,
     zero_d_computes_as_float,
 )
-from recompile_fix.edits.compile_keyword import compile_keyword_edits
+from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
@@ -196,7 +196,8 @@ class TensorScalar(Rule):
                 # guards no argument the graph does not read): no finding claims it recompiles.
                 if argument.named or any(f.safety is not Safety.NONE for f in planned):
                     in_frame.extend(planned)
-            findings.extend(alone_merges_nothing(frame, others_stay(frame, in_frame, kept_numbers)))
+            settled = alone_merges_nothing(frame, others_stay(frame, in_frame, kept_numbers))
+            findings.extend(one_per_compile_call(settled, frame.shown_name))
         return findings
 
     def _plan_parameter(

@@ -19,7 +19,7 @@ from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame
 from recompile_fix.profile.resume import function_of
 
-__all__ = ["dynamic_compile", "one_per_call"]
+__all__ = ["dynamic_compile"]
 
 
 def dynamic_compile(
@@ -57,26 +57,5 @@ def dynamic_compile(
         unsafe_because="trade-off" if trade_off else UNPROVEN,
         fallback=True,
     )
-    dynamic.params["floats"], dynamic.params["frame"] = labels, frame.shown_name
+    dynamic.params["names"], dynamic.params["frame"] = labels, frame.shown_name
     return dynamic
-
-
-def one_per_call(findings: list[Finding]) -> list[Finding]:
-    """One `dynamic=True` per compile call: the floats of one frame (a loss's temperature and
-    weight) are one edit, tried once, that stands in for each of their 0-d tensors."""
-    by_call: dict[tuple, Finding] = {}
-    for finding in findings:
-        key = (finding.file, tuple(finding.params["compile_call"]), finding.fallback)
-        kept = by_call.setdefault(key, finding)
-        if kept is finding:
-            continue
-        kept.params["floats"] += [f for f in finding.params["floats"] if f not in kept.params["floats"]]
-        kept.covers += [c for c in finding.covers if c not in kept.covers]
-        names = " and ".join(f"`{f}`" for f in kept.params["floats"])
-        tail = kept.message.rsplit(": ", 1)[1]
-        kept.message = f"{names} are floats that change between calls of compiled `{kept.params['frame']}`: {tail}"
-        kept.notes[1] = (
-            f"with `dynamic=True` torch traces {names} as float inputs from the first compile"
-            + (kept.notes[1].split(" from the first compile", 1)[1])
-        )
-    return list(by_call.values())

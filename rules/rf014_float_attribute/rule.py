@@ -23,7 +23,7 @@ from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.edits.compile_keyword import compile_keyword_edits
+from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
@@ -31,7 +31,7 @@ from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.sources import attribute_path
 from recompile_fix.rules.rf014_float_attribute.dtype import tensor_dtype
-from recompile_fix.rules.rf014_float_attribute.dynamic import dynamic_compile, one_per_call
+from recompile_fix.rules.rf014_float_attribute.dynamic import dynamic_compile
 from recompile_fix.rules.rf014_float_attribute.number_shaped import number_shaped
 
 __all__ = ["RULE", "FloatAttribute"]
@@ -199,7 +199,7 @@ class FloatAttribute(Rule):
             dynamic = dynamic_compile(finding, frames, labels, project, profile.torch_release)
             found.extend(self._per_file(finding, plan))
             dynamics.extend([dynamic] if dynamic is not None else [])
-        return found + one_per_call(dynamics)
+        return found + one_per_compile_call(dynamics, dynamics[0].params["frame"] if dynamics else "")
 
     def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
         frame = attribute.frames[0]
