@@ -242,3 +242,15 @@ def test_the_reports_reason_is_the_one_of_the_calls_own_state():
         "grad mode changed: `grad_mode`",
         "tensor size changed: `x` dim 2",
     ]
+
+
+def test_another_module_behind_torchs_wrapper_is_expected_unless_the_limit_is_hit():
+    """A trial's PPO: a policy and a value net (nn.Sequential), each `torch.compile`d, run in
+    torch's one `inner` frame: the value net's other bias shape is a graph of its own, compiled
+    once ("no rule has a fix" before). Where the limit was hit, many modules share it: no."""
+    guard = "0/0: tensor 'fn._modules['2']._parameters['bias']' size mismatch at index 0. expected 2, actual 1"
+    frame = frame_of([guard], name="inner", file="/site-packages/torch/_dynamo/external_utils.py")
+    result = account(profile_of(frame), [])
+    assert result.count(EXPECTED) == 1 and "a graph of its own" in result.outcomes[0].why
+    limited = frame_of([guard], name="inner", file="/site-packages/torch/_dynamo/external_utils.py", limit=True)
+    assert account(profile_of(limited), []).count(EXPECTED) == 0

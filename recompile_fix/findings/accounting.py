@@ -279,6 +279,12 @@ def _expected(
             and any(_is_none_switch(r) and r.source == reason.source for r in frame.reasons())
         ):  # int -> None -> int: the type guard of the None switch
             why = f"`{reason.source}` switched between None and a value: the two take different paths, one graph each"
+        if why is None and _another_module_behind_torchs_wrapper(reason, frame):
+            why = (
+                f"`{reason.source}` has another shape: every module compiled as `torch.compile(module)` whose "
+                "forward is torch's (an nn.Sequential) runs in torch's one `inner` frame, and another module "
+                "of other shapes (a policy beside a value net) is a graph of its own, compiled once"
+            )
         if why is None and reason.kind in _SIZE_KINDS and deliberate_static is not None and not frame.limit_hits:
             where = deliberate_static(frame)
             if where is not None:
@@ -286,6 +292,22 @@ def _expected(
         if why is not None:
             return why
     return None
+
+
+def _another_module_behind_torchs_wrapper(reason: Reason, frame: Frame) -> bool:
+    """A parameter's size guard in torch's ``inner`` wrapper around a compiled module (``fn``):
+    the frame's cache serves every module compiled so, one graph each (a trial's PPO: a policy
+    and a value net, each `torch.compile`d: "no rule has a fix"). Not where the limit was hit:
+    then many modules share it (RF001's parameter-shape and isolate fixes)."""
+    source = reason.source or ""
+    return (
+        reason.kind == "size_mismatch"
+        and source.startswith("fn.")
+        and "_parameters[" in source
+        and frame.name == "inner"
+        and frame.file.replace("\\", "/").endswith("torch/_dynamo/external_utils.py")
+        and not frame.limit_hits
+    )
 
 
 def _parameter_went_dynamic(reason: Reason, compile_: Compile) -> bool:
