@@ -324,7 +324,8 @@ def test_a_mark_that_changes_nothing_alone_is_not_offered(tmp_path):
     """A trial's sentence embedder: the corpus embedded in a comprehension (no mark can go
     there), then the queries: their one compile came from sizes the corpus' graphs did not serve.
     Marked alone the queries' call still compiles once and the corpus' calls as before (3 -> 3),
-    yet a safe `apply` wrote the mark. No fix there now, and the note says why."""
+    yet a safe `apply` wrote the mark. No fix there now, and the note says why; the
+    comprehension's sizes get `dynamic=True` at the compile call instead (unproven)."""
     (tmp_path / "program.py").write_text(
         "import torch\n\n\n"
         '@torch.compile(backend="eager")\n'
@@ -336,7 +337,10 @@ def test_a_mark_that_changes_nothing_alone_is_not_offered(tmp_path):
     run_cli("profile", "--backend", "eager", "--", "python", "program.py", cwd=tmp_path, check=0)
     profile = Profile.load(tmp_path / ".recompile-fix" / "profile.json")
     findings = {f.location.line: f for f in plan(profile, Project(tmp_path), (rule_by_id("RF001"),))}
-    assert findings[9].safety is Safety.NONE and "comprehension" in findings[9].notes[0]
+    # No mark can go in the comprehension: `dynamic=True` at the compile call, for `fix` to prove.
+    dynamic = findings[4]
+    assert dynamic.unproven and "comprehension" in dynamic.notes[0], dynamic.notes
+    assert dynamic.message.endswith("where no mark can go: compile it with `dynamic=True`"), dynamic.message
     assert findings[10].safety is Safety.NONE, findings[10].notes
     assert findings[10].notes == [
         "marked alone it changes nothing: this call compiles once, and the call at line 9, which passes "

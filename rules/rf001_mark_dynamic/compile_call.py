@@ -1,7 +1,8 @@
 """RF001's fixes at the program's ``torch.compile`` call, where no mark before the call can help.
 
 * ``dynamic=True``, where library code (``model.generate()``) makes the compiled call with
-  tensors the program never holds.
+  tensors the program never holds, or where no mark can go before the call (inside a
+  comprehension or a lambda: `torch.cat([embed(**batch) for batch in corpus])`).
 * ``isolate_recompiles=True`` (torch >= 2.13), where several compiled wrappers share one code
   frame (ten heads of different widths, each ``torch.compile``d on its own, all run
   ``nn.Linear.forward``), each fixing the changing size to its own weight's, so the frame
@@ -21,11 +22,13 @@ import libcst as cst
 
 from recompile_fix.analysis.call_site_code import find_compile_call, root_name
 from recompile_fix.analysis.call_targets import library_frame
-from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits
+from recompile_fix.analysis.compile_calls import compile_call_of
+from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits, dynamic_true_at
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.profile.model import Compile
+from recompile_fix.profile.resume import function_of
 
 if TYPE_CHECKING:
     from recompile_fix.analysis.source import SourceFile
@@ -144,6 +147,31 @@ def _names(node: cst.CSTNode) -> list[cst.Name]:
 
 
 # -- library code made the call: `dynamic=True` at the user's compile call -----------------------
+def dynamic_instead(plan: Any, reasons: list[str]) -> list[Finding] | None:
+    """``dynamic=True`` at the frame's compile call where no mark can go before the call (a
+    comprehension): unproven where the call compiles the function alone or its backend generates
+    no kernels, for `fix` to keep where a run shows fewer compiles (a trial's sentence embedder,
+    its corpus embedded in a comprehension: `dynamic=True` on the function, 5 -> 2 with the
+    rest); a trade-off elsewhere. None where there is no call to edit or it says so already."""
+    function_name = function_of(plan.frame.name) or plan.frame.name
+    call = compile_call_of(plan.project, plan.frame, function_name)
+    if call is None or call.cuda_graphs or call.dynamic or plan.library:
+        return None
+    names = ", ".join(f"`{source}`" for source in plan.ev.changed)
+    traced = f"with `dynamic=True` torch traces the sizes of {names} as dynamic from the first compile"
+    notes, params, trade_off = dynamic_true_at(call, traced, function_name)
+    finding = plan.finding(
+        f"{names} passed to compiled `{plan.frame.shown_name}` change size ({plan.here} compiles at "
+        f"{plan.site.file}:{plan.site.line}), where no mark can go: compile it with `dynamic=True`",
+        Safety.UNSAFE,
+        [*reasons, *notes],
+        call.source.location_of(call.node, call.file),
+    )
+    finding.file, finding.params = call.file, params
+    finding.unsafe_because = TRADE_OFF if trade_off else UNPROVEN
+    return [finding]
+
+
 def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: list[str]) -> list[Finding]:
     """Library code (``model.generate()``) calls the compiled code with tensors the user's
     code never holds: the user's ``torch.compile`` call can make them dynamic instead."""

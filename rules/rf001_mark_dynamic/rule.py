@@ -134,8 +134,10 @@ class MarkDynamic(Rule):
     parts of the statement run before it and could have side effects. Nothing goes before a call
     that runs on only some evaluations of its statement (a branch of `a if c else b`, an operand
     after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
-    skips) or in a class body (a name bound there becomes a class attribute): there, no fix, and
-    the finding says why; nor at another call of the frame that compiled once, which marked alone
+    skips) or in a class body (a name bound there becomes a class attribute): there the fix is
+    `dynamic=True` at the compile call (unproven where it compiles the function alone, for `fix`
+    to keep where a run shows fewer compiles; a trade-off elsewhere), else no fix, and the
+    finding says why; no mark either at another call of the frame that compiled once, which marked alone
     would still compile once (its tensors meet no graph of the unmarked call's). Where a parameter or local shadows `torch`, the inserted code names it
     through a module-level `import torch as _torch`. A stride guard on a sliced
     view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
@@ -523,7 +525,7 @@ def _moot_alone(sites: list[tuple[SiteEvidence, list[Finding]]]) -> None:
                 if other is not ev
                 and set(other.changed) & set(ev.changed)
                 and theirs
-                and all(f.safety is Safety.NONE for f in theirs)
+                and not any(f.fixable and (f.params.get("marks") or f.params.get("loops")) for f in theirs)
             ),
             None,
         )

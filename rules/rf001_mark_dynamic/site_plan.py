@@ -25,6 +25,7 @@ from recompile_fix.findings.rule import Rule
 from recompile_fix.profile.model import Location, is_library_path
 from recompile_fix.profile.sources import Step
 from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
+    dynamic_instead,
     isolate_finding,
     library_call_finding,
     per_wrapper_sizes,
@@ -112,7 +113,7 @@ class SitePlan:
         if statement is None:  # no mark can go before this call; a fix at the compile call still can
             reasons = [why or "no statement before the call"]
             isolated = self._isolated(source, call, reasons, about_the_call=True)
-            return isolated if isolated is not None else self.none(reasons)
+            return isolated if isolated is not None else dynamic_instead(self, reasons) or self.none(reasons)
         signature = signature_of(self.frame, self.project)
         located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
         func, func_source = self._compiled_function()
