@@ -446,3 +446,18 @@ def test_an_unproven_fix_that_lengthens_compiling_is_a_trade_off_not_a_fix():
     stretched = _run([_slow_frame("fn", 10, 2, 9.0)], ONES)  # 15.6 -> 18.0 s: within the margin
     assert compare_runs(before, stretched, command=["x"], fixes=[unproven], tolerance=Tolerance()).verified
     assert compare_runs(before, slower, command=["x"], fixes=[_fix()], tolerance=Tolerance()).verified  # proven
+
+
+def test_a_long_reason_is_cut_after_a_clause_or_between_words_never_inside_one():
+    """`fix`'s "stays:" lines are one line each; a trial's ended "marked fro…"."""
+    from recompile_fix.verify.fixpoint import _short
+
+    note = (
+        "`x` dim 2 gets no mark: compile 0/1 traced it dynamic, and that graph's own guards reject the size 8 "
+        "an earlier call took (`(x.size()[2]//2) != 4`): marked from the first call, a graph per side of "
+        "that guard may still be fewer compiles than now"
+    )
+    assert _short(note).endswith("(`(x.size()[2]//2) != 4`)\u2026")
+    words = " ".join(["word"] * 60)
+    assert _short(words).endswith("word\u2026") and len(_short(words)) <= 160
+    assert _short("short note") == "short note"

@@ -498,8 +498,15 @@ def _explains(finding: Finding, frame: str, reason: Reason) -> bool:
 
 
 def _short(text: str, limit: int = 160) -> str:
+    """One line of at most ``limit`` characters, cut after a clause (`: `, `; `) where one ends
+    in its second half, else between words, never inside one (a trial: "marked fro…")."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    clause = max(head.rfind(": "), head.rfind("; "))
+    cut = clause if clause > limit // 2 else head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip(" ,:;") + "\u2026"
 
 
 def _consumed(rule_id: str) -> tuple[str, ...]:
