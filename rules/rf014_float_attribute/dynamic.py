@@ -1,9 +1,11 @@
 """RF014's other fix: `dynamic=True` at the compile call of the module that reads the float, where
 the 0-d tensor is unsafe (it may round: a distillation loss's `alpha * soft`, 1.9e-9 off). With
 `dynamic=True` torch traces the attribute as a float input from the first compile; the code keeps
-its Python float, so the arithmetic is the float's. Not where the code reads it as a Python number
-(a branch, a `bernoulli_(p)`): torch guards it there all the same, and RF008's fix of a scheduled
-drop path is the one that works. A trial's distillation loss (`torch.compile(kd_loss)`, temperature and
+its Python float, so the arithmetic is the float's. Where the code reads it as a Python number (a
+branch: `if self.training and self.cond_drop_prob > 0`), no 0-d tensor can take its place and
+`dynamic=True` is the candidate a run proves: torch may guard a symbolic float's branch on its
+outcome (a trial's classifier-free guidance dropout annealed to 0: 3 -> 2, bit for bit) or on its
+value all the same, so it makes no graph break moot (RF008's drop path run eagerly stays offered). A trial's distillation loss (`torch.compile(kd_loss)`, temperature and
 alpha annealed): 3 -> 2 compiles, the checksum bit for bit, where the tool had offered only the
 0-d tensors, which `fix` dropped."""
 
@@ -21,15 +23,19 @@ from recompile_fix.profile.resume import function_of
 
 __all__ = ["dynamic_compile"]
 
+_NOT_A_TENSOR = "not a tensor: "  # how RF014 says the code reads the float as a Python number
+
 
 def dynamic_compile(
     finding: Finding, frames: list[Frame], labels: list[str], project: Project, release: tuple[int, int] | None
 ) -> Finding | None:
-    """``dynamic=True`` at the compile call of the one user frame that reads the float(s), the
-    fallback of an unsafe 0-d tensor (unproven: `dynamic=True` also makes the frame's tensor sizes
-    dynamic, and a backend may specialise the float again). None where the 0-d tensor is safe or
-    refused, or no call is found."""
-    if finding.safety is not Safety.UNSAFE:
+    """``dynamic=True`` at the compile call of the one user frame that reads the float(s): the
+    fallback of an unsafe 0-d tensor, or, where the code reads it as a Python number, the
+    candidate a run proves (both unproven: `dynamic=True` also makes the frame's tensor sizes
+    dynamic, and a backend may specialise the float again). None where the 0-d tensor is safe,
+    refused for another reason, or no call is found."""
+    refused = finding.safety is Safety.NONE
+    if finding.safety is Safety.SAFE or (refused and not all(n.startswith(_NOT_A_TENSOR) for n in finding.notes)):
         return None
     own = [f for f in frames if not os.path.isabs(f.file)]
     if len(own) != 1 or len(frames) != 1 or not DYNAMIC_FLOATS.runs_on(release):
@@ -42,7 +48,12 @@ def dynamic_compile(
     names = " and ".join(f"`{label}`" for label in labels)
     traced = f"with `dynamic=True` torch traces {names} as a float input from the first compile"
     notes, params, trade_off = dynamic_true_at(call, traced, function_name, ", and a backend may specialise it again")
-    why = "the 0-d tensor is unsafe here (its notes say why); a float traced as an input computes as before"
+    why = (
+        "the code reads it as a Python number, which no 0-d tensor can be: whether torch keeps it a float "
+        "input there, and the branch's outcome its only guard, is for a run to show"
+        if refused
+        else "the 0-d tensor is unsafe here (its notes say why); a float traced as an input computes as before"
+    )
     dynamic = Finding(
         rule=finding.rule,
         file=call.file,
@@ -51,11 +62,14 @@ def dynamic_compile(
         + f": compile `{call.compiled or frame.shown_name}` with `dynamic=True`",
         safety=Safety.UNSAFE,
         evidence=finding.evidence,
-        notes=[why, *notes, "tried where the 0-d tensor is not kept"],
+        notes=[why, *(finding.notes if refused else []), *notes]
+        + ([] if refused else ["tried where the 0-d tensor is not kept"]),
         covers=finding.covers,
         params=params,
         unsafe_because="trade-off" if trade_off else UNPROVEN,
-        fallback=True,
+        fallback=not refused,
     )
+    if refused:  # torch may guard it all the same: no graph break is made moot by it
+        dynamic.params["may_stay_guarded"] = True
     dynamic.params["names"], dynamic.params["frame"] = labels, frame.shown_name
     return dynamic

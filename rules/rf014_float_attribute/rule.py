@@ -197,7 +197,8 @@ class FloatAttribute(Rule):
             frames = list({id(f): f for a in plan.merged for f in a.frames}.values())
             labels = list(dict.fromkeys(plan.labels))
             dynamic = dynamic_compile(finding, frames, labels, project, profile.torch_release)
-            found.extend(self._per_file(finding, plan))
+            # Where the code reads it as a number, `dynamic=True` is the one fix, for a run to prove.
+            found.extend([] if dynamic is not None and not dynamic.fallback else self._per_file(finding, plan))
             dynamics.extend([dynamic] if dynamic is not None else [])
         return found + one_per_compile_call(dynamics, dynamics[0].params["frame"] if dynamics else "")
 
