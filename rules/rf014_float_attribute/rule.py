@@ -104,7 +104,9 @@ class FloatAttribute(Rule):
     not kept: torch traces the float as an input from the first compile, and the code computes
     with its Python float (a distillation loss: 3 -> 2 compiles, bit for bit); unproven too,
     since every tensor size of the frame becomes dynamic, and a trade-off where the call
-    compiles a whole model with a backend that generates kernels.
+    compiles a whole model with a backend that generates kernels. Where the code reads the float
+    as a Python number (a branch on it), `dynamic=True` there is the one fix, unproven: torch may
+    guard the branch's outcome only, or the value all the same, which only a run shows.
 
     Every assignment is rewritten or none is, across files too (set in `model.py`'s
     `__init__`, changed by `train.py`'s loop: a finding per file, made together or not at
