@@ -152,10 +152,11 @@ def dynamic_instead(plan: Any, reasons: list[str]) -> list[Finding] | None:
     comprehension): unproven where the call compiles the function alone or its backend generates
     no kernels, for `fix` to keep where a run shows fewer compiles (a trial's sentence embedder,
     its corpus embedded in a comprehension: `dynamic=True` on the function, 5 -> 2 with the
-    rest); a trade-off elsewhere. None where there is no call to edit or it says so already."""
+    rest); a trade-off elsewhere. None where there is no call to edit, it says so already, or it
+    asks for `dynamic=False` (the program chose a graph per size: the finding says why no mark)."""
     function_name = function_of(plan.frame.name) or plan.frame.name
     call = compile_call_of(plan.project, plan.frame, function_name)
-    if call is None or call.cuda_graphs or call.dynamic or plan.library:
+    if call is None or call.cuda_graphs or call.dynamic or call.static or plan.library:
         return None
     names = ", ".join(f"`{source}`" for source in plan.ev.changed)
     traced = f"with `dynamic=True` torch traces the sizes of {names} as dynamic from the first compile"

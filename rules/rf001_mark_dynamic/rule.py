@@ -136,8 +136,8 @@ class MarkDynamic(Rule):
     after `and`/`or`, a comparison after the first of a chain, an `assert`, which `python -O`
     skips) or in a class body (a name bound there becomes a class attribute): there the fix is
     `dynamic=True` at the compile call (unproven where it compiles the function alone, for `fix`
-    to keep where a run shows fewer compiles; a trade-off elsewhere), else no fix, and the
-    finding says why; no mark either at another call of the frame that compiled once, which marked alone
+    to keep where a run shows fewer compiles; a trade-off elsewhere; none where the call asks
+    for `dynamic=False`), else no fix, and the finding says why; no mark either at another call of the frame that compiled once, which marked alone
     would still compile once (its tensors meet no graph of the unmarked call's). Where a parameter or local shadows `torch`, the inserted code names it
     through a module-level `import torch as _torch`. A stride guard on a sliced
     view (`idx[:, -n:]`, whose strides change with its source) is not a size guard: the fix also
