@@ -18,9 +18,16 @@ from recompile_fix.analysis.call_site_code import node_at_span
 from recompile_fix.analysis.compile_calls import CompileCall
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
-from recompile_fix.findings.finding import Finding
+from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 
-__all__ = ["append_keywords", "compile_call_params", "compile_keyword_edits", "dynamic_true_at", "one_per_compile_call"]
+__all__ = [
+    "append_keywords",
+    "compile_call_params",
+    "compile_keyword_edits",
+    "dynamic_true_at",
+    "dynamic_true_finding",
+    "one_per_compile_call",
+]
 
 
 def compile_call_params(source: SourceFile, node: cst.CSTNode, keyword: str = "dynamic") -> dict[str, Any]:
@@ -114,6 +121,35 @@ def dynamic_true_at(
     if call.dynamic:
         params["present"] = True
     return notes, params, call.static or (call.whole and not call.no_kernels)
+
+
+def dynamic_true_finding(
+    finding: Finding,
+    call: CompileCall,
+    names: tuple[str, str],
+    traced: str,
+    why: list[str],
+    caveat: str = "",
+) -> Finding:
+    """``finding`` (a rule's fix of a number, or its refusal of one) made ``dynamic=True`` at
+    ``call``: the same recompiles, ``why`` first in its notes, then what ``dynamic_true_at`` says
+    (``traced``, ``caveat``); unproven, or a trade-off where the call compiles more or says
+    ``dynamic=False``. ``names``: the compiled function's, as its frame shows it and as its code
+    names it."""
+    shown_name, function_name = names
+    notes, params, trade_off = dynamic_true_at(call, traced, function_name, caveat)
+    return Finding(
+        rule=finding.rule,
+        file=call.file,
+        location=call.source.location_of(call.node, call.file),
+        message=finding.message.rsplit(": ", 1)[0] + f": compile `{call.compiled or shown_name}` with `dynamic=True`",
+        safety=Safety.UNSAFE,
+        evidence=finding.evidence,
+        notes=[*why, *notes],
+        covers=finding.covers,
+        params=params,
+        unsafe_because="trade-off" if trade_off else UNPROVEN,
+    )
 
 
 def one_per_compile_call(findings: list[Finding], frame_name: str) -> list[Finding]:

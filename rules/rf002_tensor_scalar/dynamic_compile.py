@@ -19,8 +19,8 @@ from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
 from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
-from recompile_fix.edits.compile_keyword import dynamic_true_at
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.edits.compile_keyword import dynamic_true_finding
+from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.profile.model import Frame
 
 __all__ = ["dynamic_compile_finding", "float_candidate", "float_fallback", "size_finding"]
@@ -38,21 +38,9 @@ def dynamic_compile_finding(
     if call is None or call.cuda_graphs:
         return None
     traced = f"with `dynamic=True` torch traces `{param}` as a symbolic {kind} from the first compile"
-    notes, params, trade_off = dynamic_true_at(call, traced, function_name)
-    params["names"] = [param]
-    return Finding(
-        rule=finding.rule,
-        file=call.file,
-        location=call.source.location_of(call.node, call.file),
-        message=finding.message.rsplit(": ", 1)[0]
-        + f": compile `{call.compiled or frame.shown_name}` with `dynamic=True`",
-        safety=Safety.UNSAFE,
-        evidence=finding.evidence,
-        notes=[*why, *notes],
-        covers=finding.covers,
-        params=params,
-        unsafe_because="trade-off" if trade_off else UNPROVEN,
-    )
+    dynamic = dynamic_true_finding(finding, call, (frame.shown_name, function_name), traced, why)
+    dynamic.params["names"] = [param]
+    return dynamic
 
 
 def size_finding(

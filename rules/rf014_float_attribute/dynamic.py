@@ -15,8 +15,8 @@ import os
 
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
-from recompile_fix.edits.compile_keyword import dynamic_true_at
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.edits.compile_keyword import dynamic_true_finding
+from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame
 from recompile_fix.profile.resume import function_of
@@ -47,28 +47,18 @@ def dynamic_compile(
         return None
     names = " and ".join(f"`{label}`" for label in labels)
     traced = f"with `dynamic=True` torch traces {names} as a float input from the first compile"
-    notes, params, trade_off = dynamic_true_at(call, traced, function_name, ", and a backend may specialise it again")
     why = (
         "the code reads it as a Python number, which no 0-d tensor can be: whether torch keeps it a float "
         "input there, and the branch's outcome its only guard, is for a run to show"
         if refused
         else "the 0-d tensor is unsafe here (its notes say why); a float traced as an input computes as before"
     )
-    dynamic = Finding(
-        rule=finding.rule,
-        file=call.file,
-        location=call.source.location_of(call.node, call.file),
-        message=finding.message.rsplit(": ", 1)[0]
-        + f": compile `{call.compiled or frame.shown_name}` with `dynamic=True`",
-        safety=Safety.UNSAFE,
-        evidence=finding.evidence,
-        notes=[why, *(finding.notes if refused else []), *notes]
-        + ([] if refused else ["tried where the 0-d tensor is not kept"]),
-        covers=finding.covers,
-        params=params,
-        unsafe_because="trade-off" if trade_off else UNPROVEN,
-        fallback=not refused,
-    )
+    caveat = ", and a backend may specialise it again"
+    both = (frame.shown_name, function_name)
+    dynamic = dynamic_true_finding(finding, call, both, traced, [why, *(finding.notes if refused else [])], caveat)
+    dynamic.fallback = not refused
+    if not refused:
+        dynamic.notes.append("tried where the 0-d tensor is not kept")
     if refused:  # torch may guard it all the same: no graph break is made moot by it
         dynamic.params["may_stay_guarded"] = True
     dynamic.params["names"], dynamic.params["frame"] = labels, frame.shown_name
