@@ -14,6 +14,8 @@ __all__ = ["unproven_where_sizes_change_too"]
 
 def unproven_where_sizes_change_too(findings: list[Finding], profile: Profile) -> None:
     frames = {frame.label: frame for frame in profile.frames}
+    # What the safe fixes mark, per frame, as planned (before any is made unproven here).
+    marked = {label: _safely_marked(findings, frame) for label, frame in frames.items()}
     for finding in findings:
         if finding.safety is not Safety.SAFE:
             continue
@@ -29,8 +31,7 @@ def unproven_where_sizes_change_too(findings: list[Finding], profile: Profile) -
                 for b in recorded[i + 1 :]
                 if any(a.inputs[s]["value"] != b.inputs[s]["value"] for s in numbers)
             ]
-            marked = _safely_marked(findings, frame)
-            changed = [_static_size_changed(a, b, marked) for a, b in pairs]
+            changed = [_static_size_changed(a, b, marked[frame.label]) for a, b in pairs]
             if not pairs or any(c is None for c in changed):
                 continue
             names = ", ".join(f"`{c}`" for c in dict.fromkeys(changed))

@@ -27,9 +27,9 @@ _NOT_A_TENSOR = "not a tensor: "  # how RF014 says the code reads the float as a
 
 
 def dynamic_compile(
-    finding: Finding, frames: list[Frame], labels: list[str], project: Project, release: tuple[int, int] | None
+    finding: Finding, frame: Frame, labels: list[str], project: Project, release: tuple[int, int] | None
 ) -> Finding | None:
-    """``dynamic=True`` at the compile call of the one user frame that reads the float(s): the
+    """``dynamic=True`` at the compile call of ``frame`` (the one user frame that reads the float(s)): the
     fallback of an unsafe 0-d tensor, or, where the code reads it as a Python number, the
     candidate a run proves (both unproven: `dynamic=True` also makes the frame's tensor sizes
     dynamic, and a backend may specialise the float again). None where the 0-d tensor is safe,
@@ -37,10 +37,8 @@ def dynamic_compile(
     refused = finding.safety is Safety.NONE
     if finding.safety is Safety.SAFE or (refused and not all(n.startswith(_NOT_A_TENSOR) for n in finding.notes)):
         return None
-    own = [f for f in frames if not os.path.isabs(f.file)]
-    if len(own) != 1 or len(frames) != 1 or not DYNAMIC_FLOATS.runs_on(release):
+    if os.path.isabs(frame.file) or not DYNAMIC_FLOATS.runs_on(release):
         return None
-    frame = own[0]
     function_name = function_of(frame.name) or frame.name
     call = compile_call_of(project, frame, function_name)
     if call is None or call.cuda_graphs:
@@ -61,5 +59,5 @@ def dynamic_compile(
         dynamic.notes.append("tried where the 0-d tensor is not kept")
     if refused:  # torch may guard it all the same: no graph break is made moot by it
         dynamic.params["may_stay_guarded"] = True
-    dynamic.params["names"], dynamic.params["frame"] = labels, frame.shown_name
+    dynamic.params["names"] = labels
     return dynamic

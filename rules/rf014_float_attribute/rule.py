@@ -193,16 +193,18 @@ class FloatAttribute(Rule):
                         "float: this fix alone may remove no compile there"
                     )
         found: list[Finding] = []
-        dynamics: list[Finding] = []
+        dynamics: dict[str, list[Finding]] = {}  # by the frame they are about
         for plan in plans:
             finding = self._finding(plan)
             frames = list({id(f): f for a in plan.merged for f in a.frames}.values())
             labels = list(dict.fromkeys(plan.labels))
-            dynamic = dynamic_compile(finding, frames, labels, project, profile.torch_release)
+            one = frames[0] if len(frames) == 1 else None
+            dynamic = dynamic_compile(finding, one, labels, project, profile.torch_release) if one else None
             # Where the code reads it as a number, `dynamic=True` is the one fix, for a run to prove.
             found.extend([] if dynamic is not None and not dynamic.fallback else self._per_file(finding, plan))
-            dynamics.extend([dynamic] if dynamic is not None else [])
-        return found + one_per_compile_call(dynamics, dynamics[0].params["frame"] if dynamics else "")
+            if dynamic is not None and one is not None:
+                dynamics.setdefault(one.shown_name, []).append(dynamic)
+        return found + [f for name, group in dynamics.items() for f in one_per_compile_call(group, name)]
 
     def _plan(self, attribute: Counter, profile: Profile, project: Project) -> "_Plan | None":
         frame = attribute.frames[0]
