@@ -1,7 +1,9 @@
-"""A file opened at once gets the diagnostics kept for its text (recompile_fix/lsp/first_open.py)
-before pygls runs, only while everything they came from is unchanged. Raw JSON-RPC over a spawned
-server's pipes, as an editor speaks it."""
+"""A file opened at once gets its diagnostics before pygls runs: the ones kept for its text
+(recompile_fix/lsp/first_open.py), only while everything they came from is unchanged, else the
+engine's own (recompile_fix/lsp/first_analysis.py), the same as the server publishes once it
+runs. Raw JSON-RPC over a spawned server's pipes, as an editor speaks it."""
 
+import json
 import os
 import shutil
 import sys
@@ -15,26 +17,47 @@ from recompile_fix.lsp import first_open
 
 CASE = GOLDEN / "RF002" / "range_count"  # a program with an RF002 finding, and its Profile
 # A client that lets the server watch files: the server asks for it (client/registerCapability)
-# as soon as pygls has run ``initialized``, so a publish before that request came from first_open.
+# as soon as pygls has run ``initialized``, so a publish before that request came before pygls.
 CAPABILITIES = {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}
+KEPT_MARK = "kept by an earlier server"  # what the tests write into the kept diagnostics
 
 
-def _open_at_once(root: Path, text: str) -> tuple[list[str], dict]:
-    """A session whose file is opened right after ``initialized``: the methods the server sent
-    up to the file's first diagnostics, and those diagnostics."""
+def _open(root: Path, text: str, *, at_once: bool = True) -> tuple[list[str], dict]:
+    """A session whose file is opened right after ``initialized`` (``at_once``), or once pygls
+    runs (a request first, which ends the server's early reading, then its answer): the methods
+    the server sent up to the file's first diagnostics, and those diagnostics."""
     server = RawClient(root)
     try:
         params = {"processId": None, "rootUri": root.as_uri(), "capabilities": CAPABILITIES}
         server.send({"id": 1, "method": "initialize", "params": params})
         server.send({"method": "initialized", "params": {}})
         uri = (root / "program.py").as_uri()
+        seen = []
+        if not at_once:
+            position = {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}
+            server.send({"id": 2, "method": "textDocument/hover", "params": position})
+            while not seen or seen[-1].get("id") != 2:
+                seen.append(server.receive())
         document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
         server.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
-        seen = server.until("textDocument/publishDiagnostics")
+        seen += server.until("textDocument/publishDiagnostics")
     finally:
         server.close()
     assert seen[-1]["params"]["uri"] == uri and seen[-1]["params"]["version"] == 1
     return [m.get("method", "response") for m in seen], seen[-1]["params"]
+
+
+def _before_pygls(methods: list[str]) -> bool:
+    return "client/registerCapability" not in methods
+
+
+def _mark_kept(tmp_path: Path) -> None:
+    """Every kept entry's messages replaced: a publish that shows it came from the entry."""
+    for entry in (tmp_path / "cache" / "lsp").glob("*.json"):
+        data = json.loads(entry.read_text())
+        for diagnostic in data["diagnostics"]:
+            diagnostic["message"] = KEPT_MARK
+        entry.write_text(json.dumps(data))
 
 
 @pytest.fixture
@@ -47,27 +70,40 @@ def project(tmp_path, monkeypatch):
     return root
 
 
-@pytest.mark.slow  # two language servers, one after the other: seconds, no torch
-def test_a_reopened_text_gets_the_kept_diagnostics_before_pygls_runs(project, tmp_path):
+@pytest.mark.slow  # language servers, one after the other: seconds, no torch
+def test_a_first_open_is_analysed_before_pygls_runs_as_the_server_analyses_it(project, tmp_path):
     text = (project / "program.py").read_text()
-    first, analysed = _open_at_once(project, text)
-    assert first.index("client/registerCapability") < first.index("textDocument/publishDiagnostics")
-    assert [d["code"] for d in analysed["diagnostics"]] == ["RF002"]
+    methods, early = _open(project, text)
+    assert _before_pygls(methods)  # nothing kept yet: lsp/first_analysis answered
+    assert [d["code"] for d in early["diagnostics"]] == ["RF002"]
     kept = list((tmp_path / "cache" / "lsp").glob("*.json"))
-    assert len(kept) == 1  # in the user's cache, not the project
+    assert len(kept) == 1  # kept by the server, in the user's cache, not the project
+    shutil.rmtree(tmp_path / "cache")
+    methods, served = _open(project, text, at_once=False)
+    assert not _before_pygls(methods) and served == early
 
-    again, early = _open_at_once(project, text)
-    assert "client/registerCapability" not in again  # published before pygls ran `initialized`
-    assert early == analysed
+    # No Profile: the static rules alone, before pygls too.
+    shutil.rmtree(project / ".recompile-fix")
+    methods, static = _open(project, text)
+    assert _before_pygls(methods) and static["diagnostics"] == []
 
-    # Another text, or the same text after a new Profile: analysed first, as on a first open.
-    edited, _ = _open_at_once(project, text + "\n# edited\n")
-    assert edited.index("client/registerCapability") < edited.index("textDocument/publishDiagnostics")
+
+@pytest.mark.slow
+def test_a_reopened_text_gets_the_kept_diagnostics_only_while_its_inputs_are_unchanged(project, tmp_path):
+    text = (project / "program.py").read_text()
+    _, analysed = _open(project, text)
+    _mark_kept(tmp_path)
+    methods, again = _open(project, text)
+    assert _before_pygls(methods)
+    assert [d["message"] for d in again["diagnostics"]] == [KEPT_MARK]  # from the kept entry
+
+    # Another text, or the same text after a new Profile: analysed, as on a first open.
+    _, edited = _open(project, text + "\n# edited\n")
+    assert [d["message"] for d in edited["diagnostics"]] != [KEPT_MARK]
     profile = project / ".recompile-fix" / "profile.json"
     profile.write_text(profile.read_text() + "\n")
-    renewed, answer = _open_at_once(project, text)
-    assert renewed.index("client/registerCapability") < renewed.index("textDocument/publishDiagnostics")
-    assert answer == analysed
+    _, renewed = _open(project, text)
+    assert renewed == analysed
 
 
 def _kept(tmp_path, monkeypatch, depends_on):
@@ -125,3 +161,25 @@ def test_the_cache_folder_follows_the_platform(monkeypatch, tmp_path):
     assert first_open.cache_dir() == tmp_path / "recompile-fix"
     monkeypatch.setenv(first_open.CACHE_DIR_ENV, str(tmp_path / "mine"))
     assert first_open.cache_dir() == tmp_path / "mine"
+
+
+def test_the_first_analysis_writes_diagnostics_as_the_server_does(tmp_path):
+    """``items.diagnostic_json`` (what lsp/first_analysis publishes before lsprotocol is loaded)
+    is what pygls's converter writes for the server's own Diagnostic, on a case of every rule
+    and on the stale-Profile note (no rule)."""
+    from recompile_fix.lsp.engine import Engine
+    from recompile_fix.lsp.items import Item, diagnostic_json
+    from recompile_fix.lsp.server import _to_diagnostic, build_server
+
+    converter = build_server().protocol._converter
+    items = [Item(None, None, ((0, 0), (0, 3)), "stale", "information", {"kind": "stale"})]
+    for rule in sorted(p for p in GOLDEN.iterdir() if p.is_dir()):
+        case = next(c for c in sorted(rule.iterdir()) if (c / "profile.json").is_file())
+        root = tmp_path / rule.name
+        (root / ".recompile-fix").mkdir(parents=True)
+        shutil.copy(case / "program.in.py", root / "program.py")
+        shutil.copy(case / "profile.json", root / ".recompile-fix" / "profile.json")
+        items += Engine(root).analyze("program.py", (root / "program.py").read_text()).items
+    assert len({i.rule for i in items}) >= 10
+    for item in items:
+        assert converter.unstructure(_to_diagnostic(item)) == diagnostic_json(item)

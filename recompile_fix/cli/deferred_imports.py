@@ -6,8 +6,10 @@ parses, so it should not pay libcst's import (about 130 ms, most of a small proj
 costs a lookup, and the first attribute the stand-in lacks (``cst.Call``, or ``__path__`` for a
 submodule import) runs the real import and hands its names over. (``importlib.util.LazyLoader``
 does not do here: on Python 3.11 the import statement itself reads ``__spec__``, which loads it.)
-Only the command line calls it, before the pipeline is imported, and only while the process has
-one thread; library users, test runners and the language server import libcst as usual."""
+The command line and the language server (``recompile-fix lsp``: a file with nothing to fix is
+diagnosed without libcst) call it, before the pipeline is imported, and only while the process
+has one thread; library users and test runners import libcst as usual. Once threads run, the
+stand-in's lock makes the first thread to read a name do the one real import."""
 
 from __future__ import annotations
 

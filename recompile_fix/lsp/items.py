@@ -26,6 +26,7 @@ __all__ = [
     "Base",
     "Item",
     "contains",
+    "diagnostic_json",
     "diagnostic_message",
     "hover_markdown",
     "kind_wanted",
@@ -79,6 +80,32 @@ class Item:
     @property
     def rule(self) -> str | None:
         return self.finding.rule if self.finding else None
+
+
+SEVERITIES = ("error", "warning", "information", "hint")  # Item.severity -> DiagnosticSeverity 1..4
+
+
+def diagnostic_json(item: Item) -> dict[str, Any]:
+    """The item as an LSP ``Diagnostic``, written as lsprotocol's converter writes one (absent
+    fields left out): the one definition, for the server (which structures it) and for the first
+    file analysed before lsprotocol is loaded (lsp/first_analysis.py)."""
+    from recompile_fix.rule_docs import rule_url
+
+    (start_line, start_col), (end_line, end_col) = item.range
+    diagnostic: dict[str, Any] = {
+        "range": {
+            "start": {"line": start_line, "character": start_col},
+            "end": {"line": end_line, "character": end_col},
+        },
+        "severity": SEVERITIES.index(item.severity) + 1,
+    }
+    if item.rule:
+        diagnostic["code"] = item.rule
+        diagnostic["codeDescription"] = {"href": rule_url(item.rule)}
+    diagnostic["source"] = SOURCE
+    diagnostic["message"] = item.message
+    diagnostic["data"] = item.data
+    return diagnostic
 
 
 @dataclass

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recompile_fix.lsp.items import FIX_ALL_KIND, SOURCE, Action, Analysis, Item
+from recompile_fix.lsp.items import FIX_ALL_KIND, Action, Analysis, Item, diagnostic_json
 from recompile_fix.lsp.positions import Range
 from recompile_fix.lsp.transport import protocol_class, read_messages
-from recompile_fix.rule_docs import rule_url
 
 if TYPE_CHECKING:  # pygls and lsprotocol are imported when the server is built, not before;
     # the engine (libcst, black, the rules) on the worker thread, after `initialized`
@@ -92,7 +91,6 @@ def _settle(future: asyncio.Future, result, error) -> None:
 
 
 # -- the pygls server -------------------------------------------------------------------------
-_SEVERITIES = ("error", "warning", "information", "hint")  # Item.severity -> DiagnosticSeverity 1..4
 
 
 @dataclass
@@ -116,13 +114,19 @@ class _Session:
     context: str | None = None  # first_open.workspace_context, once initialized
     # uri -> (version, diagnostics): what ``serve`` published before pygls ran (lsp/first_open)
     published_early: dict[str, tuple[Any, list[Any]]] = field(default_factory=dict)
+    # project root -> the engine that analysed the first opened file before pygls ran
+    # (lsp/first_analysis), taken by the first ``_engine_for`` of that root
+    first_engines: dict[Path, Engine] = field(default_factory=dict)
 
 
 def build_server(
-    debounce: float = DEFAULT_DEBOUNCE, published_early: dict[str, tuple[Any, list[Any]]] | None = None
+    debounce: float = DEFAULT_DEBOUNCE,
+    published_early: dict[str, tuple[Any, list[Any]]] | None = None,
+    first_engines: dict[Path, Engine] | None = None,
 ) -> LanguageServer:
     """The language server (pygls). Imported here so the rest of the tool does not need pygls.
-    ``published_early``: diagnostics ``serve`` published before it (lsp/first_open)."""
+    ``published_early``: diagnostics ``serve`` published before it (lsp/first_open,
+    lsp/first_analysis); ``first_engines``: the engines that analysed them, by project root."""
     from lsprotocol import types as lsp
     from pygls.lsp.server import LanguageServer
 
@@ -134,7 +138,13 @@ def build_server(
         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
         protocol_cls=protocol_class(),
     )
-    session = _Session(server, _Worker(), debounce, published_early=dict(published_early or {}))
+    session = _Session(
+        server,
+        _Worker(),
+        debounce,
+        published_early=dict(published_early or {}),
+        first_engines=dict(first_engines or {}),
+    )
     actions = lsp.CodeActionOptions(
         code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=True
     )
@@ -178,19 +188,21 @@ def _server_log(session: _Session, message: str) -> None:
 
 
 def _engine_for(session: _Session, file: Path) -> Engine:
-    """The engine of the project ``file`` belongs to: the innermost workspace folder holding it,
-    else the nearest directory with a Profile or a pyproject.toml."""
-    file = file.resolve()
-    inside = [r for r in session.roots if r == file or r in file.parents]
-    if inside:
-        root = max(inside, key=lambda r: len(r.parts))
-    else:
-        root = next(
-            (d for d in file.parents if (d / ".recompile-fix").is_dir() or (d / "pyproject.toml").is_file()),
-            file.parent,
-        )
+    """The engine of the project ``file`` belongs to (first_analysis.project_root); the first
+    file's, where ``serve`` analysed it before pygls ran, is the one that analysis made."""
+    from recompile_fix.lsp.first_analysis import project_root
+
+    root = project_root(session.roots, file)
     engine = session.engines.get(root)
     if engine is None:
+        early = session.first_engines.pop(root, None)
+        if early is not None and (early.encoding, early.explicit_profile) == (
+            session.encoding,
+            session.options.get("profile"),
+        ):
+            early._log = functools.partial(_server_log, session)
+            session.engines[root] = early
+            return early
         from recompile_fix.lsp.engine import Engine
 
         engine = session.engines[root] = Engine(
@@ -242,16 +254,9 @@ def _to_range(rng: Range) -> lsp_types.Range:
 
 def _to_diagnostic(item: Item) -> lsp_types.Diagnostic:
     from lsprotocol import types as lsp
+    from lsprotocol.converters import get_converter
 
-    return lsp.Diagnostic(
-        range=_to_range(item.range),
-        message=item.message,
-        severity=lsp.DiagnosticSeverity(_SEVERITIES.index(item.severity) + 1),
-        code=item.rule,
-        code_description=lsp.CodeDescription(href=rule_url(item.rule)) if item.rule else None,
-        source=SOURCE,
-        data=item.data,
-    )
+    return get_converter().structure(diagnostic_json(item), lsp.Diagnostic)
 
 
 def _warm(engine: Engine, analysis: Analysis) -> None:
@@ -335,8 +340,6 @@ async def _poll_profiles(session: _Session) -> None:
 
 # -- the handlers -------------------------------------------------------------------------------
 def _initialize(session: _Session, params: lsp_types.InitializeParams) -> None:
-    from pygls.uris import to_fs_path
-
     options = params.initialization_options
     session.options = options if isinstance(options, dict) else {}
     if "debounce" in session.options:
@@ -344,12 +347,9 @@ def _initialize(session: _Session, params: lsp_types.InitializeParams) -> None:
             session.debounce_s = float(session.options["debounce"])
         except (TypeError, ValueError):
             pass
-    roots = [to_fs_path(f.uri) for f in (params.workspace_folders or [])]
-    if params.root_uri:
-        roots.append(to_fs_path(params.root_uri))
-    elif params.root_path:
-        roots.append(params.root_path)
-    session.roots = [Path(r).resolve() for r in roots if r]
+    from recompile_fix.lsp.first_analysis import workspace_roots
+
+    session.roots = workspace_roots(session.server.protocol._converter.unstructure(params))
     encoding = session.server.workspace.position_encoding
     session.encoding = str(getattr(encoding, "value", encoding) or "utf-16")
     resolve_support = _get(params.capabilities, "text_document", "code_action", "resolve_support")
@@ -559,19 +559,25 @@ def _get(obj, *names):
 
 def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> None:
     """Run the language server on stdin/stdout until the client says exit. ``initialize`` is
-    answered while pygls loads (lsp/early.py); ``answer_early=False`` leaves it to pygls."""
+    answered while pygls loads (lsp/early.py), and the first file opened is analysed before it
+    runs (lsp/first_open.py, lsp/first_analysis.py); ``answer_early=False`` leaves all to pygls."""
     logging.basicConfig(level=logging.WARNING, format="recompile-fix lsp: %(message)s")
     prefix, answered_id = b"", None
     published_early: dict[str, tuple[Any, list[Any]]] = {}
+    first_engines: dict[Path, Engine] = {}
     if answer_early:
+        from recompile_fix.cli.deferred_imports import defer_heavy
         from recompile_fix.lsp import early
         from recompile_fix.tool_code import code_digest
 
-        # Before pygls loads in a thread: read beside that import, the tool's ~170 files waited
-        # for the interpreter lock at every read (235 ms where 20 ms will do), and the kept
+        # libcst loads when an analysis first needs a tree (a Profile's fixes), not with the
+        # engine: a file with nothing to fix is diagnosed without it. One thread yet: see defer.
+        defer_heavy()
+        # Before the loading thread: read beside its imports, the tool's ~170 files waited for
+        # the interpreter lock at every read (235 ms where 20 ms will do), and the kept
         # diagnostics of a reopened file (lsp/first_open) waited with them.
         code_digest()
-        loading = threading.Thread(target=_load_pygls, name="recompile-fix-lsp-load", daemon=True)
+        loading = _Loading()
         loading.start()
         prefix, first = early.read_first_message(sys.stdin.buffer)
         answer = early.answer_initialize(first, _version())
@@ -579,10 +585,11 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
             sys.stdout.buffer.write(answer)
             sys.stdout.buffer.flush()
             answered_id = first["id"]
-            more, published_early = _publish_first_open(first["params"])
+            more, published_early, first_engines = _publish_first_open(first["params"], loading)
             prefix += more
+        loading.go_on.set()
         loading.join()
-    server = build_server(debounce, published_early)
+    server = build_server(debounce, published_early, first_engines)
     from pygls.io_ import StdinAsyncReader, StdoutWriter
 
     server._stop_event = threading.Event()
@@ -608,30 +615,65 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, *, answer_early: bool = True) -> N
         sys.exit(code)
 
 
-def _publish_first_open(params: dict[str, Any]) -> tuple[bytes, dict[str, tuple[Any, list[Any]]]]:
-    """Before pygls runs: read on to the editor's first ``didOpen`` and publish the diagnostics
-    kept for its text, if any (lsp/first_open). The bytes read, for pygls to read again."""
+class _Loading(threading.Thread):
+    """Background, from spawn: the engine (``engine_loaded`` once it can analyse), then, once
+    the first file is published (``go_on``) or ``_FIRST_OPEN_WAIT`` seconds on, what
+    ``build_server`` imports. In that order, and not side by side, because both are Python on
+    one interpreter lock: the first file's analysis would wait for pygls's imports otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__(name="recompile-fix-lsp-load", daemon=True)
+        self.engine_loaded = threading.Event()
+        self.go_on = threading.Event()
+
+    def run(self) -> None:
+        try:
+            import recompile_fix.lsp.engine
+            import recompile_fix.lsp.first_analysis
+            import recompile_fix.rules  # noqa: F401
+        except Exception:  # noqa: BLE001 - the server reports it when it needs the engine
+            pass
+        finally:
+            self.engine_loaded.set()
+        self.go_on.wait(_FIRST_OPEN_WAIT)
+        import lsprotocol.types  # noqa: F401
+        import pygls.io_  # noqa: F401
+        import pygls.lsp.server  # noqa: F401
+
+
+_FIRST_OPEN_WAIT = 1.0  # seconds pygls's imports wait for the first file's analysis
+
+
+def _publish_first_open(
+    params: dict[str, Any], loading: _Loading
+) -> tuple[bytes, dict[str, tuple[Any, list[Any]]], dict[Path, Engine]]:
+    """Before pygls runs: read on to the editor's first ``didOpen`` and publish its diagnostics:
+    the ones kept for its text, if any (lsp/first_open), else the engine's (lsp/first_analysis).
+    The bytes read, for pygls to read again; what was published; the engine that analysed it."""
     from recompile_fix.lsp import early, first_open
 
     read, opened = first_open.read_until_open(sys.stdin.buffer, early.read_first_message)
     document = first_open.file_text(opened) if opened is not None else None
     if document is None:
-        return read, {}
+        return read, {}, {}
     uri, text, version = document
-    context = first_open.context_of_message(params, early.position_encoding(params))
+    encoding = early.position_encoding(params)
+    context = first_open.context_of_message(params, encoding)
     diagnostics = first_open.lookup(uri, text, context)
+    engines: dict[Path, Engine] = {}
     if diagnostics is None:
-        return read, {}
+        loading.engine_loaded.wait()
+        from recompile_fix.lsp import first_analysis
+
+        found = first_analysis.analyze(params, uri, text, encoding)
+        if found is None:
+            return read, {}, {}
+        diagnostics, engines = found.diagnostics, {found.root: found.engine}
     sys.stdout.buffer.write(first_open.publish_message(uri, version, diagnostics))
     sys.stdout.buffer.flush()
-    return read, {uri: (version, diagnostics)}
-
-
-def _load_pygls() -> None:
-    """Background, while ``initialize`` is read and answered: what ``build_server`` imports."""
-    import lsprotocol.types  # noqa: F401
-    import pygls.io_  # noqa: F401
-    import pygls.lsp.server  # noqa: F401
+    for engine in engines.values():  # kept now: the server's own analysis may not run before an exit
+        _keep_published(engine, uri, text, context, diagnostics)
+    return read, {uri: (version, diagnostics)}, engines
 
 
 def _version() -> str:
