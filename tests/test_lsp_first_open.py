@@ -6,6 +6,7 @@ runs. Raw JSON-RPC over a spawned server's pipes, as an editor speaks it."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -183,3 +184,43 @@ def test_the_first_analysis_writes_diagnostics_as_the_server_does(tmp_path):
     assert len({i.rule for i in items}) >= 10
     for item in items:
         assert converter.unstructure(_to_diagnostic(item)) == diagnostic_json(item)
+
+
+_FIRST_ANALYSIS = """\
+import json, sys
+from recompile_fix.cli.deferred_imports import defer_heavy, is_loaded
+defer_heavy()  # as `recompile-fix lsp` starts
+from recompile_fix.lsp import first_analysis
+root = sys.argv[1]
+uri = "file://" + root + "/program.py"
+params = {"rootUri": "file://" + root, "capabilities": {}}
+with open(root + "/program.py", encoding="utf-8") as source:
+    found = first_analysis.analyze(params, uri, source.read(), "utf-16")
+print(json.dumps({"diagnostics": found.diagnostics, "libcst": is_loaded("libcst")}))
+"""
+
+
+@pytest.mark.slow  # one profile run (torch)
+def test_after_profile_the_first_open_is_diagnosed_from_what_profile_found(tmp_path):
+    """`recompile-fix profile` finds what the rules find from its Profile and keeps it (the
+    derived cache), so the editor's first analysis of a profiled file reads it: libcst is never
+    loaded, and the diagnostics are the ones planning them afresh gives."""
+    from conftest import run_cli
+
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(CASE / "program.in.py", root / "program.py")
+    run_cli("profile", "--backend", "eager", "--", sys.executable, "program.py", cwd=root, check=0)
+    assert (root / ".recompile-fix" / "cache" / "derived.json").is_file()
+
+    def first_analysis() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_ANALYSIS, str(root)], capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout)
+
+    ahead = first_analysis()
+    assert [d["code"] for d in ahead["diagnostics"]] == ["RF002"] and not ahead["libcst"]
+    shutil.rmtree(root / ".recompile-fix" / "cache")
+    afresh = first_analysis()
+    assert afresh["libcst"] and afresh["diagnostics"] == ahead["diagnostics"]

@@ -61,7 +61,33 @@ def profile(output: str | None, backend: str | None, trace_dir: str | None, comm
         result, exit_code = _run(command, backend, output)
     written = save_profile(result, output)
     click.echo(_profile_summary(result, exit_code, str(written), output, recording_summary(result)), err=True)
+    if result.frames and str(written) == output:
+        _find_ahead(result)
     sys.exit(exit_code)
+
+
+def _find_ahead(result: Profile) -> None:
+    """What the rules find from the new Profile, found now and kept in the derived cache
+    (pipeline/memo.py) as `report` keeps it: the editor's first file, `report` and `apply
+    --check` then answer without parsing (under 0.1 s from didOpen, where planning cold loads
+    libcst and parses). Only the profiled files are read; nothing is printed; any failure only
+    leaves the next run to find them itself."""
+    import os
+    from pathlib import Path
+
+    from recompile_fix.config import load_config
+    from recompile_fix.pipeline.find import find
+    from recompile_fix.rules import ALL_RULES
+
+    try:
+        root = Path.cwd().resolve()
+        files = [p for p in result.sources if not os.path.isabs(p) and (root / p).is_file()]
+        if files:
+            found = find(files, result, ALL_RULES, root=root, config=load_config(), use_cache=False, read_derived=True)
+            if found.memo is not None:
+                found.memo.save()
+    except Exception:  # noqa: BLE001 - a head start, never the profile run's failure
+        pass
 
 
 def _read_trace(trace_dir: str) -> Profile:

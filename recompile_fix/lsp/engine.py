@@ -189,6 +189,7 @@ class Engine:
                 use_cache=False,
                 texts=texts,
                 profile_path=self.profile_path,
+                read_derived=True,  # what `report`, `apply` or `profile` found over these bytes
             )
         except Exception:  # noqa: BLE001
             self._log(f"recompile-fix: finding in {path} failed:\n{traceback.format_exc()}")
@@ -196,12 +197,17 @@ class Engine:
         return [f for f in result.findings if f.file == path], result
 
     def _source(self, path: str, text: str, result: ApplyResult | None) -> SourceFile | None:
-        """``text`` parsed (as find parsed it, where it did); None when it does not parse."""
+        """``text`` as find parsed it, where it did; else checked with ``ast`` only, its libcst
+        tree left to the first fix (a diagnostic needs none: a file opened with nothing to fix,
+        or whose Findings the derived cache had, is diagnosed without loading libcst). None when
+        it does not parse."""
         known = result.parsed.get(path) if result is not None else None
         if known is not None and known.text == text:
             return known
         try:
-            return SourceFile.parse(Path(path), text)
+            source = SourceFile.parse(Path(path), text, parse=False)
+            source.syntax  # noqa: B018 - a syntax error is raised here
+            return source
         except Exception:  # noqa: BLE001 - does not parse: nothing to say, nothing to fix
             return None
 

@@ -97,13 +97,16 @@ def find(
     use_cache: bool = True,
     texts: Mapping[str, str] | None = None,
     profile_path: Path | None = None,
+    read_derived: bool | None = None,
 ) -> ApplyResult:
     """The Findings under ``paths`` of ``root`` (``findings``), with the per-file errors; nothing
     is rewritten yet. ``texts``: a file's text where it is not the one on disk (an editor's
     buffers, saved or not), by its path relative to ``root``: every stage reads it instead.
     ``profile_path``: where the Profile was read from (its profiled texts are kept beside it),
-    if not where the configuration says. The edits' torch release is the Profile's where there is
-    one: the tree runs on that torch, whatever `python` on PATH is now."""
+    if not where the configuration says. ``read_derived``: read the derived cache (what earlier runs
+    found over the same bytes; saved only by ``result.memo.save()``), by default where
+    ``use_cache``: an editor reads it but writes no cache. The edits' torch release is the
+    Profile's where there is one: the tree runs on that torch, whatever `python` on PATH is now."""
     with profiled_torch(profile.torch_version if profile is not None else None):
         rules = tuple(r for r in rules if config.rule_enabled(r.id))
         files = _Files(root, texts)
@@ -115,7 +118,7 @@ def find(
             if not inside(resolved, [root]):
                 raise SourceError(f"{p}: outside the project ({root}); run from the project root")
             roots.append(resolved)
-        result = ApplyResult(memo=DerivedCache(root, enabled=use_cache))
+        result = ApplyResult(memo=DerivedCache(root, enabled=use_cache if read_derived is None else read_derived))
         profiled: list[Finding] = []
         if profile is not None:  # evidence in files edited since profiling, where its code is now
             check_agreement(profile)  # as read: the mapped copy's lines differ from torch's texts
