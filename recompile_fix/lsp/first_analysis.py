@@ -63,9 +63,14 @@ def project_root(roots: list[Path], file: Path) -> Path:
     )
 
 
+_MAX_CHARS = 200_000  # a larger file is left to the server: nothing may wait seconds for its parse
+
+
 def analyze(params: dict[str, Any], uri: str, text: str, encoding: str) -> FirstAnalysis | None:
     """The diagnostics of the opened ``uri`` (text ``text``), and the engine that found them;
-    None where the server must do it (not a file, or anything failed)."""
+    None where the server must do it (not a file, a large file, or anything failed)."""
+    if len(text) > _MAX_CHARS:
+        return None
     try:
         from pygls.uris import to_fs_path
 
