@@ -224,3 +224,17 @@ def test_after_profile_the_first_open_is_diagnosed_from_what_profile_found(tmp_p
     shutil.rmtree(root / ".recompile-fix" / "cache")
     afresh = first_analysis()
     assert afresh["libcst"] and afresh["diagnostics"] == ahead["diagnostics"]
+
+
+def test_a_large_file_is_left_to_the_server(tmp_path):
+    """Nothing may wait on a long parse before pygls runs: a file over the limit is not analysed
+    early (the server analyses it on its worker, answering other requests meanwhile)."""
+    from recompile_fix.lsp import first_analysis
+
+    (tmp_path / "big.py").write_text("")
+    params = {"rootUri": tmp_path.as_uri(), "capabilities": {}}
+    uri = (tmp_path / "big.py").as_uri()
+    small = first_analysis.analyze(params, uri, "x = 1\n", "utf-16")
+    assert small is not None and small.diagnostics == [] and small.root == tmp_path.resolve()
+    big = "x = 1\n" * (first_analysis._MAX_CHARS // 6 + 1)
+    assert first_analysis.analyze(params, uri, big, "utf-16") is None
