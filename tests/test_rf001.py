@@ -346,3 +346,24 @@ def test_a_mark_that_changes_nothing_alone_is_not_offered(tmp_path):
         "marked alone it changes nothing: this call compiles once, and the call at line 9, which passes "
         "them too, gets no mark (see its finding)"
     ]
+
+
+def test_tensors_library_code_passes_share_one_note():
+    """A generate() call passes a dozen tensors the user's code does not hold: one note names
+    them (the first four, then how many more) and says why once; a lone one keeps its own."""
+    from recompile_fix.rules.rf001_mark_dynamic.marks import unheld_notes
+
+    why = (
+        "library code (`_prefill` at g.py:1) passes `{}`; the user's code does not hold it (it is a copy or made there)"
+    )
+    sources = ["kwargs['input_ids']", "kwargs['position_ids']"] + [
+        f"kwargs['cache'].layers[{i}].keys" for i in range(4)
+    ]
+    unheld = [(src, d, why.format(src)) for src in sources for d in (0, 2)]
+    (note,) = unheld_notes(unheld)
+    assert note.startswith("`kwargs['input_ids']` dim 0, 2, `kwargs['position_ids']` dim 0, 2, ")
+    assert "and 2 more change with them" in note and note.count("library code") == 1
+    assert "passes each of them; the user's code holds none of them" in note and "`{}`" not in note
+    (alone,) = unheld_notes(unheld[:1])
+    assert alone.startswith("`kwargs['input_ids']` dim 0 changes with them, but library code")
+    assert "passes `kwargs['input_ids']`; the user's code does not hold it" in alone

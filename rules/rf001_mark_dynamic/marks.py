@@ -35,6 +35,7 @@ __all__ = [
     "indented",
     "loops_of_marks",
     "marked_expression",
+    "unheld_notes",
     "merge_same_call",
     "none_message",
     "shared_message",
@@ -267,3 +268,34 @@ def marked_expression(source: SourceFile, call: cst.Call, entry: dict[str, Any])
 
 def indented(statement: str, indent: str) -> str:
     return "".join(indent + line + "\n" for line in format_statement(statement, len(indent)).splitlines())
+
+
+def unheld_notes(unheld: list[tuple[str, int, str]]) -> list[str]:
+    """One note per reason a call cannot mark a tensor that changes with the marked ones (a
+    generate() call passes a dozen: one line for all that library code passes, not one each)."""
+    by_reason: dict[str, list[tuple[str, int]]] = {}
+    for src, d, why in unheld:
+        by_reason.setdefault(why.replace(f"`{src}`", "`{}`"), []).append((src, d))
+    notes = []
+    for why, members in by_reason.items():
+        if len(members) == 1:
+            (src, d), pronoun = members[0], "it"
+            what = f"`{src}` dim {d} changes"
+            why = why.replace("`{}`", f"`{src}`")
+        else:
+            dims: dict[str, list[int]] = {}
+            for src, d in members:
+                dims.setdefault(src, []).append(d)
+            shown = [f"`{src}` dim {', '.join(map(str, ds))}" for src, ds in list(dims.items())[:4]]
+            more = f" and {len(dims) - 4} more" if len(dims) > 4 else ""
+            what, pronoun = f"{', '.join(shown)}{more} change", "them"
+            why = (
+                why.replace("`{}`", "each of them")
+                .replace("does not hold it (it is a copy", "holds none of them (each a copy")
+                .replace("`{}`", "them")
+            )
+        notes.append(
+            f"{what} with them, but {why}: the marks are `maybe_mark_dynamic`, which cannot raise where "
+            f"torch specialises {pronoun}; torch may still recompile for {pronoun}"
+        )
+    return notes

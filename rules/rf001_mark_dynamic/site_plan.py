@@ -44,6 +44,7 @@ from recompile_fix.rules.rf001_mark_dynamic.marks import (
     steps_code,
     steps_json,
     target_label,
+    unheld_notes,
 )
 from recompile_fix.rules.rf001_mark_dynamic.parameter_shapes import parameter_shapes_finding
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import SiteEvidence
@@ -250,7 +251,7 @@ class SitePlan:
         tensors of a group the call does not hold, lost: groups it holds none of)."""
         kept: list[tuple[str, int]] = []
         notes: list[str] = []
-        partial: list[str] = []
+        unheld: list[tuple[str, int, str]] = []  # (source, dim, why the call cannot mark it)
         lost: list[str] = []
         for group in self.ev.groups:
             refused = refused_by_run(group, self.ev.compiles + self.ev.linked, self.frame.compiles)
@@ -267,13 +268,8 @@ class SitePlan:
                 lost.extend(f"`{src}` dim {d}: {located[src][1]}" for src, d in group)
                 continue
             kept.extend(reachable)
-            for src, d in missing:
-                partial.append(
-                    f"`{src}` dim {d} changes with them, but {located[src][1]}: the marks are "
-                    "`maybe_mark_dynamic`, which cannot raise where torch specialises it; torch may "
-                    "still recompile for it"
-                )
-        return kept, notes, partial, lost
+            unheld.extend((src, d, located[src][1] or "") for src, d in missing)
+        return kept, notes, unheld_notes(unheld), lost
 
     def _tied_ints(
         self, kept: list[tuple[str, int]], func: cst.FunctionDef | None, func_source: SourceFile | None
