@@ -224,3 +224,8 @@ def test_findings_name_torchs_wrapper_frame_by_what_it_wraps():
     own = frame_of(["x.size()[0] == 4"], name="wrapper")
     own.signature = {"closes_over": calls}
     assert own.shown_name == "wrapper"
+    # The code after a graph break, by the function it was cut from (a trial: "compile
+    # `torch_dynamo_resume_in_train_step_at_33` with `dynamic=True`"); the table keeps torch's name.
+    resumed = frame_of(["max_norm == 5.0"], name="torch_dynamo_resume_in_train_step_at_33")
+    assert resumed.shown_name == "train_step"
+    assert "torch_dynamo_resume_in_train_step_at_33 (" in render_text(profile_of(resumed))

@@ -36,6 +36,7 @@ from recompile_fix.profile.libraries import (
     locate_library_file,
     spell_library_file,
 )
+from recompile_fix.profile.resume import function_of
 from recompile_fix.profile.schema import validate_profile_json
 from recompile_fix.profile.sources import attribute_path, canonical_source, source_of_expression
 
@@ -280,8 +281,9 @@ class Frame:
     def shown_name(self) -> str:
         """The name messages give the frame: torch's `inner` wrapper (around an nn.Sequential or a
         decorated function) by what the run recorded it wraps (``Sequential``), a library
-        decorator's wrapper (diffusers' `apply_lora_scale`) by the one function it calls, others
-        by name."""
+        decorator's wrapper (diffusers' `apply_lora_scale`) by the one function it calls, the code
+        after a graph break (``torch_dynamo_resume_in_train_step_at_33``) by the function it was
+        cut from, others by name."""
         if self.name == "inner" and self.file.replace("\\", "/").endswith("torch/_dynamo/external_utils.py"):
             for compile_ in self.compiles:
                 wrapped = compile_.inputs.get("fn")
@@ -290,7 +292,7 @@ class Frame:
         calls = list(((self.signature or {}).get("closes_over") or {}).values())
         if is_library_path(self.file) and len(calls) == 1 and isinstance(calls[0], dict) and calls[0].get("name"):
             return str(calls[0]["name"])
-        return self.name
+        return function_of(self.name) or self.name
 
     @property
     def label(self) -> str:
