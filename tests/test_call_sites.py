@@ -16,9 +16,9 @@ from profiles import profile_of
 from recompile_fix.analysis.call_targets import Base, locate
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.findings.finding import Safety
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Safety
 from recompile_fix.findings.plan import plan
-from recompile_fix.profile.model import Compile, Frame, Location, Reason, is_library_path, sha256_file
+from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Reason, is_library_path, sha256_file
 from recompile_fix.profile.sources import parse_source
 from recompile_fix.rules import rule_by_id
 from recompile_fix.rules.rf001_mark_dynamic.size_evidence import site_evidence
@@ -623,13 +623,16 @@ for prompt in prompts:
 """
 
 
-@pytest.mark.parametrize("compiled_here", [True, False])
+@pytest.mark.parametrize("compiled_here", [True, False, "eager"])
 def test_library_made_calls_get_dynamic_true_at_the_compile_call_or_say_what_to_do(tmp_path, compiled_here):
+    """At the compile call: a trade-off where its backend generates kernels, unproven (for `fix`)
+    under one that does not (a trial: generate() with a static cache under eager, 4 -> 2)."""
     program = GENERATE
+    backend = ', backend="eager"' if compiled_here == "eager" else ""
     if compiled_here:
         program = program.replace(
             "model = load_compiled_model()\n",
-            "import torch\n\nmodel = load_model()\nmodel.forward = torch.compile(model.forward)\n",
+            f"import torch\n\nmodel = load_model()\nmodel.forward = torch.compile(model.forward{backend})\n",
         )
     (tmp_path / "program.py").write_text(program)
     line = program.splitlines().index("    out = model.generate(input_ids=prompt, max_new_tokens=8)") + 1
@@ -650,8 +653,9 @@ def test_library_made_calls_get_dynamic_true_at_the_compile_call_or_say_what_to_
     profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
     (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
     if compiled_here:
-        compile_line = program.splitlines().index("model.forward = torch.compile(model.forward)") + 1
+        compile_line = program.splitlines().index(f"model.forward = torch.compile(model.forward{backend})") + 1
         assert finding.safety is Safety.UNSAFE and finding.location.line == compile_line
+        assert finding.unsafe_because == (UNPROVEN if backend else TRADE_OFF)
         edits = rule_by_id("RF001").fix(finding, SourceFile.parse(Path("program.py"), program), "torch")
         assert [e.new_text for e in edits] == [", dynamic=True"]
     else:
@@ -711,3 +715,47 @@ def test_a_size_specialised_in_one_dim_is_not_small_in_another():
         reasons=[specialised],
     )
     assert evidence.small("input_ids", [0]) and not evidence.small("input_ids", [1])
+
+
+@pytest.mark.parametrize("cut_at_a_break", [False, True])
+def test_a_mark_beside_tied_tensors_the_call_cannot_mark_is_unproven(tmp_path, cut_at_a_break):
+    """model.generate(attention_mask=mask): the mask is the user's, the ids are transformers'
+    copies whose size changes with it. torch recompiles for the unmarked ids whatever the mask's
+    mark (a trial: 7 -> 7), so the mark is unproven, for `fix` to try. Where the library code
+    between is itself compiled code that graph-breaks (the frame was cut from a compiled forward:
+    golden/RF013/loss_type), what it passes is traced inside once the break goes: as before."""
+    program = (
+        "import torch\n\nmodel = load()\nmask = ones()\nout = model.generate(input_ids=ids, attention_mask=mask)\n"
+    )
+    (tmp_path / "program.py").write_text(program)
+    library = [Location(LIB, 1036, function="wrapper")]
+    caller = Frame(LIB, 1030, "wrapper", signature=WRAPPER)
+    if cut_at_a_break:
+        caller.graph_breaks = [GraphBreak(reason="a logging call", location=Location(LIB, 1036))]
+    frame = Frame(LIB, 121, "wrapped_func", signature=WRAPPED_FUNC)
+    frame.compiles = [
+        Compile(
+            f"0/{i}",
+            stack=[Location("program.py", 5, 5, 6, 58, "<module>"), *library],
+            inputs={
+                "kwargs['attention_mask']": {**tensor(2, n), "held_by": "mask"},
+                "kwargs['input_ids']": tensor(2, n),
+            },
+            reasons=[size("kwargs['attention_mask']", 1, 6, n, "0/0"), size("kwargs['input_ids']", 1, 6, n, "0/0")]
+            if i
+            else [],
+        )
+        for i, n in enumerate((6, 10))
+    ]
+    profile = profile_of(frame, caller)
+    profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
+    (finding,) = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
+    assert "mask" in finding.message and finding.location.line == 5
+    if cut_at_a_break:
+        assert finding.safety is Safety.SAFE
+    else:
+        assert finding.safety is Safety.UNSAFE and finding.unsafe_because == UNPROVEN
+        assert any(
+            n.startswith("unproven: torch recompiles for the size of an input it sees change unmarked")
+            for n in finding.notes
+        )

@@ -15,7 +15,14 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name
 from recompile_fix.profile.model import Frame, Profile
 
-__all__ = ["CompileCall", "compile_call_of", "compile_keyword", "static_compile_site"]
+__all__ = [
+    "CompileCall",
+    "compile_call_of",
+    "compile_keyword",
+    "generates_no_kernels",
+    "says_dynamic_false",
+    "static_compile_site",
+]
 
 
 def compile_keyword(source: SourceFile, func: cst.FunctionDef | None, keyword: str) -> tuple[int, str] | None:
@@ -123,6 +130,15 @@ def compile_call_of(project: Project, frame: Frame, function_name: str) -> Compi
         cuda_graphs=runs_cuda_graphs(source, node),
         no_kernels=_says_backend(node, ("eager", "aot_eager")),
     )
+
+
+def generates_no_kernels(node: cst.CSTNode) -> bool:
+    """Does this compile call say ``backend="eager"`` or ``"aot_eager"`` (no kernel per size)?"""
+    return _says_backend(node, ("eager", "aot_eager"))
+
+
+def says_dynamic_false(node: cst.CSTNode) -> bool:
+    return _says(node, "dynamic", "False")
 
 
 def _says(node: cst.CSTNode, keyword: str, value: str) -> bool:

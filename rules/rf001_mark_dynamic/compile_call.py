@@ -22,7 +22,7 @@ import libcst as cst
 
 from recompile_fix.analysis.call_site_code import find_compile_call, root_name
 from recompile_fix.analysis.call_targets import library_frame
-from recompile_fix.analysis.compile_calls import compile_call_of
+from recompile_fix.analysis.compile_calls import compile_call_of, generates_no_kernels, says_dynamic_false
 from recompile_fix.edits.compile_keyword import compile_call_params, compile_keyword_edits, dynamic_true_at
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety
@@ -208,6 +208,9 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         ]
     compile_source, node, _ = compile_call
     location = compile_source.location_of(node, plan.site.file)
+    # Under a backend that generates no kernels a dynamic size costs no specialised kernel: a run
+    # settles it (a trial: `generate(cache_implementation="static")` under eager, 4 -> 2 compiles).
+    unproven = generates_no_kernels(node) and not says_dynamic_false(node)
     finding = plan.finding(
         f"compiled `{plan.frame.shown_name}` recompiles for sizes library code ({where}) picks "
         f"({plan.here} compiles at {plan.site.file}:{plan.site.line}): compile it with `dynamic=True`",
@@ -216,13 +219,19 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
             head,
             *lost[:3],
             *advice,
-            "`dynamic=True` makes every dimension of every input dynamic from the first call: "
-            "fewer compiles, but kernels that cannot specialise on sizes (check speed and "
-            "outputs with `recompile-fix verify`)",
+            "`dynamic=True` makes every dimension of every input dynamic from the first call: fewer "
+            + (
+                "compiles; its backend generates no kernels, so none is traded: unproven, `fix` keeps it "
+                "where a run shows fewer compiles and the same outputs"
+                if unproven
+                else "compiles, but kernels that cannot specialise on sizes (check speed and outputs with "
+                "`recompile-fix verify`)"
+            ),
         ],
         location,
     )
     finding.params = compile_call_params(compile_source, node)
+    finding.unsafe_because = UNPROVEN if unproven else TRADE_OFF
     return [finding]
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "indented",
     "loops_of_marks",
     "marked_expression",
+    "UNHELD_UNPROVEN",
     "unheld_notes",
     "merge_same_call",
     "none_message",
@@ -268,6 +269,15 @@ def marked_expression(source: SourceFile, call: cst.Call, entry: dict[str, Any])
 
 def indented(statement: str, indent: str) -> str:
     return "".join(indent + line + "\n" for line in format_statement(statement, len(indent)).splitlines())
+
+
+# Why marks tied to an input the call cannot mark are unproven (a trial: a mark on the attention
+# mask before generate(), 7 -> 7 compiles: torch recompiled for the library's own copies).
+UNHELD_UNPROVEN = (
+    "unproven: torch recompiles for the size of an input it sees change unmarked, so marks on the "
+    "tensors this call holds change nothing while those it cannot mark change with them; `fix` keeps "
+    "them only where a run shows fewer compiles"
+)
 
 
 def unheld_notes(unheld: list[tuple[str, int, str]]) -> list[str]:

@@ -246,12 +246,17 @@ class MarkDynamic(Rule):
         findings: list[Finding] = []
         release = profile.torch_release
         uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] = {}  # one analysis per function
+        compiled = {(f.file, f.name) for f in profile.frames if f.graph_breaks}  # code cut at a break
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
             if is_resume(frame.name):
                 findings.extend(self._plan_resume(frame))
                 continue
             evidence = site_evidence(frame)
+            for ev in evidence:
+                ev.from_compiled = any(
+                    (at.file, at.function) in compiled for c in ev.compiles for at in c.library_frames
+                )
             marked: set[tuple[str, int]] = set()
             # Where the program calls other compiled code: a tensor marked here that it also
             # passes there meets that code's graph, which may specialise the size.

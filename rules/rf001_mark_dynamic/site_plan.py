@@ -33,6 +33,7 @@ from recompile_fix.rules.rf001_mark_dynamic.compile_call import (
 from recompile_fix.rules.rf001_mark_dynamic.graph_dims import parameter_of, refused_by_run, split_by_run
 from recompile_fix.rules.rf001_mark_dynamic.marks import (
     MARK_UNBACKED,
+    UNHELD_UNPROVEN,
     Mark,
     argument_order,
     borrowed_message,
@@ -118,8 +119,8 @@ class SitePlan:
         signature = signature_of(self.frame, self.project)
         located = {src: locate(self.frame, self.ev.compiles, src, call, source, signature) for src in self.ev.changed}
         func, func_source = self._compiled_function()
-
         kept, notes, partial, lost = self._kept(located, func, func_source)
+        unheld = bool(partial) and not self.ev.from_compiled  # tied tensors this call cannot mark
         if not kept:
             if self.library and lost:
                 return library_call_finding(self, source, call, lost)
@@ -185,6 +186,9 @@ class SitePlan:
         if split is not None:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
             finding.notes.append(split)
+        if unheld:  # an input changing size unmarked recompiles whatever is marked (a trial: 7 -> 7)
+            finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
+            finding.notes.append(UNHELD_UNPROVEN)
         if compared and not self._merges_despite_equality(kept, located, func, func_source):
             # A size the code tests for equality (`if x.shape[0] == 4`, `case 4:`) still compiles
             # apart where a call's size takes the equal branch: unless the recorded sizes and the

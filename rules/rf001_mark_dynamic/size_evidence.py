@@ -41,6 +41,9 @@ class SiteEvidence:
     across: list[Reason] = field(default_factory=list)  # ... of them, those against another call's entry
     strided: set[str] = field(default_factory=set)  # sources with a stride guard here
     optional: set[str] = field(default_factory=set)  # tensors some calls here passed as None
+    # Library code between the call and this frame is compiled code that graph-breaks (the frame
+    # was cut from a compiled forward at a break): what it passes is traced inside once fixed.
+    from_compiled: bool = False
     # Dims this call got dynamic from other calls' size changes (automatic dynamic), which marks
     # at those calls take away: this call needs its own mark (see ``borrow_marks``).
     borrowed: bool = False
