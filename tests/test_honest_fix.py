@@ -303,3 +303,18 @@ def test_outputs_that_are_nan_in_both_runs_prove_no_fix(tmp_path):
     assert any("every tensor compiled code returned (4) was NaN everywhere in both runs" in w for w in why), why
     shown = render_fix(result)
     assert "NaN everywhere in both runs" in shown, shown
+
+
+def test_what_the_program_keeps_outside_compiled_code_is_compared_too(tmp_path):
+    """A new user's trial (manifold mixup): a 0-d float64 tensor for a float the training loop
+    also weighs its losses with kept the compiled outputs and the weights bit for bit, so `fix`
+    kept it, and the losses the loop printed turned float64. The tensors the program's module
+    keeps at exit are compared too: the tensor is dropped there, `dynamic=True` kept, the
+    program's numbers unchanged."""
+    work = _stage("loss_beside_attribute.py", tmp_path)
+    result = fix_to_fixed_point(["python", "loss_beside_attribute.py"], ALL_RULES, root=work, backend="eager")
+    dropped = [(d, why) for r in result.rounds for d, why in r.dropped]
+    assert [d.rule for d, _ in dropped] == ["RF014"] and "0-d tensor" in dropped[0][0].message
+    assert any("outputs differ: `losses` at exit" in w and "float32 -> float64" in w for w in dropped[0][1])
+    assert [f.rule for f in result.kept] == ["RF014"] and "dynamic=True" in result.kept[0].message
+    assert "dynamic=True" in (work / "loss_beside_attribute.py").read_text()

@@ -550,3 +550,42 @@ def test_a_call_that_returns_no_tensor_is_judged_by_the_parameters_it_reached():
     returns = recorder.register("function", "f", "f", "x.py", 12, source=lambda: None)
     recorder.call(returns, lambda: torch.zeros(1), (), {})
     assert [t.tolist() for t in recorder.outputs[returns["index"]][0]] == [[0.0]]  # its own result, as before
+
+
+def test_the_tensors_the_program_keeps_are_recorded_at_exit(monkeypatch):
+    """What the program's module holds when it ends, beside the compiled outputs: a tensor, and
+    a list or dict of tensors alone, one callable each; not a float, a module, a mixed list or a
+    private name. A name that holds tensors in one run only (a float a fix made a tensor) is not
+    compared; one whose tensors differ (a loss that turned float64) is."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.losses = [torch.tensor(1.0), torch.tensor(2.0)]
+    main.state = {"w": torch.ones(2)}
+    main.lam, main.model, main.mixed = 0.5, torch.nn.Linear(1, 1), [torch.ones(1), 2.0]
+    main._hidden = torch.zeros(1)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    recorder = OutputRecorder(torch)
+    recorder.record_final_globals()
+    assert [e["qualname"] for e in recorder.callables] == ["`losses` at exit", "`state` at exit"]
+    assert {e["name"] for e in recorder.callables} == {"globals"} and recorder.outputs[0][0][1].item() == 2.0
+
+    def kept(name, tensors):
+        return CallableOutputs(
+            key=name,
+            kind="exit",
+            qualname=f"`{name}` at exit",
+            name="globals",
+            file="<exit>",
+            line=0,
+            calls=1,
+            outputs=[tensors],
+        )
+
+    before = {"losses": kept("losses", [torch.tensor(1.0)])}
+    after = {
+        "losses": kept("losses", [torch.tensor(1.0, dtype=torch.float64)]),
+        "lam": kept("lam", [torch.tensor(0.5)]),
+    }
+    (row,) = compare_outputs(before, after, Tolerance())
+    assert row.label.startswith("`losses` at exit") and not row.same and "float32 -> float64" in row.detail

@@ -73,6 +73,8 @@ FORMAT = "recompile-fix/outputs"
 ALL_NAN = "NaN everywhere in both runs"  # what ``compare`` says of an equal pair that proves nothing
 _MAX_PARAMETERS = 256  # per call of a callable that returns no tensor
 _MAX_OPTIMIZERS = 8  # whose parameters are compared at exit (each held until then: a sweep's first)
+_MAX_GLOBALS = 32  # the program's module-level tensors (and lists of them) compared at exit
+_MAX_GLOBAL_ITEMS = 1024  # in one list, tuple or dict
 
 
 class OutputRecorder:
@@ -264,6 +266,29 @@ class OutputRecorder:
             entry["calls"] = 1
             self.outputs[entry["index"]].append([p.clone() for p in params])
 
+    def record_final_globals(self) -> None:
+        """The tensors the program's own module keeps when it ends (a `losses` list, a state
+        dict), one callable each (``<exit>``, name ``globals``): what it computed outside compiled
+        code too. A fix that changes them differs there (a trial: a float attribute made a 0-d
+        float64 tensor turned the loss the training loop computed beside it float64, which the
+        compiled outputs and the parameters did not show). Only names bound to a tensor, or to a
+        list, tuple or dict that holds tensors alone; within what is left of the byte budget."""
+        main = sys.modules.get("__main__")
+        names = dict(vars(main)) if main is not None else {}
+        kept = 0
+        for name in sorted(names):
+            tensors = None if name.startswith("_") else _plain_tensors(self.torch, names[name])
+            if not tensors:
+                continue
+            size = sum(t.numel() * t.element_size() for t in tensors)
+            if kept >= _MAX_GLOBALS or self.truncated or self.bytes + size > self.max_bytes:
+                return
+            self.bytes += size
+            kept += 1
+            entry = self.register("exit", f"`{name}` at exit", "globals", "<exit>", 0)
+            entry["calls"] = 1
+            self.outputs[entry["index"]].append([t.detach().clone() for t in tensors])
+
     # -- output -----------------------------------------------------------------------------
     def saveable(self) -> dict:
         """Plain data: strings, numbers, lists and CPU tensors (``weights_only`` loads it)."""
@@ -293,6 +318,25 @@ class OutputRecorder:
 
     def by_key(self) -> dict[str, list[list]]:
         return {self.key(e): self.outputs[e["index"]] for e in self.callables}
+
+
+def _plain_tensors(torch, value) -> list | None:
+    """``value``'s tensors where it is a dense tensor, or a list, tuple or dict of them alone."""
+
+    def plain(t) -> bool:
+        return (
+            isinstance(t, torch.Tensor)
+            and type(t.detach()) is torch.Tensor
+            and t.layout == torch.strided
+            and t.device.type != "meta"
+        )
+
+    if plain(value):
+        return [value]
+    items = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else None
+    if items and len(items) <= _MAX_GLOBAL_ITEMS and all(plain(t) for t in items):
+        return list(items)
+    return None
 
 
 def _code_of(obj):
@@ -406,6 +450,7 @@ def install_from_env(torch) -> OutputRecorder | None:
     def write() -> None:
         try:
             recorder.record_final_parameters()
+            recorder.record_final_globals()
         except Exception as exc:  # never lose the outputs recorded over the final parameters
             print(f"recompile-fix: could not record the final parameters: {exc!r}", file=sys.stderr)
         try:
