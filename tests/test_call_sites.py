@@ -16,7 +16,7 @@ from profiles import profile_of
 from recompile_fix.analysis.call_targets import Base, locate
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Safety
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Safety, stands_in_for
 from recompile_fix.findings.plan import plan
 from recompile_fix.profile.model import Compile, Frame, GraphBreak, Location, Reason, is_library_path, sha256_file
 from recompile_fix.profile.sources import parse_source
@@ -753,9 +753,19 @@ def test_a_mark_beside_tied_tensors_the_call_cannot_mark_is_unproven(tmp_path, c
     assert "mask" in finding.message and finding.location.line == 5
     if cut_at_a_break:
         assert finding.safety is Safety.SAFE
-    else:
-        assert finding.safety is Safety.UNSAFE and finding.unsafe_because == UNPROVEN
-        assert any(
-            n.startswith("unproven: torch recompiles for the size of an input it sees change unmarked")
-            for n in finding.notes
-        )
+        return
+    assert finding.safety is Safety.UNSAFE and finding.unsafe_because == UNPROVEN
+    unproven = "unproven: torch recompiles for the size of an input it sees change unmarked"
+    assert any(n.startswith(unproven) for n in finding.notes)
+    # Where the program compiles the model, `dynamic=True` there is the marks' fallback, for `fix`
+    # to try where it drops them (a trial's generate(): 7 -> 5).
+    compile_line = 'model.forward = torch.compile(model.forward, backend="eager")\n'
+    (tmp_path / "program.py").write_text(program.replace("model = load()\n", "model = load()\n" + compile_line))
+    for c in frame.compiles:
+        c.stack[0] = Location("program.py", 6, 6, 6, 58, "<module>")
+    profile.sources = {"program.py": sha256_file(tmp_path / "program.py")}
+    found = plan(profile, Project(tmp_path, profile.sources), (rule_by_id("RF001"),))
+    (marks,), (fallback,) = [f for f in found if not f.fallback], [f for f in found if f.fallback]
+    assert marks.unsafe_because == UNPROVEN and not marks.fallback and marks.location.line == 6
+    assert fallback.fallback and fallback.unsafe_because == UNPROVEN and fallback.location.line == 4
+    assert "dynamic=True" in fallback.message and stands_in_for(fallback, marks)

@@ -173,9 +173,17 @@ def dynamic_instead(plan: Any, reasons: list[str]) -> list[Finding] | None:
     return [finding]
 
 
-def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: list[str]) -> list[Finding]:
+def library_call_finding(
+    plan: Any, source: SourceFile, call: cst.Call, lost: list[str], fallback_of: Finding | None = None
+) -> list[Finding]:
     """Library code (``model.generate()``) calls the compiled code with tensors the user's
-    code never holds: the user's ``torch.compile`` call can make them dynamic instead."""
+    code never holds: the user's ``torch.compile`` call can make them dynamic instead. With
+    ``fallback_of``, the marks on what the call does hold (unproven beside the rest): the same
+    ``dynamic=True`` as their fallback, for `fix` to try where it drops them (a trial's
+    ``generate()``: the mask's mark 7 -> 7 compiles, ``dynamic=True`` 7 -> 5); none where there
+    is no compile call to edit."""
+    if fallback_of is not None and not plan.library:
+        return []
     where = library_frame(plan.library[-1])
     # What the call hands the library: the object it calls a method of (`model.generate`), or
     # a compiled function passed as an argument (`run(step, x)`).
@@ -185,6 +193,8 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
         f"library code ({where}) calls compiled `{plan.frame.shown_name}` with tensors whose size "
         f"changes ({plan.here} compiles at this call); the program cannot mark them"
     )
+    if compile_call is None and fallback_of is not None:
+        return []
     if compile_call is None:
         return plan.none(
             [
@@ -232,6 +242,9 @@ def library_call_finding(plan: Any, source: SourceFile, call: cst.Call, lost: li
     )
     finding.params = compile_call_params(compile_source, node)
     finding.unsafe_because = UNPROVEN if unproven else TRADE_OFF
+    if fallback_of is not None:
+        finding.fallback, finding.covers = True, list(fallback_of.covers)
+        finding.notes.append(f"tried where the marks at {plan.site.file}:{plan.site.line} are not kept")
     return [finding]
 
 

@@ -146,7 +146,10 @@ class MarkDynamic(Rule):
     used again after the call. Where library code makes the compiled call (`model.generate()`)
     with tensors it makes itself, no mark in the user's code reaches them: the fix (unsafe) is
     `dynamic=True` at the user's `torch.compile` call, or, where there is none to edit, no fix
-    and what to do instead. What the run recorded comes before what the text suggests: a
+    and what to do instead (unproven, not a trade-off, under `backend="eager"`). Where it passes
+    some tensors the user holds (`attention_mask=mask`) beside its own copies whose sizes change
+    with them, marks on the user's alone change nothing (torch recompiles for the unmarked
+    copies): unproven, with that `dynamic=True` as their fallback for `fix` to try. What the run recorded comes before what the text suggests: a
     dimension the compile's graph specialised (traced as a symbol once it changed, then fixed to
     one value: tied to a parameter's static size, a head's `in_features`, or formatted into a
     string) gets no mark (`mark_dynamic` would raise ConstraintViolationError,

@@ -198,7 +198,7 @@ class SitePlan:
                 "unproven: the compiled code tests the size for equality, so a size that takes the equal "
                 "branch still compiles on its own; `fix` keeps the mark only where a run shows fewer compiles"
             )
-        return [finding]
+        return [finding, *(library_call_finding(self, source, call, [], finding) if unheld else [])]
 
     def _indexed_unseen(self, entries: list[dict[str, Any]], names: dict[str, str]) -> str | None:
         """Why a mark reached through an index into a container (`cache.layers[0].keys`) may raise
