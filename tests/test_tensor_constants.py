@@ -336,9 +336,9 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
         '@torch.compile(backend="eager")\n', '@torch.compile(backend="eager", dynamic=True)\n'
     )
     assert "compiles 5 -> 4" in done.stderr, done.stderr
-    # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs and the
-    # parameters AdamW holds at exit, the two callables compared.
-    assert "2/2 same" in done.stdout, done.stdout
+    # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs, the
+    # parameters AdamW holds at exit, and the tensor the program keeps (its input batch).
+    assert "3/3 same" in done.stdout, done.stdout
 
 
 def test_rf003_prefers_dynamic_true_where_the_program_reads_the_lr_back(tmp_path):

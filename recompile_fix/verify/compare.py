@@ -455,7 +455,8 @@ def _judge_effect(v: Verification, before: Run, after: Run, unproven: list[Findi
         )
     if not v.outputs_compared:
         nothing = (
-            f"every tensor compiled code returned ({v.outputs_all_nan}) was NaN everywhere in both runs"
+            f"every tensor compared ({v.outputs_all_nan}: what compiled code returned and what the program "
+            "kept) was NaN everywhere in both runs"
             if v.outputs_all_nan
             else "no compiled callable returned a tensor"
         )
