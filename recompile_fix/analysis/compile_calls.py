@@ -125,10 +125,10 @@ def compile_call_of(project: Project, frame: Frame, function_name: str) -> Compi
         file=file,
         node=node,
         whole=not _compiles_the_function(source, node, function_name),
-        static=_says(node, "dynamic", "False"),
+        static=says_dynamic_false(node),
         dynamic=_says(node, "dynamic", "True"),
         cuda_graphs=runs_cuda_graphs(source, node),
-        no_kernels=_says_backend(node, ("eager", "aot_eager")),
+        no_kernels=generates_no_kernels(node),
     )
 
 
