@@ -36,6 +36,7 @@ __all__ = [
     "covers_reason",
     "expected_why",
     "infer_covers",
+    "serving_entries",
 ]
 
 FIX = "fix"
@@ -215,6 +216,20 @@ def _outcome(
     if primary.source and primary.kind == "size_mismatch" and primary.dim is not None:
         source += f" dim {primary.dim}"
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
+
+
+def serving_entries(frame: Frame, compile_: Compile) -> list[list[Reason]]:
+    """The cache entries that would have served this recompile's call but for their guards, each
+    as every guard it failed: torch's named one, then those the run shows would fail too
+    (``_hidden_failures``). Entries for another state (grad mode, train/eval...) are left out."""
+    groups: dict[str | None, list[Reason]] = {}
+    for reason in compile_.reasons:
+        groups.setdefault(reason.entry, []).append(reason)
+    return [
+        failures + _hidden_failures(frame, compile_, failures)
+        for failures in groups.values()
+        if _expected(frame, failures, None, compile_) is None
+    ]
 
 
 def _unfixed(reasons: list[Reason], fixing: Callable[[Reason], Finding | None]) -> list[Reason]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.accounting import infer_covers
-from recompile_fix.findings.alone import unproven_where_sizes_change_too
+from recompile_fix.findings.alone import unproven_where_other_guards_fail_too, unproven_where_sizes_change_too
 from recompile_fix.findings.arbitration import arbitrate
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.rule import Rule
@@ -24,6 +24,7 @@ def plan(profile: Profile, project: Project, rules: tuple[Rule, ...]) -> list[Fi
             findings.append(finding)
     findings = _without_moot_findings(findings, rules)
     unproven_where_sizes_change_too(findings, profile)
+    unproven_where_other_guards_fail_too(findings, profile)
     findings.sort(key=lambda f: (f.file, f.location.line, f.location.col or 0, f.rule))
     return arbitrate(findings, rules)
 

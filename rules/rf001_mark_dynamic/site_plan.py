@@ -165,8 +165,11 @@ class SitePlan:
         notes.extend(self._still_compiles(kept, mark, func, unseen, names, copied))
 
         finding = self.finding("", Safety.SAFE, notes)
-        # The recompiles it is about: the dims it marks, not every size change of the frame.
-        finding.covers = [cover(self.frame, [src for src, _ in kept], self.rule.consumes, kept)]
+        # The recompiles it is about: the dims it marks (`from_compiled`: also the tied tensors,
+        # traced inside once the break goes), not every size change of the frame.
+        traced = partial and self.ev.from_compiled
+        dims = kept + [(s, d) for s, ds in self.ev.changed.items() for d in ds if traced and s not in dict(kept)]
+        finding.covers = [cover(self.frame, [src for src, _ in dims], self.rule.consumes, dims)]
         if self.ev.shared:  # torch's guard on the mark names no tensor
             finding.covers.append(cover(self.frame, kinds=["dim_marking_added"]))
         self._fill(finding, source, call, statement, entries, loops, mark)
@@ -174,15 +177,9 @@ class SitePlan:
         if indexed is not None:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
             finding.notes.append(indexed)
-        split = next(
-            (
-                note
-                for group in self.ev.groups
-                if set(group) & set(kept)
-                and (note := split_by_run(group, self.ev.compiles + self.ev.linked, self.frame.compiles))
-            ),
-            None,
-        )
+        runs = self.ev.compiles + self.ev.linked
+        splits = (split_by_run(group, runs, self.frame.compiles) for group in self.ev.groups if set(group) & set(kept))
+        split = next((note for note in splits if note), None)
         if split is not None:
             finding.safety, finding.unsafe_because = Safety.UNSAFE, UNPROVEN
             finding.notes.append(split)
