@@ -13,6 +13,7 @@
 import hashlib
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -589,3 +590,22 @@ def test_the_tensors_the_program_keeps_are_recorded_at_exit(monkeypatch):
     }
     (row,) = compare_outputs(before, after, Tolerance())
     assert row.label.startswith("`losses` at exit") and not row.same and "float32 -> float64" in row.detail
+
+
+@pytest.mark.slow
+def test_the_tools_process_never_imports_torch_to_compare_outputs(project):
+    """With the warm runner on (`verify` and `fix` start one), the recorded tensors are compared
+    in a child of the server that ran the program, torch imported there already: the tool's own
+    process never imports torch (2-3 s of CPU a command), and the outputs are still compared."""
+    code = (
+        "import sys\n"
+        "from recompile_fix.cli import main\n"
+        "try:\n"
+        "    main(['verify', '--backend', 'eager', '--', 'python', 'main.py'])\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code, file=sys.stderr)\n"
+        "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True)
+    assert "exit 0" in done.stderr and "torch imported: False" in done.stderr, done.stdout + done.stderr
+    assert re.search(r"same   fn \(main\.py:\d+\): calls 3 -> 3, 3 tensors", done.stdout), done.stdout

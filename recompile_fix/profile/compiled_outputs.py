@@ -548,13 +548,17 @@ def compare(before, after, *, exact: bool = False, rtol: float | None = None, at
     return same, diff, "" if same else f"max abs diff {diff:.3g}"
 
 
-def judge_main() -> None:
+def judge_main(request_path: str | None = None) -> None:
     """Compare pairs of ``TensorRef`` in the user's interpreter (the one with torch): reads
-    ``{"pairs": [[before, after], ...], "exact", "rtol", "atol"}`` on stdin, writes one
-    ``[same, diff, why]`` per pair on stdout (JSON)."""
+    ``{"pairs": [[before, after], ...], "exact", "rtol", "atol"}`` from ``request_path`` (or
+    stdin), writes one ``[same, diff, why]`` per pair on stdout (JSON)."""
     import torch
 
-    request = json.load(sys.stdin)
+    if request_path is None:
+        request = json.load(sys.stdin)
+    else:
+        with open(request_path, encoding="utf-8") as fh:
+            request = json.load(fh)
     files: dict[str, list] = {}
 
     def tensor(ref):

@@ -114,6 +114,11 @@ def _directory() -> Path | None:
     return Path(_private[0]) if _private else None
 
 
+def available() -> bool:
+    """Would ``start`` try a server: this process's (``enable``) or the environment's?"""
+    return _directory() is not None
+
+
 def program_of(argv: list[str], cwd: str | None = None) -> list[str] | None:
     """``[script, *args]`` or ``["-m", module, *args]`` when ``argv`` is an interpreter running a
     script (found from ``cwd``, the run's directory) or a module with no interpreter options; None

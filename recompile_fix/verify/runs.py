@@ -191,10 +191,12 @@ def run_command(
             run = Run(profile=profile, exit_code=code, outputs={}, root=at.cwd, log=log)
             shown.finish(code, run.exception)
         spell = _spelling(at, user)
-        if _HAS_TORCH:
+        if _HAS_TORCH and not warm.available():
             run.outputs, run.truncated = _outputs(load_outputs(out), spell)
         else:
-            # Installed without torch: keep the files; the user's interpreter compares them.
+            # Kept as files, compared where torch is imported already: a child of the warm
+            # server that ran the program (this process then never imports torch: 2-3 s of CPU
+            # a command), or the user's interpreter where recompile-fix has no torch of its own.
             # Not the `.owner` file: a copy of it no one holds reads as a dead owner's to another
             # recompile-fix process's sweep, which would remove the files before they are judged.
             kept = scratch.KeptDir("outputs")
@@ -219,6 +221,10 @@ def _interpreter_of(command: list[str]) -> str:
     return shutil.which("python") or shutil.which("python3") or sys.executable
 
 
+# Run from its folder, which holds a link to this package: sys.path[0] finds it.
+_JUDGE = "import sys\nfrom recompile_fix.profile.compiled_outputs import judge_main\njudge_main(sys.argv[1])\n"
+
+
 def judge_pairs(pairs: list[tuple[Any, Any]], tolerance: Any, interpreter: str | None) -> list[tuple]:
     """(same?, max abs difference, what differs) per (before, after) pair of recorded tensors:
     here when they are tensors, in ``interpreter`` (one subprocess for all) when they are
@@ -232,18 +238,17 @@ def judge_pairs(pairs: list[tuple[Any, Any]], tolerance: Any, interpreter: str |
         # Only the package on the path (no sitecustomize: no recorder): compiled_outputs needs
         # the standard library and torch.
         (Path(tmp) / "recompile_fix").symlink_to(_PACKAGE_DIR, target_is_directory=True)
-        path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p)
-        done = subprocess.run(
-            [
-                interpreter or sys.executable,
-                "-c",
-                "from recompile_fix.profile.compiled_outputs import judge_main; judge_main()",
-            ],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": path},
-        )
+        (Path(tmp) / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        (Path(tmp) / "judge.py").write_text(_JUDGE, encoding="utf-8")
+        argv = [interpreter or sys.executable, str(Path(tmp) / "judge.py"), "request.json"]
+        # The runs' server (the same interpreter and environment) forks it with torch imported.
+        env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8")}
+        warm_done = warm.run_captured(argv, env=env, cwd=tmp)
+        if warm_done is not None:
+            done = subprocess.CompletedProcess(argv, *warm_done)
+        else:
+            path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p)
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": path})
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"could not compare the recorded outputs with {interpreter}: {last}")
