@@ -11,6 +11,7 @@ from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
 from recompile_fix.profile.reason_classes import reason_id
 from recompile_fix.profile.resume import parse_resume
+from recompile_fix.profile.sources import shown_source
 from recompile_fix.reason_docs import reason_url
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 
 def _reason_phrase(reason: Reason) -> str:
     words = REASON_KINDS.get(reason.kind, reason.kind)
-    source = f" `{reason.source}`" if reason.source and reason.kind != "limit_hit" else ""
+    source = f" {shown_source(reason.source)}" if reason.source and reason.kind != "limit_hit" else ""
     dim = f" dim {reason.dim}" if reason.dim is not None else ""
     return f"{words}:{source}{dim}" if (source or dim) else words
 
@@ -69,7 +70,9 @@ def _unnamed_changes(compiles: list[Compile]) -> list[str]:
     for compile_ in compiles:
         named = {r.source for r in compile_.reasons}
         counts.update({r.source for r in compile_.also_failed or () if r.source not in named})
-    return [f"{n}x changed too, which torch did not name: `{source}`" for source, n in sorted(counts.items())]
+    return [
+        f"{n}x changed too, which torch did not name: {shown_source(source)}" for source, n in sorted(counts.items())
+    ]
 
 
 # A cache entry for another state: the call could never have used it, so its failure says

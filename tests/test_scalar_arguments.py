@@ -402,3 +402,23 @@ def test_an_args_item_of_a_compiled_no_grad_function_is_its_parameter(tmp_path):
         (5, "compile `ema_update` with `dynamic=True`")
     ]
     assert dynamic[0].unsafe_because == UNPROVEN and "`momentum`" in dynamic[0].message
+
+
+def test_a_value_carried_across_a_graph_break_is_no_argument_to_wrap(tmp_path):
+    """A resume function's `___stack1` (a float computed before the break, a trial's numpy
+    schedule read with `.item()`): no RF002 finding says it "is not a parameter", and the report
+    says what the name is."""
+    from recompile_fix.report import reason_phrase
+
+    profile, project = _case("two_annealed_scalars", tmp_path)
+    (frame,) = profile.frames
+    for compile_ in frame.compiles:
+        for reason in compile_.reasons:
+            reason.source = "___stack1"
+        for name in ("tau", "beta"):
+            if name in compile_.inputs:
+                compile_.inputs["___stack1"] = compile_.inputs.pop(name)
+    assert any(a.source == "___stack1" for a in changed_scalars(frame))
+    assert not [f for f in RF002.plan(profile, project) if "___stack1" in f.message]
+    reason = next(r for c in frame.compiles for r in c.reasons)
+    assert reason_phrase(reason).endswith("`___stack1` (a value computed before a graph break)")

@@ -25,6 +25,7 @@ from typing import Any
 
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason
+from recompile_fix.profile.sources import shown_source
 
 __all__ = [
     "EXPECTED",
@@ -212,7 +213,7 @@ def _outcome(
     failures = next(f for f, why in zip(entries, expected) if why is None)
     primary = _unfixed(failures + hidden[id(failures)], fixing)[0]
     phrase = REASON_KINDS.get(primary.kind, primary.kind)
-    source = f" `{primary.source}`" if primary.source else ""
+    source = f" {shown_source(primary.source)}" if primary.source else ""
     if primary.source and primary.kind == "size_mismatch" and primary.dim is not None:
         source += f" dim {primary.dim}"
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")

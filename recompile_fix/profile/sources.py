@@ -14,8 +14,10 @@ __all__ = [
     "Step",
     "attribute_path",
     "canonical_source",
+    "is_resume_stack",
     "module_path_code",
     "parse_source",
+    "shown_source",
     "source_of_expression",
     "strip_local_scope",
 ]
@@ -142,3 +144,18 @@ _LOCAL_SCOPE = re.compile(r"""L\[\s*['"](.*?)['"]\s*\]""")
 def strip_local_scope(text: str) -> str:
     """``L['x']`` (torch < 2.13, and guards' code parts) -> ``x``, as torch 2.13 prints it."""
     return _LOCAL_SCOPE.sub(r"\1", text)
+
+
+# A resume function's inputs that were on the stack at the graph break (``___stack1``): a value
+# the code computed before the break, no name of the program's.
+_RESUME_STACK = re.compile(r"^___stack\d+$")
+
+
+def is_resume_stack(source: str | None) -> bool:
+    return bool(source and _RESUME_STACK.match(source))
+
+
+def shown_source(source: str) -> str:
+    """A guard's source as a report shows it, in backquotes: torch's name for a value carried
+    across a graph break says what it is."""
+    return f"`{source}` (a value computed before a graph break)" if is_resume_stack(source) else f"`{source}`"

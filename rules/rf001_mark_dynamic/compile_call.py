@@ -161,8 +161,9 @@ def dynamic_instead(plan: Any, reasons: list[str]) -> list[Finding] | None:
     names = ", ".join(f"`{source}`" for source in plan.ev.changed)
     traced = f"with `dynamic=True` torch traces the sizes of {names} as dynamic from the first compile"
     notes, params, trade_off = dynamic_true_at(call, traced, function_name)
+    verb, compiles = "change" if len(plan.ev.changed) > 1 else "changes", "compile" if plan.here == 1 else "compiles"
     finding = plan.finding(
-        f"{names} passed to compiled `{plan.frame.shown_name}` change size ({plan.here} compiles at "
+        f"{names} passed to compiled `{plan.frame.shown_name}` {verb} size ({plan.here} {compiles} at "
         f"{plan.site.file}:{plan.site.line}), where no mark can go: compile it with `dynamic=True`",
         Safety.UNSAFE,
         [*reasons, *notes],

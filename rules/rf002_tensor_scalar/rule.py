@@ -27,6 +27,7 @@ from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
+from recompile_fix.profile.sources import is_resume_stack
 from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_candidate, float_fallback, size_finding
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.refusal import converted_dtype, other_path, refusal
@@ -183,6 +184,8 @@ class TensorScalar(Rule):
             in_frame: list[Finding] = []
             kept_numbers: dict[str, Finding] = {}  # numbers the compiled code reads that stay numbers
             for argument in changed_scalars(frame):
+                if is_resume_stack(argument.source):
+                    continue  # a value computed before a graph break (`___stack1`): no argument to wrap
                 planned = self._plan_parameter(frame, argument, project, profile.torch_release)
                 # A number that stays a number under safe fixes (`dynamic=True` is unsafe) stays read.
                 read = [
