@@ -239,3 +239,16 @@ def test_a_module_record_of_another_type_is_damaged():
     data["frames"][0]["compiles"][0]["inputs"]["self"]["type"] = "Modulx"
     with pytest.raises(UserError, match=r"inputs\['self'\] names a module class but type 'Modulx'"):
         check_agreement(Profile.from_json(data))
+
+
+def test_a_guard_on_arithmetic_of_a_number_is_no_damage():
+    """A trial's PPO loss under a cold inductor cache: torch guarded `(1.0 + clip_range) == 1.15`
+    (inductor's float tensorify pass), which keeps no value of `clip_range` itself; `report`
+    refused the Profile `profile` had just written as damaged."""
+    data = _golden_profile("RF002/two_annealed_scalars")
+    reason = data["frames"][0]["compiles"][1]["reasons"][0]
+    reason.update(text="0/0: (1.0 + tau) == 3.0", expression="(1.0 + tau)")
+    del reason["value"], reason["first_use"]
+    profile = Profile.from_json(data)
+    check_agreement(profile)
+    assert profile.frames[0].compiles[1].reasons[0].value is None

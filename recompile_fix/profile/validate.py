@@ -298,7 +298,8 @@ def _check_sizes(reason: Reason, compile_: Compile, entry: Compile | None, ranks
     """A guard's dimension lies within the recorded rank; its sizes and values are the ones
     recorded at this compile (actual) and at the cache entry's (expected)."""
     source, dim = reason.source, reason.dim
-    if reason.kind == "scalar_value" and source is not None and entry is not None:
+    # A guard on arithmetic of the value (`(1.0 + clip_range) == 1.15`) keeps no value of it.
+    if reason.kind == "scalar_value" and source is not None and entry is not None and reason.expression is None:
         recorded = entry.inputs.get(source) or {}
         if "value" in recorded and not _same_value(recorded["value"], reason.value):
             raise _damaged(f"{where} says `{source}` was {reason.value!r}; its compile recorded {recorded['value']!r}")
