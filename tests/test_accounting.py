@@ -254,3 +254,26 @@ def test_another_module_behind_torchs_wrapper_is_expected_unless_the_limit_is_hi
     assert result.count(EXPECTED) == 1 and "a graph of its own" in result.outcomes[0].why
     limited = frame_of([guard], name="inner", file="/site-packages/torch/_dynamo/external_utils.py", limit=True)
     assert account(profile_of(limited), []).count(EXPECTED) == 0
+
+
+def test_a_size_torch_did_not_name_keeps_the_recompile_despite_the_number_fix():
+    """A trial's guided sampler: torch named `guidance_scale` (7.5 -> 5.0) while the latents went
+    from a batch of 1 to 2 with it. Fixing the number leaves that recompile (the report had
+    counted both as fixed); where the entry's graph traced the batch dynamic, or the size did
+    not change, the fix is all it takes. A graph whose sizes were not recorded says nothing."""
+    frame = frame_of(
+        ["0/0: guidance_scale == 7.5  # x * guidance_scale  # train.py:5 in forward"],
+        ["0/1: guidance_scale == 5.0  # x * guidance_scale  # train.py:5 in forward"],
+    )
+    fix_scale = finding(frame, Safety.SAFE, ["guidance_scale"])
+    for compile_, batch in zip(frame.compiles, (1, 2, 2)):
+        compile_.inputs = {"latents": {"type": "Tensor", "shape": [batch, 4, 8, 8]}}
+        compile_.dims = {}
+    first, second = account(profile_of(frame), [fix_scale]).outcomes
+    assert first.category == NO_FIX and (first.reason.source, first.reason.dim) == ("latents", 0)
+    assert first.why == "no rule has a fix for this reason (tensor size changed `latents` dim 0)"
+    assert second.category == FIX  # 0/1 had the batch of 2 already
+    frame.compiles[0].dims = {"latents": [{"dim": 0, "state": "dynamic"}]}
+    assert account(profile_of(frame), [fix_scale]).outcomes[0].category == FIX
+    frame.compiles[0].dims = None
+    assert account(profile_of(frame), [fix_scale]).outcomes[0].category == FIX

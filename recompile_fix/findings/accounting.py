@@ -269,6 +269,39 @@ def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) ->
                     value_type=now.get("type"),
                 )
             )
+    hidden.extend(_hidden_sizes(compile_, entry, named))
+    return hidden
+
+
+def _hidden_sizes(compile_: Compile, entry: Compile, named: set[str | None]) -> list[Reason]:
+    """The size guards of ``entry`` that this call's tensors fail beside the named one: a size
+    that differs from the entry's in a dimension its graph did not trace as dynamic (as recorded:
+    none where the graph's dims were not)."""
+    if entry.dims is None:
+        return []
+    hidden = []
+    for source, now in compile_.inputs.items():
+        then = entry.inputs.get(source)
+        if source in named or now.get("type") != "Tensor" or not isinstance(then, dict) or then.get("type") != "Tensor":
+            continue
+        shape, was = now.get("shape"), then.get("shape")
+        if not isinstance(shape, list) or not isinstance(was, list) or len(shape) != len(was):
+            continue
+        dynamic = {d.get("dim") for d in entry.dims.get(source, []) if d.get("state") == "dynamic"}
+        changed = next((d for d, (x, y) in enumerate(zip(was, shape)) if x != y and d not in dynamic), None)
+        if changed is not None:
+            hidden.append(
+                Reason(
+                    "size_mismatch",
+                    f"tensor '{source}' size mismatch at index {changed}. expected {was[changed]}, actual "
+                    f"{shape[changed]}  # not named by torch",
+                    entry=entry.id,
+                    source=source,
+                    dim=changed,
+                    expected=was[changed],
+                    actual=shape[changed],
+                )
+            )
     return hidden
 
 
