@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from recompile_fix.findings.accounting import Accounting
@@ -70,9 +71,29 @@ def _unnamed_changes(compiles: list[Compile]) -> list[str]:
     for compile_ in compiles:
         named = {r.source for r in compile_.reasons}
         counts.update({r.source for r in compile_.also_failed or () if r.source not in named})
-    return [
-        f"{n}x changed too, which torch did not name: {shown_source(source)}" for source, n in sorted(counts.items())
-    ]
+    # The items of one list (`rewards[0]` ... `rewards[47]`): one line for the list, not one each.
+    items: dict[str, list[int]] = {}
+    for source in counts:
+        item = _LIST_ITEM.match(source or "")
+        if item:
+            items.setdefault(item.group(1), []).append(int(item.group(2)))
+    lines = []
+    for source, n in sorted(counts.items()):
+        item = _LIST_ITEM.match(source or "")
+        indices = items.get(item.group(1), []) if item else []
+        if item and len(indices) > 3:
+            if int(item.group(2)) == min(indices):
+                most = max(counts[f"{item.group(1)}[{i}]"] for i in indices)
+                lines.append(
+                    f"{most}x changed too, which torch did not name: {len(indices)} items of `{item.group(1)}` "
+                    f"(`{item.group(1)}[{min(indices)}]` ... `{item.group(1)}[{max(indices)}]`)"
+                )
+            continue
+        lines.append(f"{n}x changed too, which torch did not name: {shown_source(source)}")
+    return lines
+
+
+_LIST_ITEM = re.compile(r"^(.+)\[(\d+)\]$")
 
 
 # A cache entry for another state: the call could never have used it, so its failure says

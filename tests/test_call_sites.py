@@ -769,3 +769,26 @@ def test_a_mark_beside_tied_tensors_the_call_cannot_mark_is_unproven(tmp_path, c
     assert marks.unsafe_because == UNPROVEN and not marks.fallback and marks.location.line == 6
     assert fallback.fallback and fallback.unsafe_because == UNPROVEN and fallback.location.line == 4
     assert "dynamic=True" in fallback.message and stands_in_for(fallback, marks)
+
+
+@pytest.mark.parametrize(
+    "first, moves",
+    [
+        ("torch.stack(obs)", False),  # torch builds a tensor and touches nothing else
+        ("obs.to(device)", False),
+        ("sample(obs)", True),  # the program's own call: its order may matter
+        ("torch.randn(3)", True),  # random numbers: their order is the program's
+    ],
+)
+def test_binding_an_argument_moves_it_only_before_calls_that_could_tell(first, moves):
+    """A trial's DQN: `td_loss(torch.stack(o), torch.tensor(ac), ...)` was unsafe, as if binding
+    the second argument to a name could reorder anything the first call does."""
+    import libcst as cst
+
+    from recompile_fix.analysis.call_site_code import call_runs_before_argument
+    from recompile_fix.analysis.source import SourceFile
+
+    source = SourceFile.read(Path("p.py"), f"loss = td_loss({first}, torch.tensor(acts))\n".encode())
+    call = next(c for c in source.nodes(cst.Call) if isinstance(c.func, cst.Name) and c.func.value == "td_loss")
+    statement, _ = source.statement_of(call)
+    assert call_runs_before_argument(source, statement, call, call.args[1]) is moves

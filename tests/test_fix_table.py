@@ -151,3 +151,17 @@ def test_a_size_of_one_is_the_limitation_only_where_no_other_entry_failed_otherw
     assert why_it_stays(_recompile(_size("input_ids", 1, 9)), FRAME, [], [], False).startswith("torch limitation")
     swapped = _size("fn._modules['2']._parameters['bias']", 1, 2)
     assert not why_it_stays(_recompile(swapped), FRAME, [], [], False).startswith("torch limitation")
+
+
+def test_a_dropped_fix_is_found_where_the_kept_fixes_moved_the_frames_first_line():
+    """A trial: RF015's `dynamic=True`, tried and dropped ("adds nothing"), was named "an
+    unproven fix that was not tried" because the last run's frame starts two lines lower (the
+    kept marks above it) than the one the finding covers."""
+    value = Reason("global_value", "G['TAU'] == 0.1", source="G['TAU']", value=0.1)
+    dynamic = _finding("TAU", Safety.UNSAFE)
+    dynamic.unsafe_because = UNPROVEN
+    dynamic.covers = [{"frame": "forward (train.py:69)", "sources": ["G['TAU']"]}]
+    dropped = [(dynamic, ["adds nothing on this program"])]
+    assert why_it_stays(_recompile(value), FRAME, [dynamic], dropped, False) == (
+        "a fix did not verify: adds nothing on this program"
+    )

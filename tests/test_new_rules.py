@@ -689,3 +689,21 @@ def test_the_report_names_the_values_that_changed_beside_torchs_guard(tmp_path):
     text = render_text(profile)
     assert "3x attribute value changed: `self._modules['dec'].num_updates`" in text, text
     assert "3x changed too, which torch did not name: `self._modules['enc'].num_updates`" in text, text
+
+
+def test_the_items_of_one_list_that_changed_beside_torchs_guard_are_one_line(tmp_path):
+    """A trial's REINFORCE: each episode's `rewards` list changed length (torch's guard) and its
+    items with it: 48 lines of "`rewards[i]`" became one for the list."""
+    from profiles import frame_of, project_of
+    from recompile_fix.profile.reasons import parse_reasons
+    from recompile_fix.report import render_text
+
+    frame = frame_of(*[[f"len(rewards) == {n}"] for n in (4, 5, 6)], name="loss", file="program.py", first_line=21)
+    for n, compile_ in enumerate(frame.compiles[1:]):
+        texts = [f"0/{n}: rewards[{i}] == 0.{i + n}" for i in range(5 + n)] + [f"0/{n}: beta == 0.{n + 1}"]
+        compile_.also_failed = [r for text in texts for r in parse_reasons(text)]
+    profile, _ = project_of(tmp_path, {"program.py": NESTED_COUNTER}, frame)
+    text = render_text(profile)
+    assert "3x changed too, which torch did not name: 7 items of `rewards` (`rewards[0]` ... `rewards[6]`)" in text
+    assert "`rewards[3]`" not in text, text
+    assert "3x changed too, which torch did not name: `beta`" in text, text

@@ -216,6 +216,18 @@ def test_the_loss_a_model_holds_is_found_by_its_submodule(tmp_path):
     assert finding.covers[0]["sources"] == ["self._modules['criterion'].margin"]
 
 
+def test_a_write_through_the_compiled_wrappers_orig_mod_is_tied_to_the_class(tmp_path):
+    """A trial's DQN actor: `actor = torch.compile(EpsGreedy(q))`, then `actor._orig_mod.eps = ...`
+    each step: the wrapper's `_orig_mod` is the module it compiled (it was "the source does not
+    tie the object to the class": unproven, 4 -> 4 after a safe apply)."""
+    program = MARGIN.replace(
+        "criterion = MarginLoss()\ncompiled = torch.compile(criterion)", "compiled = torch.compile(MarginLoss())"
+    ).replace("    criterion.margin = 0.5", "    compiled._orig_mod.margin = 0.5")
+    [finding] = _plan(tmp_path, program, _frame(0.5, 0.75))
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert "compiled._orig_mod.margin = torch.tensor(0.5 + 0.25 * epoch)\n" in _fixed(finding, program)
+
+
 def test_a_format_string_in_the_loop_makes_it_float64_one_in_compiled_code_no_edit(tmp_path):
     """A float64 0-d tensor formats as the float did (`Tensor.__format__`); formatting it in
     compiled code would break the graph (`.item()`)."""

@@ -167,14 +167,29 @@ _PURE_METHODS = frozenset(
 )  # fmt: skip
 
 
+# torch's functions that build a tensor from their arguments and touch nothing else (no random
+# numbers: their order is the program's): `td_loss(torch.stack(obs), torch.tensor(acts))`.
+_PURE_TORCH_FUNCTIONS = frozenset(
+    {
+        "stack", "cat", "concat", "concatenate", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
+        "arange", "zeros_like", "ones_like", "full_like", "where",
+    }
+)  # fmt: skip
+
+
 def _pure(node: cst.Call) -> bool:
-    return isinstance(node.func, cst.Attribute) and node.func.attr.value in _PURE_METHODS
+    func = node.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if isinstance(func.value, cst.Name) and func.value.value == "torch":
+        return func.attr.value in _PURE_TORCH_FUNCTIONS
+    return func.attr.value in _PURE_METHODS
 
 
 def call_runs_before_argument(source: SourceFile, statement, call: cst.Call, arg: cst.Arg) -> bool:
     """Does any other call in the statement run before ``arg`` is evaluated (one that could see
-    the difference: not where both it and every call in ``arg`` are pure tensor methods, such as
-    ``batch["ids"].to(device)`` beside ``batch["mask"].to(device)``)?"""
+    the difference: not where both it and every call in ``arg`` are pure tensor methods or torch
+    functions, such as ``batch["ids"].to(device)`` beside ``batch["mask"].to(device)``)?"""
     arg_start = source.span(arg)[0]
     inside_arg = {id(n) for n in walk(arg)}
     arg_pure = all(_pure(n) for n in walk(arg) if isinstance(n, cst.Call))

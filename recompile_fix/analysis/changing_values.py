@@ -432,13 +432,18 @@ def counter_owner(frame: Frame, root: str, project: Project) -> tuple[str, str, 
     return None
 
 
-def bound_class(classes: ClassIndex, source: SourceFile, file: str, name: str) -> ClassRef | None:
+def bound_class(
+    classes: ClassIndex, source: SourceFile, file: str, name: str, compiled: bool = False
+) -> ClassRef | None:
     """The one project class ``name`` is built from in ``file`` (``G = Generator()``,
-    ``G, D = Generator(), Discriminator()``); None when not exactly one."""
+    ``G, D = Generator(), Discriminator()``); with ``compiled``, the class of the module
+    ``torch.compile`` wraps (``actor = torch.compile(EpsGreedy(q))``). None when not exactly one."""
     found: set[ClassRef | None] = set()
     for node in source.nodes(cst.Assign):
         for target in node.targets:
-            if is_name(target.target, name):
+            if is_name(target.target, name) and compiled:
+                found.add(constructed_class(classes, file, _compiled_module(node.value)))
+            elif is_name(target.target, name):
                 found.add(constructed_class(classes, file, node.value))
             elif isinstance(target.target, cst.Tuple) and isinstance(node.value, cst.Tuple):
                 for element, value in zip(target.target.elements, node.value.elements):
@@ -447,11 +452,28 @@ def bound_class(classes: ClassIndex, source: SourceFile, file: str, name: str) -
     return found.pop() if len(found) == 1 and None not in found else None
 
 
+def _compiled_module(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The module ``torch.compile(module, ...)`` is given (an expression no class builds else)."""
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and is_name(value.func.value, "torch")
+        and value.func.attr.value == "compile"
+        and value.args
+        and value.args[0].keyword is None
+    ):
+        return value.args[0].value
+    return cst.Name("None")
+
+
 def holder_class(classes: ClassIndex, source: SourceFile, file: str, holder: cst.BaseExpression) -> ClassRef | None:
     """The project class of ``G`` (``G = Generator()``) or ``model.criterion`` (the class
     ``model``'s class builds its ``criterion`` from); None: not known."""
     if isinstance(holder, cst.Name):
         return bound_class(classes, source, file, holder.value)
+    if isinstance(holder, cst.Attribute) and holder.attr.value == "_orig_mod" and isinstance(holder.value, cst.Name):
+        # `actor = torch.compile(EpsGreedy(q))`: the wrapper's `_orig_mod` is the module it compiled.
+        return bound_class(classes, source, file, holder.value.value, compiled=True)
     if isinstance(holder, cst.Attribute):
         parent = holder_class(classes, source, file, holder.value)
         return submodule_class(classes, parent, holder.attr.value) if parent is not None else None

@@ -476,12 +476,22 @@ def _closest(candidates: list[tuple[Finding, Any]], frame: str, reason: Reason) 
     ``covers`` names the guarded source, else one covering its kind there (as the accounting
     reads them: ``covers_reason``); a Finding that says nothing of what it covers, by its
     evidence (``_explains``)."""
-    scored = [
-        (covers_reason(c[0], frame, reason) if c[0].covers else int(_explains(c[0], frame, reason)), c)
-        for c in candidates
-    ]
+
+    def score(finding: Finding) -> int:
+        if not finding.covers:
+            return int(_explains(finding, frame, reason))
+        # The frame as the Finding's run labelled it: the fixes kept above it move its first line.
+        labels = {e.get("frame") for e in finding.covers if _unlined(e.get("frame")) == _unlined(frame)}
+        return max((covers_reason(finding, label, reason) for label in labels if label), default=0)
+
+    scored = [(score(c[0]), c) for c in candidates]
     best = max((score for score, _ in scored), default=0)
     return next((c for score, c in scored if score == best), None) if best else None
+
+
+def _unlined(label: str | None) -> str:
+    """``forward (prog.py:21)`` -> ``forward (prog.py)``."""
+    return re.sub(r":\d+\)$", ")", label or "")
 
 
 def _explains(finding: Finding, frame: str, reason: Reason) -> bool:
