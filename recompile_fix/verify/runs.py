@@ -214,10 +214,14 @@ _HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 def _interpreter_of(command: list[str]) -> str:
-    """The interpreter that ran the command (the first python on PATH for a launcher)."""
-    argv = resolve_command(command)
+    """The interpreter that ran the command, as an absolute path (the judge runs from a folder of
+    its own): the first python on PATH for a launcher, or for a notebook."""
+    try:
+        argv = resolve_command(command)
+    except UserError:  # `fix -- train.ipynb`: no command, the notebook runs under that python
+        argv = [""]
     if is_python(argv[0]):
-        return argv[0]
+        return os.path.abspath(argv[0]) if os.sep in argv[0] else argv[0]
     return shutil.which("python") or shutil.which("python3") or sys.executable
 
 

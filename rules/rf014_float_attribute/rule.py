@@ -17,12 +17,12 @@ from recompile_fix.analysis.changing_values import (
     Counter,
     counter_owner,
     holder_class,
-    read_in_unprofiled_imports,
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.unprofiled_imports import read_in_unprofiled_imports
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
