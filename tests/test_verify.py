@@ -609,3 +609,22 @@ def test_the_tools_process_never_imports_torch_to_compare_outputs(project):
     done = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True)
     assert "exit 0" in done.stderr and "torch imported: False" in done.stderr, done.stdout + done.stderr
     assert re.search(r"same   fn \(main\.py:\d+\): calls 3 -> 3, 3 tensors", done.stdout), done.stdout
+
+
+@pytest.mark.slow  # the judge's interpreter imports torch (2-3 s)
+def test_a_judge_that_fails_in_the_warm_server_is_run_again_cold(tmp_path, monkeypatch):
+    """The warm server's child is only a faster way to compare: where it fails (a server whose
+    environment lacks something), the user's interpreter compares the tensors as it starts."""
+    from recompile_fix.profile import warm
+    from recompile_fix.verify.runs import judge_pairs
+
+    for side, bump in (("before", 0.0), ("after", 2e-3)):
+        recorder = OutputRecorder(torch)
+        entry = recorder.register("function", "fn", "fn", str(tmp_path / "prog.py"), 3)
+        recorder.call(entry, lambda x: x * 2, (torch.ones(3) + bump,), {})
+        recorder.save(str(tmp_path / side / "outputs-1.pt"))
+    refs = {side: load_refs(str(tmp_path / side))[0]["outputs"][0][0] for side in ("before", "after")}
+    tried = []
+    monkeypatch.setattr(warm, "run_captured", lambda argv, **kw: tried.append(argv) or (1, "", "ModuleNotFoundError"))
+    (judged,) = judge_pairs(list(zip(refs["before"], refs["after"])), Tolerance(), sys.executable)
+    assert tried and judged[0] is False and judged[2] == "max abs diff 0.004"

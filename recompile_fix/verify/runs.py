@@ -248,9 +248,9 @@ def judge_pairs(pairs: list[tuple[Any, Any]], tolerance: Any, interpreter: str |
         # The runs' server (the same interpreter and environment) forks it with torch imported.
         env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8")}
         warm_done = warm.run_captured(argv, env=env, cwd=tmp)
-        if warm_done is not None:
+        if warm_done is not None and warm_done[0] == 0:
             done = subprocess.CompletedProcess(argv, *warm_done)
-        else:
+        else:  # no server, or a server's child that failed: the user's interpreter as it starts
             path = os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p)
             done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": path})
     if done.returncode != 0:
