@@ -165,3 +165,17 @@ def test_a_dropped_fix_is_found_where_the_kept_fixes_moved_the_frames_first_line
     assert why_it_stays(_recompile(value), FRAME, [dynamic], dropped, False) == (
         "a fix did not verify: adds nothing on this program"
     )
+
+
+def test_a_dropped_fix_of_a_resume_piece_is_found_where_the_break_moved():
+    """The code after a graph break is named by its line (`torch_dynamo_resume_in_forward_at_74`):
+    the kept fixes above it move that line too."""
+    value = Reason("global_value", "G['TAU'] == 0.1", source="G['TAU']", value=0.1)
+    dynamic = _finding("TAU", Safety.UNSAFE)
+    dynamic.unsafe_because = UNPROVEN
+    dynamic.covers = [{"frame": "torch_dynamo_resume_in_forward_at_72 (train.py:72)", "sources": ["G['TAU']"]}]
+    dropped = [(dynamic, ["adds nothing on this program"])]
+    later = "torch_dynamo_resume_in_forward_at_74 (train.py:74)"
+    assert why_it_stays(_recompile(value), later, [dynamic], dropped, False) == (
+        "a fix did not verify: adds nothing on this program"
+    )

@@ -138,6 +138,7 @@ def generates_no_kernels(node: cst.CSTNode) -> bool:
 
 
 def says_dynamic_false(node: cst.CSTNode) -> bool:
+    """Does this compile call say ``dynamic=False`` (a graph per size, chosen)?"""
     return _says(node, "dynamic", "False")
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "expected_why",
     "infer_covers",
     "serving_entries",
+    "static_size_change",
 ]
 
 FIX = "fix"
@@ -274,35 +275,42 @@ def _hidden_failures(frame: Frame, compile_: Compile, failures: list[Reason]) ->
 
 
 def _hidden_sizes(compile_: Compile, entry: Compile, named: set[str | None]) -> list[Reason]:
-    """The size guards of ``entry`` that this call's tensors fail beside the named one: a size
-    that differs from the entry's in a dimension its graph did not trace as dynamic (as recorded:
-    none where the graph's dims were not)."""
+    """The size guards of ``entry`` that this call's tensors fail beside the named one
+    (``static_size_change``; none where the entry's graph's dims were not recorded)."""
     if entry.dims is None:
         return []
     hidden = []
-    for source, now in compile_.inputs.items():
-        then = entry.inputs.get(source)
-        if source in named or now.get("type") != "Tensor" or not isinstance(then, dict) or then.get("type") != "Tensor":
-            continue
-        shape, was = now.get("shape"), then.get("shape")
-        if not isinstance(shape, list) or not isinstance(was, list) or len(shape) != len(was):
-            continue
-        dynamic = {d.get("dim") for d in entry.dims.get(source, []) if d.get("state") == "dynamic"}
-        changed = next((d for d, (x, y) in enumerate(zip(was, shape)) if x != y and d not in dynamic), None)
+    for source in compile_.inputs:
+        changed = None if source in named else static_size_change(entry, compile_, source)
         if changed is not None:
+            was, now = entry.inputs[source]["shape"][changed], compile_.inputs[source]["shape"][changed]
             hidden.append(
                 Reason(
                     "size_mismatch",
-                    f"tensor '{source}' size mismatch at index {changed}. expected {was[changed]}, actual "
-                    f"{shape[changed]}  # not named by torch",
+                    f"tensor '{source}' size mismatch at index {changed}. expected {was}, actual {now}"
+                    "  # not named by torch",
                     entry=entry.id,
                     source=source,
                     dim=changed,
-                    expected=was[changed],
-                    actual=shape[changed],
+                    expected=was,
+                    actual=now,
                 )
             )
     return hidden
+
+
+def static_size_change(entry: Compile, now: Compile, source: str) -> int | None:
+    """The first dimension in which tensor ``source`` was given another size at ``now`` than at
+    ``entry``, where ``entry``'s graph did not trace it as dynamic (so could not serve the new
+    size); None where none, or where either compile did not record it as a tensor."""
+    then, later = entry.inputs.get(source) or {}, now.inputs.get(source) or {}
+    if then.get("type") != "Tensor" or later.get("type") != "Tensor":
+        return None
+    shape, was = later.get("shape"), then.get("shape")
+    if not isinstance(shape, list) or not isinstance(was, list) or len(shape) != len(was):
+        return None
+    dynamic = {d.get("dim") for d in (entry.dims or {}).get(source, []) if d.get("state") == "dynamic"}
+    return next((d for d, (x, y) in enumerate(zip(was, shape)) if x != y and d not in dynamic), None)
 
 
 _VALUE_GUARDED = ("int", "float", "bool")

@@ -14,7 +14,7 @@ compiles."""
 
 from __future__ import annotations
 
-from recompile_fix.findings.accounting import covers_reason, serving_entries
+from recompile_fix.findings.accounting import covers_reason, serving_entries, static_size_change
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
 from recompile_fix.profile.model import Compile, Frame, Profile, Reason
 
@@ -67,17 +67,7 @@ def _safely_marked(findings: list[Finding], frame: Frame) -> set[str]:
 def _static_size_changed(a: Compile, b: Compile, marked: set[str]) -> str | None:
     """A tensor, no safe fix marks, that both compiles were given and that differs in a size the
     earlier graph (``a``) did not trace as dynamic (so it could not serve the later size), or None."""
-    for source, entry in a.inputs.items():
-        other = b.inputs.get(source) or {}
-        if source in marked or entry.get("type") != "Tensor" or other.get("type") != "Tensor":
-            continue
-        shape, theirs = entry.get("shape"), other.get("shape")
-        if not isinstance(shape, list) or not isinstance(theirs, list) or len(shape) != len(theirs):
-            continue
-        dynamic = {r.get("dim") for r in (a.dims or {}).get(source, []) if r.get("state") == "dynamic"}
-        if any(x != y and d not in dynamic for d, (x, y) in enumerate(zip(shape, theirs))):
-            return source
-    return None
+    return next((s for s in a.inputs if s not in marked and static_size_change(a, b, s) is not None), None)
 
 
 def unproven_where_other_guards_fail_too(findings: list[Finding], profile: Profile) -> None:
@@ -87,7 +77,8 @@ def unproven_where_other_guards_fail_too(findings: list[Finding], profile: Profi
     unproven here, and making one unproven leaves no other alone."""
     frames = {frame.label: frame for frame in profile.frames}
     safe = [f for f in findings if f.safety is Safety.SAFE]
-    verdicts = [(finding, _unmerged_by(finding, safe, frames)) for finding in safe]
+    entries: dict[str, list[tuple[Compile, list[list[Reason]]]]] = {}  # per frame, read once
+    verdicts = [(finding, _unmerged_by(finding, safe, frames, entries)) for finding in safe]
     for finding, others in verdicts:
         if others:
             names = ", ".join(f"`{source}`" for source in others[:3]) + (", ..." if len(others) > 3 else "")
@@ -98,7 +89,12 @@ def unproven_where_other_guards_fail_too(findings: list[Finding], profile: Profi
             )
 
 
-def _unmerged_by(finding: Finding, safe: list[Finding], frames: dict[str, Frame]) -> list[str]:
+def _unmerged_by(
+    finding: Finding,
+    safe: list[Finding],
+    frames: dict[str, Frame],
+    entries: dict[str, list[tuple[Compile, list[list[Reason]]]]],
+) -> list[str]:
     """What keeps every recompile ``finding`` is about (the sources of the guards no safe fix
     covers), or [] where it merges one, is about none, or is about a recompile-limit hit."""
     labels = dict.fromkeys(entry.get("frame") for entry in finding.covers)
@@ -111,14 +107,16 @@ def _unmerged_by(finding: Finding, safe: list[Finding], frames: dict[str, Frame]
         def covered(reason: Reason, frame: Frame = frame, here: list[Finding] = here) -> bool:
             return any(covers_reason(f, frame.label, reason) for f in here)
 
-        for compile_ in frame.compiles:
-            if not compile_.is_recompile:
-                continue
+        if frame.label not in entries:
+            entries[frame.label] = [
+                (c, [] if c.limit_hit else serving_entries(frame, c)) for c in frame.compiles if c.is_recompile
+            ]
+        for compile_, serving in entries[frame.label]:
             if compile_.limit_hit:
                 if any(covers_reason(finding, frame.label, r) for r in compile_.reasons):
                     return []  # a limit hit's compiles are not accounted: leave it to the run
                 continue
-            for entry in serving_entries(frame, compile_):
+            for entry in serving:
                 if not any(covers_reason(finding, frame.label, r) for r in entry):
                     continue
                 kept = [r for r in entry if not covered(r)]

@@ -33,6 +33,7 @@ from recompile_fix.pipeline.fix import ApplyResult, is_selected, select_fixes, w
 from recompile_fix.profile import scratch as scratch_dirs
 from recompile_fix.profile.compiled_outputs import DEFAULT_CALLS
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason, resolve, sha256_bytes
+from recompile_fix.profile.resume import without_line
 from recompile_fix.progress import Progress
 from recompile_fix.verify.compare import Tolerance, Verification, allowances, compare_runs, match_frames
 from recompile_fix.verify.judge import NO_OP, covered
@@ -490,8 +491,10 @@ def _closest(candidates: list[tuple[Finding, Any]], frame: str, reason: Reason) 
 
 
 def _unlined(label: str | None) -> str:
-    """``forward (prog.py:21)`` -> ``forward (prog.py)``."""
-    return re.sub(r":\d+\)$", ")", label or "")
+    """A frame's label without the lines an edit above it shifts: ``forward (prog.py:21)`` ->
+    ``forward (prog.py)``, a resume piece's name as ``without_line`` spells it."""
+    name, _, where = (label or "").partition(" (")
+    return without_line(name) + " (" + re.sub(r":\d+\)$", ")", where)
 
 
 def _explains(finding: Finding, frame: str, reason: Reason) -> bool:
