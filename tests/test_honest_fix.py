@@ -246,9 +246,12 @@ def test_the_weights_of_an_optimizer_built_in_main_are_compared_too(tmp_path):
     tensor". The recorder holds the param groups of the optimizers that stepped until exit."""
     work = _stage("optimizer_in_main.py", tmp_path)
     plain = fix_to_fixed_point(["python", "optimizer_in_main.py"], ALL_RULES, root=work, backend="eager", write=False)
-    dropped = {f.location.line: why for r in plain.rounds for f, why in r.dropped}
-    tensor_lr = next(why for line, why in dropped.items() if line == 11)
-    assert tensor_lr[0].startswith("outputs differ: AdamW parameters at exit"), dropped
+    # `dynamic=True` at `torch.compile(optimizer.step)` (safe: only the step is compiled)
+    assert [f.rule for f in plain.kept] == ["RF003"], render_fix(plain)
+    verification = plain.verification
+    assert verification is not None
+    (weights,) = [o for o in verification.outputs if o.label.startswith("AdamW parameters at exit")]
+    assert weights.compared > 0 and weights.same and not weights.max_abs_diff, render_fix(plain)
 
 
 def test_runs_compared_use_deterministic_algorithms_so_an_inductor_mark_keeps_its_bits(tmp_path):

@@ -99,3 +99,47 @@ def test_two_rules_dynamic_true_on_one_bare_decorator_is_written_once(tmp_path):
     done = rewrite("program.py", source, [finding, isolate], rules, root=tmp_path)
     assert "@torch.compile(dynamic=True)\n" in done.after and ")(" not in done.after
     assert [f.rule for f, _ in done.skipped] == ["RF001"]
+
+
+# The run's record of the compiled function's arguments and of what its graphs' float constants
+# met: float32 tensors of rank 1.
+_VECTOR = {"type": "Tensor", "dtype": "float32", "shape": [3]}
+_RECORDED = {"float_operands": ["float32:1"], "inputs": {"a": _VECTOR, "b": _VECTOR}}
+
+
+def _tensor_plan(tmp_path, program: str, files: dict[str, str] | None = None):
+    frame = frame_of([_global("MARGIN", 0.2)], name="loss", first_line=7, stack=[CALL], **_RECORDED)
+    profile, project = project_of(tmp_path, {"program.py": program, **(files or {})}, frame)
+    return RULE.plan(profile, project), project
+
+
+def test_a_global_read_only_in_tensor_arithmetic_becomes_a_0d_tensor_at_every_assignment(tmp_path):
+    """Every assignment wrapped, the default dtype where the graphs met float32 tensors of rank 1
+    (it computes as the float did), and no `dynamic=True` beside it."""
+    (finding,), project = _tensor_plan(tmp_path, PROGRAM)
+    assert finding.safety is Safety.SAFE and finding.message.endswith("assign it as a 0-d tensor"), finding.notes
+    assert finding.location.line == 3 and finding.params["float64"] is False
+    fixed = RULE.fix(finding, project.source("program.py"), "torch")
+    assert [e.new_text for e in fixed] == ["torch.tensor(0.2)", "torch.tensor(0.2 + 0.1 * epoch)"]
+    # Python arithmetic on it first (`1 - MARGIN`): float64, which does it as Python does.
+    (finding,), _ = _tensor_plan(tmp_path, PROGRAM.replace("a - b + MARGIN", "(a - b) * (1 - MARGIN)"))
+    assert finding.safety is Safety.SAFE and finding.params["float64"] is True
+
+
+def test_a_printed_or_updated_global_keeps_dynamic_true_and_says_why(tmp_path):
+    printed = PROGRAM + '    print("margin", MARGIN)\n'
+    (dynamic,), _ = _tensor_plan(tmp_path, printed)
+    assert dynamic.params.get("dynamic") == "add" and dynamic.unproven
+    assert "no 0-d tensor: `MARGIN` is printed" in dynamic.notes[-1], dynamic.notes
+    updated = PROGRAM.replace("    MARGIN = 0.2 + 0.1 * epoch\n", "    MARGIN += 0.1\n")
+    (dynamic,), _ = _tensor_plan(tmp_path, updated)
+    assert "updates it in place" in dynamic.notes[-1], dynamic.notes
+    early = PROGRAM.replace("import torch\n\nMARGIN = 0.2\n", "MARGIN = 0.2\nimport torch\n\n")
+    (dynamic,), _ = _tensor_plan(tmp_path, early)
+    assert "before torch is imported" in dynamic.notes[-1], dynamic.notes
+
+
+def test_a_global_another_profiled_file_names_is_unproven_with_dynamic_true_its_fallback(tmp_path):
+    (tensor, dynamic), _ = _tensor_plan(tmp_path, PROGRAM, {"log.py": "from program import MARGIN\n"})
+    assert tensor.unproven and "log.py names `MARGIN` too" in tensor.notes[0]
+    assert dynamic.fallback and dynamic.params.get("dynamic") == "add"

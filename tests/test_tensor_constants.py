@@ -313,8 +313,9 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     guard only; the recorder finds `betas` failing beside it, so RF003 knows a tensor lr leaves
     the recompile (measured: 6 -> 6 compiles) and writes none. Under the program's own eager
     backend, `dynamic=True` at the step's compile call traces the lr and the betas as float
-    inputs from the first compile (what PGO's second run does): `fix` keeps it, one compile
-    fewer, the trained weights bit for bit. Under inductor the betas of Adam's `lerp_`
+    inputs from the first compile (what PGO's second run does): safe where the compiled code is
+    only the step (the parameters' sizes never change), one compile fewer, the trained weights
+    bit for bit. Under inductor the betas of Adam's `lerp_`
     specialise the graph again, dynamic or not: no such fix where inductor may compile it."""
     program = ONE_CYCLE.replace("@torch.compile\n", '@torch.compile(backend="eager")\n')
     (tmp_path / "train.py").write_text(program)
@@ -327,7 +328,7 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     assert tensor_lr.safety is Safety.NONE, tensor_lr.notes
     assert "`betas` changed with the lr at the same steps (recorded)" in tensor_lr.notes[0]
     decorator = program.splitlines().index('@torch.compile(backend="eager")') + 1
-    assert dynamic.location.line == decorator and dynamic.unproven and not dynamic.fallback
+    assert dynamic.location.line == decorator and dynamic.safety is Safety.SAFE and not dynamic.fallback
     forced = replace(profile, backend="eager")  # `profile --backend eager`: the program's own unknown
     assert [f.safety for f in RF003.plan(forced, project)] == [Safety.NONE]
 
@@ -361,7 +362,7 @@ def test_rf003_prefers_dynamic_true_where_the_program_reads_the_lr_back(tmp_path
     frame = optimizer_frame(stack=(at("train.py", 9),))
     profile, project = project_of(tmp_path, {"train.py": train}, [frame])
     tensor_lr, dynamic = RF003.plan(profile, project)
-    assert tensor_lr.fallback and not dynamic.fallback and dynamic.unproven  # compiled: only the step
+    assert tensor_lr.fallback and not dynamic.fallback and dynamic.safety is Safety.SAFE  # compiled: only the step
     assert "reads it back" in dynamic.notes[-1]
     written = fixed(RF003, select_fixes([tensor_lr, dynamic], unsafe_fixes=True), project, "train.py", unsafe=True)
     assert "step_fn = torch.compile(opt.step, dynamic=True)" in written and "lr=0.01" in written

@@ -31,6 +31,7 @@ __all__ = [
     "submodule_class",
     "constructed_class",
     "counter_owner",
+    "global_writes",
     "in_a_function",
 ]
 
@@ -375,6 +376,26 @@ class GlobalState(CounterState):
             if node.value == name and is_load(source, node) and _binds_global(source, node, name):
                 uses.extend(analysis.of_expression(node, _scope(analysis, source, self.file, node, frame)))
         return uses
+
+
+def global_writes(source: SourceFile, file: str, name: str) -> tuple[list[cst.Assign], list[tuple[str, str]]]:
+    """The plain assignments ``name = ...`` of the module global ``name`` in ``source`` (at module
+    level, or in a function that declares it ``global``), and the statements that bind or update
+    it otherwise, as (what, file:line): ``+=``, a loop target, ``with ... as``, ``:=``, ``del``."""
+    assigns = [
+        node
+        for node in source.nodes(cst.Assign)
+        if any(is_name(t.target, name) for t in node.targets) and _binds_global(source, node, name)
+    ]
+    others = [
+        (f"`{_line(source, node)}` updates it in place", _where(source, file, node))
+        for node in source.nodes(cst.AugAssign)
+        if is_name(node.target, name) and _binds_global(source, node, name)
+    ]
+    for node, what in _other_bindings(source, name):
+        if _binds_global(source, node, name):
+            others.append((f"`{_line(source, node)}` {what}", _where(source, file, node)))
+    return assigns, others
 
 
 def _scope(analysis: ScalarUses, source: SourceFile, file: str, node: cst.CSTNode, frame: Frame):

@@ -6,13 +6,15 @@ default since 2.6), but under ``dynamic=None`` only after the value changed once
 compiles for the first lr, then once more, dynamic. With ``dynamic=True`` the lr is a float
 input from the first compile, so that recompile goes, and the update still reads a Python float,
 so it rounds as before (measured on torch 2.13, Adam under ExponentialLR: the parameters bit for
-bit, 5 -> 4 compiles, as PGO's second run). It also traces the step's tensors' sizes as dynamic:
-unproven where the compiled code is only the optimizer's step (`fix` keeps it when a run shows
-fewer compiles and the outputs bit for bit), a trade-off where it compiles more (a whole
-training step). It works where a tensor lr cannot (a ``OneCycleLR`` changing ``betas`` beside the
-lr, a scheduler that writes Python floats back), and stands in for the tensor lr where that one
-is offered (``Finding.fallback``). CUDA graphs (``mode="reduce-overhead"``) specialise floats:
-no fix there.
+bit, 5 -> 4 compiles, as PGO's second run). It also traces the step's tensors' sizes as dynamic.
+Where the compiled code is only the optimizer's step, those are the parameters and their state,
+whose sizes never change, and the update is pointwise: safe (measured on torch 2.13, inductor on
+CPU, Adam and AdamW under Cosine and Exponential schedules over 81 parameters of 40 sizes: the
+parameters bit for bit, 5 -> 4 compiles, 38 s of compiling where the static step took 48 s), and
+the tensor lr, which rounds differently, becomes its fallback. Where it compiles more (a whole
+training step) it is a trade-off. It works where a tensor lr cannot (a ``OneCycleLR`` changing
+``betas`` beside the lr, a scheduler that writes Python floats back). CUDA graphs
+(``mode="reduce-overhead"``) specialise floats: no fix there.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from recompile_fix.analysis.call_site_code import find_compile_call, root_name, 
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_call_params
-from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
+from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame, Location, Profile
 
@@ -67,8 +69,9 @@ def dynamic_step_finding(
     ]
     if only_the_step:
         notes.append(
-            "it also traces the step's tensors' sizes as dynamic: unproven, `fix` keeps it where a run "
-            "shows fewer compiles and the outputs bit for bit"
+            "it also traces the step's tensors' sizes as dynamic: the parameters and their state, whose "
+            "sizes do not change, in a pointwise update (measured on torch 2.13, inductor on CPU, Adam "
+            "and AdamW: bit for bit, and less compile time than the static step's two compiles)"
         )
     else:
         notes.append(
@@ -79,12 +82,11 @@ def dynamic_step_finding(
         rule="RF003",
         file=site.file,  # find_compile_call looks in the site's own file
         location=compile_source.location_of(node, site.file),
-        safety=Safety.UNSAFE,
+        safety=Safety.SAFE if only_the_step else Safety.UNSAFE,
         evidence=evidence,
         notes=notes,
         params=compile_call_params(compile_source, node),
         message=message,
-        unsafe_because=UNPROVEN if only_the_step else "trade-off",
     )
 
 

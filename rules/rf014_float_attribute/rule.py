@@ -19,10 +19,12 @@ from recompile_fix.analysis.changing_values import (
     holder_class,
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
+from recompile_fix.analysis.number_shaped import number_shaped
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile, is_name
 from recompile_fix.analysis.unprofiled_imports import read_in_unprofiled_imports
+from recompile_fix.analysis.zero_d_dtype import tensor_dtype
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
@@ -30,9 +32,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.sources import attribute_path
-from recompile_fix.rules.rf014_float_attribute.dtype import tensor_dtype
 from recompile_fix.rules.rf014_float_attribute.dynamic import dynamic_compile
-from recompile_fix.rules.rf014_float_attribute.number_shaped import number_shaped
 
 __all__ = ["RULE", "FloatAttribute"]
 

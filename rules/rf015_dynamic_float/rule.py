@@ -1,4 +1,5 @@
-"""RF015 dynamic-float: a module-level float the compiled code reads changes between calls; the
+"""RF015 dynamic-float: a module-level float the compiled code reads changes between calls; it is
+held in a 0-d tensor (a graph input), or, where a tensor would change what the program does, the
 compile call gets ``dynamic=True`` so that torch traces it as a float input from the first compile."""
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, dynamic_true_at
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
-from recompile_fix.findings.releases import DYNAMIC_FLOATS
+from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Profile, Reason
 from recompile_fix.profile.resume import function_of
+from recompile_fix.rules.rf015_dynamic_float.tensor_global import TensorGlobal, tensor_global
 
 __all__ = ["RULE", "DynamicFloat"]
 
@@ -26,17 +28,19 @@ class DynamicFloat(Rule):
     """
     ## What it does
     Finds a module-level `float` (a margin, a loss weight, a temperature) that the program changes
-    between calls of a compiled function which reads it, and compiles that function with
-    `dynamic=True`: `@torch.compile(dynamic=True)`, or `dynamic=True` added to its
-    `torch.compile(...)` call.
+    between calls of a compiled function which reads it, and holds it in a 0-d tensor: every
+    assignment `MARGIN = value` becomes `MARGIN = torch.tensor(value)`. Where a tensor would
+    change what the program does, it compiles that function with `dynamic=True` instead:
+    `@torch.compile(dynamic=True)`, or `dynamic=True` added to its `torch.compile(...)` call.
 
     ## Why is this bad?
     torch guards a global float the graph reads on its value (`G['MARGIN'] == 0.2`) and compiles
     the function again when it changes; under `dynamic=None` only that once (the second compile
     traces it as a float input), under `dynamic=False` once per value until the recompile limit.
-    PGO's second run (`TORCH_COMPILE_JOB_ID`) starts from the float input; `dynamic=True` does on
-    the first run, on every machine (torch 2.13, a triplet loss whose margin rises each epoch:
-    2 -> 1 compiles, the losses bit for bit).
+    PGO's second run (`TORCH_COMPILE_JOB_ID`) starts from the float input. A global 0-d tensor is
+    a graph input guarded on its dtype and shape, not its value: one compile on the first run,
+    on every machine, under any `dynamic` and backend (torch 2.13, a triplet loss whose margin
+    rises each epoch: 2 -> 1 compiles, the losses bit for bit, eager and inductor).
 
     ## Example
     ```python
@@ -52,20 +56,38 @@ class DynamicFloat(Rule):
     ```
     Use instead:
     ```python
-    @torch.compile(dynamic=True)
-    def triplet_loss(a, p, n):
-        ...
+    MARGIN = torch.tensor(0.2)
+    ...
+    for epoch in range(4):
+        MARGIN = torch.tensor(0.2 + 0.1 * epoch)
+        triplet_loss(a, p, n)
     ```
 
     ## Fix safety
-    Unsafe, unproven: `dynamic=True` also traces the sizes of every tensor the function gets as
-    dynamic (kernels that cannot specialise on a size), and a backend may specialise the float
-    again (inductor's tensorify pass turns some floats back into constants), so `fix` keeps it
-    only where a run shows fewer compiles and the same outputs. Where the call compiles more than
-    the function (a whole model) or says `dynamic=False`, it is a trade-off (`--unsafe-fixes`).
-    No fix under CUDA graphs (`mode="reduce-overhead"`: a graph per value), where the compile call
-    is not found, on torch older than 2.6 (floats specialised by default), or for a library's frame.
-    A global int is RF006's (`torch.compiler.config.dynamic_sources` names it alone).
+    The 0-d tensor is RF014's for an attribute, made for a global: every read of it in its file
+    must be tensor arithmetic (the analysis RF002 uses); a read in a Python branch, `range()`,
+    `math.*`, a `print` (which would show `tensor(0.2000)`; an f-string formats it as the float)
+    or a call whose source cannot be read makes no tensor, and the finding says which. Its dtype
+    is the one that computes as the float did beside what the run recorded it meeting
+    (`float32` met directly by float32 tensors; float64 where Python arithmetic on it comes
+    first, `1 - MARGIN`, or it is formatted); where the run did not record that, the tensor is
+    unproven, and `fix` keeps it only with the same outputs. So it is where another profiled
+    file names the global (it may read or set it), or a value assigned may not be a number. Every
+    binding must be a plain assignment: `+=` (which would update a tensor that other names may
+    hold), a loop target, `with ... as`, `:=`, `del`, a chained `A = B = value`, or an assignment
+    before `import torch` make no tensor.
+
+    Where no tensor is made, `dynamic=True` remains. It is unsafe, unproven: it also traces the
+    sizes of every tensor the function gets as dynamic (kernels that cannot specialise on a
+    size), and a backend may specialise the float again (inductor's tensorify pass turns some
+    floats back into constants), so `fix` keeps it only where a run shows fewer compiles and the
+    same outputs. Where the call compiles more than the function (a whole model) or says
+    `dynamic=False`, it is a trade-off (`--unsafe-fixes`). Where the tensor is unproven,
+    `dynamic=True` is its fallback, which `fix` tries where the tensor is not kept. No
+    `dynamic=True` under CUDA graphs (`mode="reduce-overhead"`: a graph per value), where the
+    compile call is not found, on torch older than 2.6 (floats specialised by default), or for a
+    library's frame. A global int is RF006's (`torch.compiler.config.dynamic_sources` names it
+    alone).
 
     ## Profile evidence
     A value guard on a global that failed, `G['MARGIN'] == 0.2` (kind `global_value`, the value a
@@ -78,13 +100,52 @@ class DynamicFloat(Rule):
     name = "dynamic-float"
     message = (
         "`{name}` is a module-level float that changes between calls of compiled `{frame}` "
-        "({values}; {compiles} compiles): compile `{frame}` with `dynamic=True`"
+        "({values}; {compiles} compiles): {fix}"
     )
     consumes = ("global_value",)
     triggers = ("compile",)
-    emits = (DYNAMIC_FLOATS,)
+    emits = (TorchApi("torch.tensor", None, "every release"), DYNAMIC_FLOATS)
     finding_only = False
     examples = (
+        Example(
+            before=(
+                "MARGIN = 0.2\n"
+                "\n"
+                "\n"
+                '@torch.compile(backend="eager")\n'
+                "def triplet_loss(anchor, positive, negative):\n"
+                "    closer = (anchor - positive).pow(2).sum(-1)\n"
+                "    farther = (anchor - negative).pow(2).sum(-1)\n"
+                "    return F.relu(closer - farther + MARGIN).mean()\n"
+                "\n"
+                "\n"
+                "torch.manual_seed(0)\n"
+                "embed = torch.nn.Linear(16, 8)\n"
+                "optimizer = torch.optim.SGD(embed.parameters(), lr=0.1)\n"
+                "data = torch.randn(3, 32, 16)\n"
+                "for epoch in range(4):\n"
+                "    MARGIN = 0.2 + 0.1 * epoch\n"
+            ),
+            after=(
+                "MARGIN = torch.tensor(0.2)\n"
+                "\n"
+                "\n"
+                '@torch.compile(backend="eager")\n'
+                "def triplet_loss(anchor, positive, negative):\n"
+                "    closer = (anchor - positive).pow(2).sum(-1)\n"
+                "    farther = (anchor - negative).pow(2).sum(-1)\n"
+                "    return F.relu(closer - farther + MARGIN).mean()\n"
+                "\n"
+                "\n"
+                "torch.manual_seed(0)\n"
+                "embed = torch.nn.Linear(16, 8)\n"
+                "optimizer = torch.optim.SGD(embed.parameters(), lr=0.1)\n"
+                "data = torch.randn(3, 32, 16)\n"
+                "for epoch in range(4):\n"
+                "    MARGIN = torch.tensor(0.2 + 0.1 * epoch)\n"
+            ),
+            golden="RF015/global_margin",
+        ),
         Example(
             before='@torch.compile(backend="eager")\ndef triplet_loss(anchor, positive, negative):\n',
             after='@torch.compile(backend="eager", dynamic=True)\ndef triplet_loss(anchor, positive, negative):\n',
@@ -93,7 +154,8 @@ class DynamicFloat(Rule):
     )
 
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
-        findings = []
+        # Each global of a file, with every frame that recompiled on it: one tensor serves them all.
+        globals_: dict[tuple[str, str], list[tuple[Frame, list[Reason]]]] = {}
         for frame in profile.frames:
             if os.path.isabs(frame.file):
                 continue  # a library's frame: its compile call is not the user's to edit
@@ -103,14 +165,68 @@ class DynamicFloat(Rule):
                 if reason.kind == "global_value" and reason.value_type == "float" and match:
                     floats.setdefault(match.group("name"), []).append(reason)
             for name, reasons in floats.items():
-                findings.append(self._finding(frame, name, reasons, profile, project))
+                globals_.setdefault((frame.file, name), []).append((frame, reasons))
+        files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
+        findings = []
+        for (_, name), readers in globals_.items():
+            tensor = tensor_global(name, [frame for frame, _ in readers], files, project)
+            if tensor.offered:
+                findings.append(self._tensor_finding(name, tensor, readers))
+            if tensor.offered and not tensor.doubts:
+                continue
+            for frame, reasons in readers:
+                dynamic = self._finding(frame, name, reasons, profile, project)
+                if tensor.offered and dynamic.fixable:
+                    dynamic.fallback = True
+                    dynamic.notes.append("tried where the 0-d tensor is not kept")
+                elif tensor.refused:
+                    dynamic.notes.append(f"no 0-d tensor: {tensor.refused[0]}")
+                findings.append(dynamic)
         return findings
+
+    def _tensor_finding(self, name: str, tensor: TensorGlobal, readers: list[tuple[Frame, list[Reason]]]) -> Finding:
+        frame, reasons = readers[0]
+        values = list(dict.fromkeys(r.value for _, rs in readers for r in rs))
+        message = self.message.format(
+            name=name,
+            frame=function_of(frame.name) or frame.name,
+            values=", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else ""),
+            compiles=sum(f.compile_count for f, _ in readers),
+            fix="assign it as a 0-d tensor",
+        )
+        safety = Safety.UNSAFE if tensor.doubts else Safety.SAFE
+        notes = [f"unproven: {d}" for d in tensor.doubts] or [
+            "results are bit-identical: every read is tensor arithmetic, "
+            + ("float64 computes the Python arithmetic on it as Python does" if tensor.float64 else "met directly")
+        ]
+        assert tensor.location is not None, "an offered tensor has its first assignment"
+        return Finding(
+            rule=self.id,
+            file=tensor.location.file,
+            location=tensor.location,
+            message=message,
+            safety=safety,
+            evidence=frame_evidence(frame, [r for _, rs in readers for r in rs], values=values[:10]),
+            notes=notes,
+            covers=[cover(f, sorted({r.source for r in rs if r.source}), self.consumes) for f, rs in readers],
+            params={"wrap": sorted(list(span) for span in tensor.wrap), "float64": tensor.float64},
+            unsafe_because=UNPROVEN,
+            tolerance={"why": "a 0-d tensor rounds where the float did not"}
+            if tensor.close and tensor.doubts
+            else None,
+        )
 
     def _finding(self, frame: Frame, name: str, reasons: list[Reason], profile: Profile, project: Project) -> Finding:
         values = list(dict.fromkeys(r.value for r in reasons))
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         function_name = function_of(frame.name) or frame.name
-        message = self.message.format(name=name, frame=function_name, values=shown, compiles=frame.compile_count)
+        message = self.message.format(
+            name=name,
+            frame=function_name,
+            values=shown,
+            compiles=frame.compile_count,
+            fix=f"compile `{function_name}` with `dynamic=True`",
+        )
         evidence = frame_evidence(frame, reasons, values=values[:10])
         covers = [cover(frame, sorted({r.source for r in reasons if r.source}), self.consumes)]
         site = next((loc for c in frame.compiles for loc in c.stack if not os.path.isabs(loc.file)), None)
@@ -153,7 +269,13 @@ class DynamicFloat(Rule):
         )
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
-        return compile_keyword_edits(finding.file, finding.params, source, self.id)
+        if "wrap" not in finding.params:
+            return compile_keyword_edits(finding.file, finding.params, source, self.id)
+        dtype = f", dtype={torch_name}.float64" if finding.params["float64"] else ""
+        return [
+            Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
+            for start, end in finding.params["wrap"]
+        ]
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The compile call says ``dynamic=True`` already (a Profile recorded before the edit)."""

@@ -1,6 +1,7 @@
 """A triplet loss whose margin is a module-level float the training loop raises every epoch, read
 by the compiled loss function: torch specialises the float on its first value, compiles again
-when it changes, and only then traces it as a float input."""
+when it changes, and only then traces it as a float input. The loop prints the margin, which a
+0-d tensor would print as `tensor(0.2000)`: `dynamic=True` instead."""
 
 import torch
 import torch.nn.functional as F
@@ -25,4 +26,4 @@ for epoch in range(4):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-print(loss.item())
+    print("epoch", epoch, "margin", MARGIN, "loss", round(loss.item(), 4))

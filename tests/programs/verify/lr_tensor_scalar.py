@@ -1,4 +1,4 @@
-"""The compiled-optimizer recipe: `opt.step(); sched.step()` compiled (dynamic=None). A tensor lr
+"""The compiled-optimizer recipe with the backward in the compiled step (dynamic=None). A tensor lr
 removes Adam.step's recompile and adds Optimizer._to_scalar, a frame that compiles once."""
 
 import torch
@@ -11,11 +11,11 @@ opt = torch.optim.Adam(model.parameters(), lr=0.01)
 sched = ExponentialLR(opt, gamma=0.9)
 
 @torch.compile
-def step():
+def step(x):
+    model(x).sum().backward()
     opt.step()
     sched.step()
 
 for _ in range(5):
-    model(torch.randn(16, 8)).sum().backward()
-    step()
+    step(torch.randn(16, 8))
 print(model.weight.sum().item())

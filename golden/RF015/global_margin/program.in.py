@@ -1,6 +1,7 @@
 """A triplet loss whose margin is a module-level float the training loop raises every epoch, read
 by the compiled loss function: torch specialises the float on its first value, compiles again
-when it changes, and only then traces it as a float input."""
+when it changes, and only then traces it as a float input. A 0-d tensor is a graph input: one
+compile serves every margin."""
 
 import torch
 import torch.nn.functional as F

@@ -1,6 +1,6 @@
 """Whether an expression is number-shaped: a literal, arithmetic on such, a name bound only to
-such in its function or module, a loop variable over a literal list of numbers. RF014 asks it of
-an attribute's assigned value, to tell a float attribute from one that may hold a tensor."""
+such in its function or module, a loop variable over a literal list of numbers. RF014 and RF015 ask it of
+each value assigned to a float attribute or global, to tell a float from what may be a tensor."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""RF014's choice of the 0-d tensor's dtype: the one whose results are the float's, from what the
-run recorded the number meeting (the arguments it names, or every tensor the compiled graphs'
-float constants met)."""
+"""The dtype of a 0-d tensor that takes a changing float's place (RF014's attribute, RF015's
+global): the one whose results are the float's, from what the run recorded the number meeting
+(the arguments it names, or every tensor the compiled graphs' float constants met)."""
 
 from __future__ import annotations
 
