@@ -280,8 +280,9 @@ def test_a_safe_wrap_that_merges_compiles_only_with_an_unsafe_one_is_unproven(tm
 
 def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_does_not(tmp_path):
     """A new user's trial: `n` reaches `x.view(n, -1)` and `if n > 4:`; no 0-d tensor can take its
-    place, and `dynamic=True` at the decorator compiles once per side of the branch (3 -> 2, as
-    PGO's run 2). An int that sets `unfold`'s window is guarded on its value, dynamic or not."""
+    place, and a symbolic `n` compiles once per side of the branch (3 -> 2, as PGO's run 2):
+    `dynamic_sources` names it (torch >= 2.7), else `dynamic=True` at the decorator. An int that
+    sets `unfold`'s window is guarded on its value, dynamic or not."""
     from profiles import frame_of, project_of
     from recompile_fix.findings.finding import Safety
 
@@ -303,7 +304,7 @@ def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_do
         """
     )
 
-    def plan(text):
+    def plan(text, torch_version="2.13.0"):
         frame = frame_of(["n == 2"], ["n == 3"], name="regroup", first_line=5)
         for compile_, n in zip(frame.compiles, (2, 3, 6)):
             compile_.stack = [Location("program.py", 13, 13, 4, 30, "<module>")]
@@ -311,10 +312,14 @@ def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_do
                 "x": {"type": "Tensor", "shape": [12], "dtype": "float32"},
                 "n": {"type": "int", "value": n},
             }
-        profile, project = project_of(tmp_path / str(len(text)), {"program.py": text}, frame)
+        profile, project = project_of(
+            tmp_path / f"{len(text)}-{torch_version}", {"program.py": text}, frame, torch_version=torch_version
+        )
         return RF002.plan(profile, project)
 
-    (finding,) = plan(program)
+    (named,) = plan(program)
+    assert named.safety is Safety.SAFE and named.params["config"].endswith("\"L['n']\"")
+    (finding,) = plan(program, torch_version="2.6.0")
     assert finding.safety is Safety.UNSAFE and finding.unproven and finding.params["keyword"] == "dynamic"
     assert finding.message.endswith("compile `regroup` with `dynamic=True`")
     (window,) = plan(program.replace("g = x.view(n, -1)", "g = x.unfold(0, n, 1)"))

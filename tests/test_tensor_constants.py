@@ -970,3 +970,24 @@ def test_rf003_without_a_profile_leaves_a_one_cycle_schedule_alone():
     text = ONE_CYCLE
     (finding,) = RF003.plan_static(SourceFile.parse(ROOT / "x.py", text), "x.py")
     assert finding.safety is Safety.NONE and any("cycle_momentum" in note for note in finding.notes), finding.notes
+
+
+def test_rf002_names_an_int_used_as_a_size_alone_with_dynamic_sources(tmp_path):
+    """An int offset used as a size: `torch.compiler.config.dynamic_sources` names it (torch >=
+    2.7), safe: nothing else is made dynamic. Where the config would name another compiled
+    frame's argument too, or on a torch without it, `dynamic=True` at the compile call (unproven)."""
+    shutil.copy(GOLDEN / "RF002" / "rotary_offset" / "program.in.py", tmp_path / "program.py")
+    profile = Profile.load(GOLDEN / "RF002" / "rotary_offset" / "profile.json")
+    project = Project(tmp_path, expected_hashes=profile.sources)
+    (named,) = RF002.plan(profile, project)
+    assert (
+        named.safety is Safety.SAFE
+        and named.params["config"] == "torch.compiler.config.dynamic_sources = \"L['offset']\""
+    )
+    assert named.message.endswith("make `offset` dynamic with `torch.compiler.config.dynamic_sources`")
+    (dynamic,) = RF002.plan(replace(profile, torch_version="2.6.0"), project)
+    assert dynamic.unproven and dynamic.params["dynamic"] == "decorate"
+    frame = profile.frames[0]
+    other = replace(frame, name="other", compiles=[Compile(id="1/0", inputs={"offset": {"type": "int", "value": 0}})])
+    (dynamic,) = RF002.plan(replace(profile, frames=[*profile.frames, other]), project)
+    assert dynamic.unproven and "config" not in dynamic.params

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # names only: a Rule declares TorchApis, this module reads th
 
 __all__ = [
     "DYNAMIC_FLOATS",
+    "DYNAMIC_SOURCES",
     "RELEASES",
     "AskedVersion",
     "TorchApi",
@@ -150,6 +151,12 @@ def _own_torch_version() -> str | None:
     except metadata.PackageNotFoundError:
         return None
 
+
+# torch.compiler.config.dynamic_sources names one source (RF006's module int, RF002's int
+# argument used as a size); it arrived in torch 2.7 (pytorch#147979).
+DYNAMIC_SOURCES = TorchApi(
+    "torch.compiler.config.dynamic_sources", (2, 7), "measured: absent 2.6.0, present 2.8.0; 2.7 from pytorch#147979"
+)
 
 # What `dynamic=True` at a compile call does for a Python float argument or attribute (RF002,
 # RF003): traced as a float input from the first compile, not specialised on its value.

@@ -6,7 +6,8 @@ it as a symbolic number only once it has changed: one recompile, which PGO's sec
 by marking it dynamic from the start. ``dynamic=True`` does that on the first run. It is the
 fix for an int the compiled code uses as a size (``torch.arange(offset, offset + T)``), where a
 0-d tensor cannot take its place (measured on torch 2.13: a compiled rotary embedding called
-with offsets 0..5, 2 -> 1 compiles, bit for bit), and the fallback of a float's 0-d tensor where
+with offsets 0..5, 2 -> 1 compiles, bit for bit) and where ``dynamic_sources`` cannot name that
+one int alone (``sources_finding``), and the fallback of a float's 0-d tensor where
 that one rounds (the float stays a Python float in the code: torch >= 2.6). It also traces the
 sizes of every tensor the function gets as dynamic, so it is unproven: `fix` keeps it where a
 run shows fewer compiles and the same outputs. Where the call compiles a whole model, or says
@@ -15,17 +16,31 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
+import re
+
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import SYMBOLIC_SIZE_CALLS
 from recompile_fix.edits.compile_keyword import dynamic_true_finding
+from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import Finding, Safety
-from recompile_fix.profile.model import Frame
+from recompile_fix.findings.releases import DYNAMIC_SOURCES
+from recompile_fix.profile.model import Frame, Location, Profile
 
-__all__ = ["dynamic_compile_finding", "float_candidate", "float_fallback", "size_finding"]
+__all__ = [
+    "config_edits",
+    "config_present",
+    "dynamic_compile_finding",
+    "float_candidate",
+    "float_fallback",
+    "size_finding",
+    "sources_finding",
+]
 
 _SYMBOLIC_KINDS = frozenset({"shape", "branch"})
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
 def dynamic_compile_finding(
@@ -97,3 +112,61 @@ def float_candidate(
 def _instead(refusal: Finding) -> list[str]:
     """The refusal's notes, read as why no 0-d tensor (the number still gets an edit)."""
     return [n.removesuffix("; no edit") + "; no 0-d tensor" for n in refusal.notes]
+
+
+def sources_finding(
+    dynamic: Finding, frame: Frame, source_name: str, param: str, profile: Profile, project: Project
+) -> Finding | None:
+    """The int ``dynamic`` (``size_finding``'s) makes dynamic with every tensor size, named alone
+    instead: ``torch.compiler.config.dynamic_sources = "L['offset']"`` after the imports of the
+    compiled function's file (torch >= 2.7, RF006's config for a module's int). torch traces that
+    one int as a symbolic int from the first compile (a value 0 or 1 included) and specialises it
+    where code needs its value, as automatic dynamic does after a change: the same graph, bit for
+    bit, and nothing else made dynamic (measured on torch 2.13: `arange(offset, offset + n)` at
+    offsets 0..12, 2 -> 1 compiles). The config names a frame's local in every frame: None where
+    another compiled frame of the run had an argument of that name, where the file sets the config
+    already, where the number reached the frame through a wrapper's ``*args``/``**kwargs``, or
+    where the compile call says ``dynamic=False`` (static code asked for: a trade-off)."""
+    if profile.torch_release is None or not DYNAMIC_SOURCES.runs_on(profile.torch_release):
+        return None
+    if source_name != param or not _IDENTIFIER.match(param) or dynamic.params.get("dynamic") == "replace":
+        return None  # a wrapper's item, or `dynamic=False` (the user's choice of static code)
+    if any(param in c.inputs for other in profile.frames if other is not frame for c in other.compiles):
+        return None
+    source = project.source(frame.file)
+    if source is None or "dynamic_sources" in source.text:
+        return None
+    statement = f"torch.compiler.config.dynamic_sources = \"L['{param}']\""
+    return Finding(
+        rule=dynamic.rule,
+        file=frame.file,
+        location=dynamic.location if dynamic.file == frame.file else Location(frame.file, frame.first_line),
+        message=dynamic.message.rsplit(": ", 1)[0]
+        + f": make `{param}` dynamic with `torch.compiler.config.dynamic_sources`",
+        safety=Safety.SAFE,
+        evidence=dynamic.evidence,
+        notes=[
+            dynamic.notes[0],
+            f"`dynamic_sources` makes only `{param}` a symbolic int from the first compile (torch >= 2.7; "
+            "under `dynamic=False` too); the tensors' sizes stay as they were",
+        ],
+        covers=dynamic.covers,
+        params={"config": statement, "config_file": frame.file, "at": source.import_insertion_offset()},
+    )
+
+
+def config_edits(finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
+    """``sources_finding``'s statement, on a line of its own after the file's imports."""
+    at = finding.params["at"]
+    statement = finding.params["config"].replace("torch.", f"{torch_name}.", 1)
+    prefix = "" if at == 0 or source.text[:at].endswith("\n\n") else "\n"
+    return [Edit(finding.file, at, at, f"{prefix}{statement}\n", finding.rule)]
+
+
+def config_present(finding: Finding, source: SourceFile) -> str | None:
+    """The line that names the int in ``dynamic_sources`` already (ours, or the user's)."""
+    wanted = finding.params["config"].split(" = ", 1)[1]
+    for number, line in enumerate(source.lines, 1):
+        if "dynamic_sources" in line and wanted in line:
+            return f"line {number}: `{line.strip()}`"
+    return None

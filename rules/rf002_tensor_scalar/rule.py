@@ -23,12 +23,19 @@ from recompile_fix.analysis.torch_vocabulary import (
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
-from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
+from recompile_fix.findings.releases import DYNAMIC_FLOATS, DYNAMIC_SOURCES, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.resume import function_of
 from recompile_fix.profile.sources import is_resume_stack
-from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import float_candidate, float_fallback, size_finding
+from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import (
+    config_edits,
+    config_present,
+    float_candidate,
+    float_fallback,
+    size_finding,
+    sources_finding,
+)
 from recompile_fix.rules.rf002_tensor_scalar.merging import alone_merges_nothing, others_stay
 from recompile_fix.rules.rf002_tensor_scalar.refusal import converted_dtype, other_path, refusal
 from recompile_fix.rules.rf002_tensor_scalar.scalar_arguments import (
@@ -96,12 +103,13 @@ class TensorScalar(Rule):
     its body, two calls on one line). The wrap is made in place, so it keeps the order of
     evaluation in a conditional expression, after `and`/`or` or in an `assert`.
 
-    An int the compiled function uses as a size (`torch.arange(offset, offset + T)`, a view's
-    shape) cannot be a 0-d tensor; `dynamic=True` at the function's `torch.compile` call traces it
-    as a symbolic int from the first compile, which is what PGO's second run does (2 -> 1 compiles,
-    bit for bit). It makes the tensors' sizes dynamic too: unproven, for `fix` to keep where a run
-    shows fewer compiles (a trade-off where the call compiles a whole model or says
-    `dynamic=False`). The same edit is the fallback of a float's 0-d tensor where that one is
+    An int used as a size (`torch.arange(offset, offset + T)`) cannot be a 0-d tensor;
+    `torch.compiler.config.dynamic_sources = "L['offset']"` after the imports (torch >= 2.7)
+    traces that one int as symbolic from the first compile, as PGO's run 2 does (2 -> 1, bit for
+    bit). It names a local of every frame: where another compiled frame had such an argument, the
+    file sets the config, the int came through `**kwargs` or the call says `dynamic=False`,
+    `dynamic=True` there instead (sizes dynamic too: unproven; a trade-off for a model or static).
+    The same `dynamic=True` is the fallback of a float's 0-d tensor where that one is
     unsafe: the float stays a Python float in the code (torch >= 2.6). It is also the candidate
     for a float no 0-d tensor can replace (a slot torch reads as a Python number:
     `torch._foreach_lerp_(ema, params, weight=1 - decay)`, an EMA's ramped decay, 2 -> 1 compiles
@@ -138,7 +146,7 @@ class TensorScalar(Rule):
     )
     consumes = ("scalar_value",)
     triggers = ("compile",)
-    emits = (TorchApi("torch.tensor", None, "every release"), DYNAMIC_FLOATS)
+    emits = (TorchApi("torch.tensor", None, "every release"), DYNAMIC_FLOATS, DYNAMIC_SOURCES)
     examples = (
         Example(
             before="for i in range(5):\n    fn(torch.ones(3), 0.5 + i)\n",
@@ -160,9 +168,9 @@ class TensorScalar(Rule):
             after=None,
             golden="RF002/timestep_truncated",
         ),
-        Example(  # a size: `dynamic=True` where the function is compiled (unproven: `fix` proves it)
-            before="@torch.compile\ndef rotary(q, offset):\n",
-            after="@torch.compile(dynamic=True)\ndef rotary(q, offset):\n",
+        Example(  # a size: the one int named dynamic (torch >= 2.7)
+            before="import torch\n\n\n@torch.compile\ndef rotary(q, offset):\n",
+            after="import torch\n\ntorch.compiler.config.dynamic_sources = \"L['offset']\"\n\n\n@torch.compile\ndef rotary(q, offset):\n",
             golden="RF002/rotary_offset",
         ),
         Example(  # a float64 fill is wrong under inductor: no edit
@@ -186,7 +194,7 @@ class TensorScalar(Rule):
             for argument in changed_scalars(frame):
                 if is_resume_stack(argument.source):
                     continue  # a value computed before a graph break (`___stack1`): no argument to wrap
-                planned = self._plan_parameter(frame, argument, project, profile.torch_release)
+                planned = self._plan_parameter(frame, argument, project, profile)
                 # A number that stays a number under safe fixes (`dynamic=True` is unsafe) stays read.
                 read = [
                     f
@@ -204,8 +212,9 @@ class TensorScalar(Rule):
         return findings
 
     def _plan_parameter(
-        self, frame: Frame, argument: ScalarArgument, project: Project, release: tuple[int, int] | None
+        self, frame: Frame, argument: ScalarArgument, project: Project, profile: Profile
     ) -> list[Finding]:
+        release = profile.torch_release
         values = argument.values
         shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
         reasons = [r for r in frame.reasons() if r.source == argument.source and r.kind in self.consumes]
@@ -267,14 +276,8 @@ class TensorScalar(Rule):
             planned = finding(sites[0], Safety.NONE, refused)
             # Guarded where the graph reads it (`math.sqrt`, a fill value, a size); a print runs
             # after a graph break, and a number that reaches nothing may not be guarded at all.
-            blocking = [u for u in uses if u.verdict == BLOCKS and u.kind not in _UNGUARDED_USES]
-            dynamic = (
-                size_finding(frame, param, function_name, project, planned, blocking)
-                if argument.kind == "int"
-                else float_candidate(frame, param, function_name, project, planned, blocking)
-                if DYNAMIC_FLOATS.runs_on(release)
-                else None
-            )
+            blocking = [u for u in uses if u.verdict == BLOCKS and u.kind not in ("print", "format")]
+            dynamic = _made_dynamic(frame, argument, param, function_name, profile, project, planned, blocking)
             if dynamic is not None:
                 return [dynamic]
             if blocking:
@@ -373,6 +376,8 @@ class TensorScalar(Rule):
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         if "compile_call" in finding.params:  # an int used as a size: `dynamic=True` where it is compiled
             return compile_keyword_edits(finding.file, finding.params, source, self.id)
+        if "config" in finding.params:  # ... or named alone by `dynamic_sources`, after the imports
+            return config_edits(finding, source, torch_name)
         start, end = finding.params["arg"]
         value = source.text[start:end]
         dtype = finding.params["dtype"]
@@ -390,6 +395,8 @@ class TensorScalar(Rule):
             if not finding.params.get("present"):
                 return None
             return f"line {finding.params['compile_call'][0]}: `dynamic=True`"
+        if "config" in finding.params:
+            return config_present(finding, source)
         start, end = finding.params["arg"]
         text = source.text[start:end]
         optional = re.match(r"\s*None\s+if\s+.+?\s+is\s+None\s+else\s+(.*)$", text, re.S)  # ours for None calls
@@ -535,7 +542,17 @@ def _hidden_evidence(frame: Frame) -> list:
     return [r for r in frame.reasons() if r.kind == "scalar_value"][:3]
 
 
-_UNGUARDED_USES = frozenset({"print", "format"})
+def _made_dynamic(frame, argument, param, function_name, profile, project, refusal, blocking) -> Finding | None:
+    """The number no 0-d tensor can replace, traced as a symbolic one: an int used as a size named
+    alone by ``dynamic_sources`` where torch has it (nothing else made dynamic), else
+    ``dynamic=True`` at the compile call; a float's candidate ``dynamic=True``."""
+    if argument.kind == "int":
+        dynamic = size_finding(frame, param, function_name, project, refusal, blocking)
+        named = dynamic and sources_finding(dynamic, frame, argument.source, param, profile, project)
+        return named or dynamic
+    if DYNAMIC_FLOATS.runs_on(profile.torch_release):
+        return float_candidate(frame, param, function_name, project, refusal, blocking)
+    return None
 
 
 def _read_by_code(finding: Finding) -> Finding:

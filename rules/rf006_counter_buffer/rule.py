@@ -22,7 +22,7 @@ from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
 from recompile_fix.edits.format import format_statement
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety
-from recompile_fix.findings.releases import TorchApi
+from recompile_fix.findings.releases import DYNAMIC_SOURCES, TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.sources import attribute_path
@@ -33,10 +33,6 @@ __all__ = ["RULE", "CounterBuffer"]
 _GLOBAL_SOURCE = re.compile(r"""^G\[['"](?P<name>\w+)['"]\]$""")
 
 
-# torch.compiler.config.dynamic_sources names one source; it arrived in torch 2.7 (pytorch#147979).
-DYNAMIC_SOURCES = TorchApi(
-    "torch.compiler.config.dynamic_sources", (2, 7), "measured: absent 2.6.0, present 2.8.0; 2.7 from pytorch#147979"
-)
 assert DYNAMIC_SOURCES.since is not None
 DYNAMIC_SOURCES_SINCE = DYNAMIC_SOURCES.since
 # Not written: before 2.7 there is no allow_unspec_int_on_nn_module either (pytorch#142829, 2.7;

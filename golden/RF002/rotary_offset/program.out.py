@@ -1,11 +1,14 @@
 """Chunked prefill's rotary embedding, compiled on its own, as hand-written KV-cache code does it:
 the position offset grows by one chunk per step and is a Python int the compiled code uses as a
-size (`torch.arange(offset, offset + T)`), so no 0-d tensor can take its place."""
+size (`torch.arange(offset, offset + T)`), so no 0-d tensor can take its place; the config
+names that one int dynamic."""
 
 import torch
 
+torch.compiler.config.dynamic_sources = "L['offset']"
 
-@torch.compile(dynamic=True)
+
+@torch.compile
 def rotary(q, offset):
     T, D = q.shape[-2], q.shape[-1]
     pos = torch.arange(offset, offset + T, dtype=torch.float32)
