@@ -24,6 +24,7 @@ STAGES = [
             "recompile_fix.progress",
             "recompile_fix.notebook",
             "recompile_fix.tool_code",
+            "recompile_fix.cache_folder",
         ),
     ),
     ("profile", ("recompile_fix.profile", "recompile_fix._bootstrap")),

@@ -76,6 +76,22 @@ def test_prefilter_exclude_and_cache(tmp_path):
     assert PrintInForward.parsed == [os.path.join("pkg", "a.py")] and len(findings) == 2
 
 
+def test_the_cache_folder_is_ignored_by_git(tmp_path):
+    """The docs say to commit `.recompile-fix/` for CI (the Profile, the profiled texts); the
+    cache beside them is this machine's, and one `apply` trusted would let a commit choose its
+    edits: its folder ignores itself, as pytest's and ruff's do."""
+    import subprocess
+
+    root = _tree(tmp_path)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    _scan(root)
+    assert (root / CACHE_FILE).is_file()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    assert "pkg/a.py" in status and ".recompile-fix" not in status, status
+
+
 def test_a_same_size_edit_with_its_mtime_restored_is_scanned_again(tmp_path):
     # The cache was keyed by (mtime, size): such an edit reused the old findings, and `apply`
     # placed them by line numbers that no longer held.

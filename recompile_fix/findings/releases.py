@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recompile_fix.cache_folder import make_cache_folder
 from recompile_fix.profile.model import torch_release
 
 if TYPE_CHECKING:  # names only: a Rule declares TorchApis, this module reads them
@@ -298,7 +299,7 @@ def _write_cache(path: Path, entries: dict[str, object]) -> None:
     """Atomically; a cache that cannot be written only costs the next run a question."""
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".torch-versions.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(entries, handle)

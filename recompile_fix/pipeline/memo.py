@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from recompile_fix.cache_folder import make_cache_folder
 from recompile_fix.pipeline.scan import code_digest, content_digest
 
 __all__ = ["DERIVED_CACHE_FILE", "DerivedCache"]
@@ -102,7 +103,7 @@ class DerivedCache:
             del self._entries[key]
         tmp = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_cache_folder(self.path.parent)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".derived.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"key": self.key, "entries": self._entries}, fh)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import recompile_fix
+from recompile_fix.cache_folder import make_cache_folder
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Finding
 from recompile_fix.findings.releases import installed_torch_version
@@ -170,7 +171,7 @@ class StaticScan:
             return
         tmp = None
         try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            make_cache_folder(self.cache_path.parent)
             fd, tmp = tempfile.mkstemp(dir=self.cache_path.parent, prefix=".static.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"key": self.key, "files": files}, fh)
