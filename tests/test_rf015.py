@@ -143,3 +143,10 @@ def test_a_global_another_profiled_file_names_is_unproven_with_dynamic_true_its_
     (tensor, dynamic), _ = _tensor_plan(tmp_path, PROGRAM, {"log.py": "from program import MARGIN\n"})
     assert tensor.unproven and "log.py names `MARGIN` too" in tensor.notes[0]
     assert dynamic.fallback and dynamic.params.get("dynamic") == "add"
+
+
+def test_a_global_unpacked_from_a_tuple_gets_no_tensor(tmp_path):
+    """`MARGIN, SCALE = ...` rebinds it to a float the wrap cannot reach: no 0-d tensor."""
+    unpacked = PROGRAM.replace("    MARGIN = 0.2 + 0.1 * epoch\n", "    MARGIN, _ = 0.2 + 0.1 * epoch, None\n")
+    (dynamic,), _ = _tensor_plan(tmp_path, unpacked)
+    assert "unpacks a value into it" in dynamic.notes[-1], dynamic.notes

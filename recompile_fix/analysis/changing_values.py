@@ -392,6 +392,12 @@ def global_writes(source: SourceFile, file: str, name: str) -> tuple[list[cst.As
         for node in source.nodes(cst.AugAssign)
         if is_name(node.target, name) and _binds_global(source, node, name)
     ]
+    others.extend(
+        (f"`{_line(source, node)}` unpacks a value into it", _where(source, file, node))
+        for node in source.nodes(cst.Assign)
+        if any(not is_name(t.target, name) and name in target_names(t.target) for t in node.targets)
+        and _binds_global(source, node, name)
+    )
     for node, what in _other_bindings(source, name):
         if _binds_global(source, node, name):
             others.append((f"`{_line(source, node)}` {what}", _where(source, file, node)))

@@ -199,6 +199,7 @@ class DynamicFloat(Rule):
             "results are bit-identical: every read is tensor arithmetic, "
             + ("float64 computes the Python arithmetic on it as Python does" if tensor.float64 else "met directly")
         ]
+        notes.extend(tensor.notes)
         assert tensor.location is not None, "an offered tensor has its first assignment"
         return Finding(
             rule=self.id,

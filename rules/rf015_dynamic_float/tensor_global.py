@@ -35,6 +35,7 @@ class TensorGlobal:
     close: bool = False  # a float32 tensor in place of float64 arithmetic: results only close
     refused: list[str] = field(default_factory=list)  # no tensor, for these reasons
     doubts: list[str] = field(default_factory=list)  # a tensor, unproven for these
+    notes: list[str] = field(default_factory=list)  # what the run showed that the source did not
 
     @property
     def offered(self) -> bool:
@@ -59,7 +60,8 @@ def tensor_global(name: str, frames: list[Frame], files: list[str], project: Pro
         if len(node.targets) > 1:
             plan.refused.append(f"`{code}` at {where} gives the value to another name too")
         elif not number_shaped(node.value, source, node):
-            plan.doubts.append(f"`{code}` at {where}: the value may not be a number")
+            # The source does not say; the run does: torch guarded the global on a float each time.
+            plan.notes.append(f"`{code}` at {where}: a float in the run each time torch compiled")
         plan.wrap.append(source.span(node.value))
     if plan.refused:
         return plan
