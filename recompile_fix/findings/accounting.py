@@ -179,15 +179,13 @@ def _outcome(
     entries = list(groups.values())  # the newest entry's failure first, as torch lists them
 
     def fixing(reason: Reason) -> Finding | None:
-        return next(
-            (
-                f
-                for f in findings
-                if _covers(f, frame, reason)
-                and (f.safety is Safety.SAFE or (f.safety is Safety.UNSAFE and unsafe_fixes))
-            ),
-            None,
-        )
+        usable = [
+            f
+            for f in findings
+            if _covers(f, frame, reason) and (f.safety is Safety.SAFE or (f.safety is Safety.UNSAFE and unsafe_fixes))
+        ]
+        # A safe fix first, then one `apply` makes (a fallback is tried only where another is not kept).
+        return min(usable, key=lambda f: (f.safety is not Safety.SAFE, f.fallback), default=None)
 
     # torch records the first guard an entry failed; a module's int that the run recorded with
     # another value than the entry's would fail too, after a fix of the first.

@@ -12,7 +12,8 @@ whose sizes never change, and the update is pointwise: safe (measured on torch 2
 CPU, Adam and AdamW under Cosine and Exponential schedules over 81 parameters of 40 sizes: the
 parameters bit for bit, 5 -> 4 compiles, 38 s of compiling where the static step took 48 s), and
 the tensor lr, which rounds differently, becomes its fallback. Where it compiles more (a whole
-training step) it is a trade-off. It works where a tensor lr cannot (a ``OneCycleLR`` changing
+training step) it is a trade-off, or unproven under a backend that generates no kernels
+(``backend="eager"``: no kernel is specialised on a size). It works where a tensor lr cannot (a ``OneCycleLR`` changing
 ``betas`` beside the lr, a scheduler that writes Python floats back). CUDA graphs
 (``mode="reduce-overhead"``) specialise floats: no fix there.
 """
@@ -25,10 +26,11 @@ import re
 import libcst as cst
 
 from recompile_fix.analysis.call_site_code import find_compile_call, root_name, runs_cuda_graphs
+from recompile_fix.analysis.compile_calls import generates_no_kernels
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_call_params
-from recompile_fix.findings.finding import Finding, Safety
+from recompile_fix.findings.finding import TRADE_OFF, UNPROVEN, Finding, Safety
 from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame, Location, Profile
 
@@ -73,11 +75,18 @@ def dynamic_step_finding(
             "sizes do not change, in a pointwise update (measured on torch 2.13, inductor on CPU, Adam "
             "and AdamW: bit for bit, and less compile time than the static step's two compiles)"
         )
+    elif generates_no_kernels(node):
+        notes.append(
+            "the compiled code does more than the optimizer step: `dynamic=True` traces the sizes of every "
+            "tensor it reads as dynamic; its backend generates no kernels, so none is traded: unproven, "
+            "`fix` keeps it where a run shows fewer compiles and the outputs bit for bit"
+        )
     else:
         notes.append(
             "the compiled code does more than the optimizer step: `dynamic=True` traces the sizes of "
             "every tensor it reads as dynamic (kernels that cannot specialise on sizes): a trade-off"
         )
+    unsafe_because = UNPROVEN if generates_no_kernels(node) and not only_the_step else TRADE_OFF
     return Finding(
         rule="RF003",
         file=site.file,  # find_compile_call looks in the site's own file
@@ -87,6 +96,7 @@ def dynamic_step_finding(
         notes=notes,
         params=compile_call_params(compile_source, node),
         message=message,
+        unsafe_because=unsafe_because,
     )
 
 

@@ -1,7 +1,8 @@
 """Where the program reads the lr back: ``sched.get_last_lr()``, ``opt.param_groups[0]['lr']``,
 ``g['lr']`` in a loop over ``opt.param_groups``. After RF003's fix each gives a 0-d tensor where
 the program had a float: ``round(lr, 6)`` raises TypeError, ``print(lr)`` prints ``tensor(...)``,
-``json.dumps`` refuses it (measured, torch 2.13: a program that logs ``round(lr, 6)`` crashed)."""
+``json.dumps`` refuses it (measured, torch 2.13: a program that logs ``round(lr, 6)`` crashed).
+An f-string formats a 0-d tensor as its item, the float: not a read back."""
 
 from __future__ import annotations
 
@@ -21,10 +22,17 @@ def lr_readbacks(source: SourceFile | None, file: str) -> list[str]:
     found: list[cst.CSTNode] = [
         call
         for call in source.nodes(cst.Call)
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SCHEDULER_READS
+        if isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in _SCHEDULER_READS
+        and not _formatted(source, call, indexed=True)
     ]
     for node in source.nodes(cst.Subscript):
-        if is_lr_key(node) and param_group_owner(source, node.value) is not None and not _is_write(source, node):
+        if (
+            is_lr_key(node)
+            and param_group_owner(source, node.value) is not None
+            and not _is_write(source, node)
+            and not _formatted(source, node)
+        ):
             found.append(node)
     lines = sorted({source.positions[node].start.line for node in found})
     return [f"{file}:{line} (`{source.lines[line - 1].strip()}`)" for line in lines]
@@ -71,3 +79,15 @@ def _is_write(source: SourceFile, node: cst.Subscript) -> bool:
         and parent.attr.value in ("fill_", "copy_", "mul_", "add_")
         and isinstance(source.parents.get(parent), cst.Call)
     )
+
+
+def _formatted(source: SourceFile, node: cst.CSTNode, indexed: bool = False) -> bool:
+    """Is the value read straight into an f-string (``f"{lr:.2e}"``; for ``get_last_lr()``, one
+    item of it, ``f"{sched.get_last_lr()[0]}"``)? A 0-d tensor formats as its ``item()`` does
+    (``Tensor.__format__``), and a float64 one's item is the float: the same text."""
+    parent = source.parents.get(node)
+    if indexed:
+        if not (isinstance(parent, cst.Subscript) and parent.value is node):
+            return False
+        parent = source.parents.get(parent)
+    return isinstance(parent, cst.FormattedStringExpression)

@@ -153,8 +153,8 @@ class TensorHyperparameters(Rule):
     (measured on torch 2.13 under inductor on CPU, Adam and AdamW over 81 parameters of 40 sizes:
     bit for bit, 5 -> 4 compiles, 38 s of compiling against the static step's 48 s), and the
     tensor lr is its fallback (`fix` tries it only where `dynamic=True` is not kept). Where the
-    compiled code is more (a whole training step) it is a trade-off, and the tensor lr's
-    fallback: `apply --unsafe-fixes` writes the tensor lr, and `fix` tries `dynamic=True` only
+    compiled code is more (a whole training step) it is a trade-off (unproven under a backend
+    that generates no kernels, `backend="eager"`: `fix` tries it), and the tensor lr's fallback: `apply --unsafe-fixes` writes the tensor lr, and `fix` tries `dynamic=True` only
     where it does not keep the tensor lr; where the program reads the lr back the two swap places. No
     such fix under CUDA graphs (`mode="reduce-overhead"`), which specialise every float, nor
     where inductor may compile the step and specialise the float again: only Adam's and AdamW's

@@ -10,7 +10,7 @@ import re
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
-from recompile_fix.edits.compile_keyword import compile_keyword_edits, dynamic_true_at
+from recompile_fix.edits.compile_keyword import compile_keyword_edits, dynamic_true_at, one_per_compile_call
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
@@ -167,7 +167,8 @@ class DynamicFloat(Rule):
             for name, reasons in floats.items():
                 globals_.setdefault((frame.file, name), []).append((frame, reasons))
         files = [p for p in profile.sources if not os.path.isabs(p) and project.source(p) is not None]
-        findings = []
+        findings: list[Finding] = []
+        dynamic_of: dict[int, tuple[Frame, list[Finding]]] = {}  # per frame: one `dynamic=True` for its floats
         for (_, name), readers in globals_.items():
             tensor = tensor_global(name, [frame for frame, _ in readers], files, project)
             if tensor.offered:
@@ -181,7 +182,9 @@ class DynamicFloat(Rule):
                     dynamic.notes.append("tried where the 0-d tensor is not kept")
                 elif tensor.refused:
                     dynamic.notes.append(f"no 0-d tensor: {tensor.refused[0]}")
-                findings.append(dynamic)
+                dynamic_of.setdefault(id(frame), (frame, []))[1].append(dynamic)
+        for frame, each in dynamic_of.values():
+            findings.extend(one_per_compile_call(each, function_of(frame.name) or frame.name))
         return findings
 
     def _tensor_finding(self, name: str, tensor: TensorGlobal, readers: list[tuple[Frame, list[Reason]]]) -> Finding:
@@ -256,6 +259,7 @@ class DynamicFloat(Rule):
         traced = f"with `dynamic=True` torch traces `{name}` as a float input from the first compile"
         caveat = ", and a backend may specialise the float again"
         notes, params, trade_off = dynamic_true_at(call, traced, function_name, caveat)
+        params["names"] = [name]
         return Finding(
             rule=self.id,
             file=call.file,
