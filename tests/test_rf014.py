@@ -353,11 +353,43 @@ def test_a_module_of_the_users_inside_a_library_model_is_found_by_what_the_run_r
     [guessed] = _plan(tmp_path / "unrecorded", MARGIN, frame)
     assert guessed.safety is Safety.UNSAFE and guessed.unproven
     assert any("did not record which module holds it" in note for note in guessed.notes), guessed.notes
-    # A library class's own attribute, as recorded: left alone.
+    # A library class's own attribute, as recorded: no 0-d tensor (the library reads it, maybe as
+    # a number), and no compile call found for `dynamic=True` (no user line on the stack here).
     library = {**holder, "defined_in": "/site-packages/transformers/loss.py"}
     for compile_ in frame.compiles:
         compile_.inputs = {"args[0]._modules['crit']": library, "args[1]": _INPUTS["score"]}
-    assert _plan(tmp_path / "library", MARGIN, frame) == []
+    [left] = _plan(tmp_path / "library", MARGIN, frame)
+    assert left.safety is Safety.NONE and "is read by library code (MarginLoss in" in left.notes[0], left.notes
+
+
+def test_a_library_class_float_the_loop_sets_gets_dynamic_true_where_the_model_is_compiled(tmp_path):
+    """A trial's PatchTST pre-training: the loop anneals `model.model.masking.random_mask_ratio`,
+    transformers' `PatchTSTMasking` reads it in `int(n * (1 - ratio))`: no 0-d tensor can take its
+    place; `dynamic=True` at the user's `torch.compile(model)` is the candidate a run proves (the
+    trial: 5 -> 2 compiles with the size marks, the outputs bit for bit)."""
+    from recompile_fix.profile.model import Location
+
+    program = (
+        "import torch\n\nmodel = make_model()\ncmodel = torch.compile(model, backend='eager')\n"
+        "for epoch in range(3):\n    model.model.masking.random_mask_ratio = 0.2 + 0.15 * epoch\n"
+        "    cmodel(torch.randn(4, 32, 2))\n"
+    )
+    source = "self._modules['model']._modules['masking'].random_mask_ratio"
+    frame = frame_of(
+        [f"{source} == 0.2"],
+        name="forward",
+        file="/site-packages/transformers/models/patchtst/modeling_patchtst.py",
+        first_line=1222,
+        stack=[Location(file="program.py", line=7)],
+    )
+    masking = {"type": "Module", "class": "PatchTSTMasking", "qualname": "PatchTSTMasking"}
+    masking["defined_in"] = "/site-packages/transformers/models/patchtst/modeling_patchtst.py"
+    for compile_ in frame.compiles:
+        compile_.inputs = {"self._modules['model']._modules['masking']": masking}
+    [dynamic] = _plan(tmp_path, program, frame)
+    assert dynamic.unproven and dynamic.location.line == 4, (dynamic.location, dynamic.notes)
+    assert "is read by library code (PatchTSTMasking in" in " ".join(dynamic.notes)
+    assert "cmodel = torch.compile(model, backend='eager', dynamic=True)" in _fixed(dynamic, program)
 
 
 def _two_floats_frame(line: int):

@@ -152,9 +152,19 @@ class ScalarUses(ValueFlow):
         if method in ARITH_METHODS and keyword not in NOT_VALUE_KEYWORDS:
             exact = method not in INEXACT
             return [self._use("arith", "tensor arithmetic", call, scope, path, meets=(func.value,), exact=exact)]
+        if method == "roll":
+            return [self._roll(label, call, arg, scope, path, shifts_at=0)]
         if method in SHAPE_METHODS or keyword in SHAPE_KEYWORDS:
             return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
         return [self._use("setting", f"is passed to {label}, which takes a Python number", call, scope, path)]
+
+    def _roll(self, label: str, call: cst.Call, arg: cst.Arg, scope: Scope, path: FlowPath, shifts_at: int) -> Use:
+        """``roll``'s shift stays symbolic in a dynamic graph (measured, torch 2.13: shifts 3..20
+        compile once, eager and inductor); its dims are dims, guarded on their value."""
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "shifts" or (keyword is None and call.args.index(arg) == shifts_at):
+            return self._use("shape", f"sets the shift of {label}", call, scope, path)
+        return self._use("dim", f"is used as a dim by {label}", call, scope, path)
 
     def _torch_function(
         self, qualified: str, label: str, call: cst.Call, arg: cst.Arg, scope: Scope, path: FlowPath
@@ -177,6 +187,8 @@ class ScalarUses(ValueFlow):
         if name in ARITH_FUNCTIONS and keyword not in NOT_VALUE_KEYWORDS:
             exact = name not in INEXACT
             return [self._use("arith", "tensor arithmetic", call, scope, path, meets=meets, exact=exact)]
+        if name == "roll":
+            return [self._roll(label, call, arg, scope, path, shifts_at=1)]
         if name in SHAPE_FUNCTIONS or keyword in SHAPE_KEYWORDS:
             return [self._use("shape", f"is used as a size or dim by {label}", call, scope, path)]
         if name in NUMBER_SETTING_FUNCTIONS:

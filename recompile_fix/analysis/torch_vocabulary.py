@@ -195,6 +195,7 @@ SYMBOLIC_SIZE_CALLS = frozenset(
         "new_empty",
         "new_full",
         "pad",
+        "roll",  # its shifts (its dims are a "dim" use)
     }
 )
 

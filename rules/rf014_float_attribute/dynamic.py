@@ -11,8 +11,6 @@ alpha annealed): 3 -> 2 compiles, the checksum bit for bit, where the tool had o
 
 from __future__ import annotations
 
-import os
-
 from recompile_fix.analysis.compile_calls import compile_call_of
 from recompile_fix.analysis.project import Project
 from recompile_fix.edits.compile_keyword import dynamic_true_finding
@@ -21,9 +19,9 @@ from recompile_fix.findings.releases import DYNAMIC_FLOATS
 from recompile_fix.profile.model import Frame
 from recompile_fix.profile.resume import function_of
 
-__all__ = ["dynamic_compile"]
+__all__ = ["NOT_A_TENSOR", "dynamic_compile"]
 
-_NOT_A_TENSOR = "not a tensor: "  # how RF014 says the code reads the float as a Python number
+NOT_A_TENSOR = "not a tensor: "  # how RF014 says the code reads the float as a Python number
 
 
 def dynamic_compile(
@@ -35,9 +33,9 @@ def dynamic_compile(
     dynamic, and a backend may specialise the float again). None where the 0-d tensor is safe,
     refused for another reason, or no call is found."""
     refused = finding.safety is Safety.NONE
-    if finding.safety is Safety.SAFE or (refused and not all(n.startswith(_NOT_A_TENSOR) for n in finding.notes)):
+    if finding.safety is Safety.SAFE or (refused and not all(n.startswith(NOT_A_TENSOR) for n in finding.notes)):
         return None
-    if os.path.isabs(frame.file) or not DYNAMIC_FLOATS.runs_on(release):
+    if not DYNAMIC_FLOATS.runs_on(release):
         return None
     function_name = function_of(frame.name) or frame.name
     call = compile_call_of(project, frame, function_name)

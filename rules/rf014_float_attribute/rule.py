@@ -32,6 +32,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, Location, Profile
 from recompile_fix.profile.sources import attribute_path
+from recompile_fix.rules.rf014_float_attribute.dynamic import NOT_A_TENSOR as _NOT_A_TENSOR
 from recompile_fix.rules.rf014_float_attribute.dynamic import dynamic_compile
 
 __all__ = ["RULE", "FloatAttribute"]
@@ -106,7 +107,9 @@ class FloatAttribute(Rule):
     since every tensor size of the frame becomes dynamic, and a trade-off where the call
     compiles a whole model with a backend that generates kernels. Where the code reads the float
     as a Python number (a branch on it), `dynamic=True` there is the one fix, unproven: torch may
-    guard the branch's outcome only, or the value all the same, which only a run shows.
+    guard the branch's outcome only, or the value all the same, which only a run shows. So is a
+    library class's float the program sets (transformers' `PatchTSTMasking.random_mask_ratio`,
+    read in `int(n * (1 - ratio))`): the library's reads are not the program's to see.
 
     Every assignment is rewritten or none is, across files too (set in `model.py`'s
     `__init__`, changed by `train.py`'s loop: a finding per file, made together or not at
@@ -168,8 +171,6 @@ class FloatAttribute(Rule):
                     # that library code runs (a LoRA layer swapped into a transformers model) is, by
                     # the class the run recorded, else by name (unproven, see `_plan`).
                     recorded = frame.module_class(root)
-                    if recorded is not None and os.path.isabs(recorded[0]):
-                        continue
                     owners[frame.key, root] = (*recorded, "recorded") if recorded is not None else None
                 if (frame.key, root) not in owners:
                     owners[frame.key, root] = counter_owner(frame, root, project)
@@ -217,6 +218,15 @@ class FloatAttribute(Rule):
                 f"`{state.label}` by name, the one class in the profiled files that assigns `{attribute.name}`"
             )
         fallback = attribute.first_use or Location(file=frame.file, line=frame.first_line)
+        if attribute.owner is not None and os.path.isabs(attribute.owner[0]):
+            # A library class's float (transformers' PatchTSTMasking.random_mask_ratio, set by the
+            # loop): its reads are the library's, which may take it as a Python number (`int(n * r)`).
+            plan.refuse(
+                f"{_NOT_A_TENSOR}`{plan.label}` is read by library code ({attribute.owner[1]} in "
+                f"{attribute.owner[0]}), which may take it as a Python number",
+                fallback,
+            )
+            return plan
         if state.why_not:
             plan.refuse(state.why_not, state.why_not_location or fallback)
             return plan
