@@ -24,7 +24,7 @@ from golden_cases import CASES, GOLDEN, case_id, load_case
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.rewrite import rewrite
-from recompile_fix.findings.finding import Safety
+from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.pipeline.write import select_fixes
 from recompile_fix.profile.model import Compile, Frame, Location, Profile, Reason
 from recompile_fix.rules import rule_by_id
@@ -991,3 +991,23 @@ def test_rf002_names_an_int_used_as_a_size_alone_with_dynamic_sources(tmp_path):
     other = replace(frame, name="other", compiles=[Compile(id="1/0", inputs={"offset": {"type": "int", "value": 0}})])
     (dynamic,) = RF002.plan(replace(profile, frames=[*profile.frames, other]), project)
     assert dynamic.unproven and "config" not in dynamic.params
+
+
+def test_rf002_writes_one_dynamic_sources_statement_per_file():
+    """Two ints of two compiled functions in one file: one statement naming both (two would each
+    replace the other's list, and two insertions at one place overlap)."""
+    from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import one_config_per_file
+
+    def named(param: str, file: str = "program.py") -> Finding:
+        config = f"torch.compiler.config.dynamic_sources = \"L['{param}']\""
+        return Finding(
+            "RF002",
+            file,
+            Location(file, 3),
+            f"`{param}`: make it dynamic",
+            Safety.SAFE,
+            params={"config": config, "at": 13},
+        )
+
+    merged = one_config_per_file([named("offset"), named("start"), named("n", "other.py")])
+    assert [f.params["config"].split(" = ")[1] for f in merged] == ["\"L['offset'],L['start']\"", "\"L['n']\""]

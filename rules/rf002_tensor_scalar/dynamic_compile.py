@@ -35,6 +35,7 @@ __all__ = [
     "dynamic_compile_finding",
     "float_candidate",
     "float_fallback",
+    "one_config_per_file",
     "size_finding",
     "sources_finding",
 ]
@@ -170,3 +171,28 @@ def config_present(finding: Finding, source: SourceFile) -> str | None:
         if "dynamic_sources" in line and wanted in line:
             return f"line {number}: `{line.strip()}`"
     return None
+
+
+def one_config_per_file(findings: list[Finding]) -> list[Finding]:
+    """One ``dynamic_sources`` statement per file, naming every int its findings name (two
+    statements would each replace the other's list, and two edits at one place overlap)."""
+    first_of: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for finding in findings:
+        if "config" not in finding.params:
+            out.append(finding)
+            continue
+        first = first_of.setdefault(finding.file, finding)
+        if first is finding:
+            out.append(finding)
+            continue
+        names = [*_config_names(first), *(n for n in _config_names(finding) if n not in _config_names(first))]
+        first.params["config"] = f'torch.compiler.config.dynamic_sources = "{",".join(names)}"'
+        first.covers += [c for c in finding.covers if c not in first.covers]
+        first.notes += [n for n in finding.notes if n not in first.notes]
+        first.message += " (one config for several ints)" if "(one config" not in first.message else ""
+    return out
+
+
+def _config_names(finding: Finding) -> list[str]:
+    return finding.params["config"].split(" = ", 1)[1].strip('"').split(",")
