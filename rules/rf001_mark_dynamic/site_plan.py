@@ -299,8 +299,9 @@ class SitePlan:
                     continue  # never read in the compiled code: no guard on it
                 values = [(c.inputs.get(name) or {}) for c in compiles]
                 if all(v.get("type") == "int" and v.get("value") == size for v, size in zip(values, at)):
+                    kind = "an int attribute" if "." in name else "an int argument"
                     why.append(
-                        f"`{name}`, an int argument, carries `{src}` dim {dim}'s size ({' -> '.join(map(str, at))}): "
+                        f"`{name}`, {kind}, carries `{src}` dim {dim}'s size ({' -> '.join(map(str, at))}): "
                         "torch specialises an int at the first compile, so the call compiles again whatever "
                         "the mark (and `mark_dynamic` raises where the code ties the two, as `x.view(shape)` "
                         f"does); pass the size from the tensor instead (`{src}.shape[{dim}]`, or -1 in a view)"
