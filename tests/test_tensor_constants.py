@@ -46,10 +46,6 @@ NEGATIVE = {
         "`p` sets the dropout probability of `F.dropout()` at program.py:9",
         "a 0-d tensor p graph-breaks in F.dropout (and fails under fullgraph)",
     ),
-    "RF002/int_shape": (
-        "`rows` is used as a size or dim by `x.view()` at program.py:8",
-        "a size from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
-    ),
     "RF002/full_like_fill": (
         "`value` fills `torch.full_like()`, where a 0-d float64 tensor gives wrong values under inductor",
         "it must stay a Python number there",

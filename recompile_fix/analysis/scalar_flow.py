@@ -208,6 +208,8 @@ class ValueFlow(TensorInference):
                 # int fails in `self.layers[:n]`; a 0-d tensor graph-breaks).
                 what = f"indexes or slices `{source.code(indexed.value)}`, not known to be a tensor"
                 return [self._use("sequence_index", what, node, scope, path)]
+            if isinstance(parent, cst.Slice):  # a slice's bound stays symbolic in a dynamic graph
+                return [self._use("slice", "bounds a slice of a tensor", node, scope, path)]
             return [self._use("index", "is used as an index or slice", node, scope, path)]
         if isinstance(parent, cst.Return):
             if scope.caller is not None:

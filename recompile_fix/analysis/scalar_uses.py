@@ -232,6 +232,7 @@ _CONSEQUENCES = {
     "setting": "torch reads it as a Python number there and guards on its value: no fewer compiles",
     "shape": "a size from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
     "index": "an index from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
+    "slice": "a slice bound from a 0-d tensor is guarded on its value or graph-breaks: no fewer compiles",
     "sequence_index": "a Python sequence needs the index's value: a dynamic int or a 0-d tensor fails or is "
     "specialised there",
     "compare": "a 0-d tensor there graph-breaks or is guarded on its value",

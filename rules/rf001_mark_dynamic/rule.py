@@ -56,6 +56,7 @@ from recompile_fix.rules.rf001_mark_dynamic.size_evidence import (
     site_evidence,
 )
 from recompile_fix.rules.rf001_mark_dynamic.size_uses import SizeUses
+from recompile_fix.rules.rf001_mark_dynamic.traced_code import traced_around, traced_spans
 
 __all__ = ["RULE", "MarkDynamic"]
 
@@ -250,6 +251,7 @@ class MarkDynamic(Rule):
         release = profile.torch_release
         uses: dict[tuple[int, str], tuple[cst.FunctionDef, SizeUses]] = {}  # one analysis per function
         compiled = {(f.file, f.name) for f in profile.frames if f.graph_breaks}  # code cut at a break
+        traced = traced_spans(profile, project)  # no mark goes inside these
         # The user's own frames first: a finding merged from several frames speaks of theirs.
         for frame in sorted(profile.frames, key=lambda f: is_library_path(f.file) or os.path.isabs(f.file)):
             if is_resume(frame.name):
@@ -274,7 +276,9 @@ class MarkDynamic(Rule):
             sites = []
             for ev in evidence:
                 if ev.changed and ev.site is not None:
-                    found = SitePlan(self, ev, project, release, uses, elsewhere).findings()
+                    site_plan = SitePlan(self, ev, project, release, uses, elsewhere)
+                    inside = traced_around(traced, ev.site)  # a mark is a call torch forbids in traced code
+                    found = site_plan.none([inside]) if inside else site_plan.findings()
                     sites.append((ev, found))
             _moot_alone(sites)
             for _, found in sites:
@@ -283,6 +287,8 @@ class MarkDynamic(Rule):
             # Calls that got those dims dynamic from the marked calls' changes, after them.
             # Calls that traced unmarked what the program marks at another call (a warm-up).
             for ev in [*(borrow_marks(evidence, marked) if marked else []), *share_marks(frame, evidence)]:
+                if ev.site is not None and traced_around(traced, ev.site):
+                    continue
                 planned.extend(
                     f for f in SitePlan(self, ev, project, release, uses).findings() if f.safety != Safety.NONE
                 )

@@ -16,6 +16,7 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
+import ast
 import re
 
 from recompile_fix.analysis.compile_calls import compile_call_of
@@ -40,7 +41,7 @@ __all__ = [
     "sources_finding",
 ]
 
-_SYMBOLIC_KINDS = frozenset({"shape", "branch"})
+_SYMBOLIC_KINDS = frozenset({"shape", "branch", "slice"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -63,11 +64,13 @@ def size_finding(
     frame: Frame, param: str, function_name: str, project: Project, refusal: Finding, blocking: list[Use]
 ) -> Finding | None:
     """``dynamic=True`` for an int whose every blocking use stays symbolic in a dynamic graph: a
-    size (a range's ends, a view's shape) or a branch's test (guarded on the outcome, not the
+    size (a range's ends, a view's shape), a bound of a tensor's slice (`freqs[pos : pos + n]`;
+    measured on torch 2.13: 2 -> 1, where an int index `x[:, n]` is guarded on every value) or a
+    branch's test (guarded on the outcome, not the
     value: a warm-up `if step < warmup` compiles once per side); None where one is a dim, a
     window, a loop count, an index into a list, or a `min`/`max` whose result goes where the
     analysis stops (a `topk` k), which torch guards on the value."""
-    symbolic = [u for u in blocking if u.kind == "branch" or u.op in SYMBOLIC_SIZE_CALLS]
+    symbolic = [u for u in blocking if u.kind in ("branch", "slice") or u.op in SYMBOLIC_SIZE_CALLS]
     if not blocking or len(symbolic) < len(blocking) or any(u.kind not in _SYMBOLIC_KINDS for u in blocking):
         return None
     dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, _instead(refusal))
@@ -126,16 +129,17 @@ def sources_finding(
     bit, and nothing else made dynamic (measured on torch 2.13: `arange(offset, offset + n)` at
     offsets 0..12, 2 -> 1 compiles). The config names a frame's local in every frame: None where
     another compiled frame of the run had an argument of that name, where the file sets the config
-    already, where the number reached the frame through a wrapper's ``*args``/``**kwargs``, or
-    where the compile call says ``dynamic=False`` (static code asked for: a trade-off)."""
+    already, or where the number reached the frame through a wrapper's ``*args``/``**kwargs``.
+    Under ``dynamic=False`` too (RF006's config is): the tensors' sizes stay static as asked, and
+    the int compiles once instead of once per value (measured: `x.view(rows, -1)`, 4 -> 1)."""
     if profile.torch_release is None or not DYNAMIC_SOURCES.runs_on(profile.torch_release):
         return None
-    if source_name != param or not _IDENTIFIER.match(param) or dynamic.params.get("dynamic") == "replace":
-        return None  # a wrapper's item, or `dynamic=False` (the user's choice of static code)
+    if source_name != param or not _IDENTIFIER.match(param):
+        return None  # a wrapper's `*args`/`**kwargs` item
     if any(param in c.inputs for other in profile.frames if other is not frame for c in other.compiles):
         return None
     source = project.source(frame.file)
-    if source is None or "dynamic_sources" in source.text:
+    if source is None or _sets_dynamic_sources(source):
         return None
     statement = f"torch.compiler.config.dynamic_sources = \"L['{param}']\""
     return Finding(
@@ -196,3 +200,16 @@ def one_config_per_file(findings: list[Finding]) -> list[Finding]:
 
 def _config_names(finding: Finding) -> list[str]:
     return finding.params["config"].split(" = ", 1)[1].strip('"').split(",")
+
+
+def _sets_dynamic_sources(source: SourceFile) -> bool:
+    """Does the file's code set ``...dynamic_sources`` (``=`` or ``+=``), not only mention it?"""
+    if "dynamic_sources" not in source.text:
+        return False
+    for node in ast.walk(source.syntax):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        if any(isinstance(t, ast.Attribute) and t.attr == "dynamic_sources" for t in targets):
+            return True
+    return False

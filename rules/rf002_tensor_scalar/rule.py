@@ -107,8 +107,8 @@ class TensorScalar(Rule):
     An int used as a size (`torch.arange(offset, offset + T)`) cannot be a 0-d tensor;
     `torch.compiler.config.dynamic_sources = "L['offset']"` after the imports (torch >= 2.7)
     traces that one int as symbolic from the first compile, as PGO's run 2 does (2 -> 1, bit for
-    bit). It names a local of every frame: where another compiled frame had such an argument, the
-    file sets the config, the int came through `**kwargs` or the call says `dynamic=False`,
+    bit; under `dynamic=False` too). It names a local of every frame: where another compiled
+    frame had such an argument, the file sets the config, or the int came through `**kwargs`,
     `dynamic=True` there instead (sizes dynamic too: unproven; a trade-off for a model or static).
     The same `dynamic=True` is the fallback of a float's 0-d tensor where that one is
     unsafe: the float stays a Python float in the code (torch >= 2.6). It is also the candidate

@@ -283,7 +283,7 @@ def _index_refusal(
     index_uses = [
         u
         for u in analysis.of_parameter(source, file, func, param, tensors)
-        if not (u.kind in ("index", "sequence_index") and u.line == line)
+        if not (u.kind in ("index", "slice", "sequence_index") and u.line == line)
     ]
     blocking = distinct(u for u in index_uses if u.verdict != TENSOR)
     if not blocking:
