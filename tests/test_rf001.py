@@ -2,6 +2,8 @@
 the calls it must leave alone (with the reason)."""
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -367,3 +369,20 @@ def test_tensors_library_code_passes_share_one_note():
     (alone,) = unheld_notes(unheld[:1])
     assert alone.startswith("`kwargs['input_ids']` dim 0 changes with them, but library code")
     assert "passes `kwargs['input_ids']`; the user's code does not hold it" in alone
+
+
+@pytest.mark.slow
+def test_no_mark_goes_inside_a_function_the_run_compiled(tmp_path):
+    """A trial's GPT-2 curriculum: `@torch.compile def compute_loss(...)` called a model whose
+    graph breaks made its `forward` a frame of its own; the `[*]` mark RF001 wrote before that
+    call, inside `compute_loss`, made the program fail. No mark there: the finding says why, and
+    `apply` leaves a program that runs."""
+    shutil.copy(PROGRAMS / "rf001" / "call_inside_compiled.py", tmp_path / "prog.py")
+    run_cli("profile", "--", "python", "prog.py", cwd=tmp_path, check=0)
+    report = run_cli("report", cwd=tmp_path, check=0).stdout
+    assert "the call is inside `compute`, which torch compiles: no mark can run in traced code" in report, report
+    assert "RF001 [*]" not in report, report
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    assert "mark_dynamic" not in (tmp_path / "prog.py").read_text()
+    ran = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
