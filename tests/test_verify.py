@@ -628,3 +628,17 @@ def test_a_judge_that_fails_in_the_warm_server_is_run_again_cold(tmp_path, monke
     monkeypatch.setattr(warm, "run_captured", lambda argv, **kw: tried.append(argv) or (1, "", "ModuleNotFoundError"))
     (judged,) = judge_pairs(list(zip(refs["before"], refs["after"])), Tolerance(), sys.executable)
     assert tried and judged[0] is False and judged[2] == "max abs diff 0.004"
+
+
+def test_equal_infinities_differ_by_nothing():
+    """A trial's masked attention scores hold -inf before and after: `-inf - -inf` is NaN, which was
+    read as an infinite difference ("not bit for bit: max abs diff inf") for equal tensors."""
+    from recompile_fix.profile.compiled_outputs import compare
+
+    scores = torch.tensor([[0.5, float("-inf")], [float("inf"), 1.0]])
+    assert compare(scores, scores.clone(), exact=True) == (True, 0.0, "")
+    assert compare(scores, scores.clone()) == (True, 0.0, "")
+    other = scores.clone()
+    other[0, 1] = 0.0
+    same, diff, why = compare(scores, other, exact=True)
+    assert not same and diff == float("inf") and why == "max abs diff inf"

@@ -529,7 +529,8 @@ def compare(before, after, *, exact: bool = False, rtol: float | None = None, at
             after.to(torch.complex128 if after.is_complex() else torch.float64),
         )
         both_nan = b.isnan() & a.isnan()
-        delta = torch.where(both_nan, torch.zeros_like(b), a - b).abs()
+        # Equal values differ by 0, infinities too (`-inf - -inf` is NaN: a masked score's -inf).
+        delta = torch.where(both_nan | (a == b), torch.zeros_like(b), a - b).abs()
         delta = torch.where(delta.isnan(), torch.full_like(delta, float("inf")), delta)
         diff = float(delta.max())
     if exact:
