@@ -1007,3 +1007,23 @@ def test_rf002_writes_one_dynamic_sources_statement_per_file():
 
     merged = one_config_per_file([named("offset"), named("start"), named("n", "other.py")])
     assert [f.params["config"].split(" = ")[1] for f in merged] == ["\"L['offset'],L['start']\"", "\"L['n']\""]
+
+
+def test_rf002_names_a_shared_argument_only_where_every_frame_that_has_it_is_named():
+    """Two compiled functions both take `offset`: the config names a local of every frame, so it
+    holds where RF002 names both; where the other's `offset` gets no config, `dynamic=True` again."""
+    from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import settle_configs
+
+    def named(frame: list, other: list | None) -> Finding:
+        config = "torch.compiler.config.dynamic_sources = \"L['offset']\""
+        params: dict = {"config": config, "at": 13, "frame": frame}
+        dynamic = Finding("RF002", "program.py", Location("program.py", 5), "compile it", Safety.UNSAFE)
+        if other is not None:
+            params |= {"shared_with": [other], "instead": dynamic.to_json()}
+        return Finding("RF002", "program.py", Location("program.py", 5), "name it", Safety.SAFE, params=params)
+
+    rope, bias = ["program.py", 5, "rope"], ["program.py", 9, "bias"]
+    both = settle_configs([named(rope, bias), named(bias, rope)])
+    assert [f.safety for f in both] == [Safety.SAFE] and "shared_with" not in both[0].params
+    alone = settle_configs([named(rope, bias)])
+    assert [(f.safety, f.message) for f in alone] == [(Safety.UNSAFE, "compile it")]

@@ -37,6 +37,8 @@ __all__ = [
     "float_candidate",
     "float_fallback",
     "one_config_per_file",
+    "settle_configs",
+    "settle_shared_names",
     "size_finding",
     "sources_finding",
 ]
@@ -127,22 +129,25 @@ def sources_finding(
     one int as a symbolic int from the first compile (a value 0 or 1 included) and specialises it
     where code needs its value, as automatic dynamic does after a change: the same graph, bit for
     bit, and nothing else made dynamic (measured on torch 2.13: `arange(offset, offset + n)` at
-    offsets 0..12, 2 -> 1 compiles). The config names a frame's local in every frame: None where
-    another compiled frame of the run had an argument of that name, where the file sets the config
-    already, or where the number reached the frame through a wrapper's ``*args``/``**kwargs``.
+    offsets 0..12, 2 -> 1 compiles). The config names a frame's local in every frame: where
+    another compiled frame of the run had an argument of that name, the finding holds on only if
+    RF002 names that one too (``settle_shared_names``; two functions' rotary ``offset``), else it is
+    ``dynamic`` again. None where the file sets the config already, or where the number reached
+    the frame through a wrapper's ``*args``/``**kwargs``.
     Under ``dynamic=False`` too (RF006's config is): the tensors' sizes stay static as asked, and
     the int compiles once instead of once per value (measured: `x.view(rows, -1)`, 4 -> 1)."""
     if profile.torch_release is None or not DYNAMIC_SOURCES.runs_on(profile.torch_release):
         return None
     if source_name != param or not _IDENTIFIER.match(param):
         return None  # a wrapper's `*args`/`**kwargs` item
-    if any(param in c.inputs for other in profile.frames if other is not frame for c in other.compiles):
-        return None
+    sharing = [
+        other for other in profile.frames if other is not frame and any(param in c.inputs for c in other.compiles)
+    ]
     source = project.source(frame.file)
     if source is None or _sets_dynamic_sources(source):
         return None
     statement = f"torch.compiler.config.dynamic_sources = \"L['{param}']\""
-    return Finding(
+    named = Finding(
         rule=dynamic.rule,
         file=frame.file,
         location=dynamic.location if dynamic.file == frame.file else Location(frame.file, frame.first_line),
@@ -158,6 +163,37 @@ def sources_finding(
         covers=dynamic.covers,
         params={"config": statement, "config_file": frame.file, "at": source.import_insertion_offset()},
     )
+    named.params["frame"] = list(frame.key)
+    if sharing:  # kept only where those frames' own ints are named too
+        named.params["shared_with"] = [list(other.key) for other in sharing]
+        named.params["instead"] = dynamic.to_json()
+    return named
+
+
+def settle_configs(findings: list[Finding]) -> list[Finding]:
+    """The ``dynamic_sources`` findings of a plan, settled: names other frames share, then one
+    statement per file."""
+    return one_config_per_file(settle_shared_names(findings))
+
+
+def settle_shared_names(findings: list[Finding]) -> list[Finding]:
+    """A ``dynamic_sources`` finding whose name is also an argument of other compiled frames holds
+    where RF002 names it for each of them too (the same int, changing, used as a size there);
+    else it becomes its ``dynamic=True`` again: the config would make another frame's int dynamic
+    where that frame may need its value."""
+    named = {
+        (tuple(f.params["frame"]), f.params["config"].split(" = ", 1)[1]) for f in findings if "config" in f.params
+    }
+    out = []
+    for finding in findings:
+        shared = finding.params.pop("shared_with", None)
+        instead = finding.params.pop("instead", None)
+        value = finding.params.get("config", " = ").split(" = ", 1)[1]
+        if shared and not all((tuple(key), value) in named for key in shared):
+            finding = Finding.from_json(instead)
+        finding.params.pop("frame", None)
+        out.append(finding)
+    return out
 
 
 def config_edits(finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:

@@ -33,7 +33,7 @@ from recompile_fix.rules.rf002_tensor_scalar.dynamic_compile import (
     config_present,
     float_candidate,
     float_fallback,
-    one_config_per_file,
+    settle_configs,
     size_finding,
     sources_finding,
 )
@@ -209,7 +209,7 @@ class TensorScalar(Rule):
                     in_frame.extend(planned)
             settled = alone_merges_nothing(frame, others_stay(frame, in_frame, kept_numbers))
             findings.extend(one_per_compile_call(settled, frame.shown_name))
-        return one_config_per_file(findings)
+        return settle_configs(findings)
 
     def _plan_parameter(
         self, frame: Frame, argument: ScalarArgument, project: Project, profile: Profile
