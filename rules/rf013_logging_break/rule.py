@@ -21,6 +21,7 @@ from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, GraphBreak, Location, Profile, is_library_path
+from recompile_fix.rules.rf013_logging_break.model_in_function import model_line
 
 __all__ = ["RULE", "LoggingBreak"]
 
@@ -44,7 +45,10 @@ class LoggingBreak(Rule):
     what makes the call unnecessary, or tells Dynamo to skip that logger's method, before the
     statement that compiles. transformers' `loss_function` warning for a model whose class names
     no loss type (GPT-2's `GPT2LMHeadModel`) gets `model.loss_type = "ForCausalLM"`, the loss it
-    falls back to; any other logger's method gets
+    falls back to, before the compile, or, where a compiled function calls the model
+    (`@torch.compile def compute_loss(model, ids)`), after the statement that builds the model it
+    is passed (a trial's GPT-2 curriculum: 7 -> 2 compiles with RF002's fix); any other logger's
+    method gets
     `torch._dynamo.config.ignore_logger_methods.add(logging.getLogger("name").method)`.
 
     ## Why is this bad?
@@ -113,7 +117,13 @@ class LoggingBreak(Rule):
                         key = (finding.file, str(finding.params.get("before")), logger, method)
                         if key not in findings or _rank(finding) < _rank(findings[key]):
                             findings[key] = finding  # the safe fix where any frame allows it
-        return list(findings.values())
+        # Where the loss type is set in a file, skipping transformers' warning there adds nothing.
+        settled = {f.file for f in findings.values() if "loss_type" in f.params}
+        return [
+            f
+            for f in findings.values()
+            if not (f.file in settled and (f.params.get("logger"), f.params.get("method")) == _TRANSFORMERS_LOSS)
+        ]
 
     def _at_call(
         self,
@@ -140,6 +150,22 @@ class LoggingBreak(Rule):
             return Finding(self.id, site.file, location, message, safety, params or {}, evidence, [note])
 
         breaking = f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks)"
+        loss_break = (logger, method) == _TRANSFORMERS_LOSS and _transformers_loss_break(profile, frame)
+        inside = model_line(profile, project, source, call) if loss_break and source and call else None
+        if inside is not None:  # the model is called in a compiled function: set it where it is built
+            return finding(
+                Safety.SAFE,
+                f'set `{inside.target}.loss_type = "{_LOSS_FALLBACK}"`',
+                f"transformers' `loss_function` warns on every call where the model's class names no loss type "
+                f'({breaks} graph breaks), then uses "{_LOSS_FALLBACK}": set where the model is built, the same '
+                "loss is computed without the warning, and the frames are not split there",
+                inside.built,
+                {
+                    "before": [inside.built.line, inside.built.col or 0],
+                    "after": inside.after,
+                    "loss_type": inside.target,
+                },
+            )
         if found is None or statement is None:
             return finding(
                 Safety.NONE,
