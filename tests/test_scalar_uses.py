@@ -185,3 +185,34 @@ def test_blocking_uses_say_what_a_tensor_does_there(source):
     assert consequence(converted) == "a 0-d tensor graph-breaks there on `.item()` and compiles more often"
     (loop,) = uses(source, "loop", "n", {"x"})
     assert consequence(loop) == "`range()` of a 0-d tensor graph-breaks and compiles more often"
+
+
+def test_a_module_level_tensor_a_function_reads_is_a_tensor_there():
+    """A trial's rotary helper slices `COS`, bound at module level to `emb.cos()`: a tensor's
+    slice bound (it stays symbolic in a dynamic graph), not an index into a Python sequence. A
+    function that binds the name itself (a parameter) keeps its own."""
+    source = SourceFile.parse(
+        Path("m.py"),
+        textwrap.dedent("""
+            import torch
+
+            emb = torch.randn(64, 8)
+            COS, SIN = emb.cos(), emb.sin()
+            TABLE = [1, 2, 3]
+
+
+            def rope(q, offset):
+                return q * COS[offset : offset + 4]
+
+
+            def pick(offset):
+                return TABLE[offset : offset + 2]
+
+
+            def shadowed(q, offset, COS):
+                return q * COS[offset : offset + 4]
+            """),
+    )
+    assert [u.kind for u in uses(source, "rope", "offset", {"q"})] == ["slice", "slice"]
+    assert {u.kind for u in uses(source, "pick", "offset", set())} == {"sequence_index"}
+    assert {u.kind for u in uses(source, "shadowed", "offset", {"q"})} == {"sequence_index"}

@@ -55,6 +55,7 @@ class TensorInference:
     def __init__(self, output_fields: bool = False):
         self.output_fields = output_fields
         self.fields_taken: list[str] = []
+        self._module_cache: dict[int, tuple[SourceFile, set[str]]] = {}
 
     def tensorish(self, expr: cst.CSTNode, scope: Scope) -> bool:
         source = scope.source
@@ -110,23 +111,59 @@ class TensorInference:
     def _tensor_names(self, scope: Scope, seeds: set[str]) -> set[str]:
         names = set(seeds)
         scope.tensors = names
+        if isinstance(scope.node, cst.FunctionDef):
+            # The module's tensors the function reads as globals (`COS = emb.cos()` above a
+            # rotary helper): those it binds itself are its own.
+            names |= self._module_tensors(scope) - _bound_in(scope.node)
         assigns: list[tuple[list[cst.BaseExpression], cst.BaseExpression]] = []
         for node in walk(scope.node):
             if isinstance(node, cst.Assign):
                 assigns.append(([t.target for t in node.targets], node.value))
             elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None:
                 assigns.append(([node.target], node.value))
+        self._grow(names, assigns, scope)
+        return names
+
+    def _grow(self, names: set[str], assigns: list, scope: Scope) -> None:
         changed = True
         while changed:
             changed = False
             for targets, value in assigns:
-                if not self.tensorish(value, scope):
-                    continue
                 for target in targets:
-                    for name in target_names(target):
+                    found: list[str] = []
+                    if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple):
+                        if len(target.elements) != len(value.elements):
+                            continue
+                        for t, v in zip(target.elements, value.elements):  # `COS, SIN = e.cos(), e.sin()`
+                            if isinstance(t.value, cst.Name) and self.tensorish(v.value, scope):
+                                found.append(t.value.value)
+                    elif self.tensorish(value, scope):
+                        found = list(target_names(target))
+                    for name in found:
                         if name not in names:
                             names.add(name)
                             changed = True
+
+    def _module_tensors(self, scope: Scope) -> set[str]:
+        """Names the module binds at its top level (outside functions and classes) to tensors."""
+        cached = self._module_cache.get(id(scope.source))
+        if cached is not None and cached[0] is scope.source:
+            return cached[1]
+        module = scope.source.module
+        top = Scope(source=scope.source, file=scope.file, node=module)
+        names: set[str] = set()
+        top.tensors = names
+        assigns: list = []
+        pending: list[cst.CSTNode] = list(module.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(node, cst.Assign):
+                assigns.append(([t.target for t in node.targets], node.value))
+            pending.extend(node.children)
+        self._grow(names, assigns, top)
+        self._module_cache[id(scope.source)] = (scope.source, names)
         return names
 
     def _tensor_attributes(self, scope: Scope) -> set[str]:
@@ -180,3 +217,21 @@ class TensorInference:
             elif name in SAME_DTYPE_ELEMENTWISE and self.tensorish(expr.func.value, scope):
                 return self._roots(expr.func.value, scope)
         return [scope.source.code(expr)]
+
+
+def _bound_in(func: cst.FunctionDef) -> set[str]:
+    """The names a function binds itself: its parameters and what it assigns (not `global` ones)."""
+    params = func.params
+    bound = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            bound.add(star.name.value)
+    declared: set[str] = set()
+    for node in walk(func.body):
+        if isinstance(node, cst.Global):
+            declared |= {n.name.value for n in node.names}
+        elif isinstance(node, cst.Assign):
+            bound |= {n for t in node.targets for n in target_names(t.target)}
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+            bound |= set(target_names(node.target))
+    return bound - declared

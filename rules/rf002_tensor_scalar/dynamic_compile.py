@@ -230,7 +230,8 @@ def one_config_per_file(findings: list[Finding]) -> list[Finding]:
         first.params["config"] = f'torch.compiler.config.dynamic_sources = "{",".join(names)}"'
         first.covers += [c for c in finding.covers if c not in first.covers]
         first.notes += [n for n in finding.notes if n not in first.notes]
-        first.message += " (one config for several ints)" if "(one config" not in first.message else ""
+        if len(names) > 1 and "(one config" not in first.message:
+            first.message += " (one config for several ints)"
     return out
 
 
