@@ -642,3 +642,25 @@ def test_equal_infinities_differ_by_nothing():
     other[0, 1] = 0.0
     same, diff, why = compare(scores, other, exact=True)
     assert not same and diff == float("inf") and why == "max abs diff inf"
+
+
+def test_a_compiled_modules_forward_called_directly_is_recorded_once(monkeypatch):
+    """A trial's meta-llama `generate` calls `model.forward(tokens, pos)` on the compiled module,
+    which runs the compiled code without `__call__`: nothing was recorded, so `fix` could prove
+    nothing ("no compiled callable returned a tensor"). Recorded there too, and once per call
+    where `__call__` reaches `forward`."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    from recompile_fix.profile.compiled_outputs import install
+
+    monkeypatch.setattr(torch, "compile", torch.compile)  # restored after the test
+    monkeypatch.setattr(OptimizedModule, "__call__", OptimizedModule.__call__)
+    recorder = OutputRecorder(torch)
+    install(torch, recorder, backend="eager")
+    compiled = torch.compile(torch.nn.Linear(2, 2))
+    x = torch.ones(1, 2)
+    direct = compiled.forward(x)
+    called = compiled(x)
+    (calls,) = recorder.outputs
+    assert len(calls) == 2 and torch.equal(calls[0][0], direct.detach()) and torch.equal(calls[1][0], called.detach())
+    torch._dynamo.reset()

@@ -42,6 +42,7 @@ import functools
 import json
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -353,6 +354,8 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
     """Wrap ``torch.compile`` (and so ``nn.Module.compile``) to record what compiled code returns."""
     original = torch.compile
     module_entries: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    # Inside a compiled module's __call__ (recorded there): its `forward` does not record again.
+    in_call = threading.local()
 
     def compile_recording(*args, **kwargs):
         model = args[0] if args else kwargs.get("model")
@@ -373,13 +376,24 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
         if isinstance(model, torch.nn.Module):
             if isinstance(compiled, torch.nn.Module):
                 code = _code_of(type(model).forward)
-                module_entries[compiled] = recorder.register(
+                entry = module_entries[compiled] = recorder.register(
                     "module",
                     type(model).__qualname__,
                     code.co_name if code else "forward",
                     code.co_filename if code else None,
                     code.co_firstlineno if code else None,
                 )
+                # `compiled.forward(tokens, pos)` (meta-llama's generate) runs the compiled code
+                # without `__call__`: record it there too.
+                forward = compiled.__dict__.get("forward")
+                if callable(forward):
+
+                    def forward_recording(*args, **kwargs):
+                        if getattr(in_call, "depth", 0):
+                            return forward(*args, **kwargs)
+                        return recorder.call(entry, forward, args, kwargs)
+
+                    compiled.__dict__["forward"] = forward_recording
             return compiled
         if isinstance(owner, torch.nn.Module) and getattr(model, "__name__", "") == "_call_impl":
             # nn.Module.compile(): torch.compile(self._call_impl); key it by the module's class.
@@ -423,7 +437,11 @@ def install(torch, recorder: OutputRecorder, *, backend: str | None = None) -> N
             entry = module_entries.get(self)
             if entry is None:
                 return original_call(self, *args, **kwargs)
-            return recorder.call(entry, functools.partial(original_call, self), args, kwargs)
+            in_call.depth = getattr(in_call, "depth", 0) + 1
+            try:
+                return recorder.call(entry, functools.partial(original_call, self), args, kwargs)
+            finally:
+                in_call.depth -= 1
 
         optimized.__call__ = optimized_module_call
 
