@@ -4,6 +4,7 @@ the function, ``torch.compile(fn, dynamic=False)`` or ``torch.compile(model, dyn
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ __all__ = [
     "compile_keyword",
     "generates_no_kernels",
     "says_dynamic_false",
+    "sets_config",
     "static_compile_site",
 ]
 
@@ -169,4 +171,18 @@ def _compiles_the_function(source: SourceFile, node: cst.CSTNode, function_name:
     if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None:
         first = node.args[0].value
         return isinstance(first, cst.Name) and first.value == function_name
+    return False
+
+
+def sets_config(source: SourceFile, names: set[str]) -> bool:
+    """Does the file's code assign (``=``, ``+=``) a config attribute of ``names``
+    (``torch.compiler.config.dynamic_sources``), not only mention one (a docstring, a comment)?"""
+    if not any(name in source.text for name in names):
+        return False
+    for node in ast.walk(source.syntax):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        if any(isinstance(t, ast.Attribute) and t.attr in names for t in targets):
+            return True
     return False

@@ -8,34 +8,20 @@ a call inside such a function gets no mark before it."""
 
 from __future__ import annotations
 
-import os
-
+from recompile_fix.analysis.compiled_spans import Span, compiled_function_spans, inside
 from recompile_fix.analysis.project import Project
 from recompile_fix.profile.model import Location, Profile
-from recompile_fix.profile.resume import function_of, is_resume
 
-__all__ = ["TracedSpan", "traced_spans", "traced_around"]
-
-TracedSpan = tuple[str, int, int, str]  # (file, first line, last line, function name)
+__all__ = ["traced_around", "traced_spans"]
 
 
-def traced_spans(profile: Profile, project: Project) -> list[TracedSpan]:
-    """The project's functions the run compiled (a resume function stands for its own function)."""
-    spans: list[TracedSpan] = []
-    for frame in profile.frames:
-        if os.path.isabs(frame.file) or is_resume(frame.name):
-            continue
-        source = project.source(frame.file)
-        func = source.function_def(frame.first_line, function_of(frame.name) or frame.name) if source else None
-        if source is not None and func is not None:
-            pos = source.positions[func]
-            spans.append((frame.file, pos.start.line, pos.end.line, func.name.value))
-    return spans
+def traced_spans(profile: Profile, project: Project) -> list[Span]:
+    """The project's functions the run compiled."""
+    return compiled_function_spans(profile.frames, project)
 
 
-def traced_around(spans: list[TracedSpan], site: Location) -> str | None:
-    """Why no mark goes before the call at ``site``: it is inside a compiled function; or None."""
-    for file, start, end, name in spans:
-        if file == site.file and start < site.line <= end:
-            return f"the call is inside `{name}`, which torch compiles: no mark can run in traced code"
-    return None
+def traced_around(spans: list[Span], site: Location) -> str | None:
+    """Why no mark goes before the call at ``site``: it is inside a compiled function; or None.
+    (A call on a def's own first line is the decorator's, outside the body.)"""
+    name = inside(site.file, site.line, [(f, start + 1, end, n) for f, start, end, n in spans])
+    return f"the call is inside `{name}`, which torch compiles: no mark can run in traced code" if name else None

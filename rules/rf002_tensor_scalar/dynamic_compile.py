@@ -16,10 +16,9 @@ run shows fewer compiles and the same outputs. Where the call compiles a whole m
 
 from __future__ import annotations
 
-import ast
 import re
 
-from recompile_fix.analysis.compile_calls import compile_call_of
+from recompile_fix.analysis.compile_calls import compile_call_of, sets_config
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_flow import Use
 from recompile_fix.analysis.source import SourceFile
@@ -144,7 +143,7 @@ def sources_finding(
         other for other in profile.frames if other is not frame and any(param in c.inputs for c in other.compiles)
     ]
     source = project.source(frame.file)
-    if source is None or _sets_dynamic_sources(source):
+    if source is None or sets_config(source, {"dynamic_sources"}):
         return None
     statement = f"torch.compiler.config.dynamic_sources = \"L['{param}']\""
     named = Finding(
@@ -237,16 +236,3 @@ def one_config_per_file(findings: list[Finding]) -> list[Finding]:
 
 def _config_names(finding: Finding) -> list[str]:
     return finding.params["config"].split(" = ", 1)[1].strip('"').split(",")
-
-
-def _sets_dynamic_sources(source: SourceFile) -> bool:
-    """Does the file's code set ``...dynamic_sources`` (``=`` or ``+=``), not only mention it?"""
-    if "dynamic_sources" not in source.text:
-        return False
-    for node in ast.walk(source.syntax):
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
-        )
-        if any(isinstance(t, ast.Attribute) and t.attr == "dynamic_sources" for t in targets):
-            return True
-    return False

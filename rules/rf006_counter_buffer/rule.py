@@ -16,6 +16,7 @@ from recompile_fix.analysis.changing_values import (
     counter_owner,
     in_a_function,
 )
+from recompile_fix.analysis.compile_calls import sets_config
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
 from recompile_fix.analysis.source import SourceFile
@@ -244,7 +245,8 @@ class CounterBuffer(Rule):
         if any(u.kind in ("branch", "compare") for u in blocking):
             notes.append("a branch on it still compiles once per outcome of the test")
         config_source = project.source(state.config_file)
-        if config_source is None or _sets_config(config_source):
+        # The file sets a config that makes ints dynamic already (its own, or ours from a run before).
+        if config_source is None or sets_config(config_source, {"dynamic_sources", "allow_unspec_int_on_nn_module"}):
             notes.append(f"{state.config_file} already sets this config or cannot be read; no edit")
             return finding("it stays an int", Safety.NONE, fallback, notes)
         config_location = state.config_location
@@ -351,11 +353,6 @@ def _not_a_tensor(state: CounterState, uses: list[Use], blocking: list[Use]) -> 
             for u in distinct(inexact)
         ]
     )
-
-
-def _sets_config(source: SourceFile) -> bool:
-    """The file sets a config that makes ints dynamic already (its own, or ours from a run before)."""
-    return "dynamic_sources" in source.text or "allow_unspec_int_on_nn_module" in source.text
 
 
 def _config(counter: Counter, state: CounterState, profile: Profile):

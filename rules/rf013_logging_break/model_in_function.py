@@ -29,15 +29,15 @@ class ModelLine:
     after: int  # the line the attribute's line goes before (the one after that statement)
 
 
-def model_line(profile: Profile, project: Project, source: SourceFile, call: cst.Call) -> ModelLine | None:
-    """The model ``call`` (``model(...)``, inside a function the run compiled) calls, named where
-    it is built, and where a line setting an attribute on it goes; None where it cannot be told."""
+def model_line(profile: Profile, project: Project, path: str, source: SourceFile, call: cst.Call) -> ModelLine | None:
+    """The model ``call`` (``model(...)`` in ``path``, inside a function the run compiled) calls,
+    named where it is built, and where a line setting an attribute on it goes; None where it
+    cannot be told."""
     func = next((a for a in source.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
     root = root_name(call.func)
     if func is None or root is None or not isinstance(call.func, cst.Name):
         return None
-    path = next((p for p in profile.sources if source is project.source(p)), None)
-    if path is None or find_compile_call(project, path, {func.name.value}, dynamic_true=True) is None:
+    if find_compile_call(project, path, {func.name.value}, dynamic_true=True) is None:
         return None
     params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
     frame = next((f for f in profile.frames if f.file == path and f.name == func.name.value), None)

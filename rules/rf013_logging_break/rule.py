@@ -151,7 +151,7 @@ class LoggingBreak(Rule):
 
         breaking = f"`{logger}`'s `{method}` breaks the graph ({breaks} graph breaks)"
         loss_break = (logger, method) == _TRANSFORMERS_LOSS and _transformers_loss_break(profile, frame)
-        inside = model_line(profile, project, source, call) if loss_break and source and call else None
+        inside = model_line(profile, project, site.file, source, call) if loss_break and source and call else None
         if inside is not None:  # the model is called in a compiled function: set it where it is built
             return finding(
                 Safety.SAFE,

@@ -19,6 +19,7 @@ from recompile_fix.analysis.changing_values import (
     holder_class,
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
+from recompile_fix.analysis.compiled_spans import Span, compiled_function_spans, inside
 from recompile_fix.analysis.number_shaped import number_shaped
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
@@ -27,6 +28,7 @@ from recompile_fix.analysis.unprofiled_imports import read_in_unprofiled_imports
 from recompile_fix.analysis.zero_d_dtype import tensor_dtype
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
 from recompile_fix.edits.edit import Edit
+from recompile_fix.edits.zero_d_tensor import bit_identical_note, wrap_edits
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
@@ -309,14 +311,7 @@ class FloatAttribute(Rule):
             if in_place:
                 notes.append(f"{len(in_place)} in-place update(s) (`{in_place[0].code}`) now update the tensor")
             if safety is Safety.SAFE:
-                notes.append(
-                    "results are bit-identical: every read is tensor arithmetic, "
-                    + (
-                        "float64 computes the Python arithmetic on it as Python does"
-                        if plan.float64
-                        else "met directly"
-                    )
-                )
+                notes.append(bit_identical_note(plan.float64))
         assert plan.location is not None
         return Finding(
             rule=self.id,
@@ -368,11 +363,10 @@ class FloatAttribute(Rule):
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         if "compile_call" in finding.params:
             return compile_keyword_edits(finding.file, finding.params, source, self.id)
-        dtype = f", dtype={torch_name}.float64" if finding.params["float64"] else ""
-        return [
-            Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
-            for start, end in finding.params["wrap"]
-        ] + [
+        wrapped = wrap_edits(
+            finding.file, finding.params["wrap"], finding.params["float64"], source, torch_name, self.id
+        )
+        return wrapped + [
             Edit(finding.file, start, end, f"{torch_name}.Tensor", self.id)
             for start, end in finding.params.get("annotations", [])
         ]
@@ -573,7 +567,7 @@ def _constructed_with_numbers(
 
 
 def _reads(
-    state: AttributeState, frame: Frame, project: Project, compiled: list[tuple[str, int, int]], output_fields: bool
+    state: AttributeState, frame: Frame, project: Project, compiled: list[Span], output_fields: bool
 ) -> tuple[list[Use], list[Use], list[Use]]:
     """The attribute's reads: (uses that must be tensor arithmetic, format strings outside
     compiled code, which print a float64 0-d tensor as they printed the float, and the uses that
@@ -584,23 +578,16 @@ def _reads(
     return uses, formats, distinct(u for u in uses if u.verdict != TENSOR)
 
 
-def _compiled_spans(state: AttributeState, frames: list[Frame], project: Project) -> list[tuple[str, int, int]]:
-    """(file, first line, last line) of each compiled frame's function and of the attribute's
-    class (whose methods its compiled forward calls): where the recorded graphs show what the
-    attribute meets, and where formatting a tensor would break the graph."""
+def _compiled_spans(state: AttributeState, frames: list[Frame], project: Project) -> list[Span]:
+    """Each compiled frame's function and the attribute's class (whose methods its compiled forward
+    calls): where the recorded graphs show what the attribute meets, and where formatting a tensor
+    would break the graph."""
     pos = state.source.positions[state.cls]
-    spans = [(state.file, pos.start.line, pos.end.line)]
-    for frame in frames:
-        source = project.source(frame.file)
-        func = source.function_def(frame.first_line, frame.name) if source is not None else None
-        if source is not None and func is not None:
-            pos = source.positions[func]
-            spans.append((frame.file, pos.start.line, pos.end.line))
-    return spans
+    return [(state.file, pos.start.line, pos.end.line, state.cls.name.value), *compiled_function_spans(frames, project)]
 
 
-def _inside(use: Use, spans: list[tuple[str, int, int]]) -> bool:
-    return any(use.file == file and start <= use.line <= end for file, start, end in spans)
+def _inside(use: Use, spans: list[Span]) -> bool:
+    return inside(use.file, use.line, spans) is not None
 
 
 def _merged(plans) -> list[_Plan]:

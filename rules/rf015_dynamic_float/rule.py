@@ -12,6 +12,7 @@ from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, dynamic_true_at, one_per_compile_call
 from recompile_fix.edits.edit import Edit
+from recompile_fix.edits.zero_d_tensor import bit_identical_note, wrap_edits
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence
 from recompile_fix.findings.releases import DYNAMIC_FLOATS, TorchApi
 from recompile_fix.findings.rule import Example, Rule
@@ -198,10 +199,7 @@ class DynamicFloat(Rule):
             fix="assign it as a 0-d tensor",
         )
         safety = Safety.UNSAFE if tensor.doubts else Safety.SAFE
-        notes = [f"unproven: {d}" for d in tensor.doubts] or [
-            "results are bit-identical: every read is tensor arithmetic, "
-            + ("float64 computes the Python arithmetic on it as Python does" if tensor.float64 else "met directly")
-        ]
+        notes = [f"unproven: {d}" for d in tensor.doubts] or [bit_identical_note(tensor.float64)]
         notes.extend(tensor.notes)
         assert tensor.location is not None, "an offered tensor has its first assignment"
         return Finding(
@@ -276,11 +274,7 @@ class DynamicFloat(Rule):
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         if "wrap" not in finding.params:
             return compile_keyword_edits(finding.file, finding.params, source, self.id)
-        dtype = f", dtype={torch_name}.float64" if finding.params["float64"] else ""
-        return [
-            Edit(finding.file, start, end, f"{torch_name}.tensor({source.text[start:end]}{dtype})", self.id)
-            for start, end in finding.params["wrap"]
-        ]
+        return wrap_edits(finding.file, finding.params["wrap"], finding.params["float64"], source, torch_name, self.id)
 
     def already_present(self, finding: Finding, source: SourceFile) -> str | None:
         """The compile call says ``dynamic=True`` already (a Profile recorded before the edit)."""

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from recompile_fix.analysis.changing_values import Counter, GlobalState, global_writes
+from recompile_fix.analysis.compiled_spans import compiled_function_spans, inside
 from recompile_fix.analysis.number_shaped import number_shaped
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
+from recompile_fix.analysis.scalar_uses import TENSOR, distinct
 from recompile_fix.analysis.zero_d_dtype import tensor_dtype
 from recompile_fix.profile.model import Frame, Location
 
@@ -73,14 +74,14 @@ def tensor_global(name: str, frames: list[Frame], files: list[str], project: Pro
         return plan
 
     uses = state.reads(frames[0], project)
-    compiled = _compiled_spans(file, frames, project)
-    formats = [u for u in uses if u.kind == "format" and not _inside(u, compiled)]
+    compiled = compiled_function_spans(frames, project)
+    formats = [u for u in uses if u.kind == "format" and not inside(u.file, u.line, compiled)]
     uses = [u for u in uses if u not in formats]
     blocking = distinct(u for u in uses if u.verdict != TENSOR)
     if blocking:
         plan.refused.extend(f"`{name}` {u.describe()}" for u in blocking)
         return plan
-    covered = all(_inside(u, compiled) for u in uses)
+    covered = all(inside(u.file, u.line, compiled) for u in uses)
     plan.float64, doubt, plan.close = tensor_dtype(uses, list(frames), False, bool(formats), covered)
     if doubt:
         plan.doubts.append(doubt)
@@ -95,22 +96,6 @@ def tensor_global(name: str, frames: list[Frame], files: list[str], project: Pro
             "but a program that moves it would move a global"
         )
     return plan
-
-
-def _compiled_spans(file: str, frames: list[Frame], project: Project) -> list[tuple[str, int, int]]:
-    """(file, first line, last line) of each compiled frame's function in the global's file."""
-    spans = []
-    source = project.source(file)
-    for frame in frames:
-        func = source.function_def(frame.first_line, frame.name) if source is not None and frame.file == file else None
-        if source is not None and func is not None:
-            pos = source.positions[func]
-            spans.append((file, pos.start.line, pos.end.line))
-    return spans
-
-
-def _inside(use: Use, spans: list[tuple[str, int, int]]) -> bool:
-    return any(use.file == file and start <= use.line <= end for file, start, end in spans)
 
 
 def _torch_import_line(source) -> int | None:
