@@ -22,6 +22,7 @@ analysis cannot see, region_check already reports as a risk.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -116,7 +117,9 @@ class Aliases:
     """Summaries of the functions of one file, computed once each."""
 
     def __init__(self, analysis: Analysis):
-        self.a = analysis
+        # Held weakly: the Analysis holds this (its ``aliases``), and a cycle would keep the file's
+        # whole syntax tree alive until the cycle collector finds it (a static scan's every file).
+        self.a: Analysis = weakref.proxy(analysis)
         self._summaries: dict[int, _Summary] = {}
         self._running: set[int] = set()
 

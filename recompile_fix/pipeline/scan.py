@@ -81,10 +81,8 @@ _RULES: list[Rule] = []
 
 def _init_worker(rule_ids: list[str], rules: Iterable[Rule] | None = None) -> None:
     global _RULES
-    # Syntax trees hold no reference cycles, yet allocating millions of their nodes triggers the
-    # cycle collector over and over (about half of ast.parse's time here): collect rarely.
+    # What is loaded now lives as long as the process: no collection need walk it again.
     gc.freeze()
-    gc.set_threshold(200_000, 50, 100)
     if rules is None:
         from recompile_fix.rules import ALL_RULES
 
@@ -95,6 +93,20 @@ def _init_worker(rule_ids: list[str], rules: Iterable[Rule] | None = None) -> No
 def _scan_one(path: str, relative: str, text: str | None = None) -> Scanned:
     """(relative path, content hash, findings as JSON, error) for one file; ``text``: its source
     where it is not the file on disk (an editor's buffer)."""
+    # The cycle collector, left to its thresholds, walks each syntax tree while it is built and
+    # read (a fifth of a cold scan); the trees hold no cycles and die with the file: one
+    # collection after the file, over what is left, finds any cycle a rule made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _scan_file(path, relative, text)
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect(0)
+
+
+def _scan_file(path: str, relative: str, text: str | None) -> Scanned:
     from recompile_fix.analysis.source import SourceError, SourceFile
 
     try:
@@ -260,19 +272,16 @@ class StaticScan:
 
     def _scan_buffers(self, buffers: list[tuple[str, str, str]]) -> list[Scanned]:
         """The open buffers, in this process (a few files, which the editor is waiting on)."""
-        thresholds = gc.get_threshold()
         _init_worker([r.id for r in self.rules], self.rules)
         try:
             return [_scan_one(*buffer) for buffer in buffers]
         finally:
-            gc.set_threshold(*thresholds)
             gc.unfreeze()
 
     def _scan(self, todo: list[tuple[str, str]], show_progress: bool) -> Iterator[Scanned]:
         rule_ids = [r.id for r in self.rules]
         total = len(todo)
         if self.jobs <= 1 or total < 16:
-            thresholds = gc.get_threshold()
             _init_worker(rule_ids, self.rules)
             try:
                 for i, item in enumerate(todo):
@@ -280,7 +289,6 @@ class StaticScan:
                     if show_progress:
                         _progress(i + 1, total)
             finally:
-                gc.set_threshold(*thresholds)
                 gc.unfreeze()
         else:
             # Largest files first, in small chunks, so both workers finish together.
