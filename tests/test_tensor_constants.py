@@ -334,8 +334,9 @@ def test_rf003_compiles_the_step_dynamic_where_the_betas_change_with_the_lr(tmp_
     )
     assert "compiles 5 -> 4" in done.stderr, done.stderr
     # Bit for bit (plain `fix` keeps an unproven fix only so): the step's outputs, the
-    # parameters AdamW holds at exit, and the tensor the program keeps (its input batch).
-    assert "3/3 same" in done.stdout, done.stdout
+    # parameters AdamW holds at exit, the model's (the same tensors, through the module the
+    # program keeps) and the tensor the program keeps (its input batch).
+    assert "4/4 same" in done.stdout, done.stdout
 
 
 def test_rf003_prefers_dynamic_true_where_the_program_reads_the_lr_back(tmp_path):
@@ -470,6 +471,33 @@ def test_rf003_says_so_when_no_construction_is_in_the_profiled_files(tmp_path):
     profile, project = project_of(tmp_path, {"train.py": train}, [optimizer_frame()])
     (finding,) = RF003.plan(profile, project)
     assert finding.safety is Safety.NONE and "no `torch.optim` construction matching `step`" in finding.notes[0]
+
+
+def test_rf003_an_optimizer_built_elsewhere_still_gets_dynamic_true_at_the_compiled_step(tmp_path):
+    """A trial with timm's `create_optimizer_v2`: no construction to give a tensor lr, but a
+    compiled function that only steps the optimizer takes `dynamic=True` as it does for one built
+    in the file (2 -> 1 compiles, the same parameters): one finding, safe, saying why no tensor lr."""
+    train = """
+        import torch
+        from factory import make_optimizer
+
+        opt = make_optimizer()
+
+        @torch.compile(backend="eager")
+        def step():
+            opt.step()
+
+        for _ in range(3):
+            step()
+    """
+    frame = optimizer_frame(stack=(at("train.py", 11), at("train.py", 8, "step")))
+    profile, project = project_of(tmp_path, {"train.py": train}, [frame])
+    (finding,) = RF003.plan(profile, project)
+    assert finding.safety is Safety.SAFE, finding.notes
+    assert finding.message.startswith("the optimizer's `lr` changes every step")
+    assert "cannot be made a tensor where the optimizer is built" in finding.notes[-1]
+    written = fixed(RF003, [finding], project, "train.py")
+    assert '@torch.compile(backend="eager", dynamic=True)' in written
 
 
 def test_rf003_default_lrs_are_torchs():

@@ -548,6 +548,12 @@ def test_a_call_that_returns_no_tensor_is_judged_by_the_parameters_it_reached():
     assert [len(call) for calls in recorder.outputs for call in calls] == [2, 2, 2]
     torch.testing.assert_close(weights[1], weights[0] - 0.1)  # the second step's parameters
     assert weights[2] is not model.weight and torch.equal(weights[2], model.weight.detach())
+    # Under a decorator (`@torch.compile @torch.no_grad() def ema_update(decay): ...`) the
+    # function compiled is the decorator's wrapper: the user's function, and the modules its
+    # code names, are reached through `__wrapped__` and the wrapper's closure.
+    decorated = recorder.register("function", "ema", "ema", "x.py", 11, source=torch.no_grad()(step))
+    recorder.call(decorated, lambda: None, (), {})
+    assert len(recorder.outputs[decorated["index"]][0]) == 2
     returns = recorder.register("function", "f", "f", "x.py", 12, source=lambda: None)
     recorder.call(returns, lambda: torch.zeros(1), (), {})
     assert [t.tolist() for t in recorder.outputs[returns["index"]][0]] == [[0.0]]  # its own result, as before
@@ -555,21 +561,31 @@ def test_a_call_that_returns_no_tensor_is_judged_by_the_parameters_it_reached():
 
 def test_the_tensors_the_program_keeps_are_recorded_at_exit(monkeypatch):
     """What the program's module holds when it ends, beside the compiled outputs: a tensor, and
-    a list or dict of tensors alone, one callable each; not a float, a module, a mixed list or a
-    private name. A name that holds tensors in one run only (a float a fix made a tensor) is not
-    compared; one whose tensors differ (a loss that turned float64) is."""
+    a list or dict of tensors alone, one callable each, and a module's parameters (an EMA copy
+    that a compiled function updates in place, returning nothing: a trial's tensor decay changed
+    them by 4.8e-7 where every compiled output was the same), each parameter once (a compiled
+    wrapper shares its model's); not a float, a mixed list or a private name. A name that holds
+    tensors in one run only (a float a fix made a tensor) is not compared; one whose tensors
+    differ (a loss that turned float64) is."""
     import types
 
     main = types.ModuleType("__main__")
     main.losses = [torch.tensor(1.0), torch.tensor(2.0)]
     main.state = {"w": torch.ones(2)}
     main.lam, main.model, main.mixed = 0.5, torch.nn.Linear(1, 1), [torch.ones(1), 2.0]
+    main.same_model = main.model
     main._hidden = torch.zeros(1)
     monkeypatch.setitem(sys.modules, "__main__", main)
     recorder = OutputRecorder(torch)
     recorder.record_final_globals()
-    assert [e["qualname"] for e in recorder.callables] == ["`losses` at exit", "`state` at exit"]
+    assert [e["qualname"] for e in recorder.callables] == [
+        "`losses` at exit",
+        "`model` parameters at exit",
+        "`state` at exit",
+    ]
     assert {e["name"] for e in recorder.callables} == {"globals"} and recorder.outputs[0][0][1].item() == 2.0
+    assert [tuple(t.shape) for t in recorder.outputs[1][0]] == [(1, 1), (1,)]
+    assert recorder.outputs[1][0][0] is not main.model.weight
 
     def kept(name, tensors):
         return CallableOutputs(

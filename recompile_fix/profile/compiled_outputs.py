@@ -203,14 +203,28 @@ class OutputRecorder:
         owner = getattr(source, "__self__", None)
         if owner is not None:
             holders.append(owner)
-        code, names = getattr(source, "__code__", None), getattr(source, "__globals__", None)
-        if code is not None and isinstance(names, dict):
-            holders.extend(names[n] for n in code.co_names if n in names)
-        for cell in getattr(source, "__closure__", None) or ():
-            try:
-                holders.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                pass
+        # The function and what it wraps: a decorator under the compile (`@torch.no_grad()`) is
+        # the function compiled, and names no global of the user's; the user's is in its closure.
+        functions, seen = [source], set()
+        while functions and len(seen) < 8:
+            function = functions.pop()
+            if id(function) in seen:
+                continue
+            seen.add(id(function))
+            code, names = getattr(function, "__code__", None), getattr(function, "__globals__", None)
+            if code is not None and isinstance(names, dict):
+                holders.extend(names[n] for n in code.co_names if n in names)
+            wrapped = getattr(function, "__wrapped__", None)
+            if wrapped is not None:
+                functions.append(wrapped)
+            for cell in getattr(function, "__closure__", None) or ():
+                try:
+                    content = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                holders.append(content)
+                if callable(content) and hasattr(content, "__code__"):
+                    functions.append(content)
         found: dict[int, Any] = {}
         for holder in holders:
             if isinstance(holder, torch.optim.Optimizer):
@@ -277,8 +291,21 @@ class OutputRecorder:
         main = sys.modules.get("__main__")
         names = dict(vars(main)) if main is not None else {}
         kept = 0
+        modules_seen: set[int] = set()
         for name in sorted(names):
-            tensors = None if name.startswith("_") else _plain_tensors(self.torch, names[name])
+            value = names[name]
+            if name.startswith("_"):
+                continue
+            if isinstance(value, self.torch.nn.Module):
+                # Its parameters (an EMA copy a compiled function updates in place, returning
+                # nothing): each once, whichever name holds it first (a compiled wrapper shares
+                # the model's). Buffers are left out: a fix may add one (RF006's counter).
+                tensors = [p for p in _module_parameters(self.torch, value) if id(p) not in modules_seen]
+                modules_seen.update(id(p) for p in tensors)
+                label = f"`{name}` parameters at exit"
+            else:
+                tensors = _plain_tensors(self.torch, value)
+                label = f"`{name}` at exit"
             if not tensors:
                 continue
             size = sum(t.numel() * t.element_size() for t in tensors)
@@ -286,7 +313,7 @@ class OutputRecorder:
                 return
             self.bytes += size
             kept += 1
-            entry = self.register("exit", f"`{name}` at exit", "globals", "<exit>", 0)
+            entry = self.register("exit", label, "globals", "<exit>", 0)
             entry["calls"] = 1
             self.outputs[entry["index"]].append([t.detach().clone() for t in tensors])
 
@@ -319,6 +346,17 @@ class OutputRecorder:
 
     def by_key(self) -> dict[str, list[list]]:
         return {self.key(e): self.outputs[e["index"]] for e in self.callables}
+
+
+def _module_parameters(torch, module) -> list:
+    """A module's dense parameters, at most ``_MAX_PARAMETERS`` (none where reading them fails)."""
+    try:
+        params = list(module.parameters())
+    except Exception:  # noqa: BLE001 - a module whose parameters() raises: nothing to compare
+        return []
+    return [
+        p for p in params if type(p.detach()) is torch.Tensor and p.layout == torch.strided and p.device.type != "meta"
+    ][:_MAX_PARAMETERS]
 
 
 def _plain_tensors(torch, value) -> list | None:

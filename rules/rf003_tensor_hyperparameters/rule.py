@@ -174,7 +174,7 @@ class TensorHyperparameters(Rule):
     # A tensor lr makes torch compile `Optimizer._to_scalar` once (a new frame that pays off).
     verify_allows = ("frame_once",)
     name = "tensor-lr"
-    message = "`{optimizer}`'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
+    message = "{optimizer}'s {key} changes every step and recompiles its compiled `step` ({compiles} compiles): {fix}"
     consumes = ("optimizer_param_group",)
     triggers = ("optim",)
     emits = (
@@ -220,6 +220,21 @@ class TensorHyperparameters(Rule):
                 frame, [r for r in frame.reasons() if r.kind == "optimizer_param_group"], keys=sorted(keys)
             )
             if not constructions:
+                # Built where the profiled files do not show (timm's `create_optimizer_v2`): no
+                # tensor lr, but `dynamic=True` at the compiled step needs no construction.
+                dynamic = (
+                    self._dynamic_step(frame, keys, [], findings, evidence, version, project)
+                    if floats_reach_the_step(profile, frame, keys)
+                    else []
+                )
+                for found in dynamic:
+                    found.notes.append(
+                        f"no `torch.optim` construction in the profiled files ({', '.join(files) or 'none'}): the lr "
+                        "cannot be made a tensor where the optimizer is built"
+                    )
+                if dynamic:
+                    findings.extend(dynamic)
+                    continue
                 site = innermost_user_location(frame) or Location(file=frame.file, line=frame.first_line)
                 findings.append(
                     Finding(
@@ -249,7 +264,7 @@ class TensorHyperparameters(Rule):
         """``dynamic=True`` at the step's compile call: a fallback for the tensor lr where that
         one is offered, the only fix where it is not (betas beside the lr, floats written back),
         and the preferred one where the program reads the lr back (a 0-d tensor there can fail)."""
-        label = constructions[0].label if len(constructions) == 1 else "the optimizer"
+        label = f"`{constructions[0].label}`" if len(constructions) == 1 else "the optimizer"
         message = self.message.format(
             optimizer=label, key=_keys(keys), compiles=frame.compile_count, fix="compile the step with `dynamic=True`"
         )
@@ -357,7 +372,9 @@ class TensorHyperparameters(Rule):
                 safety=Safety.NONE,
                 evidence=evidence,
                 notes=blockers + notes,
-                message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix="no edit"),
+                message=self.message.format(
+                    optimizer=f"`{built.label}`", key=_keys(keys), compiles=compiles, fix="no edit"
+                ),
             )
         # Unproven: the compiled update reads a float64 0-d tensor where it read a Python float,
         # and rounds differently in some programs (measured on torch 2.13: AdamW under diffusers'
@@ -406,7 +423,7 @@ class TensorHyperparameters(Rule):
             evidence=evidence,
             notes=notes,
             params={**built.params(), "fill": fills, "reads_back": len(reads)},
-            message=self.message.format(optimizer=built.label, key=_keys(keys), compiles=compiles, fix=fix),
+            message=self.message.format(optimizer=f"`{built.label}`", key=_keys(keys), compiles=compiles, fix=fix),
             # capturable steps run or raise on this program's devices: a run settles it.
             unsafe_because=UNPROVEN,
             tolerance={"why": "the compiled update may round differently with a tensor lr"},
