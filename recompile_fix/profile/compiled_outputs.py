@@ -205,7 +205,8 @@ class OutputRecorder:
             holders.append(owner)
         # The function and what it wraps: a decorator under the compile (`@torch.no_grad()`) is
         # the function compiled, and names no global of the user's; the user's is in its closure.
-        functions, seen = [source], set()
+        functions: list[Any] = [source]
+        seen: set[int] = set()
         while functions and len(seen) < 8:
             function = functions.pop()
             if id(function) in seen:
@@ -300,8 +301,8 @@ class OutputRecorder:
                 # Its parameters (an EMA copy a compiled function updates in place, returning
                 # nothing): each once, whichever name holds it first (a compiled wrapper shares
                 # the model's). Buffers are left out: a fix may add one (RF006's counter).
-                tensors = [p for p in _module_parameters(self.torch, value) if id(p) not in modules_seen]
-                modules_seen.update(id(p) for p in tensors)
+                tensors: list | None = [p for p in _module_parameters(self.torch, value) if id(p) not in modules_seen]
+                modules_seen.update(id(p) for p in tensors or ())
                 label = f"`{name}` parameters at exit"
             else:
                 tensors = _plain_tensors(self.torch, value)

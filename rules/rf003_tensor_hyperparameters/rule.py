@@ -207,7 +207,7 @@ class TensorHyperparameters(Rule):
                 if match:
                     frames.setdefault(frame.key, [frame, set(), set()])[1].add(match.group("key"))
                     frames[frame.key][2].add(match.group("owner"))
-        findings = []
+        findings: list[Finding] = []
         done: set[tuple] = set()
         for frame, keys, owners in frames.values():
             files = _user_files(frame, profile, project)
