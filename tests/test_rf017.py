@@ -126,3 +126,17 @@ def test_no_finding_where_the_call_passes_a_copy_already(tmp_path):
     copied = "pick(out[:, -1, :].contiguous())"
     text = SAMPLER.replace(CALL, copied)
     assert _plan(tmp_path, text, _frame(text, [[40, 1], [48, 1]], call=copied))[0] == []
+
+
+def test_other_guards_beside_the_strides_at_every_recompile_make_it_unproven(tmp_path):
+    """A sampler called with another temperature as well: where some recompile failed on the
+    strides alone (prefill, then decode), the copy removes it: safe; where each one failed on the
+    temperature too, the copy alone removes none: unproven."""
+    frame = _frame(SAMPLER, [[40, 1], [48, 1], [40, 1]])
+    frame.compiles[2].reasons += reasons_of(["0/1: t == 0.7"])
+    (finding,), _ = _plan(tmp_path / "some", SAMPLER, frame)
+    assert finding.safety == Safety.SAFE, finding.notes
+    frame = _frame(SAMPLER, [[40, 1], [48, 1]])
+    frame.compiles[1].reasons += reasons_of(["0/0: t == 0.7"])
+    (finding,), _ = _plan(tmp_path / "each", SAMPLER, frame)
+    assert finding.safety == Safety.UNSAFE and "other guards failed at each of these recompiles" in finding.notes[0]

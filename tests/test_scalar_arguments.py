@@ -222,9 +222,10 @@ def test_what_the_graphs_float_constants_met_proves_a_float64_wrap():
 
 def test_a_number_whose_compiles_differ_in_a_staying_number_anyway_is_unproven(tmp_path):
     """A trial's `pick(logits, temperature, top_k)` over a grid: the compiles that share `top_k`
-    (a size, it stays a number) share `temperature` too, so wrapping `temperature` merges no two
-    compiles (2 -> 2, offered as [*]): unproven, `top_k` named. A grid where two compiles share
-    `top_k` and differ in `temperature` keeps the fix as it was."""
+    (a window's width, guarded on its value: it stays a number) share `temperature` too, so
+    wrapping `temperature` merges no two compiles (2 -> 2, offered as [*]): unproven, `top_k`
+    named. A grid where two compiles share `top_k` and differ in `temperature` keeps the fix as it
+    was. (The trial's `topk` k is symbolic under `dynamic_sources`: no longer a staying number.)"""
     from profiles import frame_of, project_of
     from recompile_fix.findings.finding import Safety
 
@@ -235,7 +236,7 @@ def test_a_number_whose_compiles_differ_in_a_staying_number_anyway_is_unproven(t
 
         @torch.compile(backend="eager")
         def pick(logits, temperature, top_k):
-            return torch.topk(logits / temperature, top_k).indices
+            return (logits / temperature).unfold(-1, top_k, 1).amax(-1)
 
 
         for temperature, top_k, n in [(0.7, 3, 5), (0.7, 3, 6), (1.0, 5, 6)]:

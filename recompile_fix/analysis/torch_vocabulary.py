@@ -174,8 +174,9 @@ SHAPE_METHODS = frozenset(
 
 
 # Calls whose size arguments stay symbolic in a dynamic graph (a tensor's length, a range's
-# ends): an int traced as a symbolic int there compiles once. A dim index, a kernel size, a
-# window (`unfold`), a `topk` k are guarded on their value, dynamic or not.
+# ends, a `topk` or `kthvalue` k: measured on torch 2.13 and 2.14, eager and inductor, 4 values
+# of k -> 1 compile): an int traced as a symbolic int there compiles once. A dim index, a kernel
+# size, a window (`unfold`) are guarded on their value, dynamic or not.
 SYMBOLIC_SIZE_CALLS = frozenset(
     {
         "arange",
@@ -196,6 +197,8 @@ SYMBOLIC_SIZE_CALLS = frozenset(
         "new_full",
         "pad",
         "roll",  # its shifts (its dims are a "dim" use)
+        "topk",
+        "kthvalue",
     }
 )
 

@@ -69,7 +69,8 @@ class ContiguousView(Rule):
     `.clone(memory_format=torch.contiguous_format)`. Unsafe, unproven (for `fix` to keep where a
     run shows fewer compiles and the same outputs), where the function's code is not read (a
     library's model), it passes the tensor on to other code, the layout changes in the innermost
-    dimension (a transposed view: kernels read it in another order), or other guards also failed.
+    dimension (a transposed view: kernels read it in another order), or other guards failed at every
+    one of its recompiles (the copy alone would remove none).
     No finding where the argument is not passed as a plain argument at the call (inside a list,
     through `**kwargs`), and no fix where the function writes into it, returns it or keeps it.
     The copy costs one allocation per call, the size of the view.
@@ -173,16 +174,27 @@ class ContiguousView(Rule):
                 unproven.append(f"the code of `{frame.name}` is not read here: a write into `{param}` is not ruled out")
             elif why is not None:
                 unproven.append(f"`{frame.name}` {why}: a write into it is not ruled out")
-        others = sorted(
-            {
-                r.source or r.kind
-                for c in compiles[1:]
-                for r in c.reasons + list(c.also_failed or ())
-                if not (r.kind == _STRIDE and r.source in copied)
-            }
-        )
-        if others:
-            unproven.append(f"other guards failed at these recompiles too ({', '.join(f'`{o}`' for o in others)})")
+        # A recompile that failed on these strides alone is one the copy removes; at the others it
+        # removes compiles only beside the other guards' fixes.
+        alone = [
+            c
+            for c in compiles[1:]
+            if c.reasons
+            and all(r.kind == _STRIDE and r.source in copied for r in c.reasons + list(c.also_failed or ()))
+        ]
+        if not alone:
+            others = sorted(
+                {
+                    r.source or r.kind
+                    for c in compiles[1:]
+                    for r in c.reasons + list(c.also_failed or ())
+                    if not (r.kind == _STRIDE and r.source in copied)
+                }
+            )
+            unproven.append(
+                f"other guards failed at each of these recompiles too ({', '.join(f'`{o}`' for o in others)}): the "
+                "copy removes compiles only beside their fixes"
+            )
         inner = [src for src in copied if any(s[-1] != 1 for s in _strides(compiles, src) if s)]
         if inner:
             unproven.append(
