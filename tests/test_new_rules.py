@@ -384,7 +384,7 @@ torch.manual_seed(0)
 
 @torch.compile(backend="eager")
 def sample(logits, temperature, top_k):
-    values, _ = torch.topk(logits[:, -1] / temperature, top_k)
+    values = (logits[:, -1] / temperature).unfold(-1, top_k, 1).amax(-1)  # a window: guarded on its width
     return values.sum()
 
 

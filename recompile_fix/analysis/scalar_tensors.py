@@ -103,9 +103,14 @@ class TensorInference:
             if isinstance(func, cst.Attribute) and func.attr.value in NOT_TENSOR_METHODS:
                 return False
             # A module or helper called on a tensor gives a tensor (``self.fc(x)``, ``block(h)``);
-            # a model called by keyword (``self.vit(pixel_values=x).logits``) only as the guess
-            # ``output_fields`` makes, whose fix a run proves.
-            return any(self.tensorish(a.value, scope) for a in expr.args if not a.keyword or self.output_fields)
+            # a model called by keyword (``self.vit(pixel_values=x).logits``) or with a batch
+            # (``model(**batch).loss``) only as the guess ``output_fields`` makes, whose fix a run
+            # proves.
+            return any(
+                self.tensorish(a.value, scope) or (self.output_fields and a.star == "**")
+                for a in expr.args
+                if not a.keyword or self.output_fields
+            )
         return False
 
     def _tensor_names(self, scope: Scope, seeds: set[str]) -> set[str]:

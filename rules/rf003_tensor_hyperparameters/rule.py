@@ -24,8 +24,9 @@ from recompile_fix.rules.rf003_tensor_hyperparameters.compiled_step import (
     floats_reach_the_step,
     innermost_user_location,
 )
+from recompile_fix.rules.rf003_tensor_hyperparameters.lr_writes import is_tensor_call, lr_assignments
 from recompile_fix.rules.rf003_tensor_hyperparameters.param_groups import shared_default_problem
-from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import is_lr_key, lr_readbacks, param_group_owner
+from recompile_fix.rules.rf003_tensor_hyperparameters.readbacks import lr_readbacks
 
 __all__ = ["RULE", "TensorHyperparameters"]
 
@@ -350,7 +351,7 @@ class TensorHyperparameters(Rule):
         _scheduler_problems(built, source, version, keys, blockers, notes)
         fills = _program_lr_writes(built, files, project, static_source, blockers)
         shared = shared_default_problem(
-            source, built.params_arg, built.lr is None or not _is_tensor(source, built.lr.value)
+            source, built.params_arg, built.lr is None or not is_tensor_call(source, built.lr.value)
         )
         blockers.extend([shared] if shared else [])
         if "lr" in keys and keys & {"betas", "momentum"}:
@@ -507,7 +508,7 @@ class _Construction:
         self.name = _bound_name(source, call)
         self.label = f"{self.name} = {cls}(...)" if self.name else f"{cls}(...)"
         values = ([self.lr.value] if self.lr is not None else []) + self.group_lrs
-        self.lr_is_tensor = bool(values) and all(_is_tensor(source, v) for v in values)
+        self.lr_is_tensor = bool(values) and all(is_tensor_call(source, v) for v in values)
 
     @classmethod
     def find(cls, source: SourceFile | None, file: str) -> list["_Construction"]:
@@ -554,7 +555,7 @@ class _Construction:
     def params(self) -> dict:
         wrap = []
         for value in ([self.lr.value] if self.lr is not None else []) + self.group_lrs:
-            if not _is_tensor(self.source, value):
+            if not is_tensor_call(self.source, value):
                 wrap.append(list(self.source.span(value)))
         return {
             "call": _position(self.source, self.call),
@@ -615,7 +616,7 @@ def _program_lr_writes(
     fills: list[list[Any]] = []  # the program's own `...['lr'] = value` on this optimizer, kept as fill_
     for file in files:
         other = project.source(file) if project else static_source
-        for assignment in _lr_assignments(other, file):
+        for assignment in lr_assignments(other, file):
             if file == built.file and built.name is not None and assignment.owner == built.name:
                 fills.append([*assignment.span, assignment.target, assignment.value])
                 continue
@@ -641,39 +642,6 @@ def _user_files(frame: Frame, profile: Profile, project: Project) -> list[str]:
     return [p for p in on_stack + others if not os.path.isabs(p) and project.source(p) is not None]
 
 
-class _LrAssignment:
-    """``group['lr'] = value``: the program writes the lr itself. ``owner`` is the optimizer's
-    name when the target is ``opt.param_groups[i]['lr']`` or a loop over ``opt.param_groups``."""
-
-    def __init__(self, where: str, text: str, span: tuple[int, int], target: str, value: str, owner: str | None):
-        self.where, self.text, self.span, self.target, self.value, self.owner = where, text, span, target, value, owner
-
-
-def _lr_assignments(source: SourceFile | None, file: str) -> list[_LrAssignment]:
-    """``group['lr'] = value`` statements that write a Python float (not a tensor) into the lr."""
-    found: list[_LrAssignment] = []
-    if source is None or "'lr'" not in source.text and '"lr"' not in source.text:
-        return found
-    for node in source.nodes(cst.Assign):
-        for target in node.targets:
-            t = target.target
-            if isinstance(t, cst.Subscript) and is_lr_key(t) and not _is_tensor(source, node.value):
-                line = source.positions[node].start.line
-                # Only `x['lr'] = v` (one target) becomes `x['lr'].fill_(v)`; `a = x['lr'] = v` is left.
-                owner = param_group_owner(source, t.value) if len(node.targets) == 1 else None
-                found.append(
-                    _LrAssignment(
-                        f"{file}:{line}",
-                        source.lines[line - 1].strip(),
-                        source.span(node),
-                        source.code(t),
-                        source.code(node.value),
-                        owner,
-                    )
-                )
-    return found
-
-
 def _bound_name(source: SourceFile, call: cst.Call) -> str | None:
     parent = source.parents.get(call)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
@@ -688,15 +656,6 @@ def _bound_name(source: SourceFile, call: cst.Call) -> str | None:
 def _keyword_true(call: cst.Call, name: str) -> bool:
     arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
     return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
-
-
-def _is_tensor(source: SourceFile, node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Call) and source.qualified_name(node.func) in (
-        "torch.tensor",
-        "torch.as_tensor",
-        "torch.scalar_tensor",
-        "torch.full",
-    )
 
 
 def _position(source: SourceFile, node: cst.CSTNode) -> list[int]:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import textwrap
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -16,6 +17,7 @@ from recompile_fix.analysis.call_site_code import compiled_module, find_compile_
 from recompile_fix.analysis.call_targets import library_frame
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import is_load
+from recompile_fix.analysis.model_line import model_line
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile, dotted_name, walk
 from recompile_fix.edits.edit import Edit
@@ -28,6 +30,9 @@ __all__ = ["RULE", "LazyDefault"]
 
 # The guard ``self.config.scale is None`` names the attribute chain (reasons.py: an id guard).
 _ATTRIBUTE = re.compile(r"^self(?:\.\w+)+$")
+# An attribute of a module the compiled function takes (`model.config.problem_type` where
+# `@torch.compile def step(model, batch)` calls a transformers model).
+_PASSED_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+$")
 # libcst node classes by name: reading cst.* here would load libcst when the module is imported.
 _CONSTANTS = frozenset({"Integer", "Float", "Imaginary", "SimpleString", "ConcatenatedString"})
 _BUILTINS = frozenset(dir(builtins))
@@ -79,6 +84,9 @@ class LazyDefault(Rule):
     model.config.problem_type = "single_label_classification"
     compiled = torch.compile(model)
     ```
+    Where the program compiles a function that takes the model (`@torch.compile def
+    compute_loss(model, batch): return model(**batch).loss`), the line goes right after the
+    statement that builds the object the call passes (golden/RF010/problem_type_in_step).
     When a size change fails first (torch names only the first failing guard), the default is
     still found: the attribute was no string at the first compile, one string at every later
     one, and the module's class file has the `if ... is None:` test.
@@ -134,13 +142,15 @@ class LazyDefault(Rule):
     def plan(self, profile: Profile, project: Project) -> list[Finding]:
         findings = []
         seen = set()
+        self._profile = profile
         for frame in profile.frames:
             for index, compile_ in enumerate(frame.compiles):
                 for reason in compile_.reasons:
                     attr = reason.source or ""
+                    passed = not _ATTRIBUTE.match(attr) and _passed_module(frame, attr)
                     if (
                         reason.kind != "id_mismatch"
-                        or not _ATTRIBUTE.match(attr)
+                        or not (_ATTRIBUTE.match(attr) or passed)
                         or f"{attr} is None" not in reason.text.split("\n", 1)[0]
                         or reason.first_use is None
                         or (frame.key, attr) in seen
@@ -151,6 +161,8 @@ class LazyDefault(Rule):
                         # Library code defaults it (transformers' `self.config.problem_type`):
                         # never edited; the user's code sets it where it compiles the model.
                         finding = self._plan_library(frame, frame.compiles[index:], attr, reason, project)
+                    elif passed:
+                        continue  # the user's own code, through a module passed in: not followed
                     elif os.path.isabs(reason.first_use.file):
                         continue  # code outside the project: not the user's to edit
                     else:
@@ -169,9 +181,17 @@ class LazyDefault(Rule):
         if len(frame.compiles) < 2:
             return []
         first = frame.compiles[0]
-        module = first.inputs.get("self") or {}
-        defined_in = module.get("file")
-        if module.get("type") != "Module" or not isinstance(defined_in, str) or not is_library_path(defined_in):
+        # The compiled module itself (`self`), or a library module the compiled function takes.
+        modules = {
+            name: entry["file"]
+            for name, entry in first.inputs.items()
+            if "." not in name
+            and entry.get("type") == "Module"
+            and isinstance(entry.get("file"), str)
+            and is_library_path(entry["file"])
+            and (name == "self" or _passed_module(frame, f"{name}.x"))
+        }
+        if not modules:
             return []
         strings_at_first = {k for k, e in first.inputs.items() if e.get("type") == "str"}
         if len(strings_at_first) >= MAX_STRINGS:
@@ -182,14 +202,18 @@ class LazyDefault(Rule):
                 k
                 for c in later
                 for k, e in c.inputs.items()
-                if e.get("type") == "str" and _ATTRIBUTE.match(k) and k not in strings_at_first
+                if e.get("type") == "str"
+                and _PASSED_ATTRIBUTE.match(k)
+                and k.split(".")[0] in modules
+                and k not in strings_at_first
             }
         )
         findings = []
         for attr in candidates:
             if (frame.key, attr) in seen or not all(c.inputs.get(attr, {}).get("type") == "str" for c in later):
                 continue
-            line = _none_test_line(defined_in, attr, project)
+            defined_in = modules[attr.split(".")[0]]
+            line = _none_test_line(defined_in, "self." + attr.split(".", 1)[1], project)
             if line is None:
                 continue
             seen.add((frame.key, attr))
@@ -226,7 +250,8 @@ class LazyDefault(Rule):
         def finding(fix: str, safety: Safety, notes: list[str], location: Location, params=None) -> Finding:
             return self._finding(frame, attr, location, fix, safety, notes, params)
 
-        head = f"library code defaults it on the first call (`if {attr} is None:` at {where}), which compiles twice"
+        tested = attr if attr.startswith("self.") else f"self.{attr.split('.', 1)[1]}"  # as the library spells it
+        head = f"library code defaults it on the first call (`if {tested} is None:` at {where}), which compiles twice"
         values = {(e["type"], e["value"]) for c in since if (e := c.inputs.get(attr)) and "value" in e}
         if len(values) != 1 or next(iter(values))[0] not in ("str", "int", "float", "bool"):
             shown = "no value was recorded" if not values else "its value changed again"
@@ -238,6 +263,8 @@ class LazyDefault(Rule):
             )
         kind, value = next(iter(values))
         literal = json.dumps(value) if kind == "str" else repr(value)
+        if not attr.startswith("self."):
+            return self._passed_model_default(frame, attr, literal, head, project, finding)
         if compile_.library_frames or (frame.signature or {}).get("positional", ["self"])[:1] != ["self"]:
             return finding(
                 "it stays a lazy default",
@@ -292,6 +319,38 @@ class LazyDefault(Rule):
                 else len(compile_source.text),
                 "text": text,
             },
+        )
+
+    def _passed_model_default(
+        self, frame: Frame, attr: str, literal: str, head: str, project: Project, finding: Callable[..., Finding]
+    ) -> Finding | None:
+        """The compiled function takes the model (`def step(model, batch): model(**batch)`): the
+        line goes on the object the call passes, right after the statement that builds it."""
+        root, chain = attr.split(".", 1)
+        source = project.source(frame.file)
+        func = source.function_def(frame.first_line, frame.name) if source is not None else None
+        call = next(
+            (n for n in walk(func.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == root),
+            None,
+        ) if func is not None else None  # fmt: skip
+        inside = model_line(self._profile, project, frame.file, source, call) if source and call else None
+        if source is None or inside is None:
+            return None
+        line = source.lines[inside.built.line - 1]
+        indent = line[: inside.built.col or 0]
+        newline = line[len(line.rstrip("\r\n")) :] or "\n"
+        at = source.line_offsets[inside.after - 1] if inside.after <= len(source.lines) else len(source.text)
+        return finding(
+            "set it where the model is built",
+            Safety.SAFE,
+            [
+                head,
+                f"`{inside.target}.{chain} = {literal}` is the value the first call set (recorded at the compiles "
+                f"after it): set where `{inside.target}` is built, the first compile already sees it, and the "
+                "library's `if` block no longer runs",
+            ],
+            inside.built,
+            {"at": at, "text": f"{indent}{inside.target}.{chain} = {literal}{newline}"},
         )
 
     def _plan(self, frame: Frame, attr: str, reason: Reason, project: Project) -> Finding | None:
@@ -378,6 +437,17 @@ class LazyDefault(Rule):
         p = finding.params
         text = p["text"] if p["text"].endswith("\n") else p["text"] + "\n"
         return [Edit(finding.file, p["at"], p["at"], text, self.id)]
+
+
+def _passed_module(frame: Frame, attr: str) -> bool:
+    """Is ``attr``'s root a module the compiled function takes (a parameter recorded as a module)?"""
+    root = attr.split(".", 1)[0]
+    params = (frame.signature or {}).get("positional") or []
+    return (
+        root != "self"
+        and root in params
+        and any(c.inputs.get(root, {}).get("type") == "Module" for c in frame.compiles)
+    )
 
 
 def _none_test_line(path: str, attr: str, project: Project) -> int | None:

@@ -14,6 +14,7 @@ from recompile_fix.analysis.call_site_code import (
     scope_statement,
     statement_start,
 )
+from recompile_fix.analysis.model_line import model_line
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.edits.edit import Edit
@@ -21,7 +22,6 @@ from recompile_fix.findings.finding import Finding, Safety, frame_evidence
 from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Frame, GraphBreak, Location, Profile, is_library_path
-from recompile_fix.rules.rf013_logging_break.model_in_function import model_line
 
 __all__ = ["RULE", "LoggingBreak"]
 

@@ -1,4 +1,5 @@
-"""Where RF013's `loss_type` line goes when the model is called inside a compiled function.
+"""Where a line setting an attribute on a model goes when the model is called inside a compiled
+function (RF013's `loss_type`, RF010's `config.problem_type`).
 
 People compile the step, not the model: `@torch.compile def compute_loss(model, ids): return
 model(input_ids=ids, labels=ids).loss`. transformers' `loss_function` warning then breaks the
