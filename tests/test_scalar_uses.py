@@ -83,6 +83,12 @@ CODE = textwrap.dedent("""
         return a + c * (b - a)
 
 
+    def returned_mixed_local(x, c):
+        a, b = unknown_pair()
+        eps = a + c * (b - a)
+        return eps
+
+
     def converted(x, c):
         return x * int(c)
 
@@ -136,6 +142,14 @@ def uses(source, function, param, tensors):
             {"x"},
             [BLOCKS],
             "is returned in `a + c * (b - a)`, whose other operands are not known to be tensors",
+        ),
+        # The same mix through a local (`eps = ...; return eps`): it said "a Python number" again.
+        (
+            "returned_mixed_local",
+            "c",
+            {"x"},
+            [BLOCKS],
+            "is returned in `eps`, computed with operands not known to be tensors",
         ),
         (
             "converted",

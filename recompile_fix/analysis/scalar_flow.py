@@ -80,6 +80,8 @@ class FlowPath:
     int_exact: bool = True
     depth: int = 0
     visited: frozenset[tuple[str, int, str]] = frozenset()  # (file, id(scope node), name) followed
+    # Arithmetic on the way met an operand the analysis could not type (`a * (b - c)`).
+    unknown_operand: bool = False
 
     def after(self, operator: cst.BaseBinaryOp, other: cst.BaseExpression) -> FlowPath:
         exact = (
@@ -87,7 +89,8 @@ class FlowPath:
             and type(operator).__name__ in EXACT_INT_OPS
             and not isinstance(other, (cst.Float, cst.Imaginary))
         )
-        return replace(self, scalar_math=True, int_exact=exact)
+        literal = isinstance(other, (cst.Integer, cst.Float, cst.Imaginary))
+        return replace(self, scalar_math=True, int_exact=exact, unknown_operand=self.unknown_operand or not literal)
 
 
 # A function whose source can be read: its file's source, the file as the Profile spells it, its
@@ -220,6 +223,9 @@ class ValueFlow(TensorInference):
                 what = (
                     f"is returned in `{one_line(source.code(node))}`, whose other operands are not known to be tensors"
                 )
+                return [self._use("return", what, node, scope, path)]
+            if path.unknown_operand:  # `eps = a + c * (b - a)`, then `return eps`
+                what = f"is returned in `{one_line(source.code(node))}`, computed with operands not known to be tensors"
                 return [self._use("return", what, node, scope, path)]
             return [self._use("return", "is returned as a Python number", node, scope, path)]
         if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and node is parent.value:
