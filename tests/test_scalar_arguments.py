@@ -325,6 +325,9 @@ def test_an_int_used_as_a_size_and_in_a_branch_gets_dynamic_true_and_a_window_do
     assert finding.message.endswith("compile `regroup` with `dynamic=True`")
     (window,) = plan(program.replace("g = x.view(n, -1)", "g = x.unfold(0, n, 1)"))
     assert window.safety is Safety.NONE
+    # A trial's StaticCache position, built in the compiled code from the int: symbolic, once.
+    (position,) = plan(program.replace("g = x.view(n, -1)", "g = x * torch.tensor([n], dtype=torch.long)"))
+    assert position.safety is Safety.SAFE and position.params["config"].endswith("\"L['n']\"")
     (passed_through,) = plan(program.replace('@torch.compile(backend="eager")', "@torch.compile(**OPTIONS)"))
     assert passed_through.safety is Safety.NONE  # `dynamic=` may be in the dict: a second one raises
 

@@ -83,6 +83,11 @@ CODE = textwrap.dedent("""
         return a + c * (b - a)
 
 
+    def position(x, step):
+        pos = torch.tensor([step], dtype=torch.long)
+        return x * pos
+
+
     def returned_mixed_local(x, c):
         a, b = unknown_pair()
         eps = a + c * (b - a)
@@ -151,6 +156,9 @@ def uses(source, function, param, tensors):
             [BLOCKS],
             "is returned in `eps`, computed with operands not known to be tensors",
         ),
+        # A StaticCache position built in the compiled code: a symbolic int serves (RF002's
+        # `dynamic_sources`), a 0-d tensor would give the new tensor its own dtype.
+        ("position", "step", {"x"}, [BLOCKS], "is an element of the data `torch.tensor()` builds a tensor from"),
         (
             "converted",
             "c",

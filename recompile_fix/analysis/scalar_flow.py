@@ -72,6 +72,10 @@ class Use:
         return f"{self.why} at {self.where} (`{self.code}`)"
 
 
+# Calls that build a tensor from a list of numbers.
+_TENSOR_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
+
+
 @dataclass(frozen=True)
 class FlowPath:
     """How the value got here: Python arithmetic on the way, and the helpers and locals followed."""
@@ -266,6 +270,16 @@ class ValueFlow(TensorInference):
         holder = source.parents.get(container)
         if isinstance(holder, cst.Arg) and holder.keyword is None and not holder.star:
             call = source.parents.get(holder)
+            if (
+                isinstance(call, cst.Call)
+                and source.qualified_name(call.func) in _TENSOR_FROM_DATA
+                and call.args[0] is holder
+                and isinstance(container, cst.List)
+            ):
+                # `torch.tensor([step])` (a StaticCache's position): traced from a symbolic int
+                # once (torch 2.13 and 2.14, eager and inductor); a 0-d tensor's dtype would rule.
+                what = f"is an element of the data `{source.code(call.func)}()` builds a tensor from"
+                return [self._use("tensor_data", what, call, scope, path)]
             if isinstance(call, cst.Call) and source.qualified_name(call.func) == "sum" and len(call.args) == 1:
                 floats = any(isinstance(e.value, (cst.Float, cst.Imaginary)) for e in container.elements)
                 return self.classify(

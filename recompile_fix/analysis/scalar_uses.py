@@ -237,6 +237,7 @@ _CONSEQUENCES = {
     "specialised there",
     "compare": "a 0-d tensor there graph-breaks or is guarded on its value",
     "return": "the caller would receive a tensor instead of a number",
+    "tensor_data": "a 0-d tensor there gives the new tensor its own dtype",
     "wrong": "it must stay a Python number there",
     "type": "a 0-d tensor takes another path there",
     "ctor": "a float64 0-d tensor there makes a float64 tensor where the number made one of the default dtype",

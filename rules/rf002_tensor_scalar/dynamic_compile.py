@@ -42,7 +42,7 @@ __all__ = [
     "sources_finding",
 ]
 
-_SYMBOLIC_KINDS = frozenset({"shape", "branch", "slice"})
+_SYMBOLIC_KINDS = frozenset({"shape", "branch", "slice", "tensor_data"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -65,13 +65,13 @@ def size_finding(
     frame: Frame, param: str, function_name: str, project: Project, refusal: Finding, blocking: list[Use]
 ) -> Finding | None:
     """``dynamic=True`` for an int whose every blocking use stays symbolic in a dynamic graph: a
-    size (a range's ends, a view's shape, a `topk` k), a bound of a tensor's slice (`freqs[pos : pos + n]`;
+    size (a range's ends, a view's shape, a `topk` k), the data of a `torch.tensor([step])`, a bound of a tensor's slice (`freqs[pos : pos + n]`;
     measured on torch 2.13: 2 -> 1, where an int index `x[:, n]` is guarded on every value) or a
     branch's test (guarded on the outcome, not the
     value: a warm-up `if step < warmup` compiles once per side); None where one is a dim, a
     window, a loop count, an index into a list, or a `min`/`max` whose result goes where the
     analysis stops, which torch guards on the value."""
-    symbolic = [u for u in blocking if u.kind in ("branch", "slice") or u.op in SYMBOLIC_SIZE_CALLS]
+    symbolic = [u for u in blocking if u.kind in ("branch", "slice", "tensor_data") or u.op in SYMBOLIC_SIZE_CALLS]
     if not blocking or len(symbolic) < len(blocking) or any(u.kind not in _SYMBOLIC_KINDS for u in blocking):
         return None
     dynamic = dynamic_compile_finding(frame, "int", param, function_name, project, refusal, _instead(refusal))
