@@ -219,3 +219,22 @@ def test_a_fix_in_the_code_the_profile_ran_is_no_fix_for_its_recompile(tmp_path)
     after = run_cli("report", "after.json", cwd=tmp_path, check=0)
     assert "[no fix]" in after.stdout and "its fix was in the code the Profile ran" in after.stdout
     assert "0 with a proposed fix, 1 with no fix" in after.stdout
+
+
+def test_report_after_apply_counts_the_fixes_the_files_now_hold(tmp_path):
+    """A trial: after `apply`, `report` on the same Profile said "[no fix] ... no rule has a fix"
+    for every recompile whose fix the file now held (the rules could not read the file as the run
+    had it). They plan on the profiled text kept beside the Profile: the fixes are counted."""
+    case = Path(__file__).resolve().parent.parent / "golden" / "RF017" / "last_token_sampler"
+    shutil.copy(case / "program.in.py", tmp_path / "program.py")
+    (tmp_path / ".recompile-fix").mkdir()
+    shutil.copy(case / "profile.json", tmp_path / ".recompile-fix" / "profile.json")
+    shutil.copytree(case / ".profile.sources", tmp_path / ".recompile-fix" / "sources")
+    before = run_cli("report", "--output-format", "concise", cwd=tmp_path, check=0)
+    run_cli("apply", ".", cwd=tmp_path, check=0)
+    assert (tmp_path / "program.py").read_text() == (case / "program.out.py").read_text()
+    after = run_cli("report", "--output-format", "concise", cwd=tmp_path, check=0)
+    line = next(x for x in before.stdout.splitlines() if x.startswith("Every recompile accounted for"))
+    assert ": 0 with a proposed fix" not in line, before.stdout
+    assert line in after.stdout, after.stdout
+    assert "no rule has a fix" not in after.stdout, after.stdout

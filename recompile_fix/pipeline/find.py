@@ -39,6 +39,7 @@ from recompile_fix.pipeline.paths import discover, inside, is_source, real_file
 from recompile_fix.pipeline.scan import StaticScan, content_digest
 from recompile_fix.pipeline.training import TrainingInProject
 from recompile_fix.profile.files import read_named_file
+from recompile_fix.profile.kept_sources import kept_source
 from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import Profile, resolve, same_as_profiled, sha256_bytes
 from recompile_fix.profile.validate import check_against_sources, check_agreement
@@ -63,6 +64,7 @@ class ApplyResult:
     rewrites: list[FileRewrite] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     already_applied: list[str] = field(default_factory=list)
+    applied_findings: list[Finding] = field(default_factory=list)  # the Profile's, whose fixes those files hold
     outside: list[Finding] = field(default_factory=list)
     files_parsed: int = 0  # files the static scan had to parse (cache misses)
     present: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, where its fix already is)
@@ -126,7 +128,8 @@ def find(
             result.errors.extend(stale_frames)
             result.stale_frames = stale_frames
             result.profile = profile
-            profiled = _plan_from_profile(profile, rules, root, roots, result, config, files)
+            kept = profile_path or Path(root, config.profile)
+            profiled = _plan_from_profile(profile, rules, root, roots, result, config, files, kept)
         scan = StaticScan(root, rules, config.fingerprint(), jobs=jobs, use_cache=use_cache)
         unsaved = [r for r in roots if not r.exists() and is_source(r)]  # a buffer not saved yet
         walks: dict[Path, list[Path]] = {}  # the scan's folders: the training search walks them once
@@ -157,6 +160,7 @@ def find(
             memo=result.memo,
             training=TrainingInProject(root, config.excluded, files, scan.training_facts, walks),
         )
+        result.present += [(f, "written since the Profile ran") for f in result.applied_findings]
         return result
 
 
@@ -305,6 +309,7 @@ def _plan_from_profile(
     result: ApplyResult,
     config: Config,
     files: _Files,
+    profile_file: Path,
 ) -> list[Finding]:
     """Findings from the Profile for files whose bytes it saw; errors for the rest.
 
@@ -316,7 +321,8 @@ def _plan_from_profile(
         return files.read(path, profile.interpreter)
 
     check_against_sources(profile, files.reader_or_none(profile.interpreter), root_dir, agreement=False)
-    project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter, read=read)
+    reader = _as_profiled(profile, profile_file, read)
+    project = Project(root_dir, expected_hashes=profile.sources, interpreter=profile.interpreter, read=reader)
     status: dict[str, str] = {}  # path -> ok / applied / stale / outside / missing / unreadable
 
     def file_status(path: str) -> str:
@@ -360,6 +366,10 @@ def _plan_from_profile(
     planned = []
     for finding in _plan_remembered(profile, project, rules, result.memo):
         state = file_status(finding.file)
+        if state == "applied" and finding.fixable:
+            # Its fix is what the file holds now: to `report`'s accounting, a fix the Profile predates.
+            result.applied_findings.append(finding)
+            continue
         if state == "applied" or (state in ("outside", "missing", "unreadable") and finding.safety is Safety.NONE):
             continue  # nothing to say about a file we already fixed, or one we were not asked about
         if state == "stale":
@@ -388,6 +398,24 @@ def _plan_from_profile(
     result.already_applied = sorted(p for p, s in status.items() if s == "applied")
     result.parsed = project.parsed()
     return planned
+
+
+def _as_profiled(profile: Profile, profile_file: Path, read: Callable[[str], bytes]) -> Callable[[str], bytes]:
+    """``read``, but a file `apply` wrote since the run gives the text the run had (kept beside the
+    Profile): the rules plan on it, and its Findings are the fixes it now holds, for `report`'s
+    accounting of the Profile's recompiles."""
+
+    def read_as_profiled(path: str) -> bytes:
+        data = read(path)
+        digest = profile.sources.get(path)
+        if digest is not None and profile.applied.get(path) == sha256_bytes(data):
+            try:
+                return kept_source(profile_file, digest).read_bytes()
+            except OSError:
+                return data
+        return data
+
+    return read_as_profiled
 
 
 def _plan_remembered(
