@@ -277,3 +277,14 @@ def test_a_size_torch_did_not_name_keeps_the_recompile_despite_the_number_fix():
     assert account(profile_of(frame), [fix_scale]).outcomes[0].category == FIX
     frame.compiles[0].dims = None
     assert account(profile_of(frame), [fix_scale]).outcomes[0].category == FIX
+
+
+def test_a_guard_no_kind_describes_is_shown_in_torchs_words():
+    """A trial's T5 decode loop: "3x other guard" named nothing; the report shows the guard
+    expression torch wrote (`not cache.is_updated`), without its source comment."""
+    from profiles import reasons_of
+    from recompile_fix.report import reason_phrase
+
+    (reason,) = reasons_of(["0/0: not cache.is_updated      # is_updated = cache.is_updated.get(self.layer_idx)"])
+    assert reason.kind == "other"
+    assert reason_phrase(reason) == "other guard: `not cache.is_updated`"
