@@ -32,16 +32,9 @@ def _reason_phrase(reason: Reason) -> str:
     words = REASON_KINDS.get(reason.kind, reason.kind)
     source = f" {shown_source(reason.source)}" if reason.source and reason.kind != "limit_hit" else ""
     dim = f" dim {reason.dim}" if reason.dim is not None else ""
-    if reason.kind == "other" and not (source or dim):
-        guard = _OTHER_GUARD.match(reason.text.split("\n", 1)[0])
-        expression = guard.group(1).strip() if guard else ""
-        if expression:  # torch's own words for a guard no kind describes (`not cache.is_updated`)
-            return f"{words}: `{expression if len(expression) <= 80 else expression[:77] + '...'}`"
+    if reason.kind == "other" and not (source or dim) and reason.guard_words():
+        return f"{words}: `{reason.guard_words()}`"  # torch's own words: no kind describes it
     return f"{words}:{source}{dim}" if (source or dim) else words
-
-
-# A guard's expression in torch's failure line: `0/0: not cache.is_updated   # ...source line...`.
-_OTHER_GUARD = re.compile(r"^\s*(?:\d+/\d+:\s*)?([^#]*)")
 
 
 def reason_phrase(reason: Reason) -> str:

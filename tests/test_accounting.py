@@ -288,3 +288,6 @@ def test_a_guard_no_kind_describes_is_shown_in_torchs_words():
     (reason,) = reasons_of(["0/0: not cache.is_updated      # is_updated = cache.is_updated.get(self.layer_idx)"])
     assert reason.kind == "other"
     assert reason_phrase(reason) == "other guard: `not cache.is_updated`"
+    frame = profiles.frame_of([reason], name="decode_step")
+    (outcome,) = account(profiles.profile_of(frame), []).outcomes
+    assert outcome.why == "no rule has a fix for this reason (other guard: `not cache.is_updated`)"

@@ -215,6 +215,8 @@ def _outcome(
     source = f" {shown_source(primary.source)}" if primary.source else ""
     if primary.source and primary.kind == "size_mismatch" and primary.dim is not None:
         source += f" dim {primary.dim}"
+    if primary.kind == "other" and not primary.source and primary.guard_words():
+        source = f": `{primary.guard_words()}`"
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
 
 
