@@ -12,7 +12,7 @@ from recompile_fix.output import wrap
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Location, Profile, Reason
 from recompile_fix.profile.reason_classes import reason_id
 from recompile_fix.profile.resume import parse_resume
-from recompile_fix.profile.sources import shown_source
+from recompile_fix.profile.sources import guard_words, shown_source
 from recompile_fix.reason_docs import reason_url
 
 __all__ = [
@@ -32,8 +32,8 @@ def _reason_phrase(reason: Reason) -> str:
     words = REASON_KINDS.get(reason.kind, reason.kind)
     source = f" {shown_source(reason.source)}" if reason.source and reason.kind != "limit_hit" else ""
     dim = f" dim {reason.dim}" if reason.dim is not None else ""
-    if reason.kind == "other" and not (source or dim) and reason.guard_words():
-        return f"{words}: `{reason.guard_words()}`"  # torch's own words: no kind describes it
+    if reason.kind == "other" and not (source or dim) and guard_words(reason.text):
+        return f"{words}: `{guard_words(reason.text)}`"  # torch's own words: no kind describes it
     return f"{words}:{source}{dim}" if (source or dim) else words
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from recompile_fix.findings.finding import Finding, Safety
 from recompile_fix.profile.model import REASON_KINDS, Compile, Frame, Profile, Reason
-from recompile_fix.profile.sources import shown_source
+from recompile_fix.profile.sources import guard_words, shown_source
 
 __all__ = [
     "EXPECTED",
@@ -215,8 +215,8 @@ def _outcome(
     source = f" {shown_source(primary.source)}" if primary.source else ""
     if primary.source and primary.kind == "size_mismatch" and primary.dim is not None:
         source += f" dim {primary.dim}"
-    if primary.kind == "other" and not primary.source and primary.guard_words():
-        source = f": `{primary.guard_words()}`"
+    if primary.kind == "other" and not primary.source and guard_words(primary.text):
+        source = f": `{guard_words(primary.text)}`"
     return Outcome(frame, compile_, primary, NO_FIX, f"no rule has a fix for this reason ({phrase}{source})")
 
 

@@ -106,17 +106,6 @@ class Reason:
             # attribute's, so none is kept.
             self.expression, self.source, self.value = self.source, chain, None
 
-    def guard_words(self) -> str:
-        """The guard as torch wrote it (`not cache.is_updated`), without its entry and source
-        comment, at most 80 characters: what a reason no kind describes is shown as."""
-        match = _GUARD_WORDS.match(self.text.split("\n", 1)[0])
-        words = match.group(1).strip() if match else ""
-        return words if len(words) <= 80 else words[:77] + "..."
-
-
-# A guard's expression in torch's failure line: `0/0: not cache.is_updated   # ...source line...`.
-_GUARD_WORDS = re.compile(r"^\s*(?:\d+/\d+:\s*)?([^#]*)")
-
 
 REASON_KINDS = {
     "size_mismatch": "tensor size changed",

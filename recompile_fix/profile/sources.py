@@ -14,6 +14,7 @@ __all__ = [
     "Step",
     "attribute_path",
     "canonical_source",
+    "guard_words",
     "is_resume_stack",
     "module_path_code",
     "parse_source",
@@ -159,3 +160,15 @@ def shown_source(source: str) -> str:
     """A guard's source as a report shows it, in backquotes: torch's name for a value carried
     across a graph break says what it is."""
     return f"`{source}` (a value computed before a graph break)" if is_resume_stack(source) else f"`{source}`"
+
+
+# A guard's expression in torch's failure line: `0/0: not cache.is_updated   # ...source line...`.
+_GUARD_WORDS = re.compile(r"^\s*(?:\d+/\d+:\s*)?([^#]*)")
+
+
+def guard_words(text: str) -> str:
+    """A guard as torch wrote it in a failure (`not cache.is_updated`), without its entry and
+    source comment, at most 80 characters: what a reason no kind describes is shown as."""
+    match = _GUARD_WORDS.match(text.split("\n", 1)[0])
+    words = match.group(1).strip() if match else ""
+    return words if len(words) <= 80 else words[:77] + "..."
