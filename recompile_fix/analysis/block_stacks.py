@@ -163,14 +163,7 @@ class Analysis:
 
     def function_def(self, first_line: int, name: str) -> Def | None:
         """The def a code object came from (``co_firstlineno`` counts decorators)."""
-        for node in self.tree.order:
-            if (
-                isinstance(node, DEFS)
-                and node.name == name
-                and first_line in (node.lineno, *(d.lineno for d in node.decorator_list))
-            ):
-                return node
-        return None
+        return self.source.syntax_def(first_line, name)
 
     # -- classes ----------------------------------------------------------------------
     def methods(self, class_name: str) -> dict[str, Def]:

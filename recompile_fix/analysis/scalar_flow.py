@@ -29,7 +29,7 @@ from recompile_fix.analysis.cst_names import (
 )
 from recompile_fix.analysis.scalar_tensors import Scope, TensorInference
 from recompile_fix.analysis.source import SourceFile, is_name
-from recompile_fix.analysis.torch_vocabulary import EXACT_INT_OPS
+from recompile_fix.analysis.torch_vocabulary import EXACT_INT_OPS, TENSOR_DATA_CALLS
 from recompile_fix.analysis.type_tests import loads_past_device_moves
 
 __all__ = ["BLOCKS", "Callee", "FlowPath", "TENSOR", "UNKNOWN", "Use", "ValueFlow"]
@@ -70,10 +70,6 @@ class Use:
 
     def describe(self) -> str:
         return f"{self.why} at {self.where} (`{self.code}`)"
-
-
-# Calls that build a tensor from a list of numbers.
-_TENSOR_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
 
 
 @dataclass(frozen=True)
@@ -272,7 +268,7 @@ class ValueFlow(TensorInference):
             call = source.parents.get(holder)
             if (
                 isinstance(call, cst.Call)
-                and source.qualified_name(call.func) in _TENSOR_FROM_DATA
+                and source.qualified_name(call.func) in TENSOR_DATA_CALLS
                 and call.args[0] is holder
                 and isinstance(container, cst.List)
             ):

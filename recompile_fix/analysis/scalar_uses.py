@@ -52,6 +52,7 @@ from recompile_fix.analysis.torch_vocabulary import (
     SHAPE_FUNCTIONS,
     SHAPE_KEYWORDS,
     SHAPE_METHODS,
+    TENSOR_DATA_CALLS,
     WRONG_UNDER_INDUCTOR,
 )
 
@@ -113,7 +114,7 @@ class ScalarUses(ValueFlow):
         if qualified == "pow":
             effect = "a 0-d tensor graph-breaks there (torch cannot trace builtin `pow`)"
             return [self._use("math", "reaches builtin `pow()`", call, scope, path, effect=effect)]
-        if qualified in _CONSTRUCTORS and call.args and arg is call.args[0] and arg.keyword is None:
+        if qualified in TENSOR_DATA_CALLS and call.args and arg is call.args[0] and arg.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
                 # `torch.tensor(c, dtype=torch.long)`: the new tensor's dtype is fixed and it reads
                 # the number's value (truncating as Python's would): follow the new tensor.
@@ -199,7 +200,6 @@ class ScalarUses(ValueFlow):
         return [self._use("setting", f"is passed to {label}, which takes it as a Python number", call, scope, path)]
 
 
-_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 _WRONG_FILL = (
     "fills {label}, where a 0-d float64 tensor gives wrong values under inductor (torch 2.13-2.15 "
     "return the first call's value on every later call)"

@@ -237,6 +237,14 @@ class SourceFile:
                 return node
         return None
 
+    def syntax_def(self, first_line: int, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """``function_def``'s def in the stdlib's tree (``co_firstlineno`` counts decorators)."""
+        for node in ast.walk(self.syntax):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                if first_line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+                    return node
+        return None
+
     def _function_def_by_rank(self, first_line: int, name: str) -> cst.FunctionDef | None:
         ranked = self._defs_by_name
         for rank, lines in enumerate(ranked[0].get(name, ())):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "SYMBOLIC_SIZE_CALLS",
+    "TENSOR_DATA_CALLS",
     "ARITH_FUNCTIONS",
     "ARITH_METHODS",
     "CONVERTERS",
@@ -172,6 +173,9 @@ SHAPE_METHODS = frozenset(
     }
 )
 
+
+# Calls that build a tensor from Python numbers (a list's, for the first two).
+TENSOR_DATA_CALLS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 
 # Calls whose size arguments stay symbolic in a dynamic graph (a tensor's length, a range's
 # ends, a `topk` or `kthvalue` k: measured on torch 2.13 and 2.14, eager and inductor, 4 values

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import ast
 
-from recompile_fix.analysis.ast_tree import DEFS, Def, dotted, in_place
+from recompile_fix.analysis.ast_tree import Def, dotted, in_place
 
-__all__ = ["compiled_def", "input_use", "torch_names"]
+__all__ = ["input_use"]
 
 # Methods that give a view of their receiver (a write into it writes into the receiver).
 _VIEWS = {
@@ -22,26 +22,6 @@ _READERS = {
     "len", "isinstance", "type", "print", "float", "int", "bool", "str", "repr", "hasattr", "getattr", "range",
     "enumerate", "zip", "max", "min", "sum", "abs", "round",
 }  # fmt: skip
-
-
-def torch_names(module: ast.Module) -> set[str]:
-    """Names the file binds to torch or to something imported from it (``F``, ``nn``)."""
-    names: set[str] = set()
-    for node in ast.walk(module):
-        if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-            names |= {a.asname or a.name for a in node.names}
-    return names
-
-
-def compiled_def(module: ast.Module, first_line: int, name: str) -> Def | None:
-    """The def a code object came from (``co_firstlineno`` counts decorators)."""
-    for node in ast.walk(module):
-        if isinstance(node, DEFS) and node.name == name:
-            if first_line in (node.lineno, *(d.lineno for d in node.decorator_list)):
-                return node
-    return None
 
 
 def _root(node: ast.expr) -> str | None:

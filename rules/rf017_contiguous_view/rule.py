@@ -20,7 +20,7 @@ from recompile_fix.findings.releases import TorchApi
 from recompile_fix.findings.rule import Example, Rule
 from recompile_fix.profile.model import Compile, Frame, Location, Profile
 
-from .input_uses import compiled_def, input_use, torch_names
+from .input_uses import input_use
 
 __all__ = ["RULE", "ContiguousView"]
 
@@ -132,7 +132,9 @@ class ContiguousView(Rule):
         guards = [r for c in compiles for r in c.reasons if r.kind == _STRIDE and r.source in dict(strided)]
         notes, safety = self._safety(frame, compiles, project, targets, strided)
         if safety is None:
-            return self._refused(frame, site, source, call, targets, guards, notes)
+            refused = self._finding(frame, site, source, call, targets, guards, notes, Safety.NONE)
+            refused.message = refused.message.rsplit(": ", 1)[0] + ": a copy would not be the same to the caller"
+            return refused
         args: list[dict[str, Any]] = []
         for src, _, arg in targets:
             pos = source.positions[arg.value]
@@ -163,11 +165,13 @@ class ContiguousView(Rule):
         """(notes, SAFE / UNSAFE), or (why not, None) where the copy would change what the caller sees."""
         copied = {src for src, _, _ in targets}
         frame_source = project.source(frame.file)
-        func = compiled_def(frame_source.syntax, frame.first_line, frame.name) if frame_source is not None else None
+        func = frame_source.syntax_def(frame.first_line, frame.name) if frame_source is not None else None
+        imports = frame_source.imports if frame_source is not None and func is not None else {}
+        torch = {name for name, what in imports.items() if what.split(".")[0] == "torch"}
         unproven: list[str] = []
         for src, target, _ in targets:
             param = target.param or src
-            why = input_use(func, param, torch_names(frame_source.syntax)) if func and frame_source else None
+            why = input_use(func, param, torch) if func is not None else None
             if why is not None and not why.startswith("passes"):
                 return [f"no fix: `{frame.name}` {why}; a copy would change what the caller sees"], None
             if func is None:
@@ -238,20 +242,6 @@ class ContiguousView(Rule):
             covers=[cover(frame, [src for src, _, _ in targets], [_STRIDE])],
             unsafe_because=UNPROVEN,
         )
-
-    def _refused(
-        self,
-        frame: Frame,
-        site: Location,
-        source: SourceFile,
-        call: cst.Call,
-        targets: list[tuple[str, CallTarget, cst.Arg]],
-        guards: list[Any],
-        notes: list[str],
-    ) -> Finding:
-        finding = self._finding(frame, site, source, call, targets, guards, notes, Safety.NONE)
-        finding.message = finding.message.rsplit(": ", 1)[0] + ": a copy would not be the same to the caller"
-        return finding
 
     def fix(self, finding: Finding, source: SourceFile, torch_name: str) -> list[Edit]:
         edits = []
