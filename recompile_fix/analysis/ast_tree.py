@@ -50,54 +50,140 @@ Loop: TypeAlias = ast.For | ast.AsyncFor
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
+def _first_line(func: Def) -> int:
+    return min([func.lineno, *(d.lineno for d in func.decorator_list)])
+
+
+class _Segment:
+    """The nodes of one scope in preorder: the module's, or one def's (the def first), each
+    subtree's extent, with a nested def a leaf (its nodes are its own segment's)."""
+
+    __slots__ = ("order", "end")
+
+    def __init__(self, root: ast.AST, tree: "Tree") -> None:
+        order: list[ast.AST] = []
+        end: list[int] = []  # order[i]'s subtree is order[i:end[i]]
+        self.order, self.end = order, end
+        index, parents = tree.index, tree.parent
+        stack: list[ast.AST | int] = [root]
+        while stack:
+            node = stack.pop()
+            if node.__class__ is int:  # the subtree of order[node] is complete
+                end[node] = len(order)
+                continue
+            i = len(order)
+            order.append(node)  # type: ignore[arg-type]
+            end.append(i + 1)
+            if i and isinstance(node, DEFS):
+                index[id(node)] = (self, i)  # a leaf here: its nodes are built when asked for
+                tree._leaves.append(node)
+                continue
+            if i:
+                index[id(node)] = (self, i)
+            children = _children(node)  # type: ignore[arg-type]
+            if children:
+                stack.append(i)
+                for child in children:
+                    parents[id(child)] = node  # type: ignore[assignment]
+                children.reverse()
+                stack.extend(children)
+
+
 class Tree:
-    """Every node of a module (preorder), each subtree's extent and each node's parent, from one
+    """Every node of a module (preorder), each subtree's extent and each node's parent, from a
     pass over the nodes' fields (this runs on every file with a ModuleList in static mode).
+    A def's nodes are indexed the first time a walk or a question reaches them: a scan asks about
+    a few classes' methods of a model file, and indexing the rest was a third of its time.
     Children come in the order libcst's fields have (a def's decorators after its body, a
     class's bases after its body): it decides which of two sites or notes comes first, and the
     rule's output has always followed it."""
 
     def __init__(self, module: ast.Module):
-        self.order: list[ast.AST] = []
-        self.end: list[int] = []  # order[i]'s subtree is order[i:end[i]]
-        self.index: dict[int, int] = {}
+        # id(node) -> (the segment it is a node of, its position there); a def is a leaf of its
+        # enclosing segment and the first node of its own (``_defs``).
+        self.index: dict[int, tuple[_Segment, int]] = {}
         self.parent: dict[int, ast.AST] = {}
-        order, end, index, parents = self.order, self.end, self.index, self.parent
-        stack: list[ast.AST | int] = [module]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, int):  # the subtree of order[node] is complete
-                end[node] = len(order)
-                continue
-            i = len(order)
-            index[id(node)] = i
-            order.append(node)
-            end.append(i + 1)
-            children = _children(node)
-            if children:
-                stack.append(i)
-                for child in reversed(children):
-                    parents[id(child)] = node
-                    stack.append(child)
+        self._defs: dict[int, _Segment] = {}
+        self._leaves: list[Def] = []  # the defs met so far (indexed or not)
+        self._module = module
+        self._top = _Segment(module, self)
+        self.index[id(module)] = (self._top, 0)
+        self._order: list[ast.AST] | None = None
+
+    @property
+    def order(self) -> list[ast.AST]:
+        """Every node of the module, in preorder (indexes every def)."""
+        if self._order is None:
+            self._order = [self._module, *self._span(self._top, 1, len(self._top.order), False)]
+        return self._order
+
+    def _segment_of_def(self, func: ast.AST) -> _Segment:
+        segment = self._defs.get(id(func))
+        if segment is None:
+            segment = self._defs[id(func)] = _Segment(func, self)
+        return segment
+
+    def _position(self, node: ast.AST) -> tuple[_Segment, int]:
+        """Where ``node``'s subtree is: a def's own segment, else its place in its scope's."""
+        if isinstance(node, DEFS):
+            if id(node) not in self.index and id(node) not in self._defs:
+                self._locate(node)
+            return self._segment_of_def(node), 0
+        return self._leaf_position(node)
+
+    def _locate(self, node: ast.AST) -> None:
+        """Index the defs ``node`` lies in (by its lines), where no walk reached it yet (it was
+        reached through fields: ``func.body``); all of them where it has no lines."""
+        line = getattr(node, "lineno", None)
+        while id(node) not in self.index and line is not None:
+            around = [
+                func
+                for func in self._leaves
+                if id(func) not in self._defs and _first_line(func) <= line <= (func.end_lineno or 0)
+            ]
+            if not around:
+                break
+            for func in around:
+                self._segment_of_def(func)
+        if id(node) not in self.index:
+            for _ in self.order:  # every def indexed
+                pass
 
     def walk(self, root: ast.AST, skip_defs: bool = False) -> Iterator[ast.AST]:
         """Every node under ``root`` (not ``root`` itself), in order; with ``skip_defs``, not into
         nested functions, classes and lambdas."""
-        i = self.index[id(root)]
-        return self._span(i + 1, self.end[i], skip_defs)
+        segment, i = self._position(root)
+        return self._span(segment, i + 1, segment.end[i], skip_defs)
 
     def walk_body(self, body: list[ast.stmt], skip_defs: bool = False) -> Iterator[ast.AST]:
         """The statements of a block and every node under them (a block is no node in ast)."""
-        return self._span(self.index[id(body[0])], self.end[self.index[id(body[-1])]], skip_defs)
+        first = self._leaf_position(body[0])
+        last = self._leaf_position(body[-1])
+        return self._span(first[0], first[1], last[0].end[last[1]], skip_defs)
 
-    def _span(self, i: int, stop: int, skip_defs: bool) -> Iterator[ast.AST]:
-        order, end = self.order, self.end
+    def _leaf_position(self, node: ast.AST) -> tuple[_Segment, int]:
+        """``node``'s place among its siblings (a def's in its enclosing scope, not its own)."""
+        if id(node) not in self.index:
+            self._locate(node)
+        return self.index[id(node)]
+
+    def _span(self, segment: _Segment, i: int, stop: int, skip_defs: bool) -> Iterator[ast.AST]:
+        order, end = segment.order, segment.end
         while i < stop:
             node = order[i]
             yield node
-            i = end[i] if skip_defs and isinstance(node, _SCOPES) else i + 1
+            if isinstance(node, _SCOPES):
+                if skip_defs:
+                    i = end[i]
+                    continue
+                if isinstance(node, DEFS):
+                    inner = self._segment_of_def(node)
+                    yield from self._span(inner, 1, len(inner.order), False)
+            i += 1
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        if id(node) not in self.parent and node is not self._module:
+            self._locate(node)
         parent = self.parent.get(id(node))
         while parent is not None:
             yield parent

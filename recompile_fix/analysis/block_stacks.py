@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -20,6 +21,7 @@ from recompile_fix.analysis.ast_tree import (
     FORS,
     Def,
     Loop,
+    Tree,
     arguments,
     code_of,
     dotted,
@@ -400,6 +402,8 @@ class Analysis:
     def _class_sites(self, class_name: str) -> list[Site]:
         containers = self.members(class_name)["containers"]
         found: list[Site] = []
+        if not containers:
+            return found  # no loop over, nor call of, a container of blocks
         for method in self.all_methods(class_name).values():
             if method.name == "__init__":
                 continue
@@ -515,6 +519,8 @@ class Analysis:
     @functools.cached_property
     def eager_backend_line(self) -> int | None:
         """The line of the file's first ``compile(..., backend="eager")``."""
+        if "eager" not in self.source.text:
+            return None
         calls = (node for node in self.tree.order if isinstance(node, ast.Call))
         return next((call.lineno for call in calls if eager_compile(self.source, call)), None)
 
@@ -636,13 +642,19 @@ def already_marked(func: Def) -> bool:
     return False
 
 
-def training_in(source: SourceFile, path: str, nodes: Iterable[ast.AST] | None = None) -> str | None:
+# `.backward` (a line continuation may split it) or `autograd` (`torch.autograd.grad(...)`).
+_BACKWARD_WORDS = re.compile(r"\.[\s\\]*backward\b|\bautograd\b")
+
+
+def training_in(source: SourceFile, path: str, tree: Tree | None = None) -> str | None:
     """Where the file runs a backward pass (``loss.backward()``), if it does: of several, the
-    call that ends first (an inner call before the one around it). ``nodes``: all of the file's
-    nodes, where they are at hand."""
+    call that ends first (an inner call before the one around it). ``tree``: the file's, where it
+    is at hand."""
+    if not _BACKWARD_WORDS.search(source.text):
+        return None  # what both kinds of call have written
     calls = [
         node
-        for node in (ast.walk(source.syntax) if nodes is None else nodes)
+        for node in (ast.walk(source.syntax) if tree is None else tree.order)
         if isinstance(node, ast.Call)
         and (
             isinstance(node.func, ast.Attribute)

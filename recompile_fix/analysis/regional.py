@@ -91,6 +91,8 @@ def compile_sites(source: SourceFile) -> list[CompileSite]:
     ``DDP(torch.compile(m))``, is not one the rule can replace)."""
     # One pass over the file's nodes picks what the site tests read (big model files have tens of
     # thousands: each walk of them was 25 ms); the Tree is the one RF004 reads too.
+    if not _ANY_COMPILE.search(source.text):  # `torch.compile(`, `model.compile(`, `@torch.compile`
+        return []
     kinds = (ast.Import, ast.ImportFrom, *DEFS, ast.Assign, ast.Expr, ast.ClassDef)
     nodes = [n for n in tree_of(source).order if isinstance(n, kinds)]
     torch_names = _torch_names(nodes)
@@ -385,6 +387,9 @@ def _module_expr(node: ast.expr) -> str:
 
 _USE_CACHE_OFF = re.compile(r"use_cache\s*=\s*False")
 _METHOD_COMPILE = re.compile(r"\.\s*compile\s*\(")
+# What every compile site has written: a dotted name ending in `compile` (not `compiler`,
+# `is_compiling`); a line continuation may split it.
+_ANY_COMPILE = re.compile(r"\.[\s\\]*compile\b")
 
 
 def turns_off_cache(source: SourceFile) -> int | None:

@@ -535,7 +535,7 @@ class _ProgramFacts:
     def of_file(cls, source: SourceFile, path: str, analysis: Analysis) -> "_ProgramFacts":
         facts = cls(None, [], None)
         facts.sources = [(path, source)]
-        facts.training = training_in(source, path, analysis.tree.order)
+        facts.training = training_in(source, path, analysis.tree)
         return facts
 
     def eager_backend(self, analysis: Analysis, frame: Frame | None = None) -> str | None:
@@ -553,6 +553,8 @@ class _ProgramFacts:
         if analysis.eager_backend_line:
             return f"{analysis.source.path}:{analysis.eager_backend_line}"
         for path, source in self.sources:
+            if "eager" not in source.text:  # what eager_compile looks for, written out
+                continue
             try:
                 calls = (n for n in ast.walk(source.syntax) if isinstance(n, ast.Call))  # all eager_compile takes
                 line = next((n.lineno for n in calls if eager_compile(source, n)), None)

@@ -194,7 +194,7 @@ class RegionalCompile(Rule):
         if not sites:
             return []
         analysis = Analysis(source)
-        training = training_in(source, path, analysis.tree.order)
+        training = training_in(source, path, analysis.tree)
         findings = []
         for site in sites:
             class_name = module_class(analysis, site)
