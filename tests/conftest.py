@@ -101,6 +101,11 @@ def _runs_torch(args) -> bool:
 _PRELOADS = {b"transformers": "transformers.modeling_utils", b"diffusers": "diffusers.models.modeling_utils"}
 
 
+# What every program run of the suite is given, so that they share the warm runner's servers
+# (a server is kept per environment; with and without it, the suite started twice as many).
+QUIET = {"PYTHONWARNINGS": "ignore"}
+
+
 def preload_env(*scripts) -> dict[str, str]:
     """The warm runner's preload for programs whose source is in ``scripts`` (paths)."""
     data = b"".join(Path(s).read_bytes() for s in scripts if Path(s).is_file())
@@ -137,7 +142,7 @@ def run_cli(*args, cwd=None, check=None, env=None, fresh=False):
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **preload_env(*_scripts(args, cwd)), **(env or {})},
+        env={**os.environ, **QUIET, **preload_env(*_scripts(args, cwd)), **(env or {})},
     )
     if check is not None:
         assert completed.returncode == check, completed.stdout + completed.stderr
@@ -215,7 +220,7 @@ def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedP
 
     require_slow("python " + " ".join(map(str, args[:1])))
     argv = [sys.executable, *map(str, args)]
-    env = {**(os.environ if env is None else env)}
+    env = {**os.environ, **QUIET} if env is None else {**env}
     done = warm.run_captured(argv, env={**env, **preload_env(*argv[1:2])}, cwd=str(cwd or ROOT))
     if done is None:
         return subprocess.run(argv, cwd=cwd or ROOT, capture_output=True, text=True, env=env, timeout=timeout)
@@ -244,10 +249,10 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and WARM_DIR_ENV not in os.environ and os.environ.get(OFF_ENV) != "0":
         config.warm_dir = tempfile.mkdtemp(prefix="rfw-", dir="/tmp" if os.path.isdir("/tmp") else None)
         os.environ[WARM_DIR_ENV] = config.warm_dir
-        # The suite's runs want 6-7 servers (environments with and without PYTHONWARNINGS, each
-        # with no library, transformers or diffusers preloaded); with the default 4, servers were
-        # retired and started again 13 times in 4 minutes (about 4 s of CPU each). About 0.35 GB
-        # each.
+        # The suite's runs want 3-4 servers at a time (no library, transformers or diffusers
+        # preloaded; QUIET in every environment), and a few tests one of their own (a project's
+        # venv, PYTHONPATH set); with the default 4, servers were retired and started again 13
+        # times in 4 minutes (about 4 s of CPU each). About 0.35 GB each.
         os.environ.setdefault(MAX_ENV, "10")
     # The language servers' kept diagnostics (lsp/first_open) in a folder of the session's, not
     # the user's cache.

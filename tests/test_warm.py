@@ -175,3 +175,76 @@ def test_a_program_that_seeds_before_importing_torch_draws_its_own_numbers(tmp_p
             assert line == plain.stdout.strip()
     finally:
         warm.stop_servers(Path(warm_dir))
+
+
+EXIT_PROGRAM = """\
+import atexit, os, sys, tempfile, threading, time, weakref
+import torch
+
+class Thing:
+    pass
+
+thing = Thing()
+dead = weakref.proxy(thing)  # any look at it raises, once the object is gone
+del thing
+
+left = open("left_open.txt", "w")
+left.write("written, never closed\\n")
+temporary = tempfile.NamedTemporaryFile(dir=".", prefix="deleted-at-exit-")
+open("temporary_name.txt", "w").write(temporary.name)
+
+def later():
+    time.sleep(0.3)
+    open("thread_done.txt", "w").write("yes")
+
+threading.Thread(target=later).start()  # not a daemon: the exit waits for it
+atexit.register(lambda: print("atexit ran"))
+os._exit = lambda code: print("a harness's own os._exit: the interpreter's exit never calls it")
+print("buffered, never flushed")
+code = sys.argv[1] if len(sys.argv) > 1 else None
+sys.exit(int(code) if code and code.isdigit() else code)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [None, "3", "a message"])
+def test_a_warm_run_ends_as_the_cold_run(tmp_path, tmp_path_factory, code):
+    """The child skips the interpreter's teardown of every module (0.2 s a run), and still ends
+    as the interpreter ends a program: its status and `sys.exit` message, its threads joined,
+    its atexit functions run, its open files flushed and closed, its temporary file deleted."""
+    (tmp_path / "prog.py").write_text(EXIT_PROGRAM)
+    argv = [sys.executable, "prog.py", *([code] if code else [])]
+    warm_dir = tmp_path_factory.mktemp("warm")
+    ended = {}
+    try:
+        for how in ("cold", "warm", "warm again"):
+            for name in ("left_open.txt", "thread_done.txt"):
+                (tmp_path / name).unlink(missing_ok=True)
+            env = {**os.environ, warm.WARM_DIR_ENV: str(warm_dir)}
+            if how == "cold":
+                import subprocess
+
+                cold = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+                done = (cold.returncode, cold.stdout, cold.stderr)
+            else:
+                done = warm.run_captured(argv, env=env, cwd=str(tmp_path))
+                assert done is not None
+            temporary = Path((tmp_path / "temporary_name.txt").read_text())
+            ended[how] = (
+                *done,
+                (tmp_path / "left_open.txt").read_text(),
+                (tmp_path / "thread_done.txt").exists(),
+                temporary.exists(),
+            )
+    finally:
+        warm.stop_servers(warm_dir)
+    assert ended["warm"] == ended["warm again"] == ended["cold"]
+    status = {None: 0, "3": 3, "a message": 1}[code]
+    assert ended["cold"] == (
+        status,
+        "buffered, never flushed\natexit ran\n",
+        "a message\n" if code == "a message" else "",
+        "written, never closed\n",
+        True,
+        False,
+    )
