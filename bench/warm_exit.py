@@ -34,7 +34,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="warm-exit-"))
     (work / "prog.py").write_text(PROGRAM)
-    env = {**os.environ, warm.WARM_DIR_ENV: str(work / "servers")}
+    os.environ[warm.WARM_DIR_ENV] = str(work / "servers")  # where this process's runs find servers
+    env = dict(os.environ)
     if args.preload:
         env[warm.PRELOAD_ENV] = args.preload
     argv = [sys.executable, "prog.py"]
