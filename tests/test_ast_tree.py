@@ -4,7 +4,7 @@ question first reaches them, and every answer is the one a whole-file index give
 import ast
 import textwrap
 
-from recompile_fix.analysis.ast_tree import Tree, _children
+from recompile_fix.analysis.ast_tree import _SCOPES, Tree, _children
 
 PROGRAM = textwrap.dedent(
     '''
@@ -52,9 +52,6 @@ PROGRAM = textwrap.dedent(
         Model()(torch.randn(2, 4))
     '''
 )
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _under(node: ast.AST, skip_defs: bool = False) -> list[ast.AST]:
