@@ -71,6 +71,11 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         _CURRENT.pop()
+        # torch's inductor writes its default cache folder into os.environ the first time a test
+        # compiles with it in this process: every later run's environment would differ from the
+        # earlier ones' and start servers of its own (seven did, for one worker's second half).
+        if _INDUCTOR_CACHE_ENV not in _ENV_AT_START:
+            os.environ.pop(_INDUCTOR_CACHE_ENV, None)
 
 
 def require_slow(what: str) -> None:
@@ -103,7 +108,11 @@ _PRELOADS = {b"transformers": "transformers.modeling_utils", b"diffusers": "diff
 
 # What every program run of the suite is given, so that they share the warm runner's servers
 # (a server is kept per environment; with and without it, the suite started twice as many).
+# pytest_configure puts it in the session's environment too: runs that tests make in-process
+# (`fix_to_fixed_point`, `run_profiled`) or with ``{**os.environ, ...}`` get it as well.
 QUIET = {"PYTHONWARNINGS": "ignore"}
+_INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+_ENV_AT_START = frozenset(os.environ)
 
 
 def preload_env(*scripts) -> dict[str, str]:
@@ -228,6 +237,7 @@ def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedP
 
 
 def pytest_configure(config):
+    os.environ.update(QUIET)  # before pytest-xdist starts its workers: theirs too
     # The suite starts about 2,000 Python processes (the tool, programs, servers); with
     # PYTHONDONTWRITEBYTECODE set (some shells and CI images set it) each would compile the tool's
     # modules from source again. Its own processes write and reuse the bytecode caches.

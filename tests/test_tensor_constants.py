@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import profiles
-from conftest import PROGRAMS, ROOT, run_cli
+from conftest import PROGRAMS, ROOT, run_cli, run_python
 from equivalence import run_recorded
 from golden_cases import CASES, GOLDEN, case_id, load_case
 from recompile_fix.analysis.project import Project
@@ -827,8 +827,6 @@ def test_full_like_left_alone_stays_right_under_inductor(tmp_path):
     backend): the wrap RF002 used to write there (a float64 0-d tensor) returns the first call's
     fill on every later call; the program as `apply` leaves it computes what eager computes."""
     import json
-    import subprocess
-    import sys
 
     case = GOLDEN / "RF002" / "full_like_fill"
     kept = tmp_path / "kept.py"
@@ -842,7 +840,7 @@ def test_full_like_left_alone_stays_right_under_inductor(tmp_path):
     check.write_text(_INDUCTOR_CHECK)
 
     def equal_per_call(program):
-        done = subprocess.run([sys.executable, str(check), str(program)], capture_output=True, text=True)
+        done = run_python(check, program, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
