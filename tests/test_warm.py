@@ -248,3 +248,59 @@ def test_a_warm_run_ends_as_the_cold_run(tmp_path, tmp_path_factory, code):
         True,
         False,
     )
+
+
+DYNAMO_STATE_PROGRAM = """\
+import json, warnings
+import torch
+import torch._dynamo
+from torch._dynamo import utils
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+heard = []  # a harness's hook on torch's metrics (tests/programs/torch_metrics.py sets one so)
+record = utils.record_compilation_metrics
+utils.record_compilation_metrics = lambda *args, **kwargs: heard.append(1) or record(*args, **kwargs)
+
+def f(x, n: int):
+    return (x * n).softmax(-1) + x.mean()
+
+g = torch.compile(f, backend="eager")
+for size in (2, 3, 4):
+    g(torch.ones(size, 4), size)
+warnings.warn("shown once, as in a fresh process")
+print(json.dumps({
+    "counters": {kind: dict(counts) for kind, counts in utils.counters.items()},
+    "compile_ids": [str(m.compile_id) for m in utils.get_compilation_metrics()],
+    "heard": len(heard),
+    "next_name": torch._dynamo.bytecode_transformation.unique_id("__compiled_fn"),
+    "next_graph": next(torch._dynamo.output_graph._compile_id_counter),
+    "fake_tensor_cache": [FakeTensorMode.cache_hits, FakeTensorMode.cache_misses],
+    "op_count": utils.op_count,
+    "threads": torch.get_num_threads(),
+}, sort_keys=True))
+"""
+
+
+@pytest.mark.slow
+def test_a_warm_run_starts_from_dynamos_state_in_a_fresh_process(tmp_path, tmp_path_factory):
+    """The server compiles a model once before it serves (_bootstrap/first_compile.py: what
+    Dynamo builds on a process's first trace, built once): a program still sees the compile ids,
+    counters, metrics (through a hook set before its first compile), generated names, thread
+    count and warnings of a fresh process."""
+    import subprocess
+
+    (tmp_path / "prog.py").write_text(DYNAMO_STATE_PROGRAM)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # the warning shows
+    env[warm.WARM_DIR_ENV] = str(tmp_path_factory.mktemp("warm"))
+    argv = [sys.executable, "prog.py"]
+    try:
+        cold = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+        runs = [(cold.returncode, cold.stdout, cold.stderr)]
+        runs += [warm.run_captured(argv, env=env, cwd=str(tmp_path)) for _ in range(2)]
+    finally:
+        warm.stop_servers(Path(env[warm.WARM_DIR_ENV]))
+    assert runs[0][0] == 0, runs[0][2]
+    assert "UserWarning: shown once" in runs[0][2]
+    state = json.loads(runs[0][1])
+    assert state["compile_ids"][0] == "0/0" and state["heard"] == 2 and state["next_name"].startswith("__compiled_fn_")
+    assert runs[1] == runs[2] == runs[0]

@@ -8,7 +8,8 @@ environment, working directory, argv and ``sys.path[0]``, fresh stdio objects, t
 seeds every run the tool makes gets (``profile.run_seed``), default signal handlers, and the recorder installed as ``sitecustomize`` would install it
 (torch is imported already: ``install_when_torch_imported`` installs at once). What it saves is
 what every run would pay before the program's first line: ``import torch`` and
-``torch._dynamo`` (about 5 s of CPU on a 2-core machine), and after its last: the teardown of
+``torch._dynamo`` (about 5 s of CPU on a 2-core machine), on its first compile: what Dynamo
+builds on a process's first trace (``first_compile.py``, undone before the fork), and after its last: the teardown of
 every module, which in a forked child copies each page the server's objects sit on (``_end``
 ends the child as the interpreter ends a program, without it).
 
@@ -286,6 +287,11 @@ def _report(exc: BaseException) -> None:
 def main() -> None:
     path, idle = sys.argv[1], float(sys.argv[2])
     _preload()
+    from recompile_fix._bootstrap.first_compile import compile_once
+
+    if not compile_once():
+        print("refused: a first compile's state could not be undone", flush=True)
+        return
     if _threads() > 1:
         print(f"refused: {_threads()} threads after importing torch", flush=True)
         return
