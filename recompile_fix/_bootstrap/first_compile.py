@@ -1,13 +1,14 @@
-"""The warm runner's server compiles once, then undoes it: what Dynamo builds on the first trace of a
-process (its tracer's tables, symbolic shapes' and sympy's caches, lazily imported modules: 70-90
-ms of each run's CPU on a 2-core machine, every run) is built before the fork, and each child
-starts from the state a fresh process starts from: compile ids, frame counts, counters,
-compilation metrics and the generated names (``__compiled_fn_N``) start again, torch's
-thread-local state (this thread's metrics context, made on a first compile with the
-``record_compilation_metrics`` of that moment: a harness that replaces it must still be heard) is
-as it was, and a warning already shown is shown again. The model lives on the meta device: no kernel runs (no thread pool
-is started in the server, whose children could not use it) and nothing draws from torch's random
-generator.
+"""The warm runner's server compiles once, then undoes it: what Dynamo builds on the first trace
+of a process (its tracer's tables, symbolic shapes' and sympy's caches, modules it imports
+lazily: 30-110 ms of a small program's CPU on a 2-core machine, every run, bench/first_compile.py)
+is built before the fork, and each child starts from the state a fresh process starts from:
+compile ids, frame counts, counters, compilation metrics and the generated names
+(``__compiled_fn_N``) start again; torch's thread-local state is as it was (this thread's
+metrics context is made on a first compile with the ``record_compilation_metrics`` of that
+moment: a harness that replaces it before its first compile must still be heard); a warning
+already shown is shown again. The model lives on the meta device: no kernel runs (no thread pool
+is started in the server, whose children could not use it) and nothing draws from torch's
+random generator.
 
 It runs inside the user's interpreter (standard library and torch only). Skipped where a variable
 makes a compile leave more behind than memory (a trace folder, logs, a PGO job's state, Dynamo's
