@@ -107,9 +107,9 @@ _PRELOADS = {b"transformers": "transformers.modeling_utils", b"diffusers": "diff
 
 
 # What every program run of the suite is given, so that they share the warm runner's servers
-# (a server is kept per environment; with and without it, the suite started twice as many).
-# pytest_configure puts it in the session's environment too: runs that tests make in-process
-# (`fix_to_fixed_point`, `run_profiled`) or with ``{**os.environ, ...}`` get it as well.
+# (a server is kept per environment; with and without it, the suite started twice as many):
+# pytest_configure puts it in the session's environment, which every run starts from (the
+# tool's processes, `run_python`, runs tests make in-process such as `fix_to_fixed_point`).
 QUIET = {"PYTHONWARNINGS": "ignore"}
 _INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 _ENV_AT_START = frozenset(os.environ)
@@ -151,7 +151,7 @@ def run_cli(*args, cwd=None, check=None, env=None, fresh=False):
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, **QUIET, **preload_env(*_scripts(args, cwd)), **(env or {})},
+        env={**os.environ, **preload_env(*_scripts(args, cwd)), **(env or {})},
     )
     if check is not None:
         assert completed.returncode == check, completed.stdout + completed.stderr
@@ -229,7 +229,7 @@ def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedP
 
     require_slow("python " + " ".join(map(str, args[:1])))
     argv = [sys.executable, *map(str, args)]
-    env = {**os.environ, **QUIET} if env is None else {**env}
+    env = {**os.environ} if env is None else {**env}
     done = warm.run_captured(argv, env={**env, **preload_env(*argv[1:2])}, cwd=str(cwd or ROOT))
     if done is None:
         return subprocess.run(argv, cwd=cwd or ROOT, capture_output=True, text=True, env=env, timeout=timeout)

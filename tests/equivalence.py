@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import QUIET, preload_env, require_slow
+from conftest import preload_env, require_slow
 from recompile_fix.profile import warm
 
 HARNESS = Path(__file__).resolve().parent / "programs" / "run_recording.py"
@@ -33,7 +33,7 @@ def run_recorded(script: Path, tmp: Path) -> dict:
         if cached is None or not cached.exists():
             out = tmp / f"{script.stem}.{abs(hash(str(script)))}.pt"
             argv = [sys.executable, str(HARNESS), str(out), str(script)]
-            env = {**os.environ, **QUIET, **preload_env(script)}
+            env = {**os.environ, **preload_env(script)}
             done = warm.run_captured(argv, env=env, cwd=str(script.parent))
             if done is None:
                 cold = subprocess.run(argv, capture_output=True, text=True, cwd=script.parent, env=env)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import QUIET, ROOT, run_cli
+from conftest import ROOT, run_cli
 
 CASE = ROOT / "golden" / "RF003" / "seed_lr_scheduler"  # its finding (unsafe: --unsafe-fixes) has a note
 
@@ -49,7 +49,7 @@ def test_concise_is_the_default_on_a_terminal(lr_project):
         cwd=lr_project,
         stdout=follower,
         stderr=subprocess.PIPE,
-        env={**os.environ, **QUIET, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200"},
         text=True,
     )
     os.close(follower)

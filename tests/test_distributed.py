@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import PROGRAMS, QUIET, run_cli
+from conftest import PROGRAMS, run_cli
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.plan import plan
 from recompile_fix.profile.merge import build_profile
@@ -36,7 +36,6 @@ def _env(**extra) -> dict:
     # Loopback only: gloo on `lo`, the rendezvous on 127.0.0.1.
     return {
         **os.environ,
-        **QUIET,
         "GLOO_SOCKET_IFNAME": "lo",
         "MASTER_ADDR": "127.0.0.1",
         "OMP_NUM_THREADS": "1",

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from conftest import QUIET, require_slow
+from conftest import require_slow
 from fake_torch import run_program
 from fuzz_programs import POSITIONS, Program, profile_for, programs, report
 from recompile_fix.profile.model import Profile
@@ -176,7 +176,6 @@ def _profile_run(work: Path, name: str) -> tuple[str, int]:
         cwd=work,
         capture_output=True,
         text=True,
-        env={**os.environ, **QUIET},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = json.loads((work / f"{name}.json").read_text())
@@ -205,7 +204,6 @@ def test_a_sample_runs_the_same_with_torch(tmp_path):
             cwd=work,
             capture_output=True,
             text=True,
-            env={**os.environ, **QUIET},
         )
         assert applied.returncode == 0, (program.describe(), applied.stderr)
         assert (work / "program.py").read_bytes() != program.data, program.describe()

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, QUIET, run_python
+from conftest import PROGRAMS, run_python
 from fake_torch import run_program
 from fuzz_programs import Program, profile_for
 from recompile_fix.profile.model import Profile
@@ -260,7 +259,6 @@ def _torch_run(work: Path, text: str, optimize: bool = False) -> tuple[str, dict
         PROGRAMS / "torch_metrics.py",
         "run.py",
         cwd=work,
-        env={**os.environ, **QUIET},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()

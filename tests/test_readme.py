@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT
+from conftest import ROOT
 
 README = ROOT / "README.md"
 REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
@@ -232,7 +232,7 @@ def _run(command: str, cwd: Path, bin_dir: Path) -> subprocess.CompletedProcess:
     """``command`` in bash as written, `recompile-fix` first on PATH, this checkout importable."""
     path = os.pathsep.join([str(bin_dir), os.environ["PATH"]])
     python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PATH": path, "PYTHONPATH": python_path, **QUIET}
+    env = {**os.environ, "PATH": path, "PYTHONPATH": python_path}
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, QUIET, ROOT
+from conftest import PROGRAMS, ROOT
 
 pytestmark = pytest.mark.slow  # every test here runs a torch program
 
@@ -54,7 +54,7 @@ def _start(tmp_path: Path, *args: str, mode: str = "plain"):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT), **QUIET},
+        env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)},
         start_new_session=True,  # as from a shell: its own group, so the test's signals are explicit
     )
     deadline = time.monotonic() + 240
@@ -144,7 +144,7 @@ def test_verify_stops_on_sigterm_and_cleans_up(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT), **QUIET},
+        env={**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)},
         start_new_session=True,
     )
     deadline = time.monotonic() + 240
@@ -183,7 +183,7 @@ def test_ctrl_c_on_a_terminal_reaches_the_program(tmp_path):
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **QUIET},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,
         preexec_fn=controlling_terminal,
     )
@@ -235,7 +235,7 @@ def test_kill_9_of_verify_ends_the_program_and_removes_its_copies(tmp_path, monk
         monkeypatch.setenv("RECOMPILE_FIX_WARM", "1")
         monkeypatch.delenv("RECOMPILE_FIX_WARM_DIR", raising=False)
     work, temp = _with_profile(tmp_path)
-    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT), **QUIET}
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "recompile_fix", "verify", "--", "python", "sleeper.py", "plain"]
         + [str(tmp_path / "ready")],

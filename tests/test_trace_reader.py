@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, run_cli, seed
+from conftest import ROOT, run_cli, seed
 from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
 from recompile_fix.findings.plan import plan
@@ -31,7 +31,7 @@ def examples_run(tmp_path_factory):
         cwd=work,
         capture_output=True,
         text=True,
-        env={**os.environ, **QUIET, "TORCH_TRACE": str(work / "trace")},
+        env={**os.environ, "TORCH_TRACE": str(work / "trace")},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = Profile.load(work / ".recompile-fix" / "profile.json")

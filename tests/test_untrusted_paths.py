@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import HELPERS, MAIN, QUIET, ROOT
+from conftest import HELPERS, MAIN, ROOT
 from recompile_fix.profile.files import UnsafeFile, place_named_file, read_bounded, read_named_file
 
 PROFILE = os.path.join(".recompile-fix", "profile.json")
@@ -29,7 +29,7 @@ def _cli(project, *args, env=None, timeout=120):
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **QUIET, **(env or {})},
+        env={**os.environ, **(env or {})},
     )
     result.seconds = time.monotonic() - started  # type: ignore[attr-defined]
     return result

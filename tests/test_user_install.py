@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, seed
+from conftest import ROOT, seed
 from equivalence import RUNS_DIR_ENV
 from recompile_fix.profile.model import Profile
 
@@ -92,7 +92,7 @@ def _tool(venv: Path, *args, cwd: Path, path_first: Path):
     """`recompile-fix ARGS` from the tool's venv (not on PATH, as pipx links it), with
     ``path_first`` first on PATH: the environment the user's shell has activated."""
     rest = [p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != USER_BIN]
-    env = {**os.environ, "PATH": os.pathsep.join([str(path_first), *rest]), **QUIET}
+    env = {**os.environ, "PATH": os.pathsep.join([str(path_first), *rest])}
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
     return subprocess.run(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HELPERS, MAIN, QUIET, ROOT, run_cli
+from conftest import HELPERS, MAIN, ROOT, run_cli
 from recompile_fix.config import Config
 from recompile_fix.errors import UserError
 from recompile_fix.pipeline.fix import find, rewrite_files, run_apply, select_fixes, write_rewrites
@@ -48,7 +48,7 @@ def _spawn(args, cwd, env=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **QUIET, **(env or {})},
+        env={**os.environ, **(env or {})},
     )
 
 

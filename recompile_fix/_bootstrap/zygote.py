@@ -8,10 +8,10 @@ environment, working directory, argv and ``sys.path[0]``, fresh stdio objects, t
 seeds every run the tool makes gets (``profile.run_seed``), default signal handlers, and the recorder installed as ``sitecustomize`` would install it
 (torch is imported already: ``install_when_torch_imported`` installs at once). What it saves is
 what every run would pay before the program's first line: ``import torch`` and
-``torch._dynamo`` (about 5 s of CPU on a 2-core machine), on its first compile: what Dynamo
-builds on a process's first trace (``first_compile.py``, undone before the fork), and after its last: the teardown of
-every module, which in a forked child copies each page the server's objects sit on (``_end``
-ends the child as the interpreter ends a program, without it).
+``torch._dynamo`` (about 5 s of CPU on a 2-core machine); on its first compile: what Dynamo
+builds on a process's first trace (``first_compile.py``, undone before the fork); and after its
+last: the teardown of every module, which in a forked child copies each page the server's
+objects sit on (``_end`` ends the child as the interpreter ends a program, without it).
 
 The child is forked only from a process with one Python thread (forking one with more can leave
 a lock held in the child); a server that finds more refuses to start, and the client runs the
