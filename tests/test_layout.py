@@ -3,6 +3,7 @@ its own folder, no module importing a later stage, no import circle, and the rec
 runs inside the user's process) loading nothing but the standard library."""
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -80,13 +81,19 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
+@functools.cache
+def syntax(path: Path) -> ast.Module:
+    """A module's tree, parsed once per session (five tests walk every module's)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(path: Path, known: set[str], name: str = "") -> set[str]:
     """The package modules a file imports, at the top or inside functions (a lazy import is still
     a dependency); imports under ``if TYPE_CHECKING:`` only name types and are left out. A relative
     import (a rule folder's ``from .rule import RULE``) is resolved against ``name``, the module
     the file is."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = syntax(path)
     skipped = {
         id(n)
         for node in ast.walk(tree)
@@ -114,10 +121,11 @@ def imports(path: Path, known: set[str], name: str = "") -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+@functools.cache
+def graph() -> dict[str, frozenset[str]]:
     mods = modules()
     known = set(mods)
-    return {name: imports(path, known, name) - {name} for name, path in mods.items()}
+    return {name: frozenset(imports(path, known, name) - {name}) for name, path in mods.items()}
 
 
 def test_every_module_has_a_stage():
@@ -247,7 +255,7 @@ def test_no_module_over_the_line_budget():
 def test_no_function_over_the_line_budget():
     long = []
     for path in modules().values():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(syntax(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > FUNCTION_LINES:
