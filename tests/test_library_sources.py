@@ -1,6 +1,7 @@
 """A library file (an absolute Profile path) is parsed once per process for the same bytes: every
 Project a process builds (an editor's server on each change, a plan per torch release) shares it;
-other bytes at the same path are parsed anew, and project files are never shared."""
+other bytes at the same path are parsed anew. A project file is shared only while its text is
+the same (SourceFile.parse keeps the last few): its new text is parsed anew."""
 
 from recompile_fix.analysis.project import Project
 
@@ -20,7 +21,10 @@ def test_the_same_library_bytes_are_parsed_once_and_new_bytes_again(tmp_path):
     path = str(library)
     assert first.source(path) is not None
     assert first.source(path) is second.source(path)
-    assert first.source("train.py") is not second.source("train.py")  # a project's own files: its own
+    assert first.source("train.py") is second.source("train.py")  # the same text: one parse
+    (project / "train.py").write_text("x = 2\n")
+    edited = Project(project, read=read).source("train.py")
+    assert edited is not None and edited is not first.source("train.py") and edited.text == "x = 2\n"
     library.write_text("def forward(x):\n    return x + 1\n")
     third = Project(project, read=read)
     changed = third.source(path)

@@ -132,7 +132,7 @@ def _digest(data: bytes) -> str:
 
 def _library_source(path: str, data: bytes, digest: str | None) -> SourceFile:
     """``path``'s bytes parsed: a library file from the process's cache where these bytes were
-    parsed before, a project file always anew (each Project owns its own)."""
+    parsed before, a project file as SourceFile.read gives it (the same text as a file of the last few: that parse)."""
     if not os.path.isabs(path) or digest is None:
         return SourceFile.read(Path(path), data)
     key = (path, digest)

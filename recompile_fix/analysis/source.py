@@ -11,6 +11,7 @@ import builtins
 import functools
 import re
 import symtable
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
@@ -28,6 +29,11 @@ from recompile_fix.profile.model import Location
 __all__ = ["dotted_name", "is_name", "Positioned", "SourceError", "SourceFile", "walk"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
+# SourceFile.parse's last files, least recent first: a few (a libcst tree of a long file with its
+# positions holds tens of MB, and a language server lives long).
+_RECENT: dict[tuple[str, str], "SourceFile"] = {}
+_RECENT_MAX = 4
+_RECENT_LOCK = threading.Lock()
 _BUILTIN_NAMES = set(dir(builtins))
 
 
@@ -71,8 +77,17 @@ class SourceFile:
     @classmethod
     def parse(cls, path: Path, text: str, *, parse: bool = True) -> "SourceFile":
         """With ``parse=False`` nothing is parsed until a tree is asked for (static scans read
-        most files through ``syntax`` alone); a syntax error is then raised there."""
-        source = cls(path, text)
+        most files through ``syntax`` alone); a syntax error is then raised there.
+
+        The same path and text as one of the last few gives that SourceFile again, trees and
+        positions made (they are never changed): a file is read again after its fixes are
+        written, by the check that they are there and by the next `apply` of the same process."""
+        key = (str(path), text)
+        with _RECENT_LOCK:  # the language server plans on a thread of its own
+            source = _RECENT.pop(key, None) or cls(path, text)
+            _RECENT[key] = source
+            while len(_RECENT) > _RECENT_MAX:
+                del _RECENT[next(iter(_RECENT))]
         if parse:
             source.module  # noqa: B018 -- parse now, so a bad file fails here
         return source
