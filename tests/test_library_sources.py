@@ -1,7 +1,7 @@
 """A library file (an absolute Profile path) is parsed once per process for the same bytes: every
 Project a process builds (an editor's server on each change, a plan per torch release) shares it;
 other bytes at the same path are parsed anew. A project file is shared only while its text is
-the same (SourceFile.parse keeps the last few): its new text is parsed anew."""
+the same (SourceFile.parse keeps the files it parsed lately): its new text is parsed anew."""
 
 from recompile_fix.analysis.project import Project
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -15,12 +14,6 @@ from recompile_fix.profile.libraries import Interpreter
 from recompile_fix.profile.model import resolve, same_as_profiled
 
 __all__ = ["Project"]
-
-# Library files (a Profile path that is absolute: site-packages) parsed in this process, by path
-# and digest of their bytes: the same transformers file serves every Project a process builds (an
-# editor's server plans on each change; a test plans one Profile per release), never re-parsed.
-_LIBRARY_SOURCES: OrderedDict[tuple[str, str | None], SourceFile] = OrderedDict()
-_LIBRARY_SOURCES_KEPT = 16
 
 
 class Project:
@@ -58,7 +51,7 @@ class Project:
                 if self.expected_hashes is not None and not same_as_profiled(data, self.expected_hashes.get(path)):
                     self.stale.add(path)
                     raise LookupError(f"{path} changed since it was profiled")
-                self._cache[path] = _library_source(path, data, self.reads[("source", path)])
+                self._cache[path] = SourceFile.read(Path(path), data)  # a file parsed lately: that parse
             except Exception as exc:  # apply reports unreadable files on its own
                 if not isinstance(exc, LookupError):
                     self.errors[path] = str(exc)
@@ -128,20 +121,3 @@ class Project:
 
 def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def _library_source(path: str, data: bytes, digest: str | None) -> SourceFile:
-    """``path``'s bytes parsed: a library file from the process's cache where these bytes were
-    parsed before, a project file as SourceFile.read gives it (the same text as a file of the last few: that parse)."""
-    if not os.path.isabs(path) or digest is None:
-        return SourceFile.read(Path(path), data)
-    key = (path, digest)
-    found = _LIBRARY_SOURCES.get(key)
-    if found is None:
-        found = SourceFile.read(Path(path), data)
-        _LIBRARY_SOURCES[key] = found
-        while len(_LIBRARY_SOURCES) > _LIBRARY_SOURCES_KEPT:
-            _LIBRARY_SOURCES.popitem(last=False)
-    else:
-        _LIBRARY_SOURCES.move_to_end(key)
-    return found

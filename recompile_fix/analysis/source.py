@@ -29,10 +29,13 @@ from recompile_fix.profile.model import Location
 __all__ = ["dotted_name", "is_name", "Positioned", "SourceError", "SourceFile", "walk"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
-# SourceFile.parse's last files, least recent first: a few (a libcst tree of a long file with its
-# positions holds tens of MB, and a language server lives long).
+# The files SourceFile.parse parsed last, by path and text, least recent first: the same library
+# file serves every Project a process builds (an editor's server plans on each change; a test plans
+# one Profile per release), and a project file read again after its fixes are written is not
+# parsed again. Sixteen: a libcst tree of a long file with its positions holds tens of MB, and a
+# language server lives long.
 _RECENT: dict[tuple[str, str], "SourceFile"] = {}
-_RECENT_MAX = 4
+_RECENT_KEPT = 16
 _RECENT_LOCK = threading.Lock()
 _BUILTIN_NAMES = set(dir(builtins))
 
@@ -79,15 +82,16 @@ class SourceFile:
         """With ``parse=False`` nothing is parsed until a tree is asked for (static scans read
         most files through ``syntax`` alone); a syntax error is then raised there.
 
-        The same path and text as one of the last few gives that SourceFile again, trees and
-        positions made (they are never changed): a file is read again after its fixes are
-        written, by the check that they are there and by the next `apply` of the same process."""
+        The same path and text as a file parsed lately gives that SourceFile again, its trees and
+        positions made (nothing changes them): ``_RECENT``."""
         key = (str(path), text)
         with _RECENT_LOCK:  # the language server plans on a thread of its own
-            source = _RECENT.pop(key, None) or cls(path, text)
-            _RECENT[key] = source
-            while len(_RECENT) > _RECENT_MAX:
-                del _RECENT[next(iter(_RECENT))]
+            kept = _RECENT.pop(key, None)
+            source = kept or cls(path, text)
+            if kept is not None or parse:  # a scan's unparsed reads would only push parses out
+                _RECENT[key] = source
+                while len(_RECENT) > _RECENT_KEPT:
+                    del _RECENT[next(iter(_RECENT))]
         if parse:
             source.module  # noqa: B018 -- parse now, so a bad file fails here
         return source
