@@ -50,7 +50,7 @@ TORCH_FIXTURES = {
     "unicode_recorded",  # test_lsp
     "findings",  # test_rf001
     "rewritten",  # test_rf005
-    "examples_run",  # test_trace_reader
+    "traced_examples",  # test_trace_reader
     "verified_examples",  # test_verify
     "planted",  # test_verify
 }
@@ -163,32 +163,41 @@ def cli():
     return run_cli
 
 
-def profiled_examples(dest: Path, ignore: tuple[str, ...] = ()) -> Path:
-    """``dest`` holding a copy of examples/ (``ignore``: names left out) and the `.recompile-fix/`
-    that `recompile-fix profile --backend eager -- python examples/run_all.py` records there
-    (run_all imports only its own examples): profiled once a session, shared by pytest-xdist's
-    workers (three test modules start from it)."""
+def examples_run() -> Path:
+    """The session's one `recompile-fix profile --backend eager -- python examples/run_all.py`
+    (run_all imports only its own examples), with ``TORCH_TRACE`` on: a folder holding
+    ``examples/``, the ``.recompile-fix/`` it recorded and ``trace/``. Recorded once a session
+    for pytest-xdist's workers together, under a lock: the first to ask records it, the others
+    wait for it (four test modules start from it; each recorded its own when two asked at once).
+    Read it, never write in it: tests copy it (``profiled_examples``)."""
+    import fcntl
     import hashlib
 
     require_slow("recompile-fix profile of examples/run_all.py")
     examples = ROOT / "examples"
-    shutil.copytree(examples, dest / "examples", ignore=shutil.ignore_patterns("__pycache__", *ignore))
     digest = hashlib.sha256()
     for path in sorted(p for p in examples.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(examples)).encode() + b"\0" + path.read_bytes())
-    shared = os.environ.get("RECOMPILE_FIX_TEST_RUNS")
-    cached = Path(shared, f"examples-{digest.hexdigest()[:16]}") if shared else None
-    if cached is not None and cached.is_dir():
-        shutil.copytree(cached, dest / ".recompile-fix")
-        return dest
-    run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=dest, check=0)
-    if cached is not None:
-        staged = Path(f"{cached}.{os.getpid()}")
-        shutil.copytree(dest / ".recompile-fix", staged)
-        try:
-            staged.rename(cached)  # another worker may have put its own there first
-        except OSError:
-            shutil.rmtree(staged, ignore_errors=True)
+    runs = Path(os.environ.get("RECOMPILE_FIX_TEST_RUNS") or tempfile.gettempdir())
+    run = runs / f"examples-{digest.hexdigest()[:16]}"
+    with open(f"{run}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (run / "recorded").is_file():
+            shutil.rmtree(run, ignore_errors=True)
+            shutil.copytree(examples, run / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+            trace = {"TORCH_TRACE": str(run / "trace")}
+            run_cli("profile", "--backend", "eager", "--", "python", "examples/run_all.py", cwd=run, env=trace, check=0)
+            (run / "recorded").touch()
+    return run
+
+
+def profiled_examples(dest: Path, ignore: tuple[str, ...] = ()) -> Path:
+    """``dest`` holding a copy of examples/ (``ignore``: names left out) and of the
+    `.recompile-fix/` the session's ``examples_run`` recorded."""
+    run = examples_run()
+    shutil.copytree(ROOT / "examples", dest / "examples", ignore=shutil.ignore_patterns("__pycache__", *ignore))
+    # (a cache file being replaced there is written aside and renamed: never copy one half-made)
+    shutil.copytree(run / ".recompile-fix", dest / ".recompile-fix", ignore=shutil.ignore_patterns("*.tmp"))
     return dest
 
 

@@ -4,14 +4,13 @@ tlparse (PyTorch's own trace parser) reads from it."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli, seed
+from conftest import ROOT, examples_run, run_cli, seed
 from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
 from recompile_fix.findings.plan import plan
@@ -22,18 +21,10 @@ from tlparse_output import run_tlparse, tlparse_compiles
 
 
 @pytest.fixture(scope="module")
-def examples_run(tmp_path_factory):
-    """One run of examples/ under the recorder with TORCH_TRACE on: both read the same run."""
-    work = tmp_path_factory.mktemp("trace")
-    shutil.copytree(ROOT / "examples", work / "examples")
-    done = subprocess.run(
-        [sys.executable, "-m", "recompile_fix", "profile", "--backend", "eager", "--", "python", "examples/run_all.py"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TORCH_TRACE": str(work / "trace")},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+def traced_examples():
+    """The session's run of examples/ under the recorder, with TORCH_TRACE on (conftest's
+    ``examples_run``): both read the same run. Its folder is shared: only read here."""
+    work = examples_run()
     recorded = Profile.load(work / ".recompile-fix" / "profile.json")
     traced = profile_from_trace(work / "trace", root=str(work))
     return work, recorded, traced
@@ -44,8 +35,8 @@ def _findings(profile, root):
     return [(f.rule, f.file, f.params, f.safety.value) for f in plan(profile, project, ALL_RULES)]
 
 
-def test_trace_yields_the_same_findings_as_the_in_process_profile(examples_run):
-    work, recorded, traced = examples_run
+def test_trace_yields_the_same_findings_as_the_in_process_profile(traced_examples):
+    work, recorded, traced = traced_examples
     # Inherent differences, the block rules': a trace holds neither the stacks of blocks the
     # recorder lists at compile start (RF007) nor the backend the program ran (RF004's gate).
     found = [f for f in _findings(recorded, work) if f[0] not in ("RF004", "RF007")]
@@ -58,8 +49,8 @@ def test_trace_yields_the_same_findings_as_the_in_process_profile(examples_run):
 
 
 @pytest.mark.torch_lane
-def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
-    _, recorded, traced = examples_run
+def test_trace_compiles_match_the_recorder_compile_by_compile(traced_examples):
+    _, recorded, traced = traced_examples
 
     def by_id(profile):
         return {c.id: (f, c) for f in profile.frames for c in f.compiles}
@@ -105,8 +96,8 @@ def test_trace_compiles_match_the_recorder_compile_by_compile(examples_run):
         assert frame.graph_breaks == their_frame.graph_breaks
 
 
-def test_frames_and_compile_ids_agree_with_tlparse(examples_run, tmp_path):
-    work, _, traced = examples_run
+def test_frames_and_compile_ids_agree_with_tlparse(traced_examples, tmp_path):
+    work, _, traced = traced_examples
     (log,) = (work / "trace").iterdir()
     run_tlparse(log, tmp_path / "tl")
     # tlparse names files as the trace does (absolute); spelled as a Profile spells them (the
@@ -124,8 +115,8 @@ def test_frames_and_compile_ids_agree_with_tlparse(examples_run, tmp_path):
     assert list(theirs.values()).count(None) == 1  # the limit hit: no frame in its metrics, in either
 
 
-def test_profile_from_trace_cli(examples_run, tmp_path):
-    work, _, traced = examples_run
+def test_profile_from_trace_cli(traced_examples, tmp_path):
+    work, _, traced = traced_examples
     out = tmp_path / "traced.json"
     result = run_cli("profile", "--from-trace", "trace", "-o", str(out), cwd=work, check=0)
     assert f"{len(traced.frames)} frames, {traced.total_compiles} compiles" in result.stderr
