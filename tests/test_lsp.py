@@ -21,6 +21,7 @@ from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+import lsp_forkserver
 from conftest import run_cli
 from golden_cases import CASES as GOLDEN_CASES
 from golden_cases import GOLDEN
@@ -54,9 +55,14 @@ async def session(
     capabilities: lsp.ClientCapabilities | None = None,
     options: dict | None = None,
     folders: list[Path] | None = None,
+    fresh: bool = False,
 ):
+    """A server for ``root``: forked from this process's preloaded one (tests/lsp_forkserver.py:
+    the same server, without the half second of imports), or ``fresh``, spawned as an editor
+    spawns it."""
+    args = ["lsp", "--debounce", str(debounce)]
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "recompile_fix", "lsp", "--debounce", str(debounce)],
+        server_command=[sys.executable, "-m", "recompile_fix", *args] if fresh else lsp_forkserver.command(args),
         client_factory=_client,
     )
     client = await config.start()
@@ -381,6 +387,32 @@ async def test_diagnostics_and_hover_evidence(project):
             )
         )
         assert nothing is None
+
+
+@pytest.mark.asyncio
+async def test_a_forked_server_answers_as_a_spawned_one(project):
+    """The tests' servers are forked from a preloaded one (tests/lsp_forkserver.py): the same
+    diagnostics, code actions and exit as a server spawned as an editor spawns it."""
+    main = project / "main.py"
+    text = main.read_text()
+    seen = []
+    for fresh in (True, False):
+        async with session(project, fresh=fresh) as client:
+            uri = open_doc(client, main, text)
+            diagnostics = await diagnostics_for(client, uri, 1)
+            actions = await client.text_document_code_action_async(
+                lsp.CodeActionParams(
+                    text_document=lsp.TextDocumentIdentifier(uri=uri),
+                    range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=99, character=0)),
+                    context=lsp.CodeActionContext(diagnostics=diagnostics),
+                )
+            )
+            seen.append(([(d.range, d.message) for d in diagnostics], [(a.title, a.edit) for a in actions or []]))
+            server = client._server
+        await asyncio.wait_for(server.wait(), TIMEOUT)
+        seen[-1] += (server.returncode,)
+    assert seen[0] == seen[1]
+    assert seen[0][0] and seen[0][1] and seen[0][2] == 0
 
 
 @pytest.mark.asyncio
