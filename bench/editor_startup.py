@@ -11,7 +11,9 @@ Best of ``--runs`` (5) of each, on a one-file project in a temp dir:
   diagnostics kept then, before pygls runs), and *first open*, a text no server analysed, with
   an empty cache: the engine loads first and analyses it before pygls (lsp/first_analysis.py),
   from what `recompile-fix profile` found where it ran in that project, else planning it (which
-  loads libcst); and ``--idle`` seconds (2) after ``initialized``, the imports done;
+  loads libcst: a Profile copied in, as a clone that commits it has it; what it finds is kept
+  then, and a *later session* of that project reads it); and ``--idle`` seconds (2) after
+  ``initialized``, the imports done;
 * `recompile-fix apply --check` on that project without a Profile and `recompile-fix report`
   with one, warm (a process start, the import, the scan from its cache).
 
@@ -126,12 +128,18 @@ def main() -> None:
             # a cache of its own, empty at each run's start (the servers inherit it)
             os.environ[CACHE_DIR_ENV] = str(Path(tmp) / f"cache-{run}")
             for name, work in (("Profile", profiled), ("none", static)):
+                # a clone's first session: nothing derived from its committed Profile yet
+                shutil.rmtree(work / ".recompile-fix" / "cache", ignore_errors=True)
                 init, diag = asyncio.run(lsp_once(work, linger=0.2))
                 spawn.append(init)
                 opened.setdefault(("first", name), []).append(diag)
                 opened.setdefault(("again", name), []).append(asyncio.run(lsp_once(work))[1])
                 opened.setdefault(("later", name), []).append(asyncio.run(lsp_once(work, args.idle))[1])
             opened.setdefault(("first", "run"), []).append(asyncio.run(lsp_once(run_here, linger=0.2))[1])
+            # a later session of that clone: the file's kept diagnostics gone (another file, or
+            # another machine's cache), what the first session planned from the Profile kept
+            os.environ[CACHE_DIR_ENV] = str(Path(tmp) / f"cache-{run}-later")
+            opened.setdefault(("first", "kept"), []).append(asyncio.run(lsp_once(profiled, linger=0.2))[1])
         check = [command_once(static, "apply", "--check") for _ in range(args.runs)]
         report = [command_once(profiled, "report") for _ in range(args.runs)]
     print(f"recompile-fix start-up, best of {args.runs} (one-file project: golden/RF002/range_count)")
@@ -140,6 +148,7 @@ def main() -> None:
     print(line("lsp: didOpen at once, reopened (no Profile)", min(opened["again", "none"]), 0.1))
     print(line("  ... first open (after `profile`)", min(opened["first", "run"]), 0.1))
     print(line("  ... first open (Profile copied in)", min(opened["first", "Profile"]), 0.1))
+    print(line("  ... copied in, a later session", min(opened["first", "kept"]), 0.1))
     print(line("  ... first open (no Profile)", min(opened["first", "none"]), 0.1))
     print(line(f"  ... {args.idle:g} s after initialized (Profile)", min(opened["later", "Profile"]), 0.1))
     print(line(f"  ... {args.idle:g} s after initialized (none)", min(opened["later", "none"]), 0.1))

@@ -226,6 +226,37 @@ def test_after_profile_the_first_open_is_diagnosed_from_what_profile_found(tmp_p
     assert afresh["libcst"] and afresh["diagnostics"] == ahead["diagnostics"]
 
 
+def test_a_committed_profile_is_planned_once_and_kept_then(tmp_path):
+    """A clone whose Profile was committed has no derived cache: the editor's first analysis
+    plans it (libcst loads) and keeps what it found, as `apply` would, so the next session reads
+    it (libcst never loads) and diagnoses the same. Found over an unsaved buffer, nothing is kept."""
+    from recompile_fix.lsp.engine import Engine
+
+    root = tmp_path / "project"
+    (root / ".recompile-fix").mkdir(parents=True)
+    shutil.copy(CASE / "program.in.py", root / "program.py")
+    shutil.copy(CASE / "profile.json", root / ".recompile-fix" / "profile.json")
+    derived = root / ".recompile-fix" / "cache" / "derived.json"
+
+    profiled = (root / "program.py").read_text()
+    (root / "program.py").write_text(profiled.replace("(1, 2, 3, 4)", "(1, 2, 3, 5)"))
+    Engine(root).analyze("program.py", profiled)  # a buffer the file on disk is not
+    assert not derived.exists()
+    (root / "program.py").write_text(profiled)
+
+    def first_analysis() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_ANALYSIS, str(root)], capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout)
+
+    planned = first_analysis()
+    assert [d["code"] for d in planned["diagnostics"]] == ["RF002"] and planned["libcst"]
+    assert derived.is_file()
+    again = first_analysis()
+    assert not again["libcst"] and again["diagnostics"] == planned["diagnostics"]
+
+
 def test_a_large_file_is_left_to_the_server(tmp_path):
     """Nothing may wait on a long parse before pygls runs: a file over the limit is not analysed
     early (the server analyses it on its worker, answering other requests meanwhile)."""

@@ -172,8 +172,9 @@ class Engine:
     def _find(self, path: str, text: str) -> tuple[list[Finding], ApplyResult | None]:
         """``pipeline.find`` for ``path`` as `apply` finds it (configuration, suppression comments,
         staleness, the Profile's evidence mapped onto an edited text, arbitration), its text
-        ``text`` and every other profiled file open in the editor read from its buffer; nothing
-        written (no cache). ([], None) when it fails: a broken rule never takes the editor down."""
+        ``text`` and every other profiled file open in the editor read from its buffer. What it
+        found anew is kept in the derived cache where every buffer is its saved file. ([], None)
+        when it fails: a broken rule never takes the editor down."""
         if self.config.excluded(path):
             return [], None  # the configuration's exclude: `apply .` never reads it either
         texts = {other: base.text for other, base in self._bases.items()}
@@ -194,6 +195,18 @@ class Engine:
         except Exception:  # noqa: BLE001
             self._log(f"recompile-fix: finding in {path} failed:\n{traceback.format_exc()}")
             return [], None
+        memo = result.memo
+        if (
+            memo is not None
+            and memo.changed
+            and all(
+                _read_or_none(other, self.root, self.profile) == buffer.encode("utf-8")
+                for other, buffer in texts.items()
+            )
+        ):
+            # Found over the saved files: kept as `apply` keeps it, so the next session (a clone
+            # whose Profile was committed plans it once) reads it. Never over an unsaved buffer.
+            memo.save()
         return [f for f in result.findings if f.file == path], result
 
     def _source(self, path: str, text: str, result: ApplyResult | None) -> SourceFile | None:

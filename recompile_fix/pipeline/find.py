@@ -107,7 +107,8 @@ def find(
     ``profile_path``: where the Profile was read from (its profiled texts are kept beside it),
     if not where the configuration says. ``read_derived``: read the derived cache (what earlier runs
     found over the same bytes; saved only by ``result.memo.save()``), by default where
-    ``use_cache``: an editor reads it but writes no cache. The edits' torch release is the
+    ``use_cache``: an editor reads it, and keeps what it found only over saved files
+    (lsp/engine.py). The edits' torch release is the
     Profile's where there is one: the tree runs on that torch, whatever `python` on PATH is now."""
     with profiled_torch(profile.torch_version if profile is not None else None):
         rules = tuple(r for r in rules if config.rule_enabled(r.id))

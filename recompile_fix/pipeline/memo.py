@@ -91,6 +91,11 @@ class DerivedCache:
         self._texts[file] = (text, digest)
         return digest
 
+    @property
+    def changed(self) -> bool:
+        """Has this run found something the cache did not hold?"""
+        return self._dirty
+
     def save(self) -> None:
         """Atomically; a cache that cannot be written only costs the next run its speed."""
         if not self.enabled or self._entries is None:
