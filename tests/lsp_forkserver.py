@@ -4,7 +4,7 @@ rules; libcst and black, which a server loads in the background once initialized
 server for each test session. A session then pays for its test, not for those imports: about
 0.5 s of CPU of a bare session's 0.65 s, and the libcst and black a fix needs.
 
-    python tests/lsp_forkserver.py serve SOCKET      # the server (``forked_command`` starts it)
+    python tests/lsp_forkserver.py serve SOCKET      # the server (``command`` starts it)
     python tests/lsp_forkserver.py launch SOCKET ARGS  # what a test runs in place of
                                                         # `python -m recompile_fix ARGS`
 
@@ -70,12 +70,21 @@ def _child(request: dict, fds: list[int]) -> None:
         runpy.run_module("recompile_fix", run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, int) or exc.code is None:
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)  # as the interpreter prints sys.exit("message")
     except BaseException:  # noqa: BLE001 - reported as the interpreter would, exit 1
         import traceback
 
         traceback.print_exc()
     finally:
+        # As the interpreter ends a program, less the teardown of every module.
+        import atexit
+        import threading
+
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -196,11 +205,10 @@ def command(args: list[str]) -> list[str]:
             time.sleep(0.01)
 
         def stop() -> None:
-            for name in (path,):
-                try:
-                    os.unlink(name)
-                except OSError:
-                    pass
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
             process.terminate()
             process.wait(10)
             os.rmdir(folder)
