@@ -169,7 +169,9 @@ def examples_run() -> Path:
     ``examples/``, the ``.recompile-fix/`` it recorded and ``trace/``. Recorded once a session
     for pytest-xdist's workers together, under a lock: the first to ask records it, the others
     wait for it (four test modules start from it; each recorded its own when two asked at once).
-    Read it, never write in it: tests copy it (``profiled_examples``)."""
+    Change nothing in it: a test that edits copies it (``profiled_examples``). Commands run from
+    it (test_trace_reader's `report`) may add to the tool's cache there, which is written aside
+    and renamed."""
     import fcntl
     import hashlib
 

@@ -25,6 +25,8 @@ import socket
 import sys
 import time
 
+from recompile_fix._bootstrap.zygote import _receive, _send  # the warm runner's wire: JSON lines, fds
+
 IDLE = 600.0
 
 
@@ -41,16 +43,6 @@ def _preload() -> None:
     # What every server loads in the background once initialized (libcst, the rules, black).
     server._warm_engine()
     server._warm_formatter()
-
-
-def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    data, fds = b"", []
-    while not data.endswith(b"\n"):
-        chunk, new_fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-        if not chunk:
-            raise ConnectionError("the launcher went away")
-        data, fds = data + chunk, fds + list(new_fds)
-    return json.loads(data), fds
 
 
 def _child(request: dict, fds: list[int]) -> None:
@@ -156,11 +148,7 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             return
         conn = waiting.pop(pid, None)
         if conn is not None:
-            code = os.waitstatus_to_exitcode(status)
-            try:
-                conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
-            except OSError:
-                pass
+            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
             conn.close()
 
 

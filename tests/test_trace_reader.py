@@ -23,7 +23,7 @@ from tlparse_output import run_tlparse, tlparse_compiles
 @pytest.fixture(scope="module")
 def traced_examples():
     """The session's run of examples/ under the recorder, with TORCH_TRACE on (conftest's
-    ``examples_run``): both read the same run. Its folder is shared: only read here."""
+    ``examples_run``): both read the same run. Its folder is shared: nothing here edits it."""
     work = examples_run()
     recorded = Profile.load(work / ".recompile-fix" / "profile.json")
     traced = profile_from_trace(work / "trace", root=str(work))
