@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-from recompile_fix._bootstrap.zygote import _receive, _send  # the warm runner's wire: JSON lines, fds
+from recompile_fix._bootstrap.zygote import _receive, reap  # the warm runner's wire: JSON lines, fds
 
 IDLE = 600.0
 
@@ -115,7 +115,7 @@ def serve(path: str) -> None:
                     pass
             except BlockingIOError:
                 pass
-        _reap(waiting)
+        reap(waiting)
         if listener not in ready:
             continue
         conn, _ = listener.accept()
@@ -135,21 +135,6 @@ def serve(path: str) -> None:
         for fd in fds:
             os.close(fd)
         waiting[pid] = conn
-
-
-def _reap(waiting: dict[int, socket.socket]) -> None:
-    """Answer each launcher whose child ended with its exit code (as ``subprocess`` gives it)."""
-    while waiting:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        conn = waiting.pop(pid, None)
-        if conn is not None:
-            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-            conn.close()
 
 
 def launch(path: str, args: list[str]) -> int:

@@ -114,6 +114,25 @@ def _send(conn: socket.socket, message: dict) -> None:
         pass  # the client is gone: the child runs on, as a program whose shell closed would
 
 
+def reap(waiting: dict) -> bool:
+    """Answer each client whose child ended (``waiting``: pid -> its connection) with the child's
+    exit code, as ``subprocess`` gives it; whether any ended."""
+    ended = False
+    while waiting:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        conn = waiting.pop(pid, None)
+        if conn is not None:
+            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+            conn.close()
+        ended = True
+    return ended
+
+
 def serve(path: str, idle: float) -> tuple[dict, list[int]] | None:
     """Accept runs until idle. Returns only in a forked child: its request and descriptors."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -127,17 +146,7 @@ def serve(path: str, idle: float) -> tuple[dict, list[int]] | None:
         # A child's end is noticed by polling: often while children run (a run's result waits
         # on it), rarely while idle.
         readable, _, _ = select.select([server], [], [], 0.005 if waiting else 0.05)
-        while waiting:  # children that ended
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            conn = waiting.pop(pid, None)
-            if conn is not None:
-                _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
-                conn.close()
+        if reap(waiting):
             last = time.monotonic()
         if readable:
             conn, _ = server.accept()
