@@ -377,6 +377,16 @@ class SourceFile:
         instead); at module level also every global any function reads, and the builtins (a
         module-level ``input`` would shadow the builtin for the whole file)."""
         scope = next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), self.module)
+        known = self._scope_names.get(id(scope))
+        if known is None:  # a visit of the whole scope: once a scope, however many fixes ask
+            known = self._scope_names[id(scope)] = (scope, frozenset(self._names_in(scope)))
+        return set(known[1])
+
+    @functools.cached_property
+    def _scope_names(self) -> dict[int, tuple[cst.CSTNode, frozenset[str]]]:
+        return {}  # id(scope) -> (the scope, kept so that its id stays its own; its names)
+
+    def _names_in(self, scope: cst.CSTNode) -> set[str]:
         names: set[str] = set()
 
         class Collect(cst.CSTVisitor):
@@ -494,19 +504,33 @@ class SourceFile:
         """Does ``name``, read on ``line``, name something other than the module's global: a
         parameter or local of the function around it (or of one around that), or a class body's
         own name? Where the file has no symbol table (it does not compile): yes, to be safe."""
+        key = (line, name)
+        known = self._shadowed.get(key)
+        if known is None:
+            known = self._shadowed[key] = self._shadowed_at(line, name)
+        return known
+
+    @functools.cached_property
+    def _shadowed(self) -> dict[tuple[int, str], bool]:
+        # asked again for each fix of each set of fixes an editor tries: answered once a line
+        return {}
+
+    @functools.cached_property
+    def _scopes(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda]:
+        """Every function, class and lambda of the file, in source order."""
+        scopes = [
+            node
+            for node in ast.walk(self.syntax)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        ]
+        return sorted(scopes, key=lambda n: (n.lineno, n.col_offset))
+
+    def _shadowed_at(self, line: int, name: str) -> bool:
         table = self._symbol_table
         if table is None:
             return True
-        chain: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda] = []
-        stack: list[ast.AST] = [self.syntax]
-        while stack:  # the scopes around the line, outermost first
-            node = stack.pop()
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                    if child.lineno <= line <= (child.end_lineno or child.lineno):
-                        chain.append(child)
-                stack.append(child)
-        chain.sort(key=lambda n: (n.lineno, n.col_offset))
+        # the scopes around the line, outermost first
+        chain = [n for n in self._scopes if n.lineno <= line <= (n.end_lineno or n.lineno)]
         tables = [table]
         for scope in chain:
             found = next(

@@ -254,9 +254,18 @@ def _to_range(rng: Range) -> lsp_types.Range:
 
 def _to_diagnostic(item: Item) -> lsp_types.Diagnostic:
     from lsprotocol import types as lsp
+
+    return _converter().structure(diagnostic_json(item), lsp.Diagnostic)
+
+
+@functools.cache
+def _converter():
+    """lsprotocol's converter, built once: ``get_converter()`` makes a new one on every call, and
+    a new one generates its structuring code again (about 10 ms a diagnostic, where a kept one
+    takes 0.01 ms)."""
     from lsprotocol.converters import get_converter
 
-    return get_converter().structure(diagnostic_json(item), lsp.Diagnostic)
+    return get_converter()
 
 
 def _warm(engine: Engine, analysis: Analysis) -> None:
