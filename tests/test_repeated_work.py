@@ -1,8 +1,9 @@
-"""What the language server asks again for every fix set it tries is worked out once: the names
-a new binding must avoid (a visit of the whole scope), whether a line's ``torch`` is shadowed (a
-walk of the file), lsprotocol's converter (made anew by ``get_converter()``, about 10 ms a
-diagnostic). Kept answers are the fresh ones, and a caller that adds to a kept set of names does
-not change it. `python bench/lsp_latency.py`: after an edit, p50 122-133 -> 55-64 ms."""
+"""What the rules and the language server ask again and again is worked out once: a node's
+children (libcst rebuilds the node to list them), the names a new binding must avoid (a visit of
+the whole scope), whether a line's ``torch`` is shadowed (a walk of the file), lsprotocol's
+converter (made anew by ``get_converter()``, about 10 ms a diagnostic). Kept answers are the
+fresh ones, and a caller that adds to a kept set of names does not change it.
+`python bench/lsp_latency.py`: after an edit, p50 122-133 -> 55-64 ms."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import libcst as cst
 import lsprotocol.converters
 
+from recompile_fix.analysis import cst_walk
+from recompile_fix.analysis.cst_walk import children, walk
 from recompile_fix.analysis.source import SourceFile
 from recompile_fix.lsp import server
 from recompile_fix.lsp.items import Item
@@ -43,6 +46,37 @@ PROGRAM = textwrap.dedent(
 
 def _calls(source: SourceFile) -> list[cst.Call]:
     return [n for n in source.nodes(cst.Call) if isinstance(n.func, cst.Name)]
+
+
+def _libcsts_walk(root: cst.CSTNode) -> list[cst.CSTNode]:
+    stack, found = [root], []
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(reversed(node.children))
+    return found
+
+
+def test_a_nodes_children_are_libcsts_listed_once_while_kept(monkeypatch):
+    module = cst.parse_module(PROGRAM)
+    listed = []
+    real = cst.CSTNode.children
+    counted = property(lambda node: listed.append(node) or real.fget(node))
+    monkeypatch.setattr(cst.CSTNode, "children", counted)
+    expected = _libcsts_walk(module)
+    listed.clear()
+    first = list(walk(module))
+    assert len(first) == len(expected) and all(a is b for a, b in zip(first, expected))
+    branches = [node for node in first if type(node).children is counted]  # a leaf lists none at no cost
+    assert len(listed) == len(branches) < len(first)
+    assert all(a is b for a, b in zip(walk(module), first)) and len(listed) == len(branches)  # kept
+    for node in first[:50]:
+        assert all(a is b for a, b in zip(children(node), real.fget(node)))
+    # Past the bound every kept list is let go (a long editor session), and listed again.
+    monkeypatch.setattr(cst_walk, "_CHILDREN_KEPT", 10)
+    cst_walk._CHILDREN.clear()
+    again = list(walk(module))
+    assert all(a is b for a, b in zip(again, first)) and len(cst_walk._CHILDREN) <= 10
 
 
 def test_names_in_scope_are_found_once_a_scope_and_are_the_fresh_ones(monkeypatch):

@@ -15,7 +15,8 @@ from typing import Any
 
 import libcst as cst
 
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.cst_walk import is_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Frame, Location
 
 __all__ = ["call_at_site", "could_receive"]

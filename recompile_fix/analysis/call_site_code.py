@@ -12,8 +12,9 @@ from typing import Any
 import libcst as cst
 
 from recompile_fix.analysis.call_targets import Base
+from recompile_fix.analysis.cst_walk import dotted_name, is_name, walk
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 
 __all__ = [
     "MARK_CALLS",

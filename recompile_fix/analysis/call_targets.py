@@ -23,8 +23,9 @@ from typing import Any
 
 import libcst as cst
 
+from recompile_fix.analysis.cst_walk import dotted_name
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, dotted_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Compile, Frame
 from recompile_fix.profile.sources import SourcePath, Step, parse_source
 

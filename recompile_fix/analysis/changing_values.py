@@ -14,9 +14,10 @@ import libcst as cst
 
 from recompile_fix.analysis.classes import ClassIndex, ClassRef, qualified_classes
 from recompile_fix.analysis.cst_names import is_load, target_names
+from recompile_fix.analysis.cst_walk import is_name, walk
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import ScalarUses, Use
-from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.unprofiled_imports import read_in_unprofiled_imports
 from recompile_fix.profile.model import Frame, Location, is_library_path
 

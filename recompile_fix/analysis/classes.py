@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from recompile_fix.analysis.cst_walk import children, dotted_name
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, dotted_name
+from recompile_fix.analysis.source import SourceFile
 
 __all__ = ["ClassIndex", "ClassRef", "qualified_classes"]
 
@@ -216,7 +217,7 @@ def qualified_classes(module: cst.Module) -> dict[str, list[cst.ClassDef]]:
     found: dict[str, list[cst.ClassDef]] = {}
 
     def visit(node: cst.CSTNode, prefix: str) -> None:
-        for child in node.children:
+        for child in children(node):
             if isinstance(child, cst.ClassDef):
                 qualname = prefix + child.name.value
                 found.setdefault(qualname, []).append(child)

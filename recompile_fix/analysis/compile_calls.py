@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from recompile_fix.analysis.call_site_code import find_compile_call, root_name, runs_cuda_graphs
+from recompile_fix.analysis.cst_walk import dotted_name
 from recompile_fix.analysis.project import Project
-from recompile_fix.analysis.source import SourceFile, dotted_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.profile.model import Frame, Profile
 
 __all__ = [

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.cst_walk import is_name
+from recompile_fix.analysis.source import SourceFile
 
 __all__ = ["number_shaped"]
 

@@ -27,8 +27,9 @@ from recompile_fix.analysis.cst_names import (
     submodule_class,
     submodule_constructor,
 )
+from recompile_fix.analysis.cst_walk import is_name
 from recompile_fix.analysis.scalar_tensors import Scope, TensorInference
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import EXACT_INT_OPS, TENSOR_DATA_CALLS
 from recompile_fix.analysis.type_tests import loads_past_device_moves
 

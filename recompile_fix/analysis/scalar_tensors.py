@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from recompile_fix.analysis.cst_names import target_names
+from recompile_fix.analysis.cst_walk import children, is_name, walk
 from recompile_fix.analysis.output_fields import is_output_field
-from recompile_fix.analysis.source import SourceFile, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import (
     CONVERTERS,
     NOT_TENSOR_METHODS,
@@ -166,7 +167,7 @@ class TensorInference:
                 continue
             if isinstance(node, cst.Assign):
                 assigns.append(([t.target for t in node.targets], node.value))
-            pending.extend(node.children)
+            pending.extend(children(node))
         self._grow(names, assigns, top)
         self._module_cache[id(scope.source)] = (scope.source, names)
         return names

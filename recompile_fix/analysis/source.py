@@ -21,12 +21,13 @@ import libcst as cst
 if TYPE_CHECKING:
     from libcst.metadata import CodeRange
 
+from recompile_fix.analysis.cst_walk import children, dotted_name, walk
 from recompile_fix.errors import UserError
 from recompile_fix.notebook import source_of
 from recompile_fix.profile.files import read_bounded
 from recompile_fix.profile.model import Location
 
-__all__ = ["dotted_name", "is_name", "Positioned", "SourceError", "SourceFile", "walk"]
+__all__ = ["Positioned", "SourceError", "SourceFile"]
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 # The files SourceFile.parse parsed last, by path and text, least recent first: the same library
@@ -145,7 +146,7 @@ class SourceFile:
         stack: list[cst.CSTNode] = [self.module]
         while stack:
             node = stack.pop()
-            for child in node.children:
+            for child in children(node):
                 parents[child] = node
                 stack.append(child)
         return parents
@@ -577,7 +578,7 @@ class SourceFile:
         bound: dict[str, str] = {}
         for node in self.nodes(cst.Import):
             for alias in node.names:
-                name = _dotted(alias.name)
+                name = dotted_name(alias.name)
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     bound[alias.asname.name.value] = name
                 else:
@@ -585,9 +586,9 @@ class SourceFile:
         for node in self.nodes(cst.ImportFrom):
             if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
                 continue
-            module = _dotted(node.module)
+            module = dotted_name(node.module)
             for alias in node.names:
-                name = _dotted(alias.name)
+                name = dotted_name(alias.name)
                 local = alias.asname.name.value if alias.asname is not None else name
                 bound[local] = f"{module}.{name}"
         return bound
@@ -595,7 +596,7 @@ class SourceFile:
     def qualified_name(self, node: cst.BaseExpression) -> str:
         """``F.dropout`` -> ``torch.nn.functional.dropout`` through the file's imports; the
         dotted text for names the file does not import; "" for other expressions."""
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if not dotted:
             return ""
         head, _, rest = dotted.partition(".")
@@ -660,27 +661,3 @@ def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     for case in getattr(statement, "cases", ()) or ():
         blocks.append(case.body.body)
     return [b for b in blocks if isinstance(b, Sequence)]
-
-
-def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``root`` (itself first), depth first, in source order."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
-
-
-def is_name(node: object, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
-
-
-dotted_name = _dotted

@@ -12,7 +12,8 @@ from __future__ import annotations
 import libcst as cst
 
 from recompile_fix.analysis.cst_names import name_loads
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.cst_walk import is_name
+from recompile_fix.analysis.source import SourceFile
 
 __all__ = ["device_move_tests", "loads_past_device_moves"]
 

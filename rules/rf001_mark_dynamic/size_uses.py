@@ -23,7 +23,8 @@ import builtins
 import libcst as cst
 
 from recompile_fix.analysis.cst_names import number_literal
-from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+from recompile_fix.analysis.cst_walk import dotted_name, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 
 __all__ = ["SizeUses", "unseen_call"]
 

@@ -1,5 +1,4 @@
-"""RF002 tensor-scalar: a Python float or int argument whose value changes makes its compiled
-frame recompile."""
+"""RF002 tensor-scalar: a Python float or int argument whose value changes makes its compiled frame recompile."""
 
 from __future__ import annotations
 
@@ -12,9 +11,10 @@ import libcst as cst
 
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_number, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex
+from recompile_fix.analysis.cst_walk import is_name
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import BLOCKS, TENSOR, UNKNOWN, ScalarUses, Use, distinct
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import (
     FLOATING,
     makes_tensor,

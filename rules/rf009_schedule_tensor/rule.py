@@ -11,9 +11,10 @@ import libcst as cst
 from recompile_fix.analysis.call_sites import Parameter, call_sites, calls, compiled_function, is_tensor_call
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.cst_names import is_load
+from recompile_fix.analysis.cst_walk import dotted_name, is_name, walk
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, ScalarUses, Scope, Use, consequence, distinct
-from recompile_fix.analysis.source import SourceFile, dotted_name, is_name, walk
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.torch_vocabulary import FLOATING
 from recompile_fix.edits.edit import Edit
 from recompile_fix.findings.finding import UNPROVEN, Finding, Safety, cover, frame_evidence

@@ -20,10 +20,11 @@ from recompile_fix.analysis.changing_values import (
 )
 from recompile_fix.analysis.classes import ClassIndex, ClassRef
 from recompile_fix.analysis.compiled_spans import Span, compiled_function_spans, inside
+from recompile_fix.analysis.cst_walk import is_name
 from recompile_fix.analysis.number_shaped import number_shaped
 from recompile_fix.analysis.project import Project
 from recompile_fix.analysis.scalar_uses import TENSOR, Use, distinct
-from recompile_fix.analysis.source import SourceFile, is_name
+from recompile_fix.analysis.source import SourceFile
 from recompile_fix.analysis.unprofiled_imports import read_in_unprofiled_imports
 from recompile_fix.analysis.zero_d_dtype import tensor_dtype
 from recompile_fix.edits.compile_keyword import compile_keyword_edits, one_per_compile_call
