@@ -20,9 +20,9 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 # libcst's ``children`` rebuilds the node (its own comment: "slow ... may need to cache this"), and
-# the rules walk the same scopes again and again: each node's children are kept, the node with
-# them (so its id stays its own), up to a bound past which all are let go (a long editor session).
-_CHILDREN: dict[int, tuple[cst.CSTNode, Sequence[cst.CSTNode]]] = {}
+# the rules walk the same scopes again and again: each node's children are kept (nodes hash by
+# identity), up to a bound past which all are let go (a long editor session).
+_CHILDREN: dict[cst.CSTNode, Sequence[cst.CSTNode]] = {}
 _CHILDREN_KEPT = 200_000  # nodes with children: about sixteen 2,000-line files
 _LEAF: dict[type, bool] = {}  # a leaf's (libcst's BaseLeaf's) children: none, at no cost
 
@@ -35,14 +35,12 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
         leaf = _LEAF[kind] = kind.children is cst.SimpleWhitespace.children
     if leaf:
         return ()
-    kept = _CHILDREN.get(id(node))
-    if kept is not None and kept[0] is node:
-        return kept[1]
-    if len(_CHILDREN) >= _CHILDREN_KEPT:
-        _CHILDREN.clear()
-    found = node.children
-    _CHILDREN[id(node)] = (node, found)
-    return found
+    kept = _CHILDREN.get(node)
+    if kept is None:
+        if len(_CHILDREN) >= _CHILDREN_KEPT:
+            _CHILDREN.clear()
+        kept = _CHILDREN[node] = node.children
+    return kept
 
 
 def is_name(node: object, name: str) -> bool:

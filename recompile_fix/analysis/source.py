@@ -378,14 +378,14 @@ class SourceFile:
         instead); at module level also every global any function reads, and the builtins (a
         module-level ``input`` would shadow the builtin for the whole file)."""
         scope = next((a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)), self.module)
-        known = self._scope_names.get(id(scope))
+        known = self._scope_names.get(scope)
         if known is None:  # a visit of the whole scope: once a scope, however many fixes ask
-            known = self._scope_names[id(scope)] = (scope, frozenset(self._names_in(scope)))
-        return set(known[1])
+            known = self._scope_names[scope] = frozenset(self._names_in(scope))
+        return set(known)  # a fix adds the names it binds
 
     @functools.cached_property
-    def _scope_names(self) -> dict[int, tuple[cst.CSTNode, frozenset[str]]]:
-        return {}  # id(scope) -> (the scope, kept so that its id stays its own; its names)
+    def _scope_names(self) -> dict[cst.CSTNode, frozenset[str]]:
+        return {}  # libcst nodes hash by identity
 
     def _names_in(self, scope: cst.CSTNode) -> set[str]:
         names: set[str] = set()
