@@ -11,6 +11,7 @@ slow too, with the reason beside the mark: the quick lane is for the loop of an 
 everything.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -131,21 +132,24 @@ def _scripts(args, cwd) -> list[Path]:
     return [base / c for c in command if c.endswith(".py")]
 
 
-# Commands that run no program and read the environment only while they run: `run_cli` runs
-# them in this process (click's runner), where a fresh process would cost 0.3-0.5 s of
-# interpreter start and imports (500 of them were a tenth of the suite's CPU). A test that is
-# about the process itself (its imports, its start, variables read at import) passes
-# ``fresh=True``, or ``env``.
-IN_PROCESS = frozenset({"apply", "report", "rules"})
+# Commands that read the environment only while they run: `run_cli` runs them in this process
+# (click's runner), where a fresh process would cost 0.3-0.5 s of interpreter start and imports
+# (500 of them were a tenth of the suite's CPU; `profile`'s plan of what it recorded, 158 runs a
+# suite, another 70 s of CPU, most of it importing libcst again). `profile` runs its program
+# as it always does, in a process of its own (the warm runner's), writing to this process's
+# file descriptors: `run_cli_here` collects them. A test that is about the tool's process
+# itself (its imports, its start, variables read at import, signals) passes ``fresh=True``, or
+# ``env``.
+IN_PROCESS = frozenset({"apply", "report", "rules", "profile"})
 
 
 def run_cli(*args, cwd=None, check=None, env=None, fresh=False):
     """Run `recompile-fix ARGS` as a user would: in a fresh process (``env``: more variables), or,
     for a command of ``IN_PROCESS`` that runs no program, in this one."""
-    if not fresh and env is None and args and str(args[0]) in IN_PROCESS and not _runs_torch(args):
-        return run_cli_here(*args, cwd=cwd or ROOT, check=check)
     if _runs_torch(args):
         require_slow("recompile-fix " + " ".join(map(str, args[:1])))
+    if not fresh and env is None and args and str(args[0]) in IN_PROCESS:
+        return run_cli_here(*args, cwd=cwd or ROOT, check=check)
     completed = subprocess.run(
         [sys.executable, "-m", "recompile_fix", *args],
         cwd=cwd or ROOT,
@@ -204,9 +208,10 @@ def profiled_examples(dest: Path, ignore: tuple[str, ...] = ()) -> Path:
 
 
 def run_cli_here(*args, cwd, check=None):
-    """`recompile-fix ARGS` in this process (click's runner, from ``cwd``), for a command that
-    runs no program: where the test is what a command writes, a process start and the imports
-    (0.3 s) would be most of its time. Exit code, stdout and stderr as ``run_cli`` gives them."""
+    """`recompile-fix ARGS` in this process (click's runner, from ``cwd``): where the test is what
+    a command writes, a process start and the imports (0.3 s) would be most of its time. Exit
+    code, stdout and stderr as ``run_cli`` gives them: a program `profile` runs writes to this
+    process's descriptors 1 and 2, collected here, its output before the tool's closing lines."""
     import warnings
     from unittest import mock
 
@@ -214,22 +219,47 @@ def run_cli_here(*args, cwd, check=None):
 
     from recompile_fix.cli import main
 
-    assert not _runs_torch(args), "a command that runs a program: use run_cli"
+    assert str(args[0]) in IN_PROCESS, f"`{args[0]}` runs in a process of its own: use run_cli"
     before = os.getcwd()
     os.chdir(cwd)
     try:
         # As `run_cli`'s process: warnings off (PYTHONWARNINGS=ignore there), and a scan in one
         # process (its default pool forks, and forking a pytest-xdist worker, which has threads,
         # can hang; --jobs N, or a fresh process, tests the pool).
-        with warnings.catch_warnings(), mock.patch("os.cpu_count", return_value=1):
+        with warnings.catch_warnings(), mock.patch("os.cpu_count", return_value=1), _program_output() as program:
             warnings.simplefilter("ignore")
-            result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+            env = preload_env(*_scripts(args, cwd))  # as `run_cli` gives a process of its own
+            result = CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
     finally:
         os.chdir(before)
-    completed = subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+    out, err = program
+    completed = subprocess.CompletedProcess(args, result.exit_code, out + result.stdout, err + result.stderr)
     if check is not None:
         assert completed.returncode == check, completed.stdout + completed.stderr
     return completed
+
+
+@contextlib.contextmanager
+def _program_output():
+    """Descriptors 1 and 2 sent to files while it is open (a program run from this process
+    writes there, not into pytest's capture); yields a list that holds what each got, once
+    closed."""
+    written: list[str] = []
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            yield written
+        finally:
+            for fd, kept in zip((1, 2), saved):
+                os.dup2(kept, fd)
+                os.close(kept)
+            for file in (out, err):
+                file.seek(0)
+                written.append(file.read().decode("utf-8", "replace"))
 
 
 def run_python(*args, cwd=None, env=None, timeout=None) -> subprocess.CompletedProcess:
