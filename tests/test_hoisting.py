@@ -254,12 +254,7 @@ def test_a_shadowed_torch_is_seen_in_every_scope():
 # -- with torch ----------------------------------------------------------------------------------
 def _torch_run(work: Path, text: str, optimize: bool = False) -> tuple[str, dict]:
     (work / "run.py").write_text(text)
-    done = run_python(
-        *(["-O"] if optimize else []),
-        PROGRAMS / "torch_metrics.py",
-        "run.py",
-        cwd=work,
-    )
+    done = run_python(PROGRAMS / "torch_metrics.py", *(["-O"] if optimize else []), "run.py", cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     metrics = json.loads(next(line for line in lines if line.startswith("TORCH_METRICS "))[len("TORCH_METRICS ") :])
@@ -271,7 +266,8 @@ def _torch_run(work: Path, text: str, optimize: bool = False) -> tuple[str, dict
 @pytest.mark.parametrize("name", ["ternary", "assert", "two_on_line", "torch_parameter"])
 def test_with_torch_the_same_tensors_and_no_more_compiles(name, tmp_path):
     """Seeded random tensors drawn after the call are the same after the fixes (nothing drawn on
-    a path that drew nothing), and torch compiles no more; the assert also under `python -O`."""
+    a path that drew nothing), and torch compiles no more; the assert also as `python -O` runs it
+    (tests/programs/torch_metrics.py -O: the script compiled without its asserts)."""
     text = _text(name, real=True)
     fixed, _ = _fixed(name, tmp_path, text, unsafe=True)  # the wrap alone is unproven where no mark goes
     assert fixed != text  # RF002's wrap, at least

@@ -87,9 +87,17 @@ os._exit = _report_and_exit
 _compile = torch.compile
 torch.compile = lambda *a, **k: _compile(*a, **{**k, "backend": "eager"})
 
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
+# `torch_metrics.py -O script.py`: the script as `python -O` runs it (compiled with optimize=1:
+# its asserts and `if __debug__:` blocks gone), in a process the warm runner can give (it runs
+# no interpreter options; a cold `python -O` also compiles every module torch imports again).
+optimized = sys.argv[1] == "-O"
+script = sys.argv[2 if optimized else 1]
+sys.argv = sys.argv[2 if optimized else 1 :]
 try:
-    runpy.run_path(script, run_name="__main__")
+    if optimized:
+        code = compile(open(script, "rb").read(), script, "exec", optimize=1)
+        exec(code, {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__})
+    else:
+        runpy.run_path(script, run_name="__main__")
 finally:
     report()
