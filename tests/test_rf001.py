@@ -2,12 +2,10 @@
 the calls it must leave alone (with the reason)."""
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import PROGRAMS, run_cli
+from conftest import PROGRAMS, run_cli, run_python
 from recompile_fix.analysis.project import Project
 from recompile_fix.findings.finding import Safety
 from recompile_fix.findings.plan import plan
@@ -384,5 +382,5 @@ def test_no_mark_goes_inside_a_function_the_run_compiled(tmp_path):
     assert "RF001 [*]" not in report, report
     run_cli("apply", ".", cwd=tmp_path, check=0)
     assert "mark_dynamic" not in (tmp_path / "prog.py").read_text()
-    ran = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    ran = run_python("prog.py", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]

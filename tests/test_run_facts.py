@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROGRAMS, run_cli
+from conftest import PROGRAMS, run_cli, run_python
 from recompile_fix.analysis.project import Project
 from recompile_fix.errors import UserError
 from recompile_fix.findings.finding import Safety
@@ -341,12 +341,10 @@ def test_a_job_ids_pgo_state_neither_hides_the_recompiles_nor_is_touched(tmp_pat
     nothing, though the recompile comes back whenever the file changes (and `verify`'s edited copy
     lost the state its unedited run had). A recorded run compiles as a first run does, says so,
     and leaves PGO's state file as it was."""
-    import subprocess
-
     (tmp_path / "train.py").write_text(PGO_SIZES)
     monkeypatch.setenv("TORCH_COMPILE_JOB_ID", "rf-test-job")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    plain = [subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True) for _ in "12"]
+    plain = [run_python("train.py", cwd=tmp_path) for _ in "12"]
     assert [p.stdout.split()[-1] for p in plain] == ["2", "1"], plain  # PGO's second run: one graph
     (state,) = (tmp_path / "cache" / "dynamo").glob("code_state_*.pkl")
     written = state.read_bytes()
