@@ -223,6 +223,25 @@ def test_what_git_ignores_is_not_scanned_unless_named(tmp_path):
     assert tracked == ["build.py", "src/model.py"]
 
 
+def test_outside_a_work_tree_git_is_not_asked(tmp_path, monkeypatch):
+    """No `.git` in the folder or above it, and none named by GIT_DIR: git would answer "not a
+    work tree", so it is not started; with one, it is."""
+    import subprocess
+
+    from recompile_fix.pipeline import paths
+
+    started, run = [], subprocess.run
+    monkeypatch.setattr(paths.subprocess, "run", lambda *a, **k: started.append(a) or run(*a, **k))
+    (tmp_path / "model.py").write_text("x = 1\n")
+    assert paths.git_ignored(tmp_path, [tmp_path / "model.py"]) == set() and started == []
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
+    assert paths.git_ignored(tmp_path, [tmp_path / "model.py"]) == set() and len(started) == 1
+    monkeypatch.delenv("GIT_DIR")
+    (tmp_path / ".git").write_text("gitdir: /nowhere\n")  # a worktree's or submodule's file
+    paths.git_ignored(tmp_path / "sub", [tmp_path / "model.py"])
+    assert len(started) == 2
+
+
 def test_the_scan_bench_reads_what_apply_writes(tmp_path):
     """bench/scan_throughput.py counts the findings of the JSON output (so a fast run is seen to
     have done the work): it read the rows by a key they had lost, and nothing ran it."""

@@ -105,7 +105,7 @@ def _walk(top: Path, root: Path, excluded: Callable[[str], bool], walks: dict[Pa
 def git_ignored(root: Path, files: list[Path]) -> set[Path]:
     """The ``files`` git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes) where
     ``root`` is in a git work tree; none where it is not, or git cannot say."""
-    if not files or shutil.which("git") is None:
+    if not files or not _in_work_tree(root) or shutil.which("git") is None:
         return set()
     try:
         done = subprocess.run(
@@ -120,3 +120,14 @@ def git_ignored(root: Path, files: list[Path]) -> set[Path]:
     if done.returncode not in (0, 1):  # 128: not a work tree (or git failed): nothing ignored
         return set()
     return {Path(os.fsdecode(p)) for p in done.stdout.split(b"\0") if p}
+
+
+def _in_work_tree(root: Path) -> bool:
+    """Whether git could find a repository from ``root``: a ``.git`` (folder, or file for a
+    worktree or submodule) in it or above it, or one named by the environment. Without one, git
+    answers "not a work tree"; asked here, no process is started for it (an `apply` in a folder
+    outside git, each of the property suite's 2,000)."""
+    if "GIT_DIR" in os.environ or "GIT_WORK_TREE" in os.environ:
+        return True
+    folder = root.resolve()
+    return any(os.path.lexists(os.path.join(p, ".git")) for p in (folder, *folder.parents))
