@@ -213,15 +213,16 @@ def test_every_command_it_names_exists_with_its_options():
 # --- the commands that run the tool ---------------------------------------------------------
 
 
-def _shims(where: Path) -> Path:
+def _shims(where: Path, python: bool = True) -> Path:
     """A folder with `recompile-fix` (this checkout's package, as ``run_cli`` runs it) and, for
-    the main job's `.venv/bin/python`, the test environment's interpreter."""
+    the main job's `.venv/bin/python`, the test environment's interpreter (``python``; else the
+    `python` on PATH is the session's own: its warm runner's server is started already, where
+    another interpreter's path starts a server of its own)."""
     bin_dir = where / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    scripts = {
-        "recompile-fix": f'exec {shlex.quote(sys.executable)} -m recompile_fix "$@"\n',
-        "python": f'exec {shlex.quote(sys.executable)} "$@"\n',
-    }
+    scripts = {"recompile-fix": f'exec {shlex.quote(sys.executable)} -m recompile_fix "$@"\n'}
+    if python:
+        scripts["python"] = f'exec {shlex.quote(sys.executable)} "$@"\n'
     for name, body in scripts.items():
         (bin_dir / name).write_text("#!/bin/sh\n" + body)
         (bin_dir / name).chmod(0o755)
@@ -288,7 +289,7 @@ def test_the_loop_on_a_project_runs_as_written(tmp_path):
         project = _examples_copy(tmp_path / name) / "examples"
         (project / "train.py").write_text(TRAIN_PY)
         projects.append(project)
-    bin_dir = _shims(tmp_path)
+    bin_dir = _shims(tmp_path, python=False)
     for command in loop:
         done = _run(command, projects[0], bin_dir)
         assert done.returncode == _promised_exit(command), command + "\n" + done.stdout[-3000:] + done.stderr[-3000:]
