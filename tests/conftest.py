@@ -137,15 +137,16 @@ def _scripts(args, cwd) -> list[Path]:
 # (500 of them were a tenth of the suite's CPU; `profile`'s plan of what it recorded, 158 runs a
 # suite, another 70 s of CPU, most of it importing libcst again; `verify` and `fix`, 21, 13 s).
 # Those three run their programs as they always do, in processes of their own (the warm
-# runner's), writing to this process's file descriptors: `run_cli_here` collects them. A test that is about the tool's process
-# itself (its imports, its start, variables read at import, signals) passes ``fresh=True``, or
-# ``env``.
+# runner's), writing to this process's file descriptors: `run_cli_here` collects them. A test
+# about the tool's process itself (its imports, its start, variables read at import, signals)
+# passes ``fresh=True``, or ``env``.
 IN_PROCESS = frozenset({"apply", "report", "rules", "profile", "verify", "fix"})
 
 
 def run_cli(*args, cwd=None, check=None, env=None, fresh=False):
-    """Run `recompile-fix ARGS` as a user would: in a fresh process (``env``: more variables), or,
-    for a command of ``IN_PROCESS`` that runs no program, in this one."""
+    """Run `recompile-fix ARGS` as a user would: a command of ``IN_PROCESS`` in this one (its
+    program, if it runs one, in a process of its own), else, or with ``env`` (more variables) or
+    ``fresh``, in a fresh process."""
     if _runs_torch(args):
         require_slow("recompile-fix " + " ".join(map(str, args[:1])))
     if not fresh and env is None and args and str(args[0]) in IN_PROCESS:
